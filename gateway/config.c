@@ -1,0 +1,402 @@
+/*
+ * config.c - defaults, then the config file, then the flags.
+ *
+ * One table (settings[]) names every setting once: the flag is "--" plus
+ * its name, the config file line is its name plus a value, and --help is
+ * printed from the same words. Numbers are parsed strictly (decimal, no
+ * sign, no trailing text) and checked against the table's range.
+ */
+#include <errno.h>
+#include <limits.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "config.h"
+#include "log.h"
+
+enum kind { K_UINT, K_HOSTPORT_LISTEN, K_HOSTPORT_REDIS, K_STRING, K_LOGLEVEL, K_ROUTE };
+
+struct setting {
+	const char *name;
+	enum kind kind;
+	size_t off;
+	unsigned min, max;
+	const char *help;
+};
+
+#define U(field, lo, hi, h) { #field, K_UINT, offsetof(struct fg_config, field), lo, hi, h }
+
+static const struct setting settings[] = {
+	{ "listen", K_HOSTPORT_LISTEN, 0, 0, 0, "HOST:PORT  address to serve on (127.0.0.1:8080)" },
+	{ "upstream", K_STRING, offsetof(struct fg_config, upstream), 0, 0, "URL        the storage behind the gateway (http:// or https://)" },
+	{ "redis", K_HOSTPORT_REDIS, 0, 0, 0, "HOST:PORT  the Redis holding lock state (127.0.0.1:6379)" },
+	{ "key-file", K_STRING, offsetof(struct fg_config, key_file), 0, 0, "FILE       sequencer HMAC key, 16-64 bytes (default: agreed through Redis)" },
+	U(threads, 1, 256, "N          HTTP worker threads (2)"),
+	U(max_connections, 16, 1000000, "N          concurrent client connections (16384)"),
+	U(max_waiters, 1, 1000000, "N          blocked acquires queued per lock (20000)"),
+	U(idle_forget_ms, 0, 86400000, "MS         a lock free this long leaves no Redis keys (600000)"),
+	U(lock_delay_ms, 0, 3600000, "MS         default lock-delay of an acquire (0)"),
+	U(redis_timeout_ms, 10, 60000, "MS         bound on one Redis round trip (2000)"),
+	U(waiter_liveness_ms, 1000, 600000, "MS         a waiter outlives its gateway's last sign of life by this (10000)"),
+	U(max_header_bytes, 2048, 1048576, "BYTES      bound on a request's head (16384)"),
+	U(client_timeout_s, 1, 3600, "S          idle client connections are closed after this (30)"),
+	{ "log-level", K_LOGLEVEL, 0, 0, 0, "LEVEL      error, warn, info or debug (info)" },
+	{ "route", K_ROUTE, 0, 0, 0, "PREFIX LOCK  (config file only) paths under PREFIX are guarded by LOCK" },
+};
+
+const char fg_config_usage[] =
+	"usage: fencegate [--config FILE] [--NAME VALUE]...\n"
+	"\n"
+	"A fencing-token gateway: leased locks over HTTP, and a proxy that refuses\n"
+	"stale writes before they reach the storage behind it.\n"
+	"\n"
+	"  --config FILE       read settings from FILE (`name value` lines, # comments);\n"
+	"                      flags given on the command line override the file\n";
+
+static void say(char *err, size_t n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void say(char *err, size_t n, const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err, n, fmt, ap);
+	va_end(ap);
+}
+
+void fg_config_init(struct fg_config *c)
+{
+	memset(c, 0, sizeof(*c));
+	strcpy(c->listen_host, "127.0.0.1");
+	c->listen_port = 8080;
+	strcpy(c->redis_host, "127.0.0.1");
+	c->redis_port = 6379;
+	c->threads = 2;
+	c->max_connections = 16384;
+	c->max_waiters = 20000;
+	c->idle_forget_ms = 600000;
+	c->lock_delay_ms = 0;
+	c->redis_timeout_ms = 2000;
+	c->waiter_liveness_ms = 10000;
+	c->max_header_bytes = 16384;
+	c->client_timeout_s = 30;
+	c->log_level = FG_LOG_INFO;
+}
+
+void fg_config_finish(struct fg_config *c)
+{
+	if (!c)
+		return;
+	free(c->upstream);
+	free(c->key_file);
+	for (size_t i = 0; i < c->nroutes; i++) {
+		free(c->routes[i].prefix);
+		free(c->routes[i].lock);
+	}
+	free(c->routes);
+	c->upstream = c->key_file = NULL;
+	c->routes = NULL;
+	c->nroutes = 0;
+}
+
+int fg_parse_hostport(const char *s, char *host, size_t cap, int *port)
+{
+	const char *colon;
+	size_t hlen;
+
+	if (s[0] == '[') {
+		const char *end = strchr(s, ']');
+		if (!end || end[1] != ':')
+			return -1;
+		hlen = (size_t)(end - s - 1);
+		s++;
+		colon = end + 1;
+	} else {
+		colon = strrchr(s, ':');
+		if (!colon || memchr(s, ':', (size_t)(colon - s)))
+			return -1;
+		hlen = (size_t)(colon - s);
+	}
+	if (hlen == 0 || hlen >= cap)
+		return -1;
+	for (size_t i = 0; i < hlen; i++)
+		if (s[i] <= ' ' || s[i] == '/' || s[i] == '@' || (unsigned char)s[i] >= 0x7f)
+			return -1;
+	const char *p = colon + 1;
+	if (*p < '0' || *p > '9' || strlen(p) > 5)
+		return -1;
+	char *end;
+	long v = strtol(p, &end, 10);
+	if (*end || v < 1 || v > 65535)
+		return -1;
+	memcpy(host, s, hlen);
+	host[hlen] = '\0';
+	*port = (int)v;
+	return 0;
+}
+
+static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
+{
+	if (*s < '0' || *s > '9' || strlen(s) > 10)
+		return -1;
+	char *end;
+	errno = 0;
+	unsigned long v = strtoul(s, &end, 10);
+	if (errno || *end || v < lo || v > hi)
+		return -1;
+	*out = (unsigned)v;
+	return 0;
+}
+
+static int valid_url(const char *s)
+{
+	const char *rest;
+	if (strncmp(s, "http://", 7) == 0)
+		rest = s + 7;
+	else if (strncmp(s, "https://", 8) == 0)
+		rest = s + 8;
+	else
+		return 0;
+	if (*rest == '\0' || *rest == '/' || strlen(s) > 2048)
+		return 0;
+	for (const char *p = s; *p; p++)
+		if (*p <= ' ' || (unsigned char)*p >= 0x7f)
+			return 0;
+	return 1;
+}
+
+static int add_route(struct fg_config *c, const char *value, char *err, size_t n)
+{
+	char prefix[1024], lock[1024];
+	if (sscanf(value, "%1023s %1023s", prefix, lock) != 2 || prefix[0] != '/') {
+		say(err, n, "route: expected `route /PREFIX LOCK`, got '%s'", value);
+		return -1;
+	}
+	struct fg_route *r = realloc(c->routes, (c->nroutes + 1) * sizeof(*r));
+	if (!r) {
+		say(err, n, "out of memory");
+		return -1;
+	}
+	c->routes = r;
+	r[c->nroutes].prefix = strdup(prefix);
+	r[c->nroutes].lock = strdup(lock);
+	c->nroutes++;
+	return 0;
+}
+
+static const struct setting *find(const char *name)
+{
+	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
+		const char *a = settings[i].name, *b = name;
+		/* "max-waiters" and "max_waiters" are the same setting */
+		while (*a && *b && (*a == *b || (*a == '_' && *b == '-') ||
+				    (*a == '-' && *b == '_'))) {
+			a++;
+			b++;
+		}
+		if (!*a && !*b)
+			return &settings[i];
+	}
+	return NULL;
+}
+
+int fg_config_set(struct fg_config *c, const char *name, const char *value,
+		  char *err, size_t n)
+{
+	const struct setting *s = find(name);
+	if (!s) {
+		say(err, n, "unknown setting '%s' (see --help)", name);
+		return -1;
+	}
+	if (!value) {
+		say(err, n, "--%s needs a value", name);
+		return -1;
+	}
+	switch (s->kind) {
+	case K_UINT:
+		if (parse_uint(value, s->min, s->max,
+			       (unsigned *)((char *)c + s->off))) {
+			say(err, n, "%s: '%s' is not a whole number in %u..%u",
+			    name, value, s->min, s->max);
+			return -1;
+		}
+		return 0;
+	case K_HOSTPORT_LISTEN:
+		if (fg_parse_hostport(value, c->listen_host, sizeof(c->listen_host),
+				      &c->listen_port)) {
+			say(err, n, "listen: '%s' is not HOST:PORT", value);
+			return -1;
+		}
+		return 0;
+	case K_HOSTPORT_REDIS:
+		if (fg_parse_hostport(value, c->redis_host, sizeof(c->redis_host),
+				      &c->redis_port)) {
+			say(err, n, "redis: '%s' is not HOST:PORT", value);
+			return -1;
+		}
+		return 0;
+	case K_STRING: {
+		if (s->off == offsetof(struct fg_config, upstream) && !valid_url(value)) {
+			say(err, n, "upstream: '%s' is not an http:// or https:// URL", value);
+			return -1;
+		}
+		char **slot = (char **)((char *)c + s->off);
+		char *copy = strdup(value);
+		if (!copy) {
+			say(err, n, "out of memory");
+			return -1;
+		}
+		free(*slot);
+		*slot = copy;
+		return 0;
+	}
+	case K_LOGLEVEL: {
+		static const char *const lv[] = { "error", "warn", "info", "debug" };
+		for (int i = 0; i < 4; i++)
+			if (strcmp(value, lv[i]) == 0) {
+				c->log_level = i;
+				return 0;
+			}
+		say(err, n, "log-level: '%s' is not error, warn, info or debug", value);
+		return -1;
+	}
+	case K_ROUTE:
+		return add_route(c, value, err, n);
+	}
+	return -1;
+}
+
+int fg_config_read_file(struct fg_config *c, const char *path, char *err,
+			size_t n)
+{
+	FILE *f = fopen(path, "r");
+	char line[4096];
+	int lineno = 0, rc = 0;
+
+	if (!f) {
+		say(err, n, "cannot read config file '%s': %s", path, strerror(errno));
+		return -1;
+	}
+	while (rc == 0 && fgets(line, sizeof(line), f)) {
+		lineno++;
+		size_t len = strlen(line);
+		if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
+			say(err, n, "%s:%d: line too long", path, lineno);
+			rc = -1;
+			break;
+		}
+		char *p = line;
+		while (*p == ' ' || *p == '\t')
+			p++;
+		char *hash = strchr(p, '#');
+		if (hash)
+			*hash = '\0';
+		char *end = p + strlen(p);
+		while (end > p && (end[-1] == '\n' || end[-1] == '\r' ||
+				   end[-1] == ' ' || end[-1] == '\t'))
+			*--end = '\0';
+		if (*p == '\0')
+			continue;
+		char *name = p;
+		while (*p && *p != ' ' && *p != '\t')
+			p++;
+		if (*p)
+			*p++ = '\0';
+		while (*p == ' ' || *p == '\t')
+			p++;
+		char msg[512];
+		if (strcmp(name, "config") == 0) {
+			say(err, n, "%s:%d: 'config' cannot be nested", path, lineno);
+			rc = -1;
+		} else if (fg_config_set(c, name, *p ? p : NULL, msg, sizeof(msg))) {
+			say(err, n, "%s:%d: %s", path, lineno, msg);
+			rc = -1;
+		}
+	}
+	if (rc == 0 && ferror(f)) {
+		say(err, n, "cannot read config file '%s'", path);
+		rc = -1;
+	}
+	fclose(f);
+	return rc;
+}
+
+static void print_help(void)
+{
+	fputs(fg_config_usage, stdout);
+	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
+		char flag[64];
+		snprintf(flag, sizeof(flag), "--%s", settings[i].name);
+		for (char *p = flag; *p; p++)
+			if (*p == '_')
+				*p = '-';
+		printf("  %-19s %s\n", flag, settings[i].help);
+	}
+	fputs("  --help              this text\n  --version           the version\n", stdout);
+}
+
+enum fg_config_result fg_config_load(struct fg_config *c, int argc,
+				     char **argv, char *err, size_t n)
+{
+	const char *file = NULL;
+
+	/* The file goes first wherever --config stands, so flags win. */
+	for (int i = 1; i < argc; i++) {
+		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
+			print_help();
+			return FG_CONFIG_EXIT;
+		}
+		if (strcmp(argv[i], "--version") == 0) {
+			printf("fencegate %s\n", FG_VERSION);
+			return FG_CONFIG_EXIT;
+		}
+		if (strcmp(argv[i], "--config") == 0) {
+			if (i + 1 >= argc) {
+				say(err, n, "--config needs a file name");
+				return FG_CONFIG_ERROR;
+			}
+			file = argv[++i];
+		} else if (strncmp(argv[i], "--config=", 9) == 0) {
+			file = argv[i] + 9;
+		}
+	}
+	if (file && fg_config_read_file(c, file, err, n))
+		return FG_CONFIG_ERROR;
+	for (int i = 1; i < argc; i++) {
+		const char *a = argv[i];
+		if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
+			say(err, n, "unexpected argument '%s' (see --help)", a);
+			return FG_CONFIG_ERROR;
+		}
+		a += 2;
+		char name[64];
+		const char *value;
+		const char *eq = strchr(a, '=');
+		if (eq) {
+			if ((size_t)(eq - a) >= sizeof(name)) {
+				say(err, n, "unknown flag '%s'", argv[i]);
+				return FG_CONFIG_ERROR;
+			}
+			memcpy(name, a, (size_t)(eq - a));
+			name[eq - a] = '\0';
+			value = eq + 1;
+		} else {
+			if (strlen(a) >= sizeof(name)) {
+				say(err, n, "unknown flag '%s'", argv[i]);
+				return FG_CONFIG_ERROR;
+			}
+			strcpy(name, a);
+			value = i + 1 < argc ? argv[++i] : NULL;
+		}
+		if (strcmp(name, "config") == 0)
+			continue;
+		if (strcmp(name, "route") == 0) {
+			say(err, n, "route is a config file setting");
+			return FG_CONFIG_ERROR;
+		}
+		if (fg_config_set(c, name, value, err, n))
+			return FG_CONFIG_ERROR;
+	}
+	return FG_CONFIG_OK;
+}

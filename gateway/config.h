@@ -1,0 +1,76 @@
+/*
+ * config.h - the gateway's settings: defaults, config file, flags.
+ * Private to the gateway.
+ *
+ * Invariant: a struct fg_config that fg_config_load() accepted has every
+ * number inside its documented range and every address parsed; nothing
+ * later re-validates it.
+ */
+#ifndef FENCEGATE_CONFIG_H
+#define FENCEGATE_CONFIG_H
+
+#include <stddef.h>
+
+#define FG_HOST_MAX 256
+
+struct fg_route {
+	char *prefix; /* path prefix, starts with '/' */
+	char *lock;   /* the lock guarding every path under it */
+};
+
+struct fg_config {
+	char listen_host[FG_HOST_MAX];
+	int listen_port;
+	char *upstream;            /* URL, or NULL: no upstream configured */
+	char redis_host[FG_HOST_MAX];
+	int redis_port;
+	char *key_file;            /* NULL: the key is agreed on through Redis */
+	unsigned threads;
+	unsigned max_connections;
+	unsigned max_waiters;      /* queue bound per lock */
+	unsigned idle_forget_ms;
+	unsigned lock_delay_ms;    /* default lock-delay of an acquire */
+	unsigned redis_timeout_ms;
+	unsigned waiter_liveness_ms;
+	unsigned max_header_bytes;
+	unsigned client_timeout_s;
+	int log_level;
+	struct fg_route *routes;
+	size_t nroutes;
+};
+
+enum fg_config_result {
+	FG_CONFIG_OK = 0,
+	FG_CONFIG_EXIT = 1,   /* --help or --version was printed: exit 0 */
+	FG_CONFIG_ERROR = -1, /* err holds the reason: exit 2 */
+};
+
+/** Fills in the defaults. */
+void fg_config_init(struct fg_config *cfg);
+
+/**
+ * Defaults, then the file named by --config (if any), then the flags, which
+ * override the file. On FG_CONFIG_ERROR err[errlen] says why. The config
+ * owns its strings; free them with fg_config_finish().
+ */
+enum fg_config_result fg_config_load(struct fg_config *cfg, int argc,
+				     char **argv, char *err, size_t errlen);
+
+/** Applies one setting (a flag without "--", or a file line's first word). */
+int fg_config_set(struct fg_config *cfg, const char *name, const char *value,
+		  char *err, size_t errlen);
+
+/** Reads `name value` lines (# comments). 0, or -1 with err set. */
+int fg_config_read_file(struct fg_config *cfg, const char *path, char *err,
+			size_t errlen);
+
+/** Splits "host:port" or "[v6]:port". 0, or -1 when malformed. */
+int fg_parse_hostport(const char *s, char *host, size_t hostcap, int *port);
+
+/** Frees what the config owns. Accepts NULL. */
+void fg_config_finish(struct fg_config *cfg);
+
+/** The text of --help. */
+extern const char fg_config_usage[];
+
+#endif

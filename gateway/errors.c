@@ -1,0 +1,95 @@
+/*
+ * errors.c - the table of error answers and the helpers that send them.
+ *
+ * Invariant: every non-2xx body the gateway writes is built here, as a JSON
+ * object with "error" (a code of fg_errors[]) and "message".
+ */
+#include <stdlib.h>
+#include <string.h>
+
+#include "fencegate/error.h"
+#include "errors.h"
+
+const struct fg_errdef fg_errors[FG_E_COUNT] = {
+	[FG_E_BAD_LOCK_NAME] = { 400, "bad_lock_name",
+		"lock names are 1-255 bytes of [A-Za-z0-9._~/-] with no empty, '.' or '..' segment" },
+	[FG_E_BAD_REQUEST] = { 400, "bad_request", "the request is not valid" },
+	[FG_E_PAYLOAD_TOO_LARGE] = { 413, "payload_too_large", "request bodies are limited to 64 KiB" },
+	[FG_E_NOT_FOUND] = { 404, "not_found", "no such endpoint" },
+	[FG_E_METHOD_NOT_ALLOWED] = { 405, "method_not_allowed", "method not allowed on this endpoint" },
+	[FG_E_LOCK_HELD] = { 409, "lock_held", "the lock is held" },
+	[FG_E_LEASE_EXPIRED] = { 410, "lease_expired", "this lease does not hold the lock" },
+	[FG_E_TOO_MANY_WAITERS] = { 429, "too_many_waiters", "the lock's wait queue is full" },
+	[FG_E_TOKEN_REQUIRED] = { 428, "token_required", "writes must carry a Fencing-Token header" },
+	[FG_E_MALFORMED_TOKEN] = { 400, "malformed_token", "the Fencing-Token is not a sequencer" },
+	[FG_E_FORGED_TOKEN] = { 403, "forged_token", "the Fencing-Token was not issued by this service" },
+	[FG_E_WRONG_LOCK] = { 403, "wrong_lock", "the Fencing-Token is for another lock than the one guarding this path" },
+	[FG_E_WRONG_MODE] = { 403, "wrong_mode", "a shared grant cannot write" },
+	[FG_E_STALE_TOKEN] = { 409, "stale_token", "a newer token exists, or this grant ended" },
+	[FG_E_LOCK_STORE_UNAVAILABLE] = { 503, "lock_store_unavailable", "the lock store (Redis) cannot be reached" },
+	[FG_E_UPSTREAM_UNAVAILABLE] = { 502, "upstream_unavailable", "the upstream storage cannot be reached" },
+	[FG_E_INTERNAL] = { 500, "internal", "internal error" },
+};
+
+enum MHD_Result fg_respond_json(struct MHD_Connection *c, unsigned status,
+				json_t *obj)
+{
+	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
+	json_decref(obj);
+	if (!text)
+		return MHD_NO;
+	size_t len = strlen(text);
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		len, text, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	enum MHD_Result ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+enum MHD_Result fg_respond_empty(struct MHD_Connection *c, unsigned status)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		0, NULL, MHD_RESPMEM_PERSISTENT);
+	if (!r)
+		return MHD_NO;
+	enum MHD_Result ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+enum MHD_Result fg_respond_error(struct MHD_Connection *c, enum fg_error e,
+				 const char *message, json_t *extra)
+{
+	const struct fg_errdef *d = &fg_errors[e];
+	json_t *o = json_object();
+	if (!o) {
+		json_decref(extra);
+		return MHD_NO;
+	}
+	json_object_set_new(o, "error", json_string(d->code));
+	json_object_set_new(o, "message", json_string(message ? message : d->message));
+	if (extra) {
+		json_object_update(o, extra);
+		json_decref(extra);
+	}
+	return fg_respond_json(c, d->status, o);
+}
+
+enum MHD_Result fg_respond_store_error(struct MHD_Connection *c, int err)
+{
+	switch (err) {
+	case FG_EUNAVAIL:
+	case FG_ENOKEY:
+		return fg_respond_error(c, FG_E_LOCK_STORE_UNAVAILABLE, NULL, NULL);
+	default:
+		return fg_respond_error(c, FG_E_INTERNAL, fg_strerror(err), NULL);
+	}
+}

@@ -1,0 +1,93 @@
+/*
+ * jsonio.c - strict reading of request bodies and query numbers.
+ * Invariant: nothing here accepts a value outside the range it was given.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include "jsonio.h"
+
+json_t *fg_json_body(const char *body, size_t len, bool allow_empty,
+		     char *msg, size_t n)
+{
+	size_t i = 0;
+	while (i < len && (body[i] == ' ' || body[i] == '\t' ||
+			   body[i] == '\r' || body[i] == '\n'))
+		i++;
+	if (i == len) {
+		if (allow_empty)
+			return json_object();
+		snprintf(msg, n, "a JSON object body is required");
+		return NULL;
+	}
+	json_error_t e;
+	json_t *o = json_loadb(body, len, JSON_REJECT_DUPLICATES, &e);
+	if (!o) {
+		snprintf(msg, n, "body is not valid JSON: %s", e.text);
+		return NULL;
+	}
+	if (!json_is_object(o)) {
+		json_decref(o);
+		snprintf(msg, n, "body must be a JSON object");
+		return NULL;
+	}
+	return o;
+}
+
+int fg_json_uint(json_t *obj, const char *key, uint32_t lo, uint32_t hi,
+		 uint32_t *out, char *msg, size_t n)
+{
+	json_t *v = json_object_get(obj, key);
+	if (!v)
+		return 0;
+	if (!json_is_integer(v)) {
+		snprintf(msg, n, "%s must be an integer", key);
+		return -1;
+	}
+	json_int_t x = json_integer_value(v);
+	if (x < (json_int_t)lo || x > (json_int_t)hi) {
+		snprintf(msg, n, "%s must be in %u..%u", key, lo, hi);
+		return -1;
+	}
+	*out = (uint32_t)x;
+	return 0;
+}
+
+int fg_json_string(json_t *obj, const char *key, size_t maxlen,
+		   const char **out, size_t *len, char *msg, size_t n)
+{
+	json_t *v = json_object_get(obj, key);
+	*out = NULL;
+	*len = 0;
+	if (!v)
+		return 0;
+	if (!json_is_string(v)) {
+		snprintf(msg, n, "%s must be a string", key);
+		return -1;
+	}
+	size_t l = json_string_length(v);
+	if (l > maxlen) {
+		snprintf(msg, n, "%s is longer than %zu bytes", key, maxlen);
+		return -1;
+	}
+	*out = json_string_value(v);
+	*len = l;
+	return 0;
+}
+
+int fg_parse_u64(const char *s, uint64_t max, uint64_t *out)
+{
+	uint64_t v = 0;
+	if (!s || !*s || strlen(s) > 20)
+		return -1;
+	for (const char *p = s; *p; p++) {
+		if (*p < '0' || *p > '9')
+			return -1;
+		uint64_t d = (uint64_t)(*p - '0');
+		if (v > (max - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	*out = v;
+	return 0;
+}

@@ -1,0 +1,36 @@
+/*
+ * jsonio.h - reading request bodies strictly. Private to the gateway.
+ *
+ * Numbers are JSON integers only (not 1.5, 1e3, "1000" or true); a field
+ * that is present must have the right type (null is not "absent").
+ */
+#ifndef FENCEGATE_JSONIO_H
+#define FENCEGATE_JSONIO_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <jansson.h>
+
+/**
+ * Parses body[0..len) as one JSON object. An empty body is an empty object
+ * when allow_empty. NULL with msg set otherwise. Caller owns the result
+ * (json_decref).
+ */
+json_t *fg_json_body(const char *body, size_t len, bool allow_empty,
+		     char *msg, size_t msglen);
+
+/** Optional integer field in [lo, hi]: 0 (absent leaves *out), -1 bad. */
+int fg_json_uint(json_t *obj, const char *key, uint32_t lo, uint32_t hi,
+		 uint32_t *out, char *msg, size_t msglen);
+
+/** Optional string field of at most maxlen bytes: 0 (absent leaves *out
+ *  NULL), -1 bad. *out points into obj. */
+int fg_json_string(json_t *obj, const char *key, size_t maxlen,
+		   const char **out, size_t *len, char *msg, size_t msglen);
+
+/** Strict unsigned decimal (query parameters): 0 or -1. */
+int fg_parse_u64(const char *s, uint64_t max, uint64_t *out);
+
+#endif

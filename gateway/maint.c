@@ -1,0 +1,187 @@
+/*
+ * maint.c - the maintenance thread: the HMAC key and the health flags.
+ *
+ * Once a second (and at once on start) it agrees on the sequencer key
+ * through Redis unless a key file gave one, and notes whether Redis and
+ * the upstream answer. Invariant: gw->key changes only here (or once in
+ * main from the key file), always under gw->key_mu, and is never logged.
+ */
+#include <errno.h>
+#include <fcntl.h>
+#include <netdb.h>
+#include <poll.h>
+#include <string.h>
+#include <sys/socket.h>
+#include <time.h>
+#include <unistd.h>
+
+#include "gateway.h"
+#include "log.h"
+
+#define PERIOD_MS 1000
+#define PROBE_TIMEOUT_MS 500
+
+int fg_gateway_key(struct fg_gateway *gw, uint8_t out[FG_KEY_MAX], size_t *len)
+{
+	pthread_mutex_lock(&gw->key_mu);
+	size_t n = gw->key_len;
+	if (n)
+		memcpy(out, gw->key, n);
+	pthread_mutex_unlock(&gw->key_mu);
+	*len = n;
+	return n ? FG_OK : FG_ENOKEY;
+}
+
+/* Splits the upstream URL into host and port (no I/O). */
+static int upstream_addr(const char *url, char *host, size_t cap, char *port)
+{
+	const char *p;
+	const char *dflt;
+	if (strncmp(url, "https://", 8) == 0) {
+		p = url + 8;
+		dflt = "443";
+	} else {
+		p = url + 7;
+		dflt = "80";
+	}
+	const char *end = p + strcspn(p, "/?#");
+	const char *at = memchr(p, '@', (size_t)(end - p));
+	if (at)
+		p = at + 1;
+	const char *colon;
+	if (*p == '[') {
+		const char *rb = memchr(p, ']', (size_t)(end - p));
+		if (!rb)
+			return -1;
+		if ((size_t)(rb - p - 1) >= cap)
+			return -1;
+		memcpy(host, p + 1, (size_t)(rb - p - 1));
+		host[rb - p - 1] = '\0';
+		colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
+	} else {
+		colon = memchr(p, ':', (size_t)(end - p));
+		const char *hend = colon ? colon : end;
+		if ((size_t)(hend - p) >= cap || hend == p)
+			return -1;
+		memcpy(host, p, (size_t)(hend - p));
+		host[hend - p] = '\0';
+	}
+	if (colon && end - colon - 1 > 0 && end - colon - 1 < 6) {
+		memcpy(port, colon + 1, (size_t)(end - colon - 1));
+		port[end - colon - 1] = '\0';
+	} else {
+		strcpy(port, dflt);
+	}
+	return 0;
+}
+
+int fg_probe_upstream(struct fg_gateway *gw)
+{
+	char host[FG_HOST_MAX], port[8];
+	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
+	struct addrinfo *ai = NULL;
+	int up = 0;
+
+	if (!gw->cfg->upstream ||
+	    upstream_addr(gw->cfg->upstream, host, sizeof(host), port) ||
+	    getaddrinfo(host, port, &hints, &ai) != 0 || !ai)
+		return 0;
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd >= 0) {
+		int r = connect(fd, ai->ai_addr, ai->ai_addrlen);
+		if (r == 0) {
+			up = 1;
+		} else if (errno == EINPROGRESS) {
+			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+			if (poll(&pfd, 1, PROBE_TIMEOUT_MS) == 1) {
+				int soerr = 0;
+				socklen_t sl = sizeof(soerr);
+				getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+				up = soerr == 0;
+			}
+		}
+		close(fd);
+	}
+	freeaddrinfo(ai);
+	atomic_store(&gw->upstream_up, up);
+	return up;
+}
+
+static void sync_key(struct fg_gateway *gw, fg_store *st)
+{
+	uint8_t mine[FG_KEY_MAX], agreed[FG_KEY_MAX];
+	size_t mine_len = 0, agreed_len = 0;
+
+	fg_gateway_key(gw, mine, &mine_len);
+	/* SET NX ours (or a fresh one), then adopt whatever is there: after
+	 * Redis lost its data, the first gateway back restores the key that
+	 * all of them were using. */
+	int err = fg_store_sync_key(st, mine_len ? mine : NULL, mine_len,
+				    agreed, &agreed_len);
+	if (err) {
+		if (err != FG_EUNAVAIL)
+			fg_log_warn("cannot agree on the sequencer key: %s",
+				    fg_strerror(err));
+		return;
+	}
+	if (mine_len == agreed_len && memcmp(mine, agreed, mine_len) == 0)
+		return;
+	pthread_mutex_lock(&gw->key_mu);
+	memcpy(gw->key, agreed, agreed_len);
+	gw->key_len = agreed_len;
+	pthread_mutex_unlock(&gw->key_mu);
+	if (mine_len)
+		fg_log_warn("the sequencer key in Redis changed; using the new one "
+			    "(earlier sequencers no longer verify)");
+	else
+		fg_log_info("sequencer key agreed through Redis");
+}
+
+static void *maint_main(void *arg)
+{
+	struct fg_gateway *gw = arg;
+	fg_store *st = fg_store_create(&gw->store_opts);
+	int was_redis = -1, was_up = -1;
+
+	pthread_mutex_lock(&gw->maint_mu);
+	while (!gw->stopping) {
+		pthread_mutex_unlock(&gw->maint_mu);
+		int redis = st && fg_store_ping(st) == FG_OK;
+		if (redis && !gw->key_from_file)
+			sync_key(gw, st);
+		atomic_store(&gw->redis_up, redis);
+		if (redis != was_redis)
+			fg_log_info("redis %s:%d is %s", gw->cfg->redis_host,
+				    gw->cfg->redis_port, redis ? "up" : "down");
+		was_redis = redis;
+		if (gw->cfg->upstream) {
+			int up = fg_probe_upstream(gw);
+			if (up != was_up)
+				fg_log_info("upstream is %s", up ? "up" : "down");
+			was_up = up;
+		}
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += PERIOD_MS / 1000;
+		pthread_mutex_lock(&gw->maint_mu);
+		if (!gw->stopping)
+			pthread_cond_timedwait(&gw->maint_cv, &gw->maint_mu, &ts);
+	}
+	pthread_mutex_unlock(&gw->maint_mu);
+	fg_store_destroy(st);
+	return NULL;
+}
+
+int fg_maint_start(struct fg_gateway *gw)
+{
+	return pthread_create(&gw->maint, NULL, maint_main, gw) == 0 ? 0 : -1;
+}
+
+void fg_maint_stop(struct fg_gateway *gw)
+{
+	pthread_mutex_lock(&gw->maint_mu);
+	gw->stopping = true;
+	pthread_cond_signal(&gw->maint_cv);
+	pthread_mutex_unlock(&gw->maint_mu);
+	pthread_join(gw->maint, NULL);
+}

@@ -1,0 +1,794 @@
+/*
+ * waitq.c - the wait loop: one libevent thread for every request that
+ * waits (blocked acquires, observers), with asynchronous Redis.
+ *
+ * Invariants:
+ * - A waiter is completed exactly once, under wq->mu, and its connection
+ *   is resumed exactly when it was suspended.
+ * - A waiter is freed when its last reference goes: the worker's (dropped
+ *   in the request-completed callback) and the loop's (taken at park,
+ *   dropped once the waiter is complete and no Redis call of its is in
+ *   flight).
+ * - The loop's own bookkeeping (timers, the client-socket watch, the
+ *   per-lock watch lists) is touched only on the loop thread.
+ * - Per lock, this gateway runs at most one tick and one inspect at a time,
+ *   however many of its requests wait on that lock.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+#include <event2/thread.h>
+#include <uthash.h>
+#include <utlist.h>
+
+#include "gateway.h"
+#include "log.h"
+#include "waitq.h"
+
+enum kind { ACQ, OBS };
+
+struct watch;
+
+struct fg_waiter {
+	struct fg_waitq *wq;
+	enum kind kind;
+	char id[FG_WAITER_ID_MAX];
+	char name[FG_NAME_MAX + 1];
+	char lease[FG_LEASE_LEN + 1];
+	enum fg_mode mode;
+	uint32_t ttl_ms;
+	uint32_t wait_ms;
+	bool held0, has_tok0; /* observe: answer when these differ */
+	uint64_t tok0;
+
+	/* under wq->mu */
+	enum fg_wait_result result;
+	struct fg_grant grant;
+	struct fg_lock_info info;
+	struct MHD_Connection *conn;
+	bool suspended;
+	bool registered;
+	bool loop_ref;
+	bool incoming;
+	int refs;
+	UT_hash_handle hh;
+	struct fg_waiter *inext;
+
+	/* loop thread only */
+	int64_t wake_in;
+	int fd;
+	int ops;
+	bool deadline_hit;
+	struct event *timer;
+	struct event *fdev;
+	struct watch *watch;
+	struct fg_waiter *prev, *next;
+};
+
+struct watch {
+	struct fg_waitq *wq;
+	char name[FG_NAME_MAX + 1];
+	char chan[FG_NAME_MAX + 16];
+	struct fg_waiter *acq, *obs;
+	struct event *tick;
+	struct event *recheck;
+	uint64_t tick_at;
+	bool ticking, inspecting, reinspect, subscribed, confirmed;
+	UT_hash_handle hh;
+};
+
+struct fg_waitq {
+	struct fg_gateway *gw;
+	struct event_base *base;
+	fg_astore *as;
+	pthread_t thread;
+	bool started;
+	char chan[64];
+	struct event *kick;
+
+	pthread_mutex_t mu;
+	struct fg_waiter *byid;
+	struct fg_waiter *incoming;
+	bool stopping;
+
+	struct watch *watches;
+};
+
+static uint64_t mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+static struct timeval tv_of(int64_t ms)
+{
+	if (ms < 0)
+		ms = 0;
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000) };
+	return tv;
+}
+
+/* ---- references ------------------------------------------------------ */
+
+static void waiter_free(struct fg_waiter *w)
+{
+	fg_lock_info_finish(&w->info);
+	free(w);
+}
+
+/* Drops one reference; the caller must not hold wq->mu. */
+static void put(struct fg_waitq *wq, struct fg_waiter *w)
+{
+	pthread_mutex_lock(&wq->mu);
+	int left = --w->refs;
+	if (left == 0 && w->registered) {
+		HASH_DEL(wq->byid, w);
+		w->registered = false;
+	}
+	pthread_mutex_unlock(&wq->mu);
+	if (left == 0)
+		waiter_free(w);
+}
+
+static void maybe_release(struct fg_waitq *wq, struct fg_waiter *w)
+{
+	if (w->loop_ref && w->result != FG_WAIT_PENDING && w->ops == 0 &&
+	    !w->incoming) {
+		w->loop_ref = false;
+		put(wq, w);
+	}
+}
+
+/* ---- worker side ----------------------------------------------------- */
+
+static struct fg_waiter *waiter_new(struct fg_waitq *wq, enum kind kind,
+				    const char *name, uint32_t wait_ms)
+{
+	struct fg_waiter *w = calloc(1, sizeof(*w));
+	if (!w)
+		return NULL;
+	w->wq = wq;
+	w->kind = kind;
+	w->wait_ms = wait_ms;
+	w->refs = 1;
+	w->fd = -1;
+	snprintf(w->name, sizeof(w->name), "%s", name);
+	unsigned long long seq = atomic_fetch_add(&wq->gw->waiter_seq, 1) + 1;
+	snprintf(w->id, sizeof(w->id), "%s-%llu", wq->gw->id, seq);
+	pthread_mutex_lock(&wq->mu);
+	HASH_ADD_STR(wq->byid, id, w);
+	w->registered = true;
+	pthread_mutex_unlock(&wq->mu);
+	return w;
+}
+
+struct fg_waiter *fg_waiter_acquire(struct fg_waitq *wq, const char *name,
+				    const char *lease, enum fg_mode mode,
+				    uint32_t ttl_ms, uint32_t wait_ms)
+{
+	struct fg_waiter *w = waiter_new(wq, ACQ, name, wait_ms);
+	if (w) {
+		snprintf(w->lease, sizeof(w->lease), "%s", lease);
+		w->mode = mode;
+		w->ttl_ms = ttl_ms;
+	}
+	return w;
+}
+
+struct fg_waiter *fg_waiter_observe(struct fg_waitq *wq, const char *name,
+				    uint32_t wait_ms, bool held,
+				    bool has_token, uint64_t token)
+{
+	struct fg_waiter *w = waiter_new(wq, OBS, name, wait_ms);
+	if (w) {
+		w->held0 = held;
+		w->has_tok0 = has_token;
+		w->tok0 = token;
+	}
+	return w;
+}
+
+const char *fg_waiter_id(const struct fg_waiter *w)
+{
+	return w->id;
+}
+
+bool fg_waiter_park(struct fg_waitq *wq, struct fg_waiter *w,
+		    struct MHD_Connection *c, int64_t wake_in_ms)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	pthread_mutex_lock(&wq->mu);
+	if (w->result == FG_WAIT_PENDING && wq->stopping) {
+		w->result = FG_WAIT_UNAVAIL;
+		if (w->registered) {
+			HASH_DEL(wq->byid, w);
+			w->registered = false;
+		}
+	}
+	if (w->result != FG_WAIT_PENDING) {
+		pthread_mutex_unlock(&wq->mu);
+		return false;
+	}
+	MHD_suspend_connection(c);
+	w->conn = c;
+	w->fd = ci ? ci->connect_fd : -1;
+	w->suspended = true;
+	w->loop_ref = true;
+	w->refs++;
+	w->wake_in = wake_in_ms;
+	w->incoming = true;
+	w->inext = wq->incoming;
+	wq->incoming = w;
+	pthread_mutex_unlock(&wq->mu);
+	event_active(wq->kick, EV_READ, 0);
+	return true;
+}
+
+enum fg_wait_result fg_waiter_result(struct fg_waiter *w, struct fg_grant *g,
+				     const struct fg_lock_info **info)
+{
+	if (g)
+		*g = w->grant;
+	if (info)
+		*info = &w->info;
+	return w->result;
+}
+
+void fg_waiter_drop(struct fg_waitq *wq, struct fg_waiter *w)
+{
+	if (w)
+		put(wq, w);
+}
+
+/* ---- per-lock watches (loop thread) ---------------------------------- */
+
+static void on_tick_timer(evutil_socket_t fd, short what, void *arg);
+static void on_recheck(evutil_socket_t fd, short what, void *arg);
+
+static struct watch *watch_get(struct fg_waitq *wq, const char *name)
+{
+	struct watch *wt;
+	HASH_FIND_STR(wq->watches, name, wt);
+	if (wt)
+		return wt;
+	wt = calloc(1, sizeof(*wt));
+	if (!wt)
+		return NULL;
+	wt->wq = wq;
+	snprintf(wt->name, sizeof(wt->name), "%s", name);
+	fg_chan_events(name, wt->chan, sizeof(wt->chan));
+	wt->tick = evtimer_new(wq->base, on_tick_timer, wt);
+	wt->recheck = evtimer_new(wq->base, on_recheck, wt);
+	if (!wt->tick || !wt->recheck) {
+		if (wt->tick)
+			event_free(wt->tick);
+		if (wt->recheck)
+			event_free(wt->recheck);
+		free(wt);
+		return NULL;
+	}
+	HASH_ADD_STR(wq->watches, name, wt);
+	return wt;
+}
+
+static void watch_maybe_free(struct fg_waitq *wq, struct watch *wt)
+{
+	if (wt->obs == NULL && wt->subscribed) {
+		fg_astore_unsubscribe(wq->as, wt->chan);
+		wt->subscribed = wt->confirmed = false;
+		evtimer_del(wt->recheck);
+	}
+	if (wt->acq || wt->obs || wt->ticking || wt->inspecting)
+		return;
+	HASH_DEL(wq->watches, wt);
+	event_free(wt->tick);
+	event_free(wt->recheck);
+	free(wt);
+}
+
+/* Takes the waiter out of the loop's bookkeeping. */
+static void detach(struct fg_waitq *wq, struct fg_waiter *w)
+{
+	if (w->timer) {
+		event_free(w->timer);
+		w->timer = NULL;
+	}
+	if (w->fdev) {
+		event_free(w->fdev);
+		w->fdev = NULL;
+	}
+	struct watch *wt = w->watch;
+	if (wt) {
+		if (w->kind == ACQ)
+			DL_DELETE(wt->acq, w);
+		else
+			DL_DELETE(wt->obs, w);
+		w->watch = NULL;
+		watch_maybe_free(wq, wt);
+	}
+}
+
+/* Completes a waiter (loop thread). Returns false if it was complete. */
+static bool finish(struct fg_waitq *wq, struct fg_waiter *w,
+		   enum fg_wait_result res, const struct fg_grant *g,
+		   const struct fg_lock_info *info)
+{
+	if (w->result != FG_WAIT_PENDING)
+		return false;
+	/* Off our sockets and timers before the connection is resumed:
+	 * once MHD closes it, its descriptor may be reused. */
+	detach(wq, w);
+	pthread_mutex_lock(&wq->mu);
+	if (g)
+		w->grant = *g;
+	if (info) {
+		w->info = *info;
+		w->info.value = NULL;
+		if (info->value) {
+			w->info.value = malloc(info->value_len + 1);
+			if (w->info.value) {
+				memcpy(w->info.value, info->value, info->value_len + 1);
+			} else {
+				res = FG_WAIT_UNAVAIL;
+				w->info.value_len = 0;
+			}
+		}
+	}
+	w->result = res;
+	if (w->registered) {
+		HASH_DEL(wq->byid, w);
+		w->registered = false;
+	}
+	if (w->suspended) {
+		w->suspended = false;
+		MHD_resume_connection(w->conn);
+	}
+	pthread_mutex_unlock(&wq->mu);
+	maybe_release(wq, w);
+	return true;
+}
+
+/* ---- acquire waiters -------------------------------------------------- */
+
+static void on_released(int err, const struct fg_grant *g, void *arg)
+{
+	(void)g;
+	free(arg);
+	if (err)
+		fg_log_warn("could not release a grant whose client left: %s",
+			    fg_strerror(err));
+}
+
+/* A grant nobody will receive goes back at once, not at its expiry. */
+static void give_back(struct fg_waitq *wq, const char *name, const char *lease)
+{
+	size_t n = strlen(name);
+	char *buf = malloc(n + 1 + FG_LEASE_LEN + 1);
+	if (!buf)
+		return;
+	memcpy(buf, name, n + 1);
+	snprintf(buf + n + 1, FG_LEASE_LEN + 1, "%s", lease);
+	if (fg_alock_release(wq->as, buf, buf + n + 1, on_released, buf) != FG_OK)
+		free(buf);
+}
+
+static void on_dequeued(int err, const struct fg_grant *g, void *arg)
+{
+	struct fg_waiter *w = arg;
+	struct fg_waitq *q = w->wq;
+	w->ops--;
+	if (err) {
+		finish(q, w, FG_WAIT_UNAVAIL, NULL, NULL);
+	} else if (g->status == FG_GRANTED) {
+		struct fg_grant mine = *g;
+		mine.holds = 1;
+		if (!finish(q, w, FG_WAIT_GRANTED, &mine, NULL) &&
+		    w->result != FG_WAIT_GRANTED)
+			give_back(q, w->name, w->lease);
+	} else if (g->status == FG_QUEUED) {
+		/* a peek: still waiting, nothing to do */
+	} else {
+		finish(q, w, FG_WAIT_TIMEOUT, NULL, NULL);
+	}
+	maybe_release(q, w);
+}
+
+static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek)
+{
+	if (w->ops > 0)
+		return; /* one call per waiter at a time; its answer decides */
+	w->ops++;
+	if (fg_alock_dequeue(wq->as, w->name, w->id, w->lease, peek,
+			     on_dequeued, w) != FG_OK) {
+		w->ops--;
+		if (!peek)
+			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+	}
+}
+
+static void schedule_tick(struct fg_waitq *wq, struct watch *wt, int64_t in_ms)
+{
+	int64_t hb = wq->gw->cfg->waiter_liveness_ms / 3;
+	if (in_ms < 0 || in_ms > hb)
+		in_ms = hb;
+	uint64_t at = mono_ms() + (uint64_t)in_ms;
+	if (evtimer_pending(wt->tick, NULL) && wt->tick_at <= at)
+		return;
+	wt->tick_at = at;
+	struct timeval tv = tv_of(in_ms);
+	evtimer_add(wt->tick, &tv);
+}
+
+static void on_ticked(int err, const struct fg_grant *g, void *arg)
+{
+	struct watch *wt = arg;
+	struct fg_waitq *wq = wt->wq;
+	wt->ticking = false;
+	if (!wt->acq) {
+		watch_maybe_free(wq, wt);
+		return;
+	}
+	schedule_tick(wq, wt, err ? 200 : g->wake_in_ms);
+}
+
+static void on_tick_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct watch *wt = arg;
+	struct fg_waitq *wq = wt->wq;
+	(void)fd;
+	(void)what;
+	if (wt->ticking || !wt->acq)
+		return;
+	wt->ticking = true;
+	if (fg_alock_tick(wq->as, wt->name, wq->gw->id,
+			  wq->gw->cfg->waiter_liveness_ms, on_ticked,
+			  wt) != FG_OK) {
+		wt->ticking = false;
+		schedule_tick(wq, wt, 200);
+	}
+}
+
+/* ---- observers ------------------------------------------------------- */
+
+static void request_inspect(struct fg_waitq *wq, struct watch *wt);
+
+static void on_inspected(int err, const struct fg_lock_info *info, void *arg)
+{
+	struct watch *wt = arg;
+	struct fg_waitq *wq = wt->wq;
+	wt->inspecting = false;
+	struct fg_waiter *w, *tmp;
+	DL_FOREACH_SAFE(wt->obs, w, tmp) {
+		if (err) {
+			if (w->deadline_hit)
+				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+		} else if (w->deadline_hit || info->held != w->held0 ||
+			   info->has_token != w->has_tok0 ||
+			   info->token != w->tok0) {
+			finish(wq, w, FG_WAIT_OBSERVED, NULL, info);
+		}
+	}
+	/* finish() may have freed the watch if it emptied; look again. */
+	struct watch *still;
+	HASH_FIND_STR(wq->watches, wt->name, still);
+	if (still != wt)
+		return;
+	if (!wt->obs) {
+		watch_maybe_free(wq, wt);
+		return;
+	}
+	if (wt->reinspect) {
+		wt->reinspect = false;
+		request_inspect(wq, wt);
+	} else if (!err && info->held && info->ttl_ms > 0) {
+		/* Expiry publishes nothing: look again when it is due. */
+		struct timeval tv = tv_of((int64_t)info->ttl_ms + 2);
+		evtimer_add(wt->recheck, &tv);
+	} else if (err) {
+		struct timeval tv = tv_of(200);
+		evtimer_add(wt->recheck, &tv);
+	}
+}
+
+static void request_inspect(struct fg_waitq *wq, struct watch *wt)
+{
+	if (wt->inspecting) {
+		wt->reinspect = true;
+		return;
+	}
+	wt->inspecting = true;
+	if (fg_alock_inspect(wq->as, wt->name, on_inspected, wt) != FG_OK) {
+		wt->inspecting = false;
+		struct timeval tv = tv_of(200);
+		evtimer_add(wt->recheck, &tv);
+		/* observers at their deadline cannot wait for Redis */
+		struct fg_waiter *w, *tmp;
+		DL_FOREACH_SAFE(wt->obs, w, tmp)
+			if (w->deadline_hit)
+				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+	}
+}
+
+static void on_recheck(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct watch *wt = arg;
+	request_inspect(wt->wq, wt);
+}
+
+/* ---- per-waiter events ----------------------------------------------- */
+
+static void on_deadline(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_waiter *w = arg;
+	struct fg_waitq *wq = w->wq;
+	(void)fd;
+	(void)what;
+	if (w->kind == ACQ) {
+		start_dequeue(wq, w, false);
+	} else {
+		w->deadline_hit = true;
+		if (w->watch)
+			request_inspect(wq, w->watch);
+	}
+}
+
+static void on_client_readable(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_waiter *w = arg;
+	struct fg_waitq *wq = w->wq;
+	char b;
+	(void)what;
+	ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	if (n > 0) {
+		/* A pipelined request, not a close: stop watching. */
+		event_del(w->fdev);
+		return;
+	}
+	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+		return;
+	if (w->kind == ACQ) {
+		/* Leave the queue now; if the lock was handed over meanwhile,
+		 * on_dequeued gives it back. The call is started first: it
+		 * keeps the loop's reference (ops > 0) past finish(). */
+		start_dequeue(wq, w, false);
+		finish(wq, w, FG_WAIT_GONE, NULL, NULL);
+	} else {
+		finish(wq, w, FG_WAIT_GONE, NULL, NULL);
+	}
+}
+
+static void setup(struct fg_waitq *wq, struct fg_waiter *w)
+{
+	struct watch *wt = watch_get(wq, w->name);
+	if (!wt) {
+		finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+		return;
+	}
+	w->watch = wt;
+	if (w->kind == ACQ)
+		DL_APPEND(wt->acq, w);
+	else
+		DL_APPEND(wt->obs, w);
+	w->timer = evtimer_new(wq->base, on_deadline, w);
+	if (w->timer) {
+		struct timeval tv = tv_of(w->wait_ms);
+		evtimer_add(w->timer, &tv);
+	}
+	if (w->fd >= 0) {
+		w->fdev = event_new(wq->base, w->fd, EV_READ | EV_PERSIST,
+				    on_client_readable, w);
+		if (w->fdev)
+			event_add(w->fdev, NULL);
+	}
+	if (!w->timer) {
+		finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+		return;
+	}
+	if (w->kind == ACQ) {
+		schedule_tick(wq, wt, w->wake_in);
+	} else if (!wt->subscribed) {
+		if (fg_astore_subscribe(wq->as, wt->chan) == FG_OK)
+			wt->subscribed = true;
+		/* the subscription's confirmation triggers the first look */
+	} else if (wt->confirmed) {
+		request_inspect(wq, wt);
+	}
+}
+
+static void on_kick(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_waitq *wq = arg;
+	(void)fd;
+	(void)what;
+	pthread_mutex_lock(&wq->mu);
+	struct fg_waiter *list = wq->incoming;
+	wq->incoming = NULL;
+	bool stopping = wq->stopping;
+	pthread_mutex_unlock(&wq->mu);
+
+	while (list) {
+		struct fg_waiter *w = list;
+		list = w->inext;
+		w->inext = NULL;
+		w->incoming = false;
+		if (w->result != FG_WAIT_PENDING)
+			maybe_release(wq, w);
+		else if (stopping)
+			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+		else
+			setup(wq, w);
+	}
+	if (stopping) {
+		struct watch *wt, *tmp;
+		HASH_ITER(hh, wq->watches, wt, tmp) {
+			struct fg_waiter *w, *wtmp;
+			DL_FOREACH_SAFE(wt->acq, w, wtmp)
+				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+			DL_FOREACH_SAFE(wt->obs, w, wtmp)
+				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+		}
+		event_base_loopexit(wq->base, NULL);
+	}
+}
+
+/* ---- Redis messages -------------------------------------------------- */
+
+static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
+{
+	char buf[128], id[FG_WAITER_ID_MAX], mode[2];
+	unsigned long long tok;
+	if (len >= sizeof(buf))
+		return;
+	memcpy(buf, msg, len);
+	buf[len] = '\0';
+	if (sscanf(buf, "%39s %llu %1s", id, &tok, mode) != 3)
+		return;
+
+	struct fg_grant g = { .status = FG_GRANTED, .token = tok, .holds = 1,
+			      .mode = mode[0] == 's' ? FG_MODE_SHARED : FG_MODE_EXCLUSIVE,
+			      .wake_in_ms = -1 };
+	pthread_mutex_lock(&wq->mu);
+	struct fg_waiter *w;
+	HASH_FIND_STR(wq->byid, id, w);
+	if (w && w->kind == ACQ && w->result == FG_WAIT_PENDING && !w->loop_ref) {
+		/* Granted before its worker parked it: the worker will see
+		 * the result and answer without suspending. */
+		g.ttl_ms = w->ttl_ms;
+		w->grant = g;
+		w->result = FG_WAIT_GRANTED;
+		HASH_DEL(wq->byid, w);
+		w->registered = false;
+		w = NULL;
+	}
+	pthread_mutex_unlock(&wq->mu);
+	if (w && w->kind == ACQ && w->loop_ref) {
+		g.ttl_ms = w->ttl_ms;
+		if (!finish(wq, w, FG_WAIT_GRANTED, &g, NULL) &&
+		    w->result != FG_WAIT_GRANTED && w->ops == 0)
+			give_back(wq, w->name, w->lease);
+	}
+}
+
+static void on_message(const char *chan, const char *msg, size_t len, void *arg)
+{
+	struct fg_waitq *wq = arg;
+	if (strcmp(chan, wq->chan) == 0) {
+		if (msg)
+			on_grant_message(wq, msg, len);
+		return;
+	}
+	if (strncmp(chan, "fg:ev:", 6) != 0)
+		return;
+	struct watch *wt;
+	HASH_FIND_STR(wq->watches, chan + 6, wt);
+	if (!wt || !wt->obs)
+		return;
+	if (!msg)
+		wt->confirmed = true;
+	request_inspect(wq, wt);
+}
+
+/* The subscriber reconnected: grant messages may have been lost. */
+static void on_resync(void *arg)
+{
+	struct fg_waitq *wq = arg;
+	struct watch *wt, *tmp;
+	HASH_ITER(hh, wq->watches, wt, tmp) {
+		wt->confirmed = false;
+		struct fg_waiter *w, *wtmp;
+		DL_FOREACH_SAFE(wt->acq, w, wtmp)
+			start_dequeue(wq, w, true);
+	}
+}
+
+/* ---- the loop -------------------------------------------------------- */
+
+static void *loop_main(void *arg)
+{
+	struct fg_waitq *wq = arg;
+	event_base_dispatch(wq->base);
+	return NULL;
+}
+
+struct fg_waitq *fg_waitq_create(struct fg_gateway *gw)
+{
+	static int threads_ready;
+	if (!threads_ready) {
+		if (evthread_use_pthreads() != 0)
+			return NULL;
+		threads_ready = 1;
+	}
+	struct fg_waitq *wq = calloc(1, sizeof(*wq));
+	if (!wq)
+		return NULL;
+	wq->gw = gw;
+	pthread_mutex_init(&wq->mu, NULL);
+	fg_chan_gateway(gw->id, wq->chan, sizeof(wq->chan));
+	wq->base = event_base_new();
+	if (!wq->base)
+		goto error_base;
+	wq->kick = event_new(wq->base, -1, 0, on_kick, wq);
+	if (!wq->kick)
+		goto error_kick;
+	wq->as = fg_astore_create(wq->base, &gw->store_opts, on_message,
+				  on_resync, wq);
+	if (!wq->as || fg_astore_subscribe(wq->as, wq->chan) != FG_OK)
+		goto error_astore;
+	if (pthread_create(&wq->thread, NULL, loop_main, wq) != 0)
+		goto error_astore;
+	wq->started = true;
+	return wq;
+
+error_astore:
+	fg_astore_destroy(wq->as);
+	event_free(wq->kick);
+error_kick:
+	event_base_free(wq->base);
+error_base:
+	pthread_mutex_destroy(&wq->mu);
+	free(wq);
+	return NULL;
+}
+
+void fg_waitq_stop(struct fg_waitq *wq)
+{
+	pthread_mutex_lock(&wq->mu);
+	bool was = wq->stopping;
+	wq->stopping = true;
+	pthread_mutex_unlock(&wq->mu);
+	if (was || !wq->started)
+		return;
+	event_active(wq->kick, EV_READ, 0);
+	pthread_join(wq->thread, NULL);
+	wq->started = false;
+}
+
+void fg_waitq_destroy(struct fg_waitq *wq)
+{
+	if (!wq)
+		return;
+	fg_waitq_stop(wq);
+	/* Calls still in flight answer FG_EUNAVAIL here and drop their
+	 * references. */
+	fg_astore_destroy(wq->as);
+	struct watch *wt, *tmp;
+	HASH_ITER(hh, wq->watches, wt, tmp) {
+		HASH_DEL(wq->watches, wt);
+		event_free(wt->tick);
+		event_free(wt->recheck);
+		free(wt);
+	}
+	event_free(wq->kick);
+	event_base_free(wq->base);
+	pthread_mutex_destroy(&wq->mu);
+	free(wq);
+}

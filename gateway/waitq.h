@@ -1,0 +1,76 @@
+/*
+ * waitq.h - the wait loop: blocked acquires and observers, with no thread
+ * each. Private to the gateway.
+ *
+ * A waiter is created by a worker thread, registered under its id *before*
+ * the acquire script can hand it the lock (so the grant message always
+ * finds it), and then either dropped (answered at once) or parked (its
+ * connection suspended). The loop completes a parked waiter exactly once —
+ * granted, timed out, store unavailable, client gone, or observed — and
+ * resumes its connection; the worker answers from the result.
+ */
+#ifndef FENCEGATE_WAITQ_H
+#define FENCEGATE_WAITQ_H
+
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#include "fencegate/lock.h"
+
+struct fg_gateway;
+struct fg_waitq;
+struct fg_waiter;
+
+enum fg_wait_result {
+	FG_WAIT_PENDING = 0,
+	FG_WAIT_GRANTED,   /* acquire: the grant is in the waiter */
+	FG_WAIT_TIMEOUT,   /* acquire: wait_ms passed */
+	FG_WAIT_UNAVAIL,   /* Redis could not be asked, or shutting down */
+	FG_WAIT_GONE,      /* the client went away */
+	FG_WAIT_OBSERVED,  /* observe: the lock's state is in the waiter */
+};
+
+/** Starts the loop thread. NULL on failure. Caller owns the result. */
+struct fg_waitq *fg_waitq_create(struct fg_gateway *gw);
+
+/** Completes every parked waiter with FG_WAIT_UNAVAIL (resuming its
+ *  connection) and stops the loop thread; later parks are refused.
+ *  The memory stays valid for workers still finishing requests. */
+void fg_waitq_stop(struct fg_waitq *wq);
+
+/** Frees; call once no worker can touch the queue (HTTP stopped).
+ *  Accepts NULL. */
+void fg_waitq_destroy(struct fg_waitq *wq);
+
+/** A blocked acquire of `name`; the worker holds the one reference. */
+struct fg_waiter *fg_waiter_acquire(struct fg_waitq *wq, const char *name,
+				    const char *lease, enum fg_mode mode,
+				    uint32_t ttl_ms, uint32_t wait_ms);
+
+/** An observer of `name` that answers when (held, token) differs from
+ *  what is given, or after wait_ms. */
+struct fg_waiter *fg_waiter_observe(struct fg_waitq *wq, const char *name,
+				    uint32_t wait_ms, bool held,
+				    bool has_token, uint64_t token);
+
+const char *fg_waiter_id(const struct fg_waiter *w);
+
+/**
+ * Suspends the connection and hands the waiter to the loop. Returns false
+ * (and does not suspend) when the waiter was already completed, so the
+ * caller answers at once. wake_in_ms: when the lock may change hands by
+ * itself (-1: not by itself).
+ */
+bool fg_waiter_park(struct fg_waitq *wq, struct fg_waiter *w,
+		    struct MHD_Connection *c, int64_t wake_in_ms);
+
+/** The result; for GRANTED *g, for OBSERVED *info (owned by the waiter). */
+enum fg_wait_result fg_waiter_result(struct fg_waiter *w, struct fg_grant *g,
+				     const struct fg_lock_info **info);
+
+/** The worker lets go of its reference (request completed). */
+void fg_waiter_drop(struct fg_waitq *wq, struct fg_waiter *w);
+
+#endif

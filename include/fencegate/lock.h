@@ -1,0 +1,227 @@
+/*
+ * fencegate/lock.h - lock semantics over Redis (lockcore).
+ *
+ * Every state change of a lock is one Lua script run atomically by Redis
+ * (EVALSHA, falling back to EVAL on NOSCRIPT). Every key of lock N shares
+ * the hash tag {N}, so a Redis Cluster keeps a lock in one slot. Time is
+ * Redis' clock (TIME inside the scripts, PEXPIRE on the keys): a gateway's
+ * clock never decides whether a lease is alive.
+ *
+ * Two front ends run the same scripts: fg_store is a blocking connection
+ * (one per gateway worker thread), fg_astore an asynchronous one on a
+ * libevent loop (the gateway's wait loop). Neither is thread-safe; each
+ * belongs to the thread that created it.
+ */
+#ifndef FENCEGATE_LOCK_H
+#define FENCEGATE_LOCK_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fencegate/error.h"
+#include "fencegate/sequencer.h"
+
+struct event_base;
+
+#define FG_TTL_MIN 100u
+#define FG_TTL_MAX 3600000u
+#define FG_TTL_DEFAULT 30000u
+#define FG_WAIT_MAX 300000u
+#define FG_VALUE_MAX 4096u
+#define FG_OWNER_MAX 256u
+#define FG_GATEWAY_ID_LEN 16 /* hex characters */
+#define FG_WAITER_ID_MAX 40
+
+struct fg_store_opts {
+	const char *host;            /* Redis host (copied) */
+	int port;
+	unsigned connect_timeout_ms; /* bound on connect() */
+	unsigned command_timeout_ms; /* bound on one command's round trip */
+	unsigned idle_forget_ms;     /* a lock free this long leaves no keys */
+};
+
+/* ---- blocking connection ------------------------------------------- */
+
+typedef struct fg_store fg_store;
+
+/**
+ * Allocates a store; connects lazily on first use, and again after any
+ * failure (at most once per connect_timeout_ms, so a down Redis costs a
+ * caller one bounded wait, not a pile of them). Caller owns the result and
+ * frees it with fg_store_destroy(). NULL only on allocation failure.
+ */
+fg_store *fg_store_create(const struct fg_store_opts *opts);
+
+/** Closes and frees. Accepts NULL. */
+void fg_store_destroy(fg_store *st);
+
+/** PING. FG_OK or FG_EUNAVAIL. */
+int fg_store_ping(fg_store *st);
+
+/**
+ * Agrees on the gateways' HMAC key through Redis: SET key NX with `ours`
+ * (or, when ours is NULL, 32 fresh RAND_bytes), then GET. Writes the key
+ * in force into key_out (FG_KEY_MAX bytes) and its length into *len.
+ * Run again after Redis lost its data, it puts the gateway's key back.
+ */
+int fg_store_sync_key(fg_store *st, const uint8_t *ours, size_t ours_len,
+		      uint8_t key_out[FG_KEY_MAX], size_t *len);
+
+/* ---- lock operations ----------------------------------------------- */
+
+struct fg_acquire {
+	const char *name;        /* valid lock name */
+	const char *lease;       /* fresh lease for a new grant (fg_lease_new) */
+	const char *reenter;     /* lease of a grant to re-enter, or NULL */
+	enum fg_mode mode;
+	uint32_t ttl_ms;         /* FG_TTL_MIN..FG_TTL_MAX */
+	uint32_t lock_delay_ms;  /* 0..FG_TTL_MAX */
+	uint32_t wait_ms;        /* 0 = try once; else queue as waiter_id */
+	const char *waiter_id;   /* required when wait_ms > 0 */
+	const char *gateway_id;  /* the queueing gateway (its channel) */
+	uint32_t liveness_ms;    /* a queued waiter outlives its gateway's last tick by this */
+	uint32_t max_waiters;    /* queue bound for this lock */
+	const char *value;       /* NULL: leave the lock's value alone */
+	size_t value_len;
+	const char *owner;       /* NULL or free text, for inspect */
+	size_t owner_len;
+};
+
+enum fg_grant_status {
+	FG_GRANTED = 0,  /* token/mode/holds/ttl_ms are set */
+	FG_QUEUED = 1,   /* waiting; wake_in_ms says when to tick */
+	FG_BUSY = 2,     /* held, and wait_ms was 0 */
+	FG_EXPIRED = 3,  /* the lease given holds nothing */
+	FG_TOO_MANY = 4, /* the lock's queue is full */
+	FG_REMOVED = 5,  /* dequeue: the waiter left the queue */
+};
+
+struct fg_grant {
+	enum fg_grant_status status;
+	uint64_t token;
+	enum fg_mode mode;
+	uint32_t holds;      /* holds of this lease after the call */
+	uint32_t ttl_ms;     /* the lease's ttl */
+	int64_t wake_in_ms;  /* ms until the lock can change hands by itself
+				(expiry, end of lock-delay); -1 when nothing
+				is pending */
+};
+
+/** Try, re-enter, or queue. On FG_OK, out->status tells which happened. */
+int fg_lock_acquire(fg_store *st, const struct fg_acquire *req,
+		    struct fg_grant *out);
+
+/**
+ * Extends the lease to ttl_ms from now (0: the ttl it was granted with);
+ * when value is non-NULL also sets the lock's value. out->status is
+ * FG_GRANTED or FG_EXPIRED.
+ */
+int fg_lock_renew(fg_store *st, const char *name, const char *lease,
+		  uint32_t ttl_ms, const char *value, size_t value_len,
+		  struct fg_grant *out);
+
+/**
+ * Undoes one hold of the lease; at zero holds the lease leaves, and when
+ * no holder is left the next waiter(s) are granted in the same script.
+ * out->status is FG_GRANTED (holds = holds left) or FG_EXPIRED.
+ */
+int fg_lock_release(fg_store *st, const char *name, const char *lease,
+		    struct fg_grant *out);
+
+struct fg_lock_info {
+	bool held;
+	enum fg_mode mode;   /* meaningful when held */
+	bool has_token;      /* false once the lock is forgotten */
+	uint64_t token;
+	uint32_t holders;
+	uint32_t waiters;
+	uint64_t ttl_ms;     /* what remains of the grant, 0 when free */
+	char *value;         /* malloc'd, NUL-terminated, or NULL */
+	size_t value_len;
+};
+
+/** Fills *out; caller frees with fg_lock_info_finish(). */
+int fg_lock_inspect(fg_store *st, const char *name, struct fg_lock_info *out);
+
+/** Frees what inspect allocated inside *info. Accepts NULL. */
+void fg_lock_info_finish(struct fg_lock_info *info);
+
+enum fg_check_status {
+	FG_CHECK_VALID = 0,   /* the grant behind the token holds the lock */
+	FG_CHECK_STALE = 1,   /* a newer token was issued for the lock */
+	FG_CHECK_EXPIRED = 2, /* no newer token, but the grant is gone */
+	FG_CHECK_FORGED = 3,  /* greater than any token ever issued */
+};
+
+struct fg_check {
+	enum fg_check_status status;
+	enum fg_mode mode;   /* the grant's mode, when VALID */
+	bool has_current;
+	uint64_t current;    /* the newest token the lock knows of */
+};
+
+/** Is `token` the live grant of lock `name`? (CheckSequencer.) */
+int fg_lock_check(fg_store *st, const char *name, uint64_t token,
+		  struct fg_check *out);
+
+/* ---- asynchronous connection (the gateway's wait loop) -------------- */
+
+typedef struct fg_astore fg_astore;
+
+/** Reply of an asynchronous lock call; err is FG_OK or negative. */
+typedef void fg_grant_cb(int err, const struct fg_grant *g, void *arg);
+typedef void fg_info_cb(int err, const struct fg_lock_info *info, void *arg);
+/** A message on a subscribed channel. */
+typedef void fg_message_cb(const char *channel, const char *msg, size_t len,
+			   void *arg);
+/** The subscriber (re)connected: messages may have been lost before. */
+typedef void fg_resync_cb(void *arg);
+
+/**
+ * Two connections on `base`: one for commands, one subscribed to channels.
+ * Both reconnect by themselves. Caller owns the result.
+ */
+fg_astore *fg_astore_create(struct event_base *base,
+			    const struct fg_store_opts *opts,
+			    fg_message_cb *on_message, fg_resync_cb *on_resync,
+			    void *arg);
+
+/** Closes both connections; pending callbacks get FG_EUNAVAIL. Accepts NULL. */
+void fg_astore_destroy(fg_astore *as);
+
+/** Subscribe/unsubscribe (kept across reconnects). 0 or FG_ENOMEM. */
+int fg_astore_subscribe(fg_astore *as, const char *channel);
+int fg_astore_unsubscribe(fg_astore *as, const char *channel);
+
+/**
+ * Refreshes this gateway's waiters on the lock and grants the lock to the
+ * next waiter(s) if it is free; g->wake_in_ms says when to tick again.
+ * A call that fails at once returns negative and never calls cb.
+ */
+int fg_alock_tick(fg_astore *as, const char *name, const char *gateway_id,
+		  uint32_t liveness_ms, fg_grant_cb *cb, void *arg);
+
+/**
+ * Takes waiter_id out of the queue (or, with peek, only asks). g->status:
+ * FG_REMOVED (it was queued), FG_QUEUED (peek, still queued), FG_GRANTED
+ * (lease holds the lock: token/mode/ttl_ms set), FG_EXPIRED (neither).
+ */
+int fg_alock_dequeue(fg_astore *as, const char *name, const char *waiter_id,
+		     const char *lease, bool peek, fg_grant_cb *cb, void *arg);
+
+int fg_alock_release(fg_astore *as, const char *name, const char *lease,
+		     fg_grant_cb *cb, void *arg);
+
+int fg_alock_inspect(fg_astore *as, const char *name, fg_info_cb *cb,
+		     void *arg);
+
+/* ---- channels ------------------------------------------------------ */
+
+/** "fg:gw:<id>": where a gateway hears that one of its waiters was granted.
+ *  Messages are "<waiter id> <token> <x|s>". */
+int fg_chan_gateway(const char *gateway_id, char *out, size_t cap);
+/** "fg:ev:<name>": published on every grant and end of a grant. */
+int fg_chan_events(const char *name, char *out, size_t cap);
+
+#endif

@@ -1,0 +1,354 @@
+/*
+ * calls.c - building script calls and reading their replies.
+ *
+ * Invariant: this is the only place that knows the scripts' argument order
+ * and reply shapes (the .lua files of lockcore/lua); both the blocking and the async
+ * front go through it, so they cannot drift apart.
+ */
+#include <inttypes.h>
+#include <pthread.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include <hiredis/hiredis.h>
+#include <openssl/sha.h>
+
+#include "lockcore-private.h"
+
+extern const char fg__lua_acquire[], fg__lua_renew[], fg__lua_release[],
+	fg__lua_inspect[], fg__lua_check[], fg__lua_tick[], fg__lua_dequeue[];
+
+static const char *const lua_text[FG__LUA_COUNT] = {
+	[FG__LUA_ACQUIRE] = fg__lua_acquire,
+	[FG__LUA_RENEW] = fg__lua_renew,
+	[FG__LUA_RELEASE] = fg__lua_release,
+	[FG__LUA_INSPECT] = fg__lua_inspect,
+	[FG__LUA_CHECK] = fg__lua_check,
+	[FG__LUA_TICK] = fg__lua_tick,
+	[FG__LUA_DEQUEUE] = fg__lua_dequeue,
+};
+
+static char lua_sha[FG__LUA_COUNT][SHA_DIGEST_LENGTH * 2 + 1];
+static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
+
+static void compute_shas(void)
+{
+	for (int i = 0; i < FG__LUA_COUNT; i++) {
+		unsigned char md[SHA_DIGEST_LENGTH];
+		SHA1((const unsigned char *)lua_text[i], strlen(lua_text[i]), md);
+		for (int j = 0; j < SHA_DIGEST_LENGTH; j++)
+			snprintf(&lua_sha[i][j * 2], 3, "%02x", md[j]);
+	}
+}
+
+static void push(struct fg__call *c, const char *s, size_t len)
+{
+	/* The builders below push a fixed number of arguments each; this
+	 * only fires if one of them grows past FG__MAXARGS. */
+	if (c->argc >= FG__MAXARGS)
+		abort();
+	c->argv[c->argc] = s;
+	c->argvlen[c->argc] = len;
+	c->argc++;
+}
+
+void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
+		   unsigned idle)
+{
+	static const char suffix[FG__NKEYS] = { 's', 'h', 'e', 'q', 'w', 'c' };
+
+	pthread_once(&sha_once, compute_shas);
+	c->lua = lua;
+	c->argc = 0;
+	c->nnums = 0;
+	push(c, "EVALSHA", 7);
+	push(c, lua_sha[lua], SHA_DIGEST_LENGTH * 2);
+	push(c, "6", 1);
+	for (int i = 0; i < FG__NKEYS; i++) {
+		int n = snprintf(c->keys[i], sizeof(c->keys[i]), "fg:{%s}:%c",
+				 name, suffix[i]);
+		push(c, c->keys[i], (size_t)n);
+	}
+	fg__call_num(c, idle);
+	fg__call_str(c, name, strlen(name));
+}
+
+void fg__call_str(struct fg__call *c, const char *s, size_t len)
+{
+	push(c, s, len);
+}
+
+void fg__call_num(struct fg__call *c, uint64_t n)
+{
+	if (c->nnums >= (int)(sizeof(c->nums) / sizeof(c->nums[0])))
+		abort();
+	char *buf = c->nums[c->nnums++];
+	int len = snprintf(buf, sizeof(c->nums[0]), "%" PRIu64, n);
+	push(c, buf, (size_t)len);
+}
+
+void fg__call_to_eval(struct fg__call *c)
+{
+	c->argv[0] = "EVAL";
+	c->argvlen[0] = 4;
+	c->argv[1] = lua_text[c->lua];
+	c->argvlen[1] = strlen(lua_text[c->lua]);
+}
+
+int fg__reply_noscript(const redisReply *r)
+{
+	return r && r->type == REDIS_REPLY_ERROR &&
+	       strncmp(r->str, "NOSCRIPT", 8) == 0;
+}
+
+uint64_t fg__mono_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- builders -------------------------------------------------------- */
+
+static void str0(struct fg__call *c, const char *s)
+{
+	fg__call_str(c, s ? s : "", s ? strlen(s) : 0);
+}
+
+static void opt(struct fg__call *c, const char *s, size_t len)
+{
+	fg__call_str(c, s ? "1" : "0", 1);
+	fg__call_str(c, s ? s : "", s ? len : 0);
+}
+
+void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
+		       unsigned idle)
+{
+	fg__call_init(c, FG__LUA_ACQUIRE, q->name, idle);
+	str0(c, q->lease);
+	fg__call_str(c, q->mode == FG_MODE_SHARED ? "s" : "x", 1);
+	fg__call_num(c, q->ttl_ms);
+	fg__call_num(c, q->lock_delay_ms);
+	fg__call_num(c, q->wait_ms);
+	str0(c, q->waiter_id);
+	str0(c, q->gateway_id);
+	fg__call_num(c, q->liveness_ms);
+	fg__call_num(c, q->max_waiters);
+	str0(c, q->reenter);
+	opt(c, q->value, q->value_len);
+	opt(c, q->owner, q->owner_len);
+}
+
+void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
+		     uint32_t ttl_ms, const char *value, size_t value_len,
+		     unsigned idle)
+{
+	fg__call_init(c, FG__LUA_RENEW, name, idle);
+	str0(c, lease);
+	fg__call_num(c, ttl_ms);
+	opt(c, value, value_len);
+}
+
+void fg__build_release(struct fg__call *c, const char *name,
+		       const char *lease, unsigned idle)
+{
+	fg__call_init(c, FG__LUA_RELEASE, name, idle);
+	str0(c, lease);
+}
+
+void fg__build_inspect(struct fg__call *c, const char *name, unsigned idle)
+{
+	fg__call_init(c, FG__LUA_INSPECT, name, idle);
+}
+
+void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
+		     unsigned idle)
+{
+	fg__call_init(c, FG__LUA_CHECK, name, idle);
+	fg__call_num(c, token);
+}
+
+void fg__build_tick(struct fg__call *c, const char *name,
+		    const char *gateway_id, uint32_t liveness_ms,
+		    unsigned idle)
+{
+	fg__call_init(c, FG__LUA_TICK, name, idle);
+	str0(c, gateway_id);
+	fg__call_num(c, liveness_ms);
+}
+
+void fg__build_dequeue(struct fg__call *c, const char *name,
+		       const char *waiter_id, const char *lease, int peek,
+		       unsigned idle)
+{
+	fg__call_init(c, FG__LUA_DEQUEUE, name, idle);
+	str0(c, waiter_id);
+	str0(c, lease);
+	fg__call_str(c, peek ? "1" : "0", 1);
+}
+
+/* ---- replies --------------------------------------------------------- */
+
+static int is_str(const redisReply *e, const char *s)
+{
+	return e->type == REDIS_REPLY_STRING && strcmp(e->str, s) == 0;
+}
+
+static int int_at(const redisReply *r, size_t i, long long *out)
+{
+	if (i >= r->elements)
+		return -1;
+	const redisReply *e = r->element[i];
+	if (e->type == REDIS_REPLY_INTEGER) {
+		*out = e->integer;
+		return 0;
+	}
+	if (e->type == REDIS_REPLY_STRING && e->len > 0) {
+		char *end;
+		*out = strtoll(e->str, &end, 10);
+		return *end == '\0' ? 0 : -1;
+	}
+	return -1;
+}
+
+static int mode_at(const redisReply *r, size_t i, enum fg_mode *out)
+{
+	if (i >= r->elements || r->element[i]->type != REDIS_REPLY_STRING)
+		return -1;
+	*out = r->element[i]->str[0] == 's' ? FG_MODE_SHARED : FG_MODE_EXCLUSIVE;
+	return 0;
+}
+
+int fg__parse_grant(const redisReply *r, struct fg_grant *g)
+{
+	long long v;
+
+	memset(g, 0, sizeof(*g));
+	g->wake_in_ms = -1;
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 1)
+		return FG_EPROTO;
+	const redisReply *st = r->element[0];
+	if (is_str(st, "granted")) {
+		long long tok, holds, ttl;
+		if (int_at(r, 1, &tok) || mode_at(r, 2, &g->mode) ||
+		    int_at(r, 3, &holds) || int_at(r, 4, &ttl) || tok < 0)
+			return FG_EPROTO;
+		g->status = FG_GRANTED;
+		g->token = (uint64_t)tok;
+		g->holds = (uint32_t)holds;
+		g->ttl_ms = (uint32_t)ttl;
+	} else if (is_str(st, "queued") || is_str(st, "busy")) {
+		g->status = is_str(st, "queued") ? FG_QUEUED : FG_BUSY;
+		if (r->elements > 1) {
+			if (int_at(r, 1, &v))
+				return FG_EPROTO;
+			g->wake_in_ms = v;
+		}
+	} else if (is_str(st, "expired")) {
+		g->status = FG_EXPIRED;
+	} else if (is_str(st, "toomany")) {
+		g->status = FG_TOO_MANY;
+	} else if (is_str(st, "removed")) {
+		g->status = FG_REMOVED;
+	} else {
+		return FG_EPROTO;
+	}
+	return FG_OK;
+}
+
+int fg__parse_info(const redisReply *r, struct fg_lock_info *info)
+{
+	long long held, holders, waiters, ttl, tok;
+
+	memset(info, 0, sizeof(*info));
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 6)
+		return FG_EPROTO;
+	if (int_at(r, 0, &held) || int_at(r, 3, &holders) ||
+	    int_at(r, 4, &waiters) || int_at(r, 5, &ttl))
+		return FG_EPROTO;
+	info->held = held != 0;
+	info->mode = FG_MODE_EXCLUSIVE;
+	if (r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len)
+		mode_at(r, 1, &info->mode);
+	if (r->element[2]->type == REDIS_REPLY_STRING && r->element[2]->len) {
+		if (int_at(r, 2, &tok) || tok < 0)
+			return FG_EPROTO;
+		info->has_token = true;
+		info->token = (uint64_t)tok;
+	}
+	info->holders = (uint32_t)holders;
+	info->waiters = (uint32_t)waiters;
+	info->ttl_ms = ttl > 0 ? (uint64_t)ttl : 0;
+	if (r->elements > 6 && r->element[6]->type == REDIS_REPLY_STRING) {
+		info->value = malloc(r->element[6]->len + 1);
+		if (!info->value)
+			return FG_ENOMEM;
+		memcpy(info->value, r->element[6]->str, r->element[6]->len);
+		info->value[r->element[6]->len] = '\0';
+		info->value_len = r->element[6]->len;
+	}
+	return FG_OK;
+}
+
+void fg_lock_info_finish(struct fg_lock_info *info)
+{
+	if (!info)
+		return;
+	free(info->value);
+	info->value = NULL;
+}
+
+int fg__parse_check(const redisReply *r, struct fg_check *out)
+{
+	long long cur;
+
+	memset(out, 0, sizeof(*out));
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2)
+		return FG_EPROTO;
+	const redisReply *st = r->element[0];
+	if (int_at(r, 1, &cur) || cur < 0)
+		return FG_EPROTO;
+	out->has_current = cur > 0;
+	out->current = (uint64_t)cur;
+	if (is_str(st, "valid")) {
+		out->status = FG_CHECK_VALID;
+		if (mode_at(r, 2, &out->mode))
+			return FG_EPROTO;
+	} else if (is_str(st, "stale")) {
+		out->status = FG_CHECK_STALE;
+	} else if (is_str(st, "expired")) {
+		out->status = FG_CHECK_EXPIRED;
+	} else if (is_str(st, "forged")) {
+		out->status = FG_CHECK_FORGED;
+	} else {
+		return FG_EPROTO;
+	}
+	return FG_OK;
+}
+
+int fg_chan_gateway(const char *gateway_id, char *out, size_t cap)
+{
+	int n = snprintf(out, cap, "fg:gw:%s", gateway_id);
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+int fg_chan_events(const char *name, char *out, size_t cap)
+{
+	int n = snprintf(out, cap, "fg:ev:%s", name);
+	return n < 0 || (size_t)n >= cap ? -1 : n;
+}
+
+const char *fg_strerror(int err)
+{
+	switch (err) {
+	case FG_OK: return "ok";
+	case FG_EUNAVAIL: return "lock store unavailable";
+	case FG_ENOMEM: return "out of memory";
+	case FG_EPROTO: return "unexpected reply from the lock store";
+	case FG_EINVAL: return "invalid argument";
+	case FG_ENOKEY: return "sequencer key not loaded";
+	}
+	return "unknown error";
+}

@@ -1,0 +1,82 @@
+/*
+ * lockcore-private.h - what store.c (blocking) and astore.c (async) share:
+ * the script table, the one way to build a script call, and the one way to
+ * read each reply. This file is private to lockcore.
+ */
+#ifndef FENCEGATE_LOCKCORE_PRIVATE_H
+#define FENCEGATE_LOCKCORE_PRIVATE_H
+
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fencegate/lock.h"
+
+struct redisReply;
+
+enum fg__lua {
+	FG__LUA_ACQUIRE,
+	FG__LUA_RENEW,
+	FG__LUA_RELEASE,
+	FG__LUA_INSPECT,
+	FG__LUA_CHECK,
+	FG__LUA_TICK,
+	FG__LUA_DEQUEUE,
+	FG__LUA_COUNT,
+};
+
+#define FG__NKEYS 6
+#define FG__MAXARGS 32
+#define FG__KEY_MAX (FG_NAME_MAX + 12)
+
+/*
+ * One script call, built on the caller's stack: argv points into the
+ * caller's strings and into the buffers below, so a call lives exactly as
+ * long as the strings it was built from.
+ */
+struct fg__call {
+	enum fg__lua lua;
+	int argc;
+	const char *argv[FG__MAXARGS];
+	size_t argvlen[FG__MAXARGS];
+	char keys[FG__NKEYS][FG__KEY_MAX];
+	char nums[8][24];
+	int nnums;
+};
+
+/** Starts a call: EVALSHA sha 6 <keys of name> idle name. */
+void fg__call_init(struct fg__call *call, enum fg__lua lua, const char *name,
+		   unsigned idle_forget_ms);
+void fg__call_str(struct fg__call *call, const char *s, size_t len);
+void fg__call_num(struct fg__call *call, uint64_t n);
+/** Turns the call into EVAL <script text> (after NOSCRIPT). */
+void fg__call_to_eval(struct fg__call *call);
+/** True when the reply is Redis' NOSCRIPT error. */
+int fg__reply_noscript(const struct redisReply *r);
+
+/* Replies -> results. FG_OK, or FG_EPROTO for an unexpected shape. */
+int fg__parse_grant(const struct redisReply *r, struct fg_grant *out);
+int fg__parse_info(const struct redisReply *r, struct fg_lock_info *out);
+int fg__parse_check(const struct redisReply *r, struct fg_check *out);
+
+/* Builders shared by both fronts. */
+void fg__build_acquire(struct fg__call *c, const struct fg_acquire *req,
+		       unsigned idle);
+void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
+		     uint32_t ttl_ms, const char *value, size_t value_len,
+		     unsigned idle);
+void fg__build_release(struct fg__call *c, const char *name,
+		       const char *lease, unsigned idle);
+void fg__build_inspect(struct fg__call *c, const char *name, unsigned idle);
+void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
+		     unsigned idle);
+void fg__build_tick(struct fg__call *c, const char *name,
+		    const char *gateway_id, uint32_t liveness_ms,
+		    unsigned idle);
+void fg__build_dequeue(struct fg__call *c, const char *name,
+		       const char *waiter_id, const char *lease, int peek,
+		       unsigned idle);
+
+/** Monotonic milliseconds (for reconnect pacing only, never for leases). */
+uint64_t fg__mono_ms(void);
+
+#endif

@@ -1,0 +1,55 @@
+-- acquire: re-enter, grant now, or queue.
+-- ARGV: 3 lease, 4 mode, 5 ttl, 6 lock-delay, 7 wait, 8 waiter id,
+--       9 gateway id, 10 liveness, 11 max waiters, 12 re-entry lease or '',
+--       13 '1' if value, 14 value, 15 '1' if owner, 16 owner
+-- Reply: {'granted', token, mode, holds, ttl} | {'queued', wake_in} |
+--        {'busy', wake_in} | {'expired'} | {'toomany'}
+local LEASE, MODE = ARGV[3], ARGV[4]
+local TTL, LD, WAIT = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
+local WID, GW, LIVE, MAXW = ARGV[8], ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11])
+local RE = ARGV[12]
+local VAL = (ARGV[13] == '1') and ARGV[14] or nil
+local OWN = (ARGV[15] == '1') and ARGV[16] or nil
+
+advance()
+local reply
+if RE ~= '' then
+  local hv = redis.call('HGET', H, RE)
+  if not hv then
+    reply = {'expired'}
+  else
+    local holds = holds_of(hv) + 1
+    redis.call('HSET', H, RE, holds .. ':' .. TTL)
+    redis.call('ZADD', E, fmt(NOW + TTL), RE)
+    set_meta(VAL, OWN)
+    reply = {'granted', tonumber(redis.call('HGET', S, 't')), redis.call('HGET', S, 'm'), holds, TTL}
+  end
+else
+  local held = redis.call('HLEN', H) > 0
+  local queued = redis.call('ZCARD', Q)
+  local delayed = num(redis.call('HGET', S, 'd')) > NOW
+  if queued == 0 and not held and not delayed then
+    local t = grant_new(LEASE, MODE, TTL, LD)
+    set_meta(VAL, OWN)
+    reply = {'granted', t, MODE, 1, TTL}
+  elseif queued == 0 and held and MODE == 's' and redis.call('HGET', S, 'm') == 's' then
+    local t = join(LEASE, TTL)
+    set_meta(VAL, OWN)
+    reply = {'granted', t, MODE, 1, TTL}
+  elseif WAIT == 0 then
+    reply = {'busy', wake_in()}
+  elseif queued >= MAXW then
+    reply = {'toomany'}
+  else
+    local seq = redis.call('HINCRBY', S, 'qs', 1)
+    local dl = NOW + WAIT
+    redis.call('ZADD', Q, seq, WID)
+    redis.call('HSET', W, WID, cjson.encode({g = GW, m = MODE, t = TTL, ld = LD,
+      l = LEASE, dl = fmt(dl), v = VAL, o = OWN}))
+    redis.call('HSET', S, 'g:' .. GW, fmt(NOW + LIVE))
+    if dl > num(redis.call('HGET', S, 'qd')) then redis.call('HSET', S, 'qd', fmt(dl)) end
+    reply = {'queued', wake_in()}
+  end
+end
+keep()
+return reply
