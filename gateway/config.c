@@ -16,7 +16,7 @@
 #include "config.h"
 #include "log.h"
 
-enum kind { K_UINT, K_HOSTPORT_LISTEN, K_HOSTPORT_REDIS, K_STRING, K_LOGLEVEL, K_ROUTE };
+enum kind { K_BOOL, K_UINT, K_HOSTPORT_LISTEN, K_HOSTPORT_REDIS, K_STRING, K_LOGLEVEL, K_ROUTE };
 
 struct setting {
 	const char *name;
@@ -43,6 +43,12 @@ static const struct setting settings[] = {
 	U(max_header_bytes, 2048, 1048576, "BYTES      bound on a request's head (16384)"),
 	U(client_timeout_s, 1, 3600, "S          idle client connections are closed after this (30)"),
 	{ "log-level", K_LOGLEVEL, 0, 0, 0, "LEVEL      error, warn, info or debug (info)" },
+	U(upstream_connect_timeout_ms, 10, 600000, "MS         bound on connecting to the upstream (2000)"),
+	U(upstream_timeout_ms, 10, 3600000, "MS         bound on the upstream's response head (30000)"),
+	U(fence_margin_ms, 0, 600000, "MS         an admitted write must end this long before its lease (250)"),
+	U(write_max_ms, 100, 86400000, "MS         longest an admitted write may run (3600000)"),
+	{ "forward-token", K_BOOL, offsetof(struct fg_config, forward_token), 0, 1, "yes|no     pass `Fencing-Token: <n>` to the upstream (no)" },
+	{ "write-methods", K_STRING, offsetof(struct fg_config, write_methods), 0, 0, "\"M ...\"    methods that must be fenced (" FG_DEFAULT_WRITE_METHODS ")" },
 	{ "route", K_ROUTE, 0, 0, 0, "PREFIX LOCK  (config file only) paths under PREFIX are guarded by LOCK" },
 };
 
@@ -82,6 +88,10 @@ void fg_config_init(struct fg_config *c)
 	c->max_header_bytes = 16384;
 	c->client_timeout_s = 30;
 	c->log_level = FG_LOG_INFO;
+	c->upstream_connect_timeout_ms = 2000;
+	c->upstream_timeout_ms = 30000;
+	c->fence_margin_ms = 250;
+	c->write_max_ms = 3600000;
 }
 
 void fg_config_finish(struct fg_config *c)
@@ -90,6 +100,8 @@ void fg_config_finish(struct fg_config *c)
 		return;
 	free(c->upstream);
 	free(c->key_file);
+	free(c->write_methods);
+	c->write_methods = NULL;
 	for (size_t i = 0; i < c->nroutes; i++) {
 		free(c->routes[i].prefix);
 		free(c->routes[i].lock);
@@ -214,6 +226,18 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 		return -1;
 	}
 	switch (s->kind) {
+	case K_BOOL: {
+		unsigned *slot = (unsigned *)((char *)c + s->off);
+		if (!strcmp(value, "yes") || !strcmp(value, "true") || !strcmp(value, "1"))
+			*slot = 1;
+		else if (!strcmp(value, "no") || !strcmp(value, "false") || !strcmp(value, "0"))
+			*slot = 0;
+		else {
+			say(err, n, "%s: '%s' is not yes or no", name, value);
+			return -1;
+		}
+		return 0;
+	}
 	case K_UINT:
 		if (parse_uint(value, s->min, s->max,
 			       (unsigned *)((char *)c + s->off))) {
@@ -240,6 +264,13 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 		if (s->off == offsetof(struct fg_config, upstream) && !valid_url(value)) {
 			say(err, n, "upstream: '%s' is not an http:// or https:// URL", value);
 			return -1;
+		}
+		if (s->off == offsetof(struct fg_config, write_methods)) {
+			for (const char *p = value; *p; p++)
+				if (!((*p >= 'A' && *p <= 'Z') || *p == ' ' || *p == '-' || *p == '_')) {
+					say(err, n, "write-methods: '%s' is not a list of methods", value);
+					return -1;
+				}
 		}
 		char **slot = (char **)((char *)c + s->off);
 		char *copy = strdup(value);

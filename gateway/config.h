@@ -12,6 +12,7 @@
 #include <stddef.h>
 
 #define FG_HOST_MAX 256
+#define FG_DEFAULT_WRITE_METHODS "PUT POST PATCH DELETE MKCOL COPY MOVE PROPPATCH"
 
 struct fg_route {
 	char *prefix; /* path prefix, starts with '/' */
@@ -35,6 +36,12 @@ struct fg_config {
 	unsigned max_header_bytes;
 	unsigned client_timeout_s;
 	int log_level;
+	unsigned upstream_connect_timeout_ms;
+	unsigned upstream_timeout_ms;  /* request sent -> response head */
+	unsigned fence_margin_ms;      /* a write ends this long before its lease */
+	unsigned write_max_ms;         /* longest an admitted write may run */
+	unsigned forward_token;        /* 1: send Fencing-Token: <n> upstream */
+	char *write_methods;           /* space-separated; NULL: the defaults */
 	struct fg_route *routes;
 	size_t nroutes;
 };

@@ -28,6 +28,7 @@ const struct fg_errdef fg_errors[FG_E_COUNT] = {
 	[FG_E_STALE_TOKEN] = { 409, "stale_token", "a newer token exists, or this grant ended" },
 	[FG_E_LOCK_STORE_UNAVAILABLE] = { 503, "lock_store_unavailable", "the lock store (Redis) cannot be reached" },
 	[FG_E_UPSTREAM_UNAVAILABLE] = { 502, "upstream_unavailable", "the upstream storage cannot be reached" },
+	[FG_E_UPSTREAM_TIMEOUT] = { 504, "upstream_timeout", "the upstream did not answer in time" },
 	[FG_E_INTERNAL] = { 500, "internal", "internal error" },
 };
 

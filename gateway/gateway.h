@@ -22,11 +22,14 @@
 
 #include "fencegate/lock.h"
 #include "config.h"
+#include "fence.h"
 
 #define FG_BODY_MAX (64 * 1024)
 
 struct fg_waitq;
 struct fg_waiter;
+struct fg_proxy;
+struct fg_xfer;
 
 struct fg_gateway {
 	struct fg_config *cfg;
@@ -34,6 +37,7 @@ struct fg_gateway {
 	struct fg_store_opts store_opts;
 	struct MHD_Daemon *daemon;
 	struct fg_waitq *wq;
+	struct fg_proxy *px;
 	pthread_key_t store_key;         /* the calling thread's fg_store */
 
 	pthread_mutex_t key_mu;
@@ -63,6 +67,8 @@ struct fg_req {
 	struct fg_waiter *waiter;  /* a blocking acquire or observe */
 	char name[FG_NAME_MAX + 1];  /* the lock it waits on */
 	char lease[FG_LEASE_LEN + 1]; /* the lease it waits to get */
+	struct fg_fence fence;     /* a proxied request's checks */
+	struct fg_xfer *xfer;      /* a proxied request's upstream transfer */
 };
 
 /** The calling thread's blocking Redis connection (created on first use),

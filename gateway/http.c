@@ -16,6 +16,7 @@
 #include "errors.h"
 #include "gateway.h"
 #include "log.h"
+#include "proxy.h"
 #include "waitq.h"
 
 #define API_PREFIX "/_fence/"
@@ -44,6 +45,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	if (!req)
 		return;
 	fg_waiter_drop(gw->wq, req->waiter);
+	fg_proxy_completed(req);
 	free(req->body);
 	free(req->uri);
 	free(req);
@@ -89,13 +91,6 @@ static bool take_body(struct fg_req *req, const char *data, size_t n)
 	return true;
 }
 
-static enum MHD_Result proxy_unavailable(struct MHD_Connection *c)
-{
-	return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
-				"this gateway does not forward to an upstream yet",
-				NULL);
-}
-
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 				  const char *url, const char *method,
 				  const char *version, const char *upload,
@@ -107,10 +102,10 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	(void)version;
 	if (!req || !req->uri)
 		return MHD_NO;
+	if (!is_api(req->uri))
+		return fg_proxy_handle(req, c, method, upload, upload_size);
 	if (req->waiter)
 		return fg_api_resume(req, c);
-	if (!is_api(req->uri))
-		return proxy_unavailable(c);
 	if (!req->started) {
 		req->started = true;
 		if (body_too_large(c))

@@ -16,6 +16,7 @@
 
 #include "gateway.h"
 #include "log.h"
+#include "proxy.h"
 #include "waitq.h"
 
 static void store_key_destroy(void *st)
@@ -127,9 +128,14 @@ int main(int argc, char **argv)
 		fg_log_error("cannot start the wait loop");
 		goto error_config;
 	}
+	gw.px = fg_proxy_create(&gw);
+	if (!gw.px) {
+		fg_log_error("cannot start the upstream thread");
+		goto error_waitq;
+	}
 	if (fg_maint_start(&gw)) {
 		fg_log_error("cannot start the maintenance thread");
-		goto error_waitq;
+		goto error_proxy;
 	}
 	if (fg_http_start(&gw))
 		goto error_maint;
@@ -143,11 +149,14 @@ int main(int argc, char **argv)
 	rc = 0;
 
 	/* Waiters are answered (503) while HTTP still runs; then HTTP stops,
-	 * so no worker touches the wait loop when it is freed. */
+	 * so no worker touches the wait loop or the proxy when they are
+	 * freed. */
 	fg_waitq_stop(gw.wq);
 	fg_http_stop(&gw);
 error_maint:
 	fg_maint_stop(&gw);
+error_proxy:
+	fg_proxy_destroy(gw.px);
 error_waitq:
 	fg_waitq_destroy(gw.wq);
 error_config:

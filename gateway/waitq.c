@@ -30,7 +30,7 @@
 #include "log.h"
 #include "waitq.h"
 
-enum kind { ACQ, OBS };
+enum kind { ACQ, OBS, ADM };
 
 struct watch;
 
@@ -45,6 +45,9 @@ struct fg_waiter {
 	uint32_t wait_ms;
 	bool held0, has_tok0; /* observe: answer when these differ */
 	uint64_t tok0;
+	char write_id[FG_WAITER_ID_MAX]; /* admit */
+	uint32_t margin_ms, longest_ms;
+	struct fg_admit admit;
 
 	/* under wq->mu */
 	enum fg_wait_result result;
@@ -74,7 +77,7 @@ struct watch {
 	struct fg_waitq *wq;
 	char name[FG_NAME_MAX + 1];
 	char chan[FG_NAME_MAX + 16];
-	struct fg_waiter *acq, *obs;
+	struct fg_waiter *acq, *obs, *adm;
 	struct event *tick;
 	struct event *recheck;
 	uint64_t tick_at;
@@ -97,6 +100,14 @@ struct fg_waitq {
 	bool stopping;
 
 	struct watch *watches;
+
+	struct call *calls; /* under mu */
+};
+
+struct call {
+	void (*fn)(fg_astore *as, void *arg);
+	void *arg;
+	struct call *next;
 };
 
 static uint64_t mono_ms(void)
@@ -194,6 +205,46 @@ struct fg_waiter *fg_waiter_observe(struct fg_waitq *wq, const char *name,
 	return w;
 }
 
+struct fg_waiter *fg_waiter_admit(struct fg_waitq *wq, const char *name,
+				  uint64_t token, const char *write_id,
+				  uint32_t margin_ms, uint32_t longest_ms)
+{
+	struct fg_waiter *w = waiter_new(wq, ADM, name, 0);
+	if (w) {
+		w->tok0 = token;
+		snprintf(w->write_id, sizeof(w->write_id), "%s", write_id);
+		w->margin_ms = margin_ms;
+		w->longest_ms = longest_ms;
+	}
+	return w;
+}
+
+void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out)
+{
+	*out = w->admit;
+}
+
+int fg_waitq_call(struct fg_waitq *wq, void (*fn)(fg_astore *as, void *arg),
+		  void *arg)
+{
+	struct call *c = malloc(sizeof(*c));
+	if (!c)
+		return -1;
+	c->fn = fn;
+	c->arg = arg;
+	pthread_mutex_lock(&wq->mu);
+	if (wq->stopping) {
+		pthread_mutex_unlock(&wq->mu);
+		free(c);
+		return -1;
+	}
+	c->next = wq->calls;
+	wq->calls = c;
+	pthread_mutex_unlock(&wq->mu);
+	event_active(wq->kick, EV_READ, 0);
+	return 0;
+}
+
 const char *fg_waiter_id(const struct fg_waiter *w)
 {
 	return w->id;
@@ -285,7 +336,7 @@ static void watch_maybe_free(struct fg_waitq *wq, struct watch *wt)
 		wt->subscribed = wt->confirmed = false;
 		evtimer_del(wt->recheck);
 	}
-	if (wt->acq || wt->obs || wt->ticking || wt->inspecting)
+	if (wt->acq || wt->obs || wt->adm || wt->ticking || wt->inspecting)
 		return;
 	HASH_DEL(wq->watches, wt);
 	event_free(wt->tick);
@@ -308,6 +359,8 @@ static void detach(struct fg_waitq *wq, struct fg_waiter *w)
 	if (wt) {
 		if (w->kind == ACQ)
 			DL_DELETE(wt->acq, w);
+		else if (w->kind == ADM)
+			DL_DELETE(wt->adm, w);
 		else
 			DL_DELETE(wt->obs, w);
 		w->watch = NULL;
@@ -524,6 +577,48 @@ static void on_recheck(evutil_socket_t fd, short what, void *arg)
 	request_inspect(wt->wq, wt);
 }
 
+/* ---- admissions -------------------------------------------------------- */
+
+#define ADMIT_POLL_MS 5
+
+static void arm(struct fg_waiter *w, int64_t ms)
+{
+	struct timeval tv = tv_of(ms);
+	evtimer_add(w->timer, &tv);
+}
+
+static void on_admit_reply(int err, const struct fg_admit *a, void *arg)
+{
+	struct fg_waiter *w = arg;
+	struct fg_waitq *wq = w->wq;
+	w->ops--;
+	if (err) {
+		finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+	} else if (w->result == FG_WAIT_PENDING) {
+		w->admit = *a;
+		if (a->status == FG_ADMITTED)
+			finish(wq, w, FG_WAIT_ADMITTED, NULL, NULL);
+		else if (a->status != FG_ADMIT_WAIT)
+			finish(wq, w, FG_WAIT_REFUSED, NULL, NULL);
+		else
+			arm(w, a->ms < ADMIT_POLL_MS ? a->ms : ADMIT_POLL_MS);
+	} else if (a->status == FG_ADMITTED) {
+		/* admitted for a client that left: let others go at once */
+		fg_alock_finish(wq->as, w->name, w->write_id, NULL, NULL);
+	}
+	maybe_release(wq, w);
+}
+
+static void poll_admit(struct fg_waitq *wq, struct fg_waiter *w)
+{
+	w->ops++;
+	if (fg_alock_admit(wq->as, w->name, w->tok0, w->write_id, w->margin_ms,
+			   w->longest_ms, on_admit_reply, w) != FG_OK) {
+		w->ops--;
+		finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+	}
+}
+
 /* ---- per-waiter events ----------------------------------------------- */
 
 static void on_deadline(evutil_socket_t fd, short what, void *arg)
@@ -534,6 +629,8 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	if (w->kind == ACQ) {
 		start_dequeue(wq, w, false);
+	} else if (w->kind == ADM) {
+		poll_admit(wq, w);
 	} else {
 		w->deadline_hit = true;
 		if (w->watch)
@@ -576,13 +673,14 @@ static void setup(struct fg_waitq *wq, struct fg_waiter *w)
 	w->watch = wt;
 	if (w->kind == ACQ)
 		DL_APPEND(wt->acq, w);
+	else if (w->kind == ADM)
+		DL_APPEND(wt->adm, w);
 	else
 		DL_APPEND(wt->obs, w);
 	w->timer = evtimer_new(wq->base, on_deadline, w);
-	if (w->timer) {
-		struct timeval tv = tv_of(w->wait_ms);
-		evtimer_add(w->timer, &tv);
-	}
+	if (w->timer)
+		arm(w, w->kind == ADM ? (w->wake_in < ADMIT_POLL_MS ? w->wake_in : ADMIT_POLL_MS)
+				      : (int64_t)w->wait_ms);
 	if (w->fd >= 0) {
 		w->fdev = event_new(wq->base, w->fd, EV_READ | EV_PERSIST,
 				    on_client_readable, w);
@@ -595,6 +693,8 @@ static void setup(struct fg_waitq *wq, struct fg_waiter *w)
 	}
 	if (w->kind == ACQ) {
 		schedule_tick(wq, wt, w->wake_in);
+	} else if (w->kind == ADM) {
+		/* polled by its own timer */
 	} else if (!wt->subscribed) {
 		if (fg_astore_subscribe(wq->as, wt->chan) == FG_OK)
 			wt->subscribed = true;
@@ -612,8 +712,17 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_lock(&wq->mu);
 	struct fg_waiter *list = wq->incoming;
 	wq->incoming = NULL;
+	struct call *calls = wq->calls;
+	wq->calls = NULL;
 	bool stopping = wq->stopping;
 	pthread_mutex_unlock(&wq->mu);
+
+	while (calls) {
+		struct call *c = calls;
+		calls = c->next;
+		c->fn(wq->as, c->arg);
+		free(c);
+	}
 
 	while (list) {
 		struct fg_waiter *w = list;
@@ -634,6 +743,8 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 			DL_FOREACH_SAFE(wt->acq, w, wtmp)
 				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
 			DL_FOREACH_SAFE(wt->obs, w, wtmp)
+				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+			DL_FOREACH_SAFE(wt->adm, w, wtmp)
 				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
 		}
 		event_base_loopexit(wq->base, NULL);

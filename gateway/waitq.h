@@ -30,6 +30,8 @@ enum fg_wait_result {
 	FG_WAIT_UNAVAIL,   /* Redis could not be asked, or shutting down */
 	FG_WAIT_GONE,      /* the client went away */
 	FG_WAIT_OBSERVED,  /* observe: the lock's state is in the waiter */
+	FG_WAIT_ADMITTED,  /* admit: the write may go (deadline in the waiter) */
+	FG_WAIT_REFUSED,   /* admit: stale, expiring or forged (in the waiter) */
 };
 
 /** Starts the loop thread. NULL on failure. Caller owns the result. */
@@ -54,6 +56,20 @@ struct fg_waiter *fg_waiter_acquire(struct fg_waitq *wq, const char *name,
 struct fg_waiter *fg_waiter_observe(struct fg_waitq *wq, const char *name,
 				    uint32_t wait_ms, bool held,
 				    bool has_token, uint64_t token);
+
+/** A fenced write waiting until the writes admitted under older tokens
+ *  are over; the loop asks Redis again until it is admitted or refused. */
+struct fg_waiter *fg_waiter_admit(struct fg_waitq *wq, const char *name,
+				  uint64_t token, const char *write_id,
+				  uint32_t margin_ms, uint32_t longest_ms);
+
+/** The admission result of an admit waiter. */
+void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out);
+
+/** Runs fn(as, arg) on the loop thread, soon. The function owns arg.
+ *  0, or -1 when the loop is stopping (fn is not called). */
+int fg_waitq_call(struct fg_waitq *wq, void (*fn)(fg_astore *as, void *arg),
+		  void *arg);
 
 const char *fg_waiter_id(const struct fg_waiter *w);
 

@@ -51,9 +51,10 @@ struct aop {
 	fg_astore *as;
 	struct fg__call call;
 	char *buf;
-	int kind; /* 0 grant, 1 info */
+	int kind; /* 0 grant, 1 info, 2 admit */
 	fg_grant_cb *gcb;
 	fg_info_cb *icb;
+	fg_admit_cb *acb;
 	void *arg;
 	struct event *timer;
 	int answered;
@@ -268,14 +269,20 @@ static void answer(struct aop *op, int err, const redisReply *r)
 		struct fg_grant g;
 		if (!err)
 			err = fg__parse_grant(r, &g);
-		op->gcb(err, err ? NULL : &g, op->arg);
-	} else {
+		if (op->gcb)
+			op->gcb(err, err ? NULL : &g, op->arg);
+	} else if (op->kind == 1) {
 		struct fg_lock_info info;
 		if (!err)
 			err = fg__parse_info(r, &info);
 		op->icb(err, err ? NULL : &info, op->arg);
 		if (!err)
 			fg_lock_info_finish(&info);
+	} else {
+		struct fg_admit a;
+		if (!err)
+			err = fg__parse_admit(r, &a);
+		op->acb(err, err ? NULL : &a, op->arg);
 	}
 }
 
@@ -419,5 +426,46 @@ int fg_alock_inspect(fg_astore *as, const char *name, fg_info_cb *cb,
 	op->icb = cb;
 	op->arg = arg;
 	fg__build_inspect(&op->call, name, as->idle);
+	return submit(as, op);
+}
+
+static int admit_op(fg_astore *as, enum fg__lua lua, const char *name,
+		    uint64_t token, const char *write_id, uint32_t margin_ms,
+		    uint32_t limit_ms, fg_admit_cb *cb, void *arg)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return FG_ENOMEM;
+	op->kind = 2;
+	op->acb = cb;
+	op->arg = arg;
+	fg__build_admit(&op->call, lua, name, token, write_id, margin_ms,
+			limit_ms, as->idle);
+	return submit(as, op);
+}
+
+int fg_alock_admit(fg_astore *as, const char *name, uint64_t token,
+		   const char *write_id, uint32_t margin_ms,
+		   uint32_t longest_ms, fg_admit_cb *cb, void *arg)
+{
+	return admit_op(as, FG__LUA_ADMIT, name, token, write_id, margin_ms,
+			longest_ms, cb, arg);
+}
+
+int fg_alock_extend(fg_astore *as, const char *name, uint64_t token,
+		    const char *write_id, uint32_t margin_ms, uint32_t left_ms,
+		    fg_admit_cb *cb, void *arg)
+{
+	return admit_op(as, FG__LUA_EXTEND, name, token, write_id, margin_ms,
+			left_ms, cb, arg);
+}
+
+int fg_alock_finish(fg_astore *as, const char *name, const char *write_id,
+		    fg_grant_cb *cb, void *arg)
+{
+	struct aop *op = grant_op(cb, arg);
+	if (!op)
+		return FG_ENOMEM;
+	fg__build_finish(&op->call, name, write_id, as->idle);
 	return submit(as, op);
 }

@@ -18,7 +18,8 @@
 #include "lockcore-private.h"
 
 extern const char fg__lua_acquire[], fg__lua_renew[], fg__lua_release[],
-	fg__lua_inspect[], fg__lua_check[], fg__lua_tick[], fg__lua_dequeue[];
+	fg__lua_inspect[], fg__lua_check[], fg__lua_tick[], fg__lua_dequeue[],
+	fg__lua_admit[], fg__lua_extend[], fg__lua_finish[];
 
 static const char *const lua_text[FG__LUA_COUNT] = {
 	[FG__LUA_ACQUIRE] = fg__lua_acquire,
@@ -28,6 +29,9 @@ static const char *const lua_text[FG__LUA_COUNT] = {
 	[FG__LUA_CHECK] = fg__lua_check,
 	[FG__LUA_TICK] = fg__lua_tick,
 	[FG__LUA_DEQUEUE] = fg__lua_dequeue,
+	[FG__LUA_ADMIT] = fg__lua_admit,
+	[FG__LUA_EXTEND] = fg__lua_extend,
+	[FG__LUA_FINISH] = fg__lua_finish,
 };
 
 static char lua_sha[FG__LUA_COUNT][SHA_DIGEST_LENGTH * 2 + 1];
@@ -57,7 +61,7 @@ static void push(struct fg__call *c, const char *s, size_t len)
 void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 		   unsigned idle)
 {
-	static const char suffix[FG__NKEYS] = { 's', 'h', 'e', 'q', 'w', 'c' };
+	static const char suffix[FG__NKEYS] = { 's', 'h', 'e', 'q', 'w', 'c', 'f' };
 
 	pthread_once(&sha_once, compute_shas);
 	c->lua = lua;
@@ -65,7 +69,7 @@ void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 	c->nnums = 0;
 	push(c, "EVALSHA", 7);
 	push(c, lua_sha[lua], SHA_DIGEST_LENGTH * 2);
-	push(c, "6", 1);
+	push(c, "7", 1);
 	for (int i = 0; i < FG__NKEYS; i++) {
 		int n = snprintf(c->keys[i], sizeof(c->keys[i]), "fg:{%s}:%c",
 				 name, suffix[i]);
@@ -187,6 +191,24 @@ void fg__build_dequeue(struct fg__call *c, const char *name,
 	str0(c, waiter_id);
 	str0(c, lease);
 	fg__call_str(c, peek ? "1" : "0", 1);
+}
+
+void fg__build_admit(struct fg__call *c, enum fg__lua lua, const char *name,
+		     uint64_t token, const char *write_id, uint32_t margin_ms,
+		     uint32_t limit_ms, unsigned idle)
+{
+	fg__call_init(c, lua, name, idle);
+	fg__call_num(c, token);
+	str0(c, write_id);
+	fg__call_num(c, margin_ms);
+	fg__call_num(c, limit_ms);
+}
+
+void fg__build_finish(struct fg__call *c, const char *name,
+		      const char *write_id, unsigned idle)
+{
+	fg__call_init(c, FG__LUA_FINISH, name, idle);
+	str0(c, write_id);
 }
 
 /* ---- replies --------------------------------------------------------- */
@@ -325,6 +347,41 @@ int fg__parse_check(const redisReply *r, struct fg_check *out)
 	} else {
 		return FG_EPROTO;
 	}
+	return FG_OK;
+}
+
+int fg__parse_admit(const redisReply *r, struct fg_admit *out)
+{
+	long long a, b;
+
+	memset(out, 0, sizeof(*out));
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements < 2 ||
+	    int_at(r, 1, &a))
+		return FG_EPROTO;
+	const redisReply *st = r->element[0];
+	if (is_str(st, "admitted") || is_str(st, "wait")) {
+		if (int_at(r, 2, &b) || b < 0)
+			return FG_EPROTO;
+		out->status = is_str(st, "wait") ? FG_ADMIT_WAIT : FG_ADMITTED;
+		out->ms = a;
+		if (out->status == FG_ADMITTED)
+			out->token = (uint64_t)b;
+		out->current = (uint64_t)b;
+		out->has_current = b > 0;
+		return FG_OK;
+	}
+	if (a < 0)
+		return FG_EPROTO;
+	out->current = (uint64_t)a;
+	out->has_current = a > 0;
+	if (is_str(st, "stale"))
+		out->status = FG_ADMIT_STALE;
+	else if (is_str(st, "expiring"))
+		out->status = FG_ADMIT_EXPIRING;
+	else if (is_str(st, "forged"))
+		out->status = FG_ADMIT_FORGED;
+	else
+		return FG_EPROTO;
 	return FG_OK;
 }
 

@@ -21,10 +21,13 @@ enum fg__lua {
 	FG__LUA_CHECK,
 	FG__LUA_TICK,
 	FG__LUA_DEQUEUE,
+	FG__LUA_ADMIT,
+	FG__LUA_EXTEND,
+	FG__LUA_FINISH,
 	FG__LUA_COUNT,
 };
 
-#define FG__NKEYS 6
+#define FG__NKEYS 7
 #define FG__MAXARGS 32
 #define FG__KEY_MAX (FG_NAME_MAX + 12)
 
@@ -43,7 +46,7 @@ struct fg__call {
 	int nnums;
 };
 
-/** Starts a call: EVALSHA sha 6 <keys of name> idle name. */
+/** Starts a call: EVALSHA sha 7 <keys of name> idle name. */
 void fg__call_init(struct fg__call *call, enum fg__lua lua, const char *name,
 		   unsigned idle_forget_ms);
 void fg__call_str(struct fg__call *call, const char *s, size_t len);
@@ -57,6 +60,7 @@ int fg__reply_noscript(const struct redisReply *r);
 int fg__parse_grant(const struct redisReply *r, struct fg_grant *out);
 int fg__parse_info(const struct redisReply *r, struct fg_lock_info *out);
 int fg__parse_check(const struct redisReply *r, struct fg_check *out);
+int fg__parse_admit(const struct redisReply *r, struct fg_admit *out);
 
 /* Builders shared by both fronts. */
 void fg__build_acquire(struct fg__call *c, const struct fg_acquire *req,
@@ -75,6 +79,12 @@ void fg__build_tick(struct fg__call *c, const char *name,
 void fg__build_dequeue(struct fg__call *c, const char *name,
 		       const char *waiter_id, const char *lease, int peek,
 		       unsigned idle);
+
+void fg__build_admit(struct fg__call *c, enum fg__lua lua, const char *name,
+		     uint64_t token, const char *write_id, uint32_t margin_ms,
+		     uint32_t limit_ms, unsigned idle);
+void fg__build_finish(struct fg__call *c, const char *name,
+		      const char *write_id, unsigned idle);
 
 /** Monotonic milliseconds (for reconnect pacing only, never for leases). */
 uint64_t fg__mono_ms(void);

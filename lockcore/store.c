@@ -244,3 +244,19 @@ int fg_lock_check(fg_store *st, const char *name, uint64_t token,
 	freeReplyObject(r);
 	return err;
 }
+
+int fg_lock_admit(fg_store *st, const char *name, uint64_t token,
+		  const char *write_id, uint32_t margin_ms, uint32_t longest_ms,
+		  struct fg_admit *out)
+{
+	struct fg__call c;
+	redisReply *r;
+	fg__build_admit(&c, FG__LUA_ADMIT, name, token, write_id, margin_ms,
+			longest_ms, st->idle_forget_ms);
+	int err = run(st, &c, &r);
+	if (err)
+		return err;
+	err = fg__parse_admit(r, out);
+	freeReplyObject(r);
+	return err;
+}

@@ -165,6 +165,35 @@ struct fg_check {
 int fg_lock_check(fg_store *st, const char *name, uint64_t token,
 		  struct fg_check *out);
 
+/* ---- fenced writes -------------------------------------------------- */
+
+enum fg_admit_status {
+	FG_ADMITTED = 0,       /* go: ms is the write's deadline from now */
+	FG_ADMIT_WAIT = 1,     /* writes under an older token are still in
+				  flight: ask again within ms */
+	FG_ADMIT_STALE = 2,    /* not the live grant's token */
+	FG_ADMIT_EXPIRING = 3, /* the live grant ends before a write could */
+	FG_ADMIT_FORGED = 4,   /* greater than any token ever issued */
+};
+
+struct fg_admit {
+	enum fg_admit_status status;
+	int64_t ms;
+	uint64_t token;        /* ADMITTED: the grant's token */
+	bool has_current;
+	uint64_t current;      /* the newest token the lock knows of */
+};
+
+/**
+ * Admits a write fenced by `token` to the lock's upstream, recording it
+ * under write_id until fg_alock_finish() or its deadline: the grant's
+ * expiry minus margin_ms, and at most longest_ms from now. Writes under a
+ * newer token wait for it (FG_ADMIT_WAIT) until then.
+ */
+int fg_lock_admit(fg_store *st, const char *name, uint64_t token,
+		  const char *write_id, uint32_t margin_ms, uint32_t longest_ms,
+		  struct fg_admit *out);
+
 /* ---- asynchronous connection (the gateway's wait loop) -------------- */
 
 typedef struct fg_astore fg_astore;
@@ -215,6 +244,23 @@ int fg_alock_release(fg_astore *as, const char *name, const char *lease,
 
 int fg_alock_inspect(fg_astore *as, const char *name, fg_info_cb *cb,
 		     void *arg);
+
+typedef void fg_admit_cb(int err, const struct fg_admit *a, void *arg);
+
+/** fg_lock_admit, asynchronously (a write waiting for older ones). */
+int fg_alock_admit(fg_astore *as, const char *name, uint64_t token,
+		   const char *write_id, uint32_t margin_ms,
+		   uint32_t longest_ms, fg_admit_cb *cb, void *arg);
+
+/** Moves a running write's deadline with its lease (after a renewal);
+ *  a->status is FG_ADMITTED with the new deadline, or FG_ADMIT_STALE. */
+int fg_alock_extend(fg_astore *as, const char *name, uint64_t token,
+		    const char *write_id, uint32_t margin_ms, uint32_t left_ms,
+		    fg_admit_cb *cb, void *arg);
+
+/** The write is over; g->status is FG_REMOVED. cb may be NULL. */
+int fg_alock_finish(fg_astore *as, const char *name, const char *write_id,
+		    fg_grant_cb *cb, void *arg);
 
 /* ---- channels ------------------------------------------------------ */
 

@@ -10,13 +10,15 @@
 --   Q  fg:{N}:q  zset   waiter id -> arrival sequence (FIFO)
 --   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o}
 --   C  fg:{N}:c  string the token counter (INCR)
+--   F  fg:{N}:f  zset   admitted write id -> its deadline (ms); S.ft is
+--                       the token those writes were admitted under
 -- ARGV[1] idle-forget ms, ARGV[2] lock name; the rest is per script.
 --
 -- Invariants: a lease is in H iff it is in E; E scores are Redis TIME;
 -- numbers above 2^31 cross into redis.call only through fmt() (tostring
 -- and cjson round them); every script ends with keep(), so keys outlive
 -- everything they hold by exactly the idle-forget time.
-local S, H, E, Q, W, C = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6]
+local S, H, E, Q, W, C, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4], KEYS[5], KEYS[6], KEYS[7]
 local IDLE = tonumber(ARGV[1])
 local NAME = ARGV[2]
 local tm = redis.call('TIME')
@@ -155,7 +157,7 @@ local function wake_in()
 end
 
 -- Every key lives until the lock has been idle for IDLE ms: past its
--- grant's expiry, its lock-delay and its waiters' deadlines.
+-- grant's expiry, its lock-delay, its waiters' and its writes' deadlines.
 local function keep()
   local horizon = NOW
   local x = grant_expiry()
@@ -166,6 +168,8 @@ local function keep()
     local qd = num(redis.call('HGET', S, 'qd'))
     if qd > horizon then horizon = qd end
   end
+  local top = redis.call('ZRANGE', F, -1, -1, 'WITHSCORES')
+  if top[2] and tonumber(top[2]) > horizon then horizon = tonumber(top[2]) end
   local ms = fmt(horizon - NOW + IDLE)
-  for i = 1, 6 do redis.call('PEXPIRE', KEYS[i], ms) end
+  for i = 1, 7 do redis.call('PEXPIRE', KEYS[i], ms) end
 end

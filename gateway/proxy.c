@@ -1,0 +1,948 @@
+/*
+ * proxy.c - streaming requests to the upstream and answers back.
+ *
+ * One thread drives libcurl's multi interface; libmicrohttpd's workers
+ * hand it transfers. Bodies stream both ways through one bounded buffer
+ * each (BUF bytes): when a buffer is full the producer stops (the client
+ * connection is suspended, or curl is paused) and the consumer restarts it
+ * when it has drained. So memory per transfer is bounded whatever the body
+ * size, and a slow side slows the other down instead of filling memory.
+ *
+ * Invariants:
+ * - curl handles are touched only on the proxy thread; the workers post
+ *   commands (start, unpause, abort) and wake it.
+ * - Everything both sides see is under x->mu, and a connection is resumed
+ *   exactly when it was suspended.
+ * - A fenced write hands curl no body byte at or after its deadline, and
+ *   a write still running then is aborted (its connection closed), so an
+ *   upstream never completes it late. A client that leaves mid-body aborts
+ *   the upstream request the same way: a truncated body never completes.
+ */
+#include <inttypes.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <time.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <curl/curl.h>
+
+#include "errors.h"
+#include "fence.h"
+#include "gateway.h"
+#include "log.h"
+#include "proxy.h"
+#include "waitq.h"
+
+#define BUF (128 * 1024)
+#define HEADERS_MAX 100
+#define EXTEND_AHEAD_MS 100
+
+enum { CMD_START = 1, CMD_UNPAUSE_READ = 2, CMD_UNPAUSE_WRITE = 4, CMD_ABORT = 8 };
+
+struct hdr {
+	char *name;
+	char *value;
+};
+
+struct fg_xfer {
+	struct fg_proxy *px;
+	pthread_mutex_t mu;
+	int refs;                     /* under mu */
+	struct MHD_Connection *conn;
+	char method[16];
+
+	/* fencing (set before the transfer starts) */
+	struct fg_fence fence;
+	bool fenced;
+	uint64_t longest_end;         /* monotonic ms */
+
+	/* under mu */
+	uint64_t deadline;            /* monotonic ms; 0: none */
+	bool extending;
+	bool has_body, req_done, want_data, upload_suspended;
+	char *rq;
+	size_t rq_len;
+	int status;
+	struct hdr hdrs[HEADERS_MAX];
+	int nhdrs;
+	int64_t content_length;
+	bool headers_done, waiting_headers, done, download_suspended, mhd_gone;
+	bool write_wants_room;
+	CURLcode result;
+	bool deadline_hit;
+	char *rs;
+	size_t rs_len;
+
+	/* proxy thread only */
+	CURL *easy;
+	struct curl_slist *req_headers;
+	bool added, read_paused, write_paused;
+	uint64_t started;
+	struct fg_xfer *anext, *aprev;  /* active list */
+
+	/* under px->mu */
+	unsigned pending;
+	bool queued;
+	struct fg_xfer *qnext;
+};
+
+struct fg_proxy {
+	struct fg_gateway *gw;
+	CURLM *multi;
+	pthread_t thread;
+	pthread_mutex_t mu;
+	struct fg_xfer *queue;
+	bool stopping;
+	struct fg_xfer *active;       /* proxy thread only */
+	char base[2048];              /* upstream URL without a trailing '/' */
+};
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
+}
+
+/* ---- references and commands ------------------------------------------ */
+
+static void xfer_free(struct fg_xfer *x)
+{
+	for (int i = 0; i < x->nhdrs; i++) {
+		free(x->hdrs[i].name);
+		free(x->hdrs[i].value);
+	}
+	free(x->rq);
+	free(x->rs);
+	pthread_mutex_destroy(&x->mu);
+	free(x);
+}
+
+static void xfer_get(struct fg_xfer *x)
+{
+	pthread_mutex_lock(&x->mu);
+	x->refs++;
+	pthread_mutex_unlock(&x->mu);
+}
+
+static void xfer_put(struct fg_xfer *x)
+{
+	pthread_mutex_lock(&x->mu);
+	int left = --x->refs;
+	pthread_mutex_unlock(&x->mu);
+	if (left == 0)
+		xfer_free(x);
+}
+
+/* Posts a command to the proxy thread; the queue holds a reference. */
+static void post(struct fg_xfer *x, unsigned cmd)
+{
+	struct fg_proxy *px = x->px;
+	bool take = false;
+	pthread_mutex_lock(&px->mu);
+	x->pending |= cmd;
+	if (!x->queued) {
+		x->queued = true;
+		x->qnext = px->queue;
+		px->queue = x;
+		take = true;
+	}
+	pthread_mutex_unlock(&px->mu);
+	if (take)
+		xfer_get(x);
+	curl_multi_wakeup(px->multi);
+}
+
+static void resume_locked(struct fg_xfer *x, bool *flag)
+{
+	if (*flag) {
+		*flag = false;
+		MHD_resume_connection(x->conn);
+	}
+}
+
+/* ---- fencing bookkeeping (on the wait loop) --------------------------- */
+
+struct finish_arg {
+	char lock[FG_NAME_MAX + 1];
+	char write_id[FG_WAITER_ID_MAX];
+};
+
+static void do_finish(fg_astore *as, void *arg)
+{
+	struct finish_arg *f = arg;
+	fg_alock_finish(as, f->lock, f->write_id, NULL, NULL);
+	free(f);
+}
+
+/* Marks an admitted write over, off the answer's path. */
+static void fence_finish(struct fg_xfer *x)
+{
+	struct finish_arg *f = malloc(sizeof(*f));
+	if (!f)
+		return; /* the record goes at its deadline */
+	memcpy(f->lock, x->fence.lock, sizeof(f->lock));
+	memcpy(f->write_id, x->fence.write_id, sizeof(f->write_id));
+	if (fg_waitq_call(x->px->gw->wq, do_finish, f))
+		free(f);
+}
+
+static void on_extended(int err, const struct fg_admit *a, void *arg)
+{
+	struct fg_xfer *x = arg;
+	pthread_mutex_lock(&x->mu);
+	x->extending = false;
+	if (!err && a->status == FG_ADMITTED && x->deadline)
+		x->deadline = now_ms() + (uint64_t)a->ms;
+	pthread_mutex_unlock(&x->mu);
+	curl_multi_wakeup(x->px->multi);
+	xfer_put(x);
+}
+
+static void do_extend(fg_astore *as, void *arg)
+{
+	struct fg_xfer *x = arg;
+	uint64_t now = now_ms();
+	uint32_t left = x->longest_end > now ? (uint32_t)(x->longest_end - now) : 0;
+	if (fg_alock_extend(as, x->fence.lock, x->fence.token, x->fence.write_id,
+			    x->px->gw->cfg->fence_margin_ms, left, on_extended,
+			    x) != FG_OK)
+		on_extended(FG_EUNAVAIL, NULL, x);
+}
+
+/* ---- curl callbacks (proxy thread) ------------------------------------ */
+
+static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
+{
+	struct fg_xfer *x = ud;
+	size_t max = size * nitems;
+	pthread_mutex_lock(&x->mu);
+	if ((x->deadline && now_ms() >= x->deadline) ||
+	    (x->mhd_gone && !x->req_done)) {
+		/* past the lease, or the client left mid-body: not one more
+		 * byte, and the upstream request is aborted */
+		x->deadline_hit = x->deadline && now_ms() >= x->deadline;
+		pthread_mutex_unlock(&x->mu);
+		return CURL_READFUNC_ABORT;
+	}
+	if (x->rq_len == 0) {
+		if (x->req_done) {
+			pthread_mutex_unlock(&x->mu);
+			return 0;
+		}
+		x->want_data = true;
+		pthread_mutex_unlock(&x->mu);
+		x->read_paused = true;
+		return CURL_READFUNC_PAUSE;
+	}
+	size_t n = x->rq_len < max ? x->rq_len : max;
+	memcpy(buf, x->rq, n);
+	memmove(x->rq, x->rq + n, x->rq_len - n);
+	x->rq_len -= n;
+	resume_locked(x, &x->upload_suspended);
+	pthread_mutex_unlock(&x->mu);
+	return n;
+}
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct fg_xfer *x = ud;
+	size_t n = size * nmemb;
+	pthread_mutex_lock(&x->mu);
+	if (x->mhd_gone) {
+		pthread_mutex_unlock(&x->mu);
+		return 0; /* the client left: abort */
+	}
+	if (BUF - x->rs_len < n) {
+		x->write_wants_room = true;
+		pthread_mutex_unlock(&x->mu);
+		x->write_paused = true;
+		return CURL_WRITEFUNC_PAUSE;
+	}
+	memcpy(x->rs + x->rs_len, ptr, n);
+	x->rs_len += n;
+	resume_locked(x, &x->download_suspended);
+	pthread_mutex_unlock(&x->mu);
+	return n;
+}
+
+/* Headers that describe one hop, not the message (RFC 9110 7.6.1), plus
+ * those the gateway sets itself. */
+static bool hop_by_hop(const char *name, size_t len)
+{
+	static const char *const names[] = {
+		"Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
+		"Transfer-Encoding", "Upgrade", "Proxy-Authenticate",
+		"Proxy-Authorization", "Content-Length",
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strlen(names[i]) == len && strncasecmp(name, names[i], len) == 0)
+			return true;
+	return false;
+}
+
+static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
+{
+	struct fg_xfer *x = ud;
+	size_t len = size * nitems, n = len;
+	while (n > 0 && (buf[n - 1] == '\r' || buf[n - 1] == '\n'))
+		n--;
+	pthread_mutex_lock(&x->mu);
+	if (n >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
+		/* a new status line: forget an interim (1xx) response */
+		const char *sp = memchr(buf, ' ', n);
+		x->status = sp ? atoi(sp + 1) : 502;
+		for (int i = 0; i < x->nhdrs; i++) {
+			free(x->hdrs[i].name);
+			free(x->hdrs[i].value);
+		}
+		x->nhdrs = 0;
+		x->content_length = -1;
+	} else if (n == 0) {
+		if (x->status >= 200) {
+			x->headers_done = true;
+			resume_locked(x, &x->waiting_headers);
+		}
+	} else {
+		const char *colon = memchr(buf, ':', n);
+		if (colon && colon > buf) {
+			size_t nl = (size_t)(colon - buf);
+			const char *v = colon + 1;
+			while (v < buf + n && (*v == ' ' || *v == '\t'))
+				v++;
+			size_t vl = (size_t)(buf + n - v);
+			if (nl == 14 && strncasecmp(buf, "Content-Length", 14) == 0)
+				x->content_length = strtoll(v, NULL, 10);
+			if (!hop_by_hop(buf, nl) && x->nhdrs < HEADERS_MAX) {
+				x->hdrs[x->nhdrs].name = strndup(buf, nl);
+				x->hdrs[x->nhdrs].value = strndup(v, vl);
+				x->nhdrs++;
+			}
+		}
+	}
+	pthread_mutex_unlock(&x->mu);
+	return len;
+}
+
+/* ---- the proxy thread -------------------------------------------------- */
+
+static int pause_bits(const struct fg_xfer *x)
+{
+	return (x->read_paused ? CURLPAUSE_SEND : 0) |
+	       (x->write_paused ? CURLPAUSE_RECV : 0);
+}
+
+/* The transfer ended (done, failed, aborted): tell the worker. */
+static void ended(struct fg_proxy *px, struct fg_xfer *x, CURLcode code)
+{
+	if (x->added) {
+		curl_multi_remove_handle(px->multi, x->easy);
+		x->added = false;
+		if (x->aprev)
+			x->aprev->anext = x->anext;
+		else
+			px->active = x->anext;
+		if (x->anext)
+			x->anext->aprev = x->aprev;
+	}
+	pthread_mutex_lock(&x->mu);
+	x->done = true;
+	x->result = code;
+	resume_locked(x, &x->waiting_headers);
+	resume_locked(x, &x->download_suspended);
+	resume_locked(x, &x->upload_suspended);
+	pthread_mutex_unlock(&x->mu);
+	if (x->fenced)
+		fence_finish(x);
+	curl_slist_free_all(x->req_headers);
+	x->req_headers = NULL;
+	curl_easy_cleanup(x->easy);
+	x->easy = NULL;
+	xfer_put(x); /* the proxy thread's reference */
+}
+
+static void run_commands(struct fg_proxy *px)
+{
+	pthread_mutex_lock(&px->mu);
+	struct fg_xfer *list = px->queue;
+	px->queue = NULL;
+	pthread_mutex_unlock(&px->mu);
+	while (list) {
+		struct fg_xfer *x = list;
+		pthread_mutex_lock(&px->mu);
+		list = x->qnext;
+		unsigned cmd = x->pending;
+		x->pending = 0;
+		x->queued = false;
+		pthread_mutex_unlock(&px->mu);
+
+		if ((cmd & CMD_START) && x->easy && !x->added) {
+			if (curl_multi_add_handle(px->multi, x->easy) == CURLM_OK) {
+				x->added = true;
+				x->started = now_ms();
+				x->aprev = NULL;
+				x->anext = px->active;
+				if (px->active)
+					px->active->aprev = x;
+				px->active = x;
+			} else {
+				ended(px, x, CURLE_FAILED_INIT);
+			}
+		}
+		if ((cmd & CMD_ABORT) && x->added)
+			ended(px, x, CURLE_ABORTED_BY_CALLBACK);
+		if (x->added && (cmd & (CMD_UNPAUSE_READ | CMD_UNPAUSE_WRITE))) {
+			if (cmd & CMD_UNPAUSE_READ)
+				x->read_paused = false;
+			if (cmd & CMD_UNPAUSE_WRITE)
+				x->write_paused = false;
+			curl_easy_pause(x->easy, pause_bits(x));
+		}
+		xfer_put(x); /* the queue's reference */
+	}
+}
+
+/* Deadlines of fenced writes and the bound on the response head. Returns
+ * the ms until the next one is due. */
+static long check_deadlines(struct fg_proxy *px)
+{
+	uint64_t now = now_ms();
+	long next = 1000;
+	struct fg_xfer *x = px->active, *nx;
+	for (; x; x = nx) {
+		nx = x->anext;
+		pthread_mutex_lock(&x->mu);
+		uint64_t dl = x->deadline;
+		bool headers = x->headers_done;
+		bool ask = dl && !x->extending && now + EXTEND_AHEAD_MS >= dl;
+		if (ask)
+			x->extending = true;
+		if (dl && now >= dl)
+			x->deadline_hit = true;
+		pthread_mutex_unlock(&x->mu);
+		if (dl && now >= dl) {
+			fg_log_warn("write to lock %s passed its deadline: aborted upstream",
+				    x->fence.lock);
+			ended(px, x, CURLE_OPERATION_TIMEDOUT);
+			continue;
+		}
+		if (!headers && now >= x->started + px->gw->cfg->upstream_timeout_ms) {
+			ended(px, x, CURLE_OPERATION_TIMEDOUT);
+			continue;
+		}
+		if (ask) {
+			xfer_get(x);
+			if (fg_waitq_call(px->gw->wq, do_extend, x)) {
+				pthread_mutex_lock(&x->mu);
+				x->extending = false;
+				pthread_mutex_unlock(&x->mu);
+				xfer_put(x);
+			}
+		}
+		if (dl) {
+			long in = (long)(dl - now);
+			if (in > EXTEND_AHEAD_MS && in - EXTEND_AHEAD_MS < next)
+				next = in - EXTEND_AHEAD_MS;
+			else if (in < next)
+				next = in;
+		}
+		if (!headers) {
+			long in = (long)(x->started + px->gw->cfg->upstream_timeout_ms - now);
+			if (in < next)
+				next = in;
+		}
+	}
+	return next < 1 ? 1 : next;
+}
+
+static void *proxy_main(void *arg)
+{
+	struct fg_proxy *px = arg;
+	for (;;) {
+		run_commands(px);
+		pthread_mutex_lock(&px->mu);
+		bool stop = px->stopping;
+		pthread_mutex_unlock(&px->mu);
+		if (stop)
+			break;
+		int running;
+		curl_multi_perform(px->multi, &running);
+		CURLMsg *m;
+		int left;
+		while ((m = curl_multi_info_read(px->multi, &left))) {
+			if (m->msg != CURLMSG_DONE)
+				continue;
+			struct fg_xfer *x;
+			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+			ended(px, x, m->data.result);
+		}
+		long timeout = check_deadlines(px), ct = -1;
+		curl_multi_timeout(px->multi, &ct);
+		if (ct >= 0 && ct < timeout)
+			timeout = ct;
+		curl_multi_poll(px->multi, NULL, 0, (int)timeout, NULL);
+	}
+	while (px->active)
+		ended(px, px->active, CURLE_ABORTED_BY_CALLBACK);
+	run_commands(px);
+	return NULL;
+}
+
+struct fg_proxy *fg_proxy_create(struct fg_gateway *gw)
+{
+	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		return NULL;
+	struct fg_proxy *px = calloc(1, sizeof(*px));
+	if (!px)
+		goto error_global;
+	px->gw = gw;
+	if (gw->cfg->upstream) {
+		snprintf(px->base, sizeof(px->base), "%s", gw->cfg->upstream);
+		size_t n = strlen(px->base);
+		while (n > 0 && px->base[n - 1] == '/')
+			px->base[--n] = '\0';
+	}
+	pthread_mutex_init(&px->mu, NULL);
+	px->multi = curl_multi_init();
+	if (!px->multi)
+		goto error_multi;
+	curl_multi_setopt(px->multi, CURLMOPT_MAXCONNECTS, 256L);
+	if (pthread_create(&px->thread, NULL, proxy_main, px) != 0)
+		goto error_thread;
+	return px;
+
+error_thread:
+	curl_multi_cleanup(px->multi);
+error_multi:
+	pthread_mutex_destroy(&px->mu);
+	free(px);
+error_global:
+	curl_global_cleanup();
+	return NULL;
+}
+
+void fg_proxy_destroy(struct fg_proxy *px)
+{
+	if (!px)
+		return;
+	pthread_mutex_lock(&px->mu);
+	px->stopping = true;
+	pthread_mutex_unlock(&px->mu);
+	curl_multi_wakeup(px->multi);
+	pthread_join(px->thread, NULL);
+	curl_multi_cleanup(px->multi);
+	pthread_mutex_destroy(&px->mu);
+	free(px);
+	curl_global_cleanup();
+}
+
+/* ---- the worker side --------------------------------------------------- */
+
+struct hdr_ctx {
+	struct curl_slist *list;
+	const char *connection; /* the Connection header: names more hop headers */
+	const char *xff;
+	bool failed;
+};
+
+static bool named_in_connection(const char *conn, const char *name)
+{
+	size_t nl = strlen(name);
+	for (const char *p = conn; p && *p;) {
+		while (*p == ' ' || *p == ',' || *p == '\t')
+			p++;
+		size_t n = strcspn(p, ", \t");
+		if (n == nl && strncasecmp(p, name, n) == 0)
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
+				  const char *key, const char *value)
+{
+	struct hdr_ctx *h = cls;
+	(void)kind;
+	size_t kl = strlen(key);
+	if (hop_by_hop(key, kl) || strcasecmp(key, "Host") == 0 ||
+	    strcasecmp(key, "Expect") == 0 ||
+	    strcasecmp(key, "Fencing-Token") == 0 ||
+	    strcasecmp(key, "X-Forwarded-For") == 0 ||
+	    named_in_connection(h->connection, key))
+		return MHD_YES;
+	size_t vl = strlen(value);
+	char *line = malloc(kl + vl + 3);
+	if (!line) {
+		h->failed = true;
+		return MHD_NO;
+	}
+	memcpy(line, key, kl);
+	memcpy(line + kl, ": ", 2);
+	memcpy(line + kl + 2, value, vl + 1);
+	struct curl_slist *l = curl_slist_append(h->list, line);
+	free(line);
+	if (!l) {
+		h->failed = true;
+		return MHD_NO;
+	}
+	h->list = l;
+	return MHD_YES;
+}
+
+static bool append(struct curl_slist **list, const char *fmt, ...)
+	__attribute__((format(printf, 2, 3)));
+static bool append(struct curl_slist **list, const char *fmt, ...)
+{
+	char line[8192];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(line, sizeof(line), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(line))
+		return false;
+	struct curl_slist *l = curl_slist_append(*list, line);
+	if (!l)
+		return false;
+	*list = l;
+	return true;
+}
+
+static void client_ip(struct MHD_Connection *c, char *out, size_t cap)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	snprintf(out, cap, "unknown");
+	if (!ci || !ci->client_addr)
+		return;
+	const struct sockaddr *sa = ci->client_addr;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)cap);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)cap);
+}
+
+/* Builds the curl handle of a transfer. 0, or -1. */
+static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
+		   struct MHD_Connection *c)
+{
+	const struct fg_config *cfg = px->gw->cfg;
+	char url[8192], ip[64];
+	if (snprintf(url, sizeof(url), "%s%s", px->base, req->uri) >= (int)sizeof(url))
+		return -1;
+	x->easy = curl_easy_init();
+	if (!x->easy)
+		return -1;
+	CURL *e = x->easy;
+
+	struct hdr_ctx h = { NULL,
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION),
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Forwarded-For"), false };
+	MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
+	client_ip(c, ip, sizeof(ip));
+	bool ok = !h.failed &&
+		  (h.xff ? append(&h.list, "X-Forwarded-For: %s, %s", h.xff, ip)
+			 : append(&h.list, "X-Forwarded-For: %s", ip)) &&
+		  append(&h.list, "X-Forwarded-Proto: http") &&
+		  append(&h.list, "Via: 1.1 fencegate") &&
+		  append(&h.list, "Expect:");
+	if (ok && x->fenced && cfg->forward_token)
+		ok = append(&h.list, "Fencing-Token: %" PRIu64, x->fence.token);
+	x->req_headers = h.list;
+	if (!ok)
+		return -1;
+
+	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_CONTENT_LENGTH);
+	const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
+	x->has_body = cl || (te && strcasecmp(te, "identity") != 0);
+
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->req_headers);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->upstream_connect_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+	if (strcmp(x->method, "HEAD") == 0) {
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	} else if (strcmp(x->method, "GET") != 0 || x->has_body) {
+		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, x->method);
+	}
+	if (x->has_body) {
+		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(e, CURLOPT_READDATA, x);
+		curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 65536L);
+		if (cl)
+			curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
+					 (curl_off_t)strtoll(cl, NULL, 10));
+		x->rq = malloc(BUF);
+		if (!x->rq)
+			return -1;
+	}
+	x->rs = malloc(BUF);
+	return x->rs ? 0 : -1;
+}
+
+/* Starts the upstream request of an admitted (or unfenced) request. */
+static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
+			     const char *method, const struct fg_fence *f,
+			     bool fenced)
+{
+	struct fg_proxy *px = req->gw->px;
+	if (!px->base[0])
+		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
+					"no upstream is configured", NULL);
+	struct fg_xfer *x = calloc(1, sizeof(*x));
+	if (!x)
+		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	pthread_mutex_init(&x->mu, NULL);
+	x->px = px;
+	x->refs = 2; /* the worker's (req->xfer) and the proxy thread's */
+	x->conn = c;
+	x->content_length = -1;
+	snprintf(x->method, sizeof(x->method), "%s", method);
+	if (fenced) {
+		x->fence = *f;
+		x->fenced = true;
+		uint64_t now = now_ms();
+		x->deadline = now + (uint64_t)(f->ms > 0 ? f->ms : 1);
+		x->longest_end = now + px->gw->cfg->write_max_ms;
+	}
+	req->xfer = x;
+	if (prepare(px, x, req, c)) {
+		if (x->easy)
+			curl_easy_cleanup(x->easy);
+		curl_slist_free_all(x->req_headers);
+		x->easy = NULL;
+		x->req_headers = NULL;
+		if (fenced)
+			fence_finish(x);
+		x->refs = 1;
+		return fg_respond_error(c, FG_E_INTERNAL, "cannot build the upstream request", NULL);
+	}
+	post(x, CMD_START);
+	return MHD_YES;
+}
+
+static const char *upstream_error(CURLcode code, enum fg_error *e)
+{
+	switch (code) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+		*e = FG_E_UPSTREAM_UNAVAILABLE;
+		return NULL;
+	case CURLE_OPERATION_TIMEDOUT:
+		*e = FG_E_UPSTREAM_TIMEOUT;
+		return NULL;
+	default:
+		*e = FG_E_UPSTREAM_UNAVAILABLE;
+		return curl_easy_strerror(code);
+	}
+}
+
+static ssize_t on_content(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct fg_xfer *x = cls;
+	(void)pos;
+	pthread_mutex_lock(&x->mu);
+	if (x->rs_len > 0) {
+		size_t n = x->rs_len < max ? x->rs_len : max;
+		memcpy(buf, x->rs, n);
+		memmove(x->rs, x->rs + n, x->rs_len - n);
+		x->rs_len -= n;
+		bool wake = x->write_wants_room;
+		x->write_wants_room = false;
+		pthread_mutex_unlock(&x->mu);
+		if (wake)
+			post(x, CMD_UNPAUSE_WRITE);
+		return (ssize_t)n;
+	}
+	if (x->done) {
+		ssize_t r = x->result == CURLE_OK ? MHD_CONTENT_READER_END_OF_STREAM
+						  : MHD_CONTENT_READER_END_WITH_ERROR;
+		pthread_mutex_unlock(&x->mu);
+		return r;
+	}
+	x->download_suspended = true;
+	MHD_suspend_connection(x->conn);
+	pthread_mutex_unlock(&x->mu);
+	return 0;
+}
+
+static void on_content_free(void *cls)
+{
+	xfer_put(cls);
+}
+
+/* The request body is in and the response head is known: answer. */
+static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
+{
+	struct fg_xfer *x = req->xfer;
+	pthread_mutex_lock(&x->mu);
+	if (!x->headers_done) {
+		CURLcode code = x->result;
+		bool deadline = x->deadline_hit;
+		pthread_mutex_unlock(&x->mu);
+		if (deadline)
+			return fg_respond_error(c, FG_E_STALE_TOKEN,
+				"the lease ran out before the write finished; it was aborted upstream",
+				json_pack("{s:I}", "token", (json_int_t)x->fence.token));
+		enum fg_error e;
+		const char *msg = upstream_error(code, &e);
+		return fg_respond_error(c, e, msg, NULL);
+	}
+	/* The upstream's Content-Length is the body's length (curl undoes no
+	 * content coding here); without one the answer is chunked. */
+	uint64_t size = x->content_length >= 0 ? (uint64_t)x->content_length
+					       : MHD_SIZE_UNKNOWN;
+	if (x->status == 204 || x->status == 304)
+		size = 0;
+	struct MHD_Response *r = MHD_create_response_from_callback(
+		size, 32 * 1024, on_content, x, on_content_free);
+	if (!r) {
+		pthread_mutex_unlock(&x->mu);
+		return MHD_NO;
+	}
+	x->refs++; /* the response's */
+	for (int i = 0; i < x->nhdrs; i++)
+		MHD_add_response_header(r, x->hdrs[i].name, x->hdrs[i].value);
+	int status = x->status;
+	pthread_mutex_unlock(&x->mu);
+	enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+static enum MHD_Result after_admission(struct fg_req *req, struct MHD_Connection *c,
+				       const char *method)
+{
+	struct fg_admit a;
+	fg_waiter_admission(req->waiter, &a);
+	enum fg_wait_result res = fg_waiter_result(req->waiter, NULL, NULL);
+	fg_waiter_drop(req->gw->wq, req->waiter);
+	req->waiter = NULL;
+	switch (res) {
+	case FG_WAIT_ADMITTED:
+		req->fence.ms = a.ms;
+		return start(req, c, method, &req->fence, true);
+	case FG_WAIT_REFUSED:
+		return fg_fence_refused(c, method, "-", &req->fence, &a);
+	case FG_WAIT_GONE:
+		return MHD_NO;
+	default:
+		return fg_respond_store_error(c, FG_EUNAVAIL);
+	}
+}
+
+enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
+				const char *method, const char *upload,
+				size_t *upload_size)
+{
+	if (!req->started) {
+		req->started = true;
+		if (req->uri[0] != '/')
+			return fg_respond_error(c, FG_E_BAD_REQUEST,
+						"only origin-form request targets are proxied", NULL);
+		if (strcmp(method, "CONNECT") == 0 || strcmp(method, "TRACE") == 0)
+			return fg_respond_error(c, FG_E_METHOD_NOT_ALLOWED, NULL, NULL);
+		switch (fg_fence_check_or_respond(req, c, method, &req->fence)) {
+		case FG_FENCE_ANSWERED:
+			return MHD_YES;
+		case FG_FENCE_PASS:
+			return start(req, c, method, NULL, false);
+		case FG_FENCE_ADMITTED:
+			return start(req, c, method, &req->fence, true);
+		case FG_FENCE_WAIT:
+			break;
+		}
+		req->waiter = fg_waiter_admit(req->gw->wq, req->fence.lock,
+					      req->fence.token, req->fence.write_id,
+					      req->gw->cfg->fence_margin_ms,
+					      req->gw->cfg->write_max_ms);
+		if (!req->waiter)
+			return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+		if (fg_waiter_park(req->gw->wq, req->waiter, c, req->fence.ms))
+			return MHD_YES;
+		return after_admission(req, c, method);
+	}
+	if (req->waiter)
+		return after_admission(req, c, method);
+
+	struct fg_xfer *x = req->xfer;
+	if (!x)
+		return MHD_YES; /* answered already; MHD drains the body */
+	if (*upload_size) {
+		pthread_mutex_lock(&x->mu);
+		if (x->done || !x->rq) {
+			*upload_size = 0; /* the answer is decided: drop the body */
+			pthread_mutex_unlock(&x->mu);
+			return MHD_YES;
+		}
+		size_t n = BUF - x->rq_len;
+		if (n > *upload_size)
+			n = *upload_size;
+		memcpy(x->rq + x->rq_len, upload, n);
+		x->rq_len += n;
+		*upload_size -= n;
+		if (*upload_size > 0) {
+			x->upload_suspended = true;
+			MHD_suspend_connection(c);
+		}
+		bool wake = x->want_data;
+		x->want_data = false;
+		pthread_mutex_unlock(&x->mu);
+		if (wake)
+			post(x, CMD_UNPAUSE_READ);
+		return MHD_YES;
+	}
+	pthread_mutex_lock(&x->mu);
+	bool wake = false;
+	if (!x->req_done) {
+		x->req_done = true;
+		wake = x->want_data;
+		x->want_data = false;
+	}
+	if (!x->headers_done && !x->done) {
+		x->waiting_headers = true;
+		MHD_suspend_connection(c);
+		pthread_mutex_unlock(&x->mu);
+		if (wake)
+			post(x, CMD_UNPAUSE_READ);
+		return MHD_YES;
+	}
+	pthread_mutex_unlock(&x->mu);
+	if (wake)
+		post(x, CMD_UNPAUSE_READ);
+	return respond(req, c);
+}
+
+void fg_proxy_completed(struct fg_req *req)
+{
+	struct fg_xfer *x = req->xfer;
+	if (!x)
+		return;
+	req->xfer = NULL;
+	pthread_mutex_lock(&x->mu);
+	x->mhd_gone = true;
+	bool running = !x->done;
+	pthread_mutex_unlock(&x->mu);
+	if (running)
+		post(x, CMD_ABORT);
+	xfer_put(x);
+}

@@ -1,0 +1,29 @@
+/*
+ * proxy.h - forwarding to the upstream. Private to the gateway.
+ */
+#ifndef FENCEGATE_PROXY_H
+#define FENCEGATE_PROXY_H
+
+#include <microhttpd.h>
+
+struct fg_gateway;
+struct fg_req;
+struct fg_proxy;
+
+/** Starts the upstream thread (libcurl multi). NULL on failure. */
+struct fg_proxy *fg_proxy_create(struct fg_gateway *gw);
+
+/** Aborts every transfer, stops the thread, frees. Call after HTTP has
+ *  stopped. Accepts NULL. */
+void fg_proxy_destroy(struct fg_proxy *px);
+
+/** The access handler for every request outside /_fence/. */
+enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
+				const char *method, const char *upload,
+				size_t *upload_size);
+
+/** The request ended (completed, or the client went away): an upstream
+ *  request still running is aborted. */
+void fg_proxy_completed(struct fg_req *req);
+
+#endif

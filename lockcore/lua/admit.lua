@@ -1,0 +1,43 @@
+-- admit: may a write fenced by TOKEN go upstream now? (CheckSequencer plus
+-- the ordering guarantee.) A write is admitted only under the live grant's
+-- token, and only once every write admitted under an older token has
+-- finished or passed its deadline, so the upstream sees admitted writes in
+-- non-decreasing token order across all gateways. An admitted write is
+-- recorded with its deadline: the grant's expiry minus a margin, so it can
+-- never outlive the lease it was checked against.
+-- ARGV: 3 token, 4 write id, 5 margin ms, 6 longest write ms
+-- Reply: {'admitted', deadline_in_ms, token} | {'wait', ms, current} |
+--        {'stale'|'expiring'|'forged', current}
+local TOK, WID = tonumber(ARGV[3]), ARGV[4]
+local MARGIN, LONGEST = tonumber(ARGV[5]), tonumber(ARGV[6])
+advance()
+local t = num(redis.call('HGET', S, 't'))
+local cur = math.max(num(redis.call('GET', C)), t)
+local reply
+if TOK > math.max(cur, NOW_US) then
+  reply = {'forged', cur}
+elseif TOK ~= t or redis.call('HLEN', H) == 0 then
+  reply = {'stale', cur}
+else
+  if num(redis.call('HGET', S, 'ft')) ~= TOK then
+    redis.call('ZREMRANGEBYSCORE', F, '-inf', NOW)
+    local last = redis.call('ZRANGE', F, -1, -1, 'WITHSCORES')
+    if last[2] then
+      reply = {'wait', tonumber(last[2]) - NOW, cur}
+    else
+      redis.call('HSET', S, 'ft', fmt(TOK))
+    end
+  end
+  if not reply then
+    local dl = grant_expiry() - MARGIN
+    if dl > NOW + LONGEST then dl = NOW + LONGEST end
+    if dl <= NOW then
+      reply = {'expiring', cur}
+    else
+      redis.call('ZADD', F, fmt(dl), WID)
+      reply = {'admitted', dl - NOW, t}
+    end
+  end
+end
+keep()
+return reply

@@ -1,0 +1,20 @@
+-- extend: an admitted write still running moves its deadline with the
+-- lease (a renewal extends it); a write whose grant ended cannot.
+-- ARGV: 3 token, 4 write id, 5 margin ms, 6 ms left of its longest time
+-- Reply: {'admitted', deadline_in_ms, token} | {'stale', current}
+local TOK, WID = tonumber(ARGV[3]), ARGV[4]
+local MARGIN, LEFT = tonumber(ARGV[5]), tonumber(ARGV[6])
+advance()
+local t = num(redis.call('HGET', S, 't'))
+local reply
+if TOK == t and redis.call('HLEN', H) > 0 and redis.call('ZSCORE', F, WID) then
+  local dl = grant_expiry() - MARGIN
+  if dl > NOW + LEFT then dl = NOW + LEFT end
+  if dl > NOW then
+    redis.call('ZADD', F, fmt(dl), WID)
+    reply = {'admitted', dl - NOW, t}
+  end
+end
+if not reply then reply = {'stale', math.max(num(redis.call('GET', C)), t)} end
+keep()
+return reply

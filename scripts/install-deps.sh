@@ -1,0 +1,28 @@
+#!/usr/bin/env bash
+# Installs the Debian packages fencegate builds, tests and demonstrates with.
+# Only missing packages are installed; `apt-get update` runs first when any are.
+set -euo pipefail
+
+pkgs=(
+  # build
+  gcc libc6-dev meson ninja-build pkg-config python3
+  libmicrohttpd-dev libhiredis-dev libssl-dev libjansson-dev libevent-dev
+  libcurl4-openssl-dev libcmocka-dev uthash-dev
+  # run, test, demo
+  redis-server redis-tools curl nginx libnginx-mod-http-dav-ext
+)
+if [ "${1:-}" = "--bench" ]; then
+  pkgs+=(etcd-server wrk)
+fi
+
+missing=()
+for p in "${pkgs[@]}"; do
+  dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q "install ok installed" || missing+=("$p")
+done
+[ ${#missing[@]} -eq 0 ] && exit 0
+
+SUDO=""
+[ "$(id -u)" -ne 0 ] && SUDO="sudo"
+echo "installing: ${missing[*]}"
+$SUDO apt-get update -q
+DEBIAN_FRONTEND=noninteractive $SUDO apt-get install -y -q --no-install-recommends "${missing[@]}"

@@ -1,0 +1,78 @@
+#!/usr/bin/env bash
+# The whole test suite: installs what it needs, builds fencegate twice
+# (plain with -Werror, then with AddressSanitizer + UndefinedBehaviorSanitizer),
+# runs the unit tests and the integration tests against each build, and ends
+# with one line: `N passed, N failed`.
+set -uo pipefail
+cd "$(dirname "$0")/.."
+top=$(pwd)
+
+scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
+
+passed=0
+failed=0
+log=$(mktemp -d)
+trap 'rm -rf "$log"' EXIT
+
+count_meson() { # builddir
+  local out="$log/meson-$(basename "$1").txt"
+  meson test -C "$1" --suite unit --print-errorlogs >"$out" 2>&1
+  cat "$out" | grep -E '^ *[0-9]+/[0-9]+ ' || true
+  # every cmocka case counts, not just every executable
+  local ok fail
+  ok=$(grep -ch '^\[       OK \]' "$1"/meson-logs/testlog.txt 2>/dev/null || echo 0)
+  fail=$(grep -ch '^\[  FAILED  \] [a-z_]' "$1"/meson-logs/testlog.txt 2>/dev/null || echo 0)
+  if ! grep -qE '^Fail: +0$' "$out" || ! grep -qE '^Timeout: +0$' "$out"; then
+    # an executable that crashed reports no FAILED line of its own
+    [ "$fail" -eq 0 ] && fail=1
+    grep -E 'FAIL|ERROR|Sanitizer' "$out" | head -20
+  fi
+  passed=$((passed + ok)); failed=$((failed + fail))
+  echo "unit ($1): $ok passed, $fail failed"
+}
+
+count_integration() { # binary label
+  local out="$log/it-$2.txt"
+  python3 tests/integration/run.py --bin "$1" 2>&1 | tee "$out" | grep -vE '^(ok|PASS) ' || true
+  local line
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+  if [ -z "$line" ]; then
+    echo "integration ($2): the runner did not finish"
+    failed=$((failed + 1))
+    return
+  fi
+  passed=$((passed + $(echo "$line" | cut -d' ' -f1)))
+  failed=$((failed + $(echo "$line" | cut -d' ' -f3)))
+  echo "integration ($2): $line"
+}
+
+build() { # dir, meson args...
+  local dir=$1; shift
+  if [ -d "$dir" ]; then
+    meson setup --reconfigure "$dir" "$@" >"$log/setup.txt" 2>&1
+  else
+    meson setup "$dir" "$@" >"$log/setup.txt" 2>&1
+  fi || { cat "$log/setup.txt"; return 1; }
+  ninja -C "$dir" >"$log/ninja.txt" 2>&1 || { cat "$log/ninja.txt"; return 1; }
+}
+
+echo "== plain build (-Wall -Wextra -Werror)"
+if build build-test -Dwerror=true --buildtype=debugoptimized; then
+  count_meson build-test
+  count_integration "$top/build-test/gateway/fencegate" plain
+else
+  echo "build failed"; failed=$((failed + 1))
+fi
+
+echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=23"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=24"
+if build build-asan -Dwerror=true --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false; then
+  count_meson build-asan
+  FENCEGATE_SANITIZED=1 count_integration "$top/build-asan/gateway/fencegate" sanitized
+else
+  echo "sanitizer build failed"; failed=$((failed + 1))
+fi
+
+echo "$passed passed, $failed failed"
+[ "$failed" -eq 0 ]
