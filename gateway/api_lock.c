@@ -62,8 +62,7 @@ static enum MHD_Result bad(struct MHD_Connection *c, const char *msg)
 
 static enum MHD_Result not_allowed(struct MHD_Connection *c, const char *allow)
 {
-	json_t *extra = json_pack("{s:s}", "allow", allow);
-	return fg_respond_error(c, FG_E_METHOD_NOT_ALLOWED, NULL, extra);
+	return fg_respond_not_allowed(c, allow);
 }
 
 static fg_store *store_or_fail(struct fg_req *req)

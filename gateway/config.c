@@ -8,6 +8,8 @@
  */
 #include <errno.h>
 #include <limits.h>
+#include <netdb.h>
+#include <sys/socket.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -172,6 +174,33 @@ static int valid_url(const char *s)
 		return 0;
 	if (*rest == '\0' || *rest == '/' || strlen(s) > 2048)
 		return 0;
+	/* an explicit port must be 1..65535 */
+	size_t auth = strcspn(rest, "/?#");
+	const char *at = memchr(rest, '@', auth);
+	const char *host = at ? at + 1 : rest;
+	const char *hend = rest + auth;
+	const char *colon = NULL;
+	if (*host == '[') {
+		const char *rb = memchr(host, ']', (size_t)(hend - host));
+		if (!rb)
+			return 0;
+		colon = rb + 1 < hend && rb[1] == ':' ? rb + 1 : NULL;
+	} else {
+		colon = memchr(host, ':', (size_t)(hend - host));
+	}
+	if (colon) {
+		size_t plen = (size_t)(hend - colon - 1);
+		if (plen == 0 || plen > 5)
+			return 0;
+		long port = 0;
+		for (const char *p = colon + 1; p < hend; p++) {
+			if (*p < '0' || *p > '9')
+				return 0;
+			port = port * 10 + (*p - '0');
+		}
+		if (port < 1 || port > 65535)
+			return 0;
+	}
 	for (const char *p = s; *p; p++)
 		if (*p <= ' ' || (unsigned char)*p >= 0x7f)
 			return 0;
@@ -246,13 +275,21 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 			return -1;
 		}
 		return 0;
-	case K_HOSTPORT_LISTEN:
+	case K_HOSTPORT_LISTEN: {
+		/* The address to serve on must exist now (Redis' and the
+		 * upstream's may come later). */
+		struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
+					  .ai_flags = AI_PASSIVE };
+		struct addrinfo *ai = NULL;
 		if (fg_parse_hostport(value, c->listen_host, sizeof(c->listen_host),
-				      &c->listen_port)) {
-			say(err, n, "listen: '%s' is not HOST:PORT", value);
+				      &c->listen_port) ||
+		    getaddrinfo(c->listen_host, NULL, &hints, &ai) != 0) {
+			say(err, n, "listen: '%s' is not HOST:PORT of this machine", value);
 			return -1;
 		}
+		freeaddrinfo(ai);
 		return 0;
+	}
 	case K_HOSTPORT_REDIS:
 		if (fg_parse_hostport(value, c->redis_host, sizeof(c->redis_host),
 				      &c->redis_port)) {

@@ -32,8 +32,8 @@ const struct fg_errdef fg_errors[FG_E_COUNT] = {
 	[FG_E_INTERNAL] = { 500, "internal", "internal error" },
 };
 
-enum MHD_Result fg_respond_json(struct MHD_Connection *c, unsigned status,
-				json_t *obj)
+static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
+				 json_t *obj, const char *allow)
 {
 	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
 	json_decref(obj);
@@ -50,9 +50,17 @@ enum MHD_Result fg_respond_json(struct MHD_Connection *c, unsigned status,
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
 	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	if (allow)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
 	enum MHD_Result ret = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+enum MHD_Result fg_respond_json(struct MHD_Connection *c, unsigned status,
+				json_t *obj)
+{
+	return send_json(c, status, obj, NULL);
 }
 
 enum MHD_Result fg_respond_empty(struct MHD_Connection *c, unsigned status)
@@ -66,14 +74,13 @@ enum MHD_Result fg_respond_empty(struct MHD_Connection *c, unsigned status)
 	return ret;
 }
 
-enum MHD_Result fg_respond_error(struct MHD_Connection *c, enum fg_error e,
-				 const char *message, json_t *extra)
+static json_t *error_body(enum fg_error e, const char *message, json_t *extra)
 {
 	const struct fg_errdef *d = &fg_errors[e];
 	json_t *o = json_object();
 	if (!o) {
 		json_decref(extra);
-		return MHD_NO;
+		return NULL;
 	}
 	json_object_set_new(o, "error", json_string(d->code));
 	json_object_set_new(o, "message", json_string(message ? message : d->message));
@@ -81,7 +88,20 @@ enum MHD_Result fg_respond_error(struct MHD_Connection *c, enum fg_error e,
 		json_object_update(o, extra);
 		json_decref(extra);
 	}
-	return fg_respond_json(c, d->status, o);
+	return o;
+}
+
+enum MHD_Result fg_respond_error(struct MHD_Connection *c, enum fg_error e,
+				 const char *message, json_t *extra)
+{
+	return send_json(c, fg_errors[e].status, error_body(e, message, extra), NULL);
+}
+
+enum MHD_Result fg_respond_not_allowed(struct MHD_Connection *c,
+				       const char *allow)
+{
+	return send_json(c, fg_errors[FG_E_METHOD_NOT_ALLOWED].status,
+			 error_body(FG_E_METHOD_NOT_ALLOWED, NULL, NULL), allow);
 }
 
 enum MHD_Result fg_respond_store_error(struct MHD_Connection *c, int err)

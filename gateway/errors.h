@@ -50,6 +50,10 @@ extern const struct fg_errdef fg_errors[FG_E_COUNT];
 enum MHD_Result fg_respond_error(struct MHD_Connection *c, enum fg_error e,
 				 const char *message, json_t *extra);
 
+/** 405 with an Allow header naming the methods that are. */
+enum MHD_Result fg_respond_not_allowed(struct MHD_Connection *c,
+				       const char *allow);
+
 /** Maps a lockcore error (fg_err) to its answer and queues it. */
 enum MHD_Result fg_respond_store_error(struct MHD_Connection *c, int err);
 

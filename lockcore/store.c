@@ -7,6 +7,8 @@
  * and reconnecting is tried at most once per connect_timeout_ms, so a down
  * Redis answers FG_EUNAVAIL fast instead of stacking waits.
  */
+#include <poll.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 #include <sys/time.h>
@@ -67,8 +69,20 @@ static void drop(fg_store *st)
 	}
 }
 
+/* Redis never speaks unasked, so an idle connection that is readable has
+ * been closed (a restart, a failover, an idle timeout). Finding that out
+ * before sending means a script is never sent on a dead connection, and is
+ * never sent twice. */
+static bool dead(const redisContext *rc)
+{
+	struct pollfd pfd = { .fd = rc->fd, .events = POLLIN };
+	return poll(&pfd, 1, 0) != 0;
+}
+
 static int ensure(fg_store *st)
 {
+	if (st->rc && dead(st->rc))
+		drop(st);
 	if (st->rc)
 		return FG_OK;
 	uint64_t now = fg__mono_ms();

@@ -1,0 +1,963 @@
+"""harness.py - spawns the real processes the integration suite runs against.
+
+Every test talks to a real fencegate over loopback HTTP, backed by a real
+redis-server, with a tiny Python HTTP server standing in for the upstream.
+All of them listen on free loopback ports (bind to port 0), run in a
+private temporary directory, and are stopped by PID (SIGTERM, then SIGKILL
+after 5 s) whatever happens to the test. A missing tool (no redis-server,
+no fencegate binary) is a failure of the setup, never a skip.
+
+Invariant: every process this module starts is in _PROCS until it has been
+reaped, so stop_all() can always clean up.
+"""
+
+import base64
+import http.client
+import json
+import os
+import re
+import shutil
+import signal
+import socket
+import subprocess
+import tempfile
+import threading
+import time
+import unittest
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+# ---------------------------------------------------------------------------
+# configuration (filled in by run.py)
+
+
+class Config:
+    bin = None            # path of the fencegate binary under test
+    tmp_root = None       # private temp dir of this run
+    log_level = None      # passed as --log-level when set
+    redis_server = None   # resolved path of redis-server
+    slow = 1.0            # multiplier for timing slack (sanitizer builds)
+
+
+def tmp_root():
+    if Config.tmp_root is None:
+        Config.tmp_root = tempfile.mkdtemp(prefix="fencegate-it-")
+    return Config.tmp_root
+
+
+def slack(seconds):
+    """Timing slack for an assertion, scaled for slow (sanitizer) builds."""
+    return seconds * Config.slow
+
+
+class SetupError(Exception):
+    """The environment could not be set up: counts as a test failure."""
+
+
+# Failures found outside any single test (e.g. a sanitizer report printed
+# when a shared gateway exits). run.py counts each as one failure.
+LATE_FAILURES = []
+
+SANITIZER_MARKERS = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer",
+                     b"runtime error:", b"ThreadSanitizer",
+                     b"UndefinedBehaviorSanitizer")
+
+# ---------------------------------------------------------------------------
+# ports and processes
+
+_PORTS_GIVEN = set()
+_PORTS_LOCK = threading.Lock()
+
+
+def free_port():
+    """A loopback TCP port nothing listens on (and not handed out before)."""
+    for _ in range(50):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        with _PORTS_LOCK:
+            if port not in _PORTS_GIVEN:
+                _PORTS_GIVEN.add(port)
+                return port
+    raise SetupError("could not find a free loopback port")
+
+
+_PROCS = []
+_PROCS_LOCK = threading.Lock()
+
+
+def spawn(argv, **kw):
+    """Popen that registers the child for stop_all()."""
+    p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **kw)
+    with _PROCS_LOCK:
+        _PROCS.append(p)
+    return p
+
+
+def stop_process(p, grace=5.0):
+    """SIGTERM, wait up to `grace` s, then SIGKILL. Returns the exit code
+    and whether SIGKILL was needed."""
+    killed = False
+    if p.poll() is None:
+        try:
+            p.send_signal(signal.SIGCONT)   # in case a test SIGSTOPped it
+            p.send_signal(signal.SIGTERM)
+        except ProcessLookupError:
+            pass
+        try:
+            p.wait(grace)
+        except subprocess.TimeoutExpired:
+            killed = True
+            try:
+                p.kill()
+            except ProcessLookupError:
+                pass
+            p.wait()
+    with _PROCS_LOCK:
+        if p in _PROCS:
+            _PROCS.remove(p)
+    return p.returncode, killed
+
+
+def kill_process(p):
+    """SIGKILL at once (a crash, as far as the others can tell)."""
+    if p.poll() is None:
+        try:
+            p.send_signal(signal.SIGCONT)
+            p.kill()
+        except ProcessLookupError:
+            pass
+    p.wait()
+    with _PROCS_LOCK:
+        if p in _PROCS:
+            _PROCS.remove(p)
+    return p.returncode
+
+
+def stop_all():
+    with _PROCS_LOCK:
+        procs = list(_PROCS)
+    for p in reversed(procs):
+        stop_process(p)
+
+
+def kill_all_now():
+    """Watchdog: SIGKILL every live child so a hung test fails quickly."""
+    with _PROCS_LOCK:
+        procs = list(_PROCS)
+    for p in procs:
+        if p.poll() is None:
+            try:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+            except ProcessLookupError:
+                pass
+
+
+def wait_until(fn, timeout, interval=0.02):
+    """Calls fn until it returns something truthy or timeout (s) passes.
+    Returns the last value."""
+    deadline = time.monotonic() + timeout
+    while True:
+        v = fn()
+        if v or time.monotonic() >= deadline:
+            return v
+        time.sleep(interval)
+
+
+def file_tail(path, lines=40):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError as e:
+        return "(cannot read %s: %s)" % (path, e)
+    text = [ln for ln in data.decode("utf-8", "replace").splitlines()
+            if not re.match(r"^(=>|  )0x[0-9a-f]+: ", ln)]   # ASan shadow map
+    return "\n".join(text[-lines:])
+
+
+def sanitizer_report(path):
+    try:
+        with open(path, "rb") as f:
+            data = f.read()
+    except OSError:
+        return None
+    for m in SANITIZER_MARKERS:
+        i = data.find(m)
+        if i >= 0:
+            start = data.rfind(b"\n", 0, i) + 1
+            end = data.find(b"Shadow bytes around", i)
+            if end < 0 or end - start > 4000:
+                end = start + 4000
+            return data[start:end].decode("utf-8", "replace")
+    return None
+
+# ---------------------------------------------------------------------------
+# Redis
+
+
+class RespError(Exception):
+    pass
+
+
+class RespClient:
+    """Minimal RESP2 client, enough to look inside Redis."""
+
+    def __init__(self, port, timeout=5.0):
+        self.sock = socket.create_connection(("127.0.0.1", port),
+                                             timeout=timeout)
+        self.f = self.sock.makefile("rb")
+
+    def close(self):
+        try:
+            self.f.close()
+            self.sock.close()
+        except OSError:
+            pass
+
+    def __enter__(self):
+        return self
+
+    def __exit__(self, *a):
+        self.close()
+
+    def command(self, *args):
+        out = [b"*%d\r\n" % len(args)]
+        for a in args:
+            if isinstance(a, str):
+                a = a.encode()
+            elif isinstance(a, int):
+                a = str(a).encode()
+            out.append(b"$%d\r\n%s\r\n" % (len(a), a))
+        self.sock.sendall(b"".join(out))
+        return self._read()
+
+    def _read(self):
+        line = self.f.readline()
+        if not line.endswith(b"\r\n"):
+            raise ConnectionError("redis closed the connection")
+        kind, rest = line[:1], line[1:-2]
+        if kind == b"+":
+            return rest.decode()
+        if kind == b"-":
+            raise RespError(rest.decode())
+        if kind == b":":
+            return int(rest)
+        if kind == b"$":
+            n = int(rest)
+            if n < 0:
+                return None
+            data = self.f.read(n + 2)
+            return data[:-2]
+        if kind == b"*":
+            n = int(rest)
+            if n < 0:
+                return None
+            return [self._read() for _ in range(n)]
+        raise RespError("unexpected reply %r" % line)
+
+
+def glob_escape(s):
+    return re.sub(r"([*?\[\]\\])", r"\\\1", s)
+
+
+class RedisServer:
+    """A private redis-server on a free loopback port, no persistence."""
+
+    def __init__(self, port=None):
+        self.port = port or free_port()
+        self.dir = tempfile.mkdtemp(prefix="redis-", dir=tmp_root())
+        self.logpath = os.path.join(self.dir, "redis.log")
+        self.proc = None
+
+    @staticmethod
+    def executable():
+        exe = Config.redis_server or os.environ.get("FG_REDIS_SERVER") \
+            or shutil.which("redis-server")
+        if not exe or not os.access(exe, os.X_OK):
+            raise SetupError("redis-server not found (install it, or set "
+                             "FG_REDIS_SERVER): the suite cannot run")
+        return exe
+
+    def start(self, timeout=10.0):
+        exe = self.executable()
+        with open(self.logpath, "ab") as log:
+            self.proc = spawn([exe, "--port", str(self.port),
+                               "--bind", "127.0.0.1", "--save", "",
+                               "--appendonly", "no", "--daemonize", "no",
+                               "--dir", self.dir],
+                              stdout=log, stderr=subprocess.STDOUT,
+                              cwd=self.dir)
+        if not wait_until(self.ping, timeout, 0.02):
+            rc = self.proc.poll()
+            raise SetupError("redis-server on port %d did not answer PING "
+                             "(exit %s):\n%s" % (self.port, rc,
+                                                 file_tail(self.logpath)))
+        return self
+
+    def ping(self):
+        if self.proc is not None and self.proc.poll() is not None:
+            return False
+        try:
+            with RespClient(self.port, timeout=1.0) as c:
+                return c.command("PING") == "PONG"
+        except (OSError, RespError):
+            return False
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        if self.proc is not None:
+            stop_process(self.proc)
+
+    def kill(self):
+        if self.proc is not None:
+            kill_process(self.proc)
+
+    def pause(self):
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self):
+        self.proc.send_signal(signal.SIGCONT)
+
+    def command(self, *args):
+        with RespClient(self.port) as c:
+            return c.command(*args)
+
+    def keys(self, pattern):
+        return sorted(k.decode("utf-8", "replace")
+                      for k in self.command("KEYS", pattern))
+
+    def lock_keys(self, name):
+        """Every key of lock `name` (they all carry the hash tag {name})."""
+        return self.keys("*{" + glob_escape(name) + "}*")
+
+# ---------------------------------------------------------------------------
+# the upstream stand-in
+
+
+class _UpstreamHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def _answer(self):
+        n = int(self.headers.get("Content-Length") or 0)
+        if n:
+            self.rfile.read(n)
+        body = b"upstream ok\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(body)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(body)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _answer
+    do_PATCH = do_OPTIONS = do_PROPFIND = _answer
+
+    def log_message(self, *a):
+        pass
+
+
+class Upstream:
+    """'Up' means something accepts connections on self.port."""
+
+    def __init__(self, port=None):
+        self.port = port or free_port()
+        self.server = None
+        self.thread = None
+
+    def start(self):
+        class Server(ThreadingHTTPServer):
+            allow_reuse_address = True
+            daemon_threads = True
+        self.server = Server(("127.0.0.1", self.port), _UpstreamHandler)
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+        self.thread.start()
+        return self
+
+    def stop(self):
+        if self.server is not None:
+            self.server.shutdown()
+            self.server.server_close()
+            self.server = None
+
+# ---------------------------------------------------------------------------
+# HTTP client
+
+
+class Response:
+    def __init__(self, status, reason, headers, body, elapsed):
+        self.status = status
+        self.reason = reason
+        self.headers = headers
+        self.body = body
+        self.elapsed = elapsed
+        self._json = None
+        self._parsed = False
+
+    def header(self, name):
+        return self.headers.get(name)
+
+    @property
+    def json(self):
+        if not self._parsed:
+            try:
+                self._json = json.loads(self.body.decode("utf-8"))
+            except (ValueError, UnicodeDecodeError) as e:
+                raise AssertionError("response %d is not JSON (%s): %r"
+                                     % (self.status, e, self.body[:300]))
+            self._parsed = True
+        return self._json
+
+    def __repr__(self):
+        return "<HTTP %d %r>" % (self.status, self.body[:300])
+
+
+def http_request(port, method, path, body=None, raw=None, headers=None,
+                 timeout=10.0):
+    """One request on a fresh connection. `body` is JSON-encoded; `raw`
+    (bytes or str) is sent as is. Returns a Response."""
+    hdrs = {}
+    data = None
+    if body is not None:
+        data = json.dumps(body).encode()
+        hdrs["Content-Type"] = "application/json"
+    elif raw is not None:
+        data = raw.encode() if isinstance(raw, str) else raw
+        hdrs["Content-Type"] = "application/json"
+    if headers:
+        hdrs.update(headers)
+    t0 = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    try:
+        conn.request(method, path, body=data, headers=hdrs)
+        r = conn.getresponse()
+        payload = r.read()
+        return Response(r.status, r.reason, r.headers, payload,
+                        time.monotonic() - t0)
+    finally:
+        conn.close()
+
+
+def raw_exchange(port, data, timeout=5.0, shut_write=False):
+    """Sends bytes on a fresh socket and reads until the server closes or
+    `timeout` passes. Returns the bytes read (b"" if closed at once).
+    Send errors (the server may close early) are swallowed."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    out = b""
+    try:
+        try:
+            s.sendall(data)
+            if shut_write:
+                s.shutdown(socket.SHUT_WR)
+        except OSError:
+            pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            try:
+                chunk = s.recv(65536)
+            except socket.timeout:
+                break
+            except OSError:
+                break
+            if not chunk:
+                break
+            out += chunk
+            if _complete_response(out):
+                break
+    finally:
+        s.close()
+    return out
+
+
+def _complete_response(buf):
+    head, sep, rest = buf.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    m = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", head)
+    if m:
+        return len(rest) >= int(m.group(1))
+    status = re.match(rb"HTTP/1\.[01] (\d{3})", head)
+    if status and status.group(1) in (b"204", b"304"):
+        return True
+    return False
+
+
+def status_of(raw):
+    m = re.match(rb"HTTP/1\.[01] (\d{3})", raw)
+    return int(m.group(1)) if m else None
+
+
+class Call(threading.Thread):
+    """One HTTP request run in the background (a blocked acquire, a
+    long-poll). After join(): .resp or .exc, and .t_start/.t_end."""
+
+    def __init__(self, port, method, path, body=None, timeout=30.0,
+                 headers=None):
+        super().__init__(daemon=True)
+        self.args = (port, method, path)
+        self.kw = dict(body=body, timeout=timeout, headers=headers)
+        self.resp = None
+        self.exc = None
+        self.t_start = None
+        self.t_end = None
+
+    def run(self):
+        self.t_start = time.monotonic()
+        try:
+            self.resp = http_request(*self.args, **self.kw)
+        except Exception as e:  # reported by the test
+            self.exc = e
+        self.t_end = time.monotonic()
+
+    @property
+    def done(self):
+        return self.t_end is not None
+
+    def result(self, timeout):
+        """Joins and returns the Response (raises AssertionError if the
+        call did not finish or failed at the transport level)."""
+        self.join(timeout)
+        if self.is_alive():
+            raise AssertionError("%s %s did not answer within %.1f s"
+                                 % (self.args[1], self.args[2], timeout))
+        if self.exc is not None:
+            raise AssertionError("%s %s failed: %r"
+                                 % (self.args[1], self.args[2], self.exc))
+        return self.resp
+
+# ---------------------------------------------------------------------------
+# fencegate
+
+
+class Gateway:
+    """One fencegate process on a free loopback port."""
+
+    _seq = 0
+
+    def __init__(self, redis_port, upstream_port, flags=(), port=None,
+                 add_defaults=True):
+        Gateway._seq += 1
+        self.port = port or free_port()
+        self.redis_port = redis_port
+        self.upstream_port = upstream_port
+        self.flags = list(flags)
+        self.add_defaults = add_defaults
+        self.dir = tempfile.mkdtemp(prefix="fencegate-%d-" % Gateway._seq,
+                                    dir=tmp_root())
+        self.logpath = os.path.join(self.dir, "stderr.log")
+        self.proc = None
+        self.stopped_rc = None
+
+    @staticmethod
+    def executable():
+        b = Config.bin
+        if not b or not os.path.isfile(b) or not os.access(b, os.X_OK):
+            raise SetupError("fencegate binary not found or not executable: %r"
+                             % (b,))
+        return b
+
+    def argv(self):
+        a = [self.executable()]
+        if self.add_defaults:
+            a += ["--listen", "127.0.0.1:%d" % self.port,
+                  "--redis", "127.0.0.1:%d" % self.redis_port,
+                  "--upstream", "http://127.0.0.1:%d" % self.upstream_port]
+            if Config.log_level:
+                a += ["--log-level", Config.log_level]
+        return a + self.flags
+
+    def start(self, wait=True, timeout=None):
+        argv = self.argv()
+        with open(self.logpath, "ab") as log:
+            log.write(("### " + " ".join(argv[1:]) + "\n").encode())
+            log.flush()
+            self.proc = spawn(argv, stdout=log, stderr=log, cwd=self.dir)
+        if wait:
+            self.wait_ready(timeout or slack(20.0))
+        return self
+
+    def wait_ready(self, timeout):
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            if self.proc.poll() is not None:
+                raise SetupError("fencegate exited with %s before answering "
+                                 "health; its stderr:\n%s"
+                                 % (self.proc.returncode,
+                                    file_tail(self.logpath)))
+            try:
+                http_request(self.port, "GET", "/_fence/v1/health",
+                             timeout=2.0)
+                return
+            except OSError:
+                time.sleep(0.03)
+        raise SetupError("fencegate did not answer GET /_fence/v1/health "
+                         "within %.0f s; its stderr:\n%s"
+                         % (timeout, file_tail(self.logpath)))
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        if self.proc is not None and self.stopped_rc is None:
+            self.stopped_rc, _ = stop_process(self.proc)
+        return self.stopped_rc
+
+    def kill(self):
+        if self.proc is not None:
+            self.stopped_rc = kill_process(self.proc)
+
+    def request(self, method, path, **kw):
+        return http_request(self.port, method, path, **kw)
+
+    def log_tail(self, lines=40):
+        return file_tail(self.logpath, lines)
+
+    def sanitizer_report(self):
+        return sanitizer_report(self.logpath)
+
+
+class Env:
+    """redis-server + upstream + N gateways sharing them."""
+
+    def __init__(self, flags=(), gateways=1, redis=True, upstream=True,
+                 gateway_flags=None):
+        self.redis = RedisServer()
+        self.upstream = Upstream()
+        self.start_redis = redis
+        self.start_upstream = upstream
+        per = gateway_flags or [list(flags)] * gateways
+        self.gateways = [Gateway(self.redis.port, self.upstream.port, f)
+                         for f in per]
+
+    @property
+    def gw(self):
+        return self.gateways[0]
+
+    def start(self):
+        try:
+            if self.start_redis:
+                self.redis.start()
+            if self.start_upstream:
+                self.upstream.start()
+            for g in self.gateways:
+                g.start()
+        except BaseException:
+            self.stop()
+            raise
+        return self
+
+    def healthy(self):
+        return all(g.alive() for g in self.gateways) and \
+            (not self.start_redis or self.redis.alive())
+
+    def log_paths(self):
+        return [g.logpath for g in self.gateways]
+
+    def stop(self):
+        """Stops everything; returns sanitizer reports found, if any."""
+        reports = []
+        for g in self.gateways:
+            g.stop()
+            r = g.sanitizer_report()
+            if r:
+                reports.append(r)
+        self.upstream.stop()
+        self.redis.stop()
+        return reports
+
+# ---------------------------------------------------------------------------
+# test base class
+
+LEASE_RE = re.compile(r"^[A-Za-z0-9_-]{22}$")
+NAME_OK_RE = re.compile(r"^[A-Za-z0-9._~/-]{1,255}$")
+LOCKS = "/_fence/v1/locks/"
+_RUN_TAG = os.urandom(3).hex()
+
+
+def valid_lock_name(n):
+    return bool(NAME_OK_RE.match(n)) and \
+        all(seg not in ("", ".", "..") for seg in n.split("/"))
+
+
+class TestCase(unittest.TestCase):
+    """Base class. The class's shared Env (flags in `gateway_flags`,
+    `gateway_count` gateways) starts lazily on the first test, restarts if
+    a test left it dead, and stops in tearDownClass. Tests that need their
+    own processes call self.start_env() (stopped at cleanup)."""
+
+    gateway_flags = ()
+    gateway_count = 1
+    _envs = {}          # class -> Env
+    _env_errors = {}    # class -> SetupError text
+
+    # -- lifecycle --------------------------------------------------------
+
+    @classmethod
+    def shared_env(cls):
+        env = TestCase._envs.get(cls)
+        if env is not None and env.healthy():
+            return env
+        if env is not None:
+            env.stop()
+            del TestCase._envs[cls]
+        err = TestCase._env_errors.get(cls)
+        if err:
+            raise SetupError("shared environment failed earlier: " + err)
+        try:
+            env = Env(cls.gateway_flags, cls.gateway_count).start()
+        except Exception as e:
+            TestCase._env_errors[cls] = str(e)
+            raise
+        TestCase._envs[cls] = env
+        return env
+
+    @classmethod
+    def tearDownClass(cls):
+        env = TestCase._envs.pop(cls, None)
+        if env is not None:
+            for r in env.stop():
+                LATE_FAILURES.append("%s: sanitizer report from its shared "
+                                     "fencegate:\n%s" % (cls.__name__, r))
+
+    uses_shared_env = True
+
+    def setUp(self):
+        self.log_paths = []
+        self._counter = 0
+        if self.uses_shared_env:
+            self.env = self.shared_env()
+            self.log_paths += self.env.log_paths()
+            self.gw = self.env.gw
+            self.redis = self.env.redis
+
+    def tearDown(self):
+        if self.uses_shared_env:
+            dead = [g for g in self.env.gateways if not g.alive()]
+            if dead:
+                g = dead[0]
+                self.fail("fencegate died during this test (exit %s)%s"
+                          % (g.proc.returncode,
+                             "; sanitizer report:\n" + g.sanitizer_report()
+                             if g.sanitizer_report() else ""))
+
+    def start_env(self, flags=(), gateways=1, redis=True, upstream=True,
+                  gateway_flags=None):
+        """A private Env for this test, stopped at cleanup."""
+        env = Env(flags, gateways, redis, upstream, gateway_flags)
+        self.log_paths += env.log_paths()
+        env.start()
+        self.addCleanup(self._stop_env, env)
+        return env
+
+    def start_gateway(self, redis_port, upstream_port, flags=(), wait=True):
+        g = Gateway(redis_port, upstream_port, flags)
+        self.log_paths.append(g.logpath)
+        self.addCleanup(self._stop_gateway, g)
+        g.start(wait=wait)
+        return g
+
+    def _stop_env(self, env):
+        reports = env.stop()
+        if reports:
+            raise AssertionError("sanitizer report from fencegate:\n"
+                                 + reports[0])
+
+    def _stop_gateway(self, g):
+        g.stop()
+        r = g.sanitizer_report()
+        if r:
+            raise AssertionError("sanitizer report from fencegate:\n" + r)
+
+    def failure_logs(self):
+        out = []
+        for p in self.log_paths:
+            out.append("--- tail of %s ---\n%s"
+                       % (os.path.relpath(p, tmp_root()), file_tail(p)))
+        return "\n".join(out)
+
+    # -- names ------------------------------------------------------------
+
+    def lock_name(self, tag=""):
+        """A lock name no other test uses."""
+        self._counter += 1
+        n = "it-%s/%s/%d%s" % (_RUN_TAG, self._testMethodName[:150],
+                               self._counter, tag)
+        return n[:255]
+
+    # -- API calls --------------------------------------------------------
+
+    def _g(self, gw):
+        return gw or self.gw
+
+    def req(self, method, path, gw=None, **kw):
+        return self._g(gw).request(method, path, **kw)
+
+    def acquire(self, name, body=None, gw=None, timeout=10.0, **fields):
+        if body is None and fields:
+            body = fields
+        return self._g(gw).request("POST", LOCKS + name, body=body,
+                                   timeout=timeout)
+
+    def acquire_ok(self, name, gw=None, **fields):
+        r = self.acquire(name, body=fields, gw=gw)
+        self.assertEqual(r.status, 200, "acquire %s %r: %r" % (name, fields, r))
+        return r.json
+
+    def renew(self, name, lease, gw=None, **fields):
+        body = dict(fields)
+        if lease is not None:
+            body["lease"] = lease
+        return self._g(gw).request("PATCH", LOCKS + name, body=body)
+
+    def release(self, name, lease, gw=None):
+        return self._g(gw).request("DELETE", LOCKS + name,
+                                   headers={"Fence-Lease": lease})
+
+    def release_ok(self, name, lease, gw=None):
+        r = self.release(name, lease, gw)
+        self.assertEqual(r.status, 204, "release %s: %r" % (name, r))
+
+    def inspect(self, name, gw=None, query="", timeout=10.0):
+        return self._g(gw).request("GET", LOCKS + name + query,
+                                   timeout=timeout)
+
+    def state(self, name, gw=None):
+        r = self.inspect(name, gw)
+        self.assertEqual(r.status, 200, "inspect %s: %r" % (name, r))
+        return r.json
+
+    def check(self, sequencer, gw=None):
+        return self._g(gw).request("POST", "/_fence/v1/check",
+                                   body={"sequencer": sequencer})
+
+    def check_ok(self, sequencer, gw=None):
+        r = self.check(sequencer, gw)
+        self.assertEqual(r.status, 200, "check: %r" % r)
+        return r.json
+
+    def health(self, gw=None):
+        return self._g(gw).request("GET", "/_fence/v1/health")
+
+    def call(self, method, name_or_path, body=None, gw=None, timeout=30.0,
+             headers=None):
+        """Starts a background request; name_or_path without a leading
+        '/' is a lock name."""
+        path = name_or_path if name_or_path.startswith("/") \
+            else LOCKS + name_or_path
+        c = Call(self._g(gw).port, method, path, body=body, timeout=timeout,
+                 headers=headers)
+        c.start()
+        return c
+
+    def waiter(self, name, gw=None, **fields):
+        """Starts a blocked acquire in the background."""
+        wait_ms = fields.get("wait_ms", 0)
+        return self.call("POST", name, body=fields, gw=gw,
+                         timeout=wait_ms / 1000.0 + slack(15.0))
+
+    # -- assertions -------------------------------------------------------
+
+    def assert_error(self, r, status, code, msg=None):
+        ctx = (msg + ": " if msg else "") + repr(r)
+        self.assertEqual(r.status, status, ctx)
+        body = r.json
+        self.assertIsInstance(body, dict, ctx)
+        self.assertEqual(body.get("error"), code, ctx)
+        self.assertIsInstance(body.get("message"), str, ctx)
+        self.assertTrue(body["message"], "empty message: " + ctx)
+
+    def assert_bad_request(self, r, msg=None):
+        self.assert_error(r, 400, "bad_request", msg)
+
+    def assert_alive(self, gw=None):
+        g = self._g(gw)
+        self.assertTrue(g.alive(), "fencegate exited (%s)"
+                        % (g.proc.returncode,))
+        r = self.health(gw)
+        self.assertIn(r.status, (200, 503))
+
+    def assert_no_keys(self, name, redis=None):
+        keys = (redis or self.redis).lock_keys(name)
+        self.assertEqual(keys, [], "Redis keys written for lock %r" % name)
+
+    def assert_all_key_tags_valid(self, redis=None):
+        """No key in Redis names a lock with an invalid name."""
+        for k in (redis or self.redis).keys("*{*"):
+            m = re.search(r"\{([^}]*)\}", k)
+            if m:
+                self.assertTrue(valid_lock_name(m.group(1)),
+                                "Redis holds a key for an invalid lock "
+                                "name: %r" % k)
+
+    def assert_lease(self, lease):
+        self.assertIsInstance(lease, str)
+        self.assertRegex(lease, LEASE_RE)
+
+    def assert_token(self, token):
+        self.assertIsInstance(token, int)
+        self.assertNotIsInstance(token, bool)
+        self.assertGreater(token, 0)
+        self.assertLess(token, 2 ** 53)
+
+    def wait_for(self, fn, timeout, what, interval=0.02):
+        v = wait_until(fn, timeout, interval)
+        if not v:
+            self.fail("timed out after %.2f s waiting for %s" % (timeout,
+                                                                 what))
+        return v
+
+    def wait_waiters(self, name, n, timeout=None, gw=None):
+        """Waits until inspect reports `n` waiters on lock `name`."""
+        last = {}
+
+        def ok():
+            last["s"] = self.state(name, gw)
+            return last["s"]["waiters"] == n
+        if not wait_until(ok, timeout or slack(3.0)):
+            self.fail("lock %s: expected %d waiters, inspect says %r"
+                      % (name, n, last.get("s")))
+
+
+def random_lease():
+    """A well-formed lease that was never issued."""
+    return base64.urlsafe_b64encode(os.urandom(16)).rstrip(b"=").decode()
+
+
+def tamper(sequencer):
+    """A sequencer with a changed MAC character (same shape)."""
+    parts = sequencer.split(".")
+    last = parts[-1]
+    i = len(last) // 2
+    c = last[i]
+    repl = "A" if c != "A" else "B"
+    parts[-1] = last[:i] + repl + last[i + 1:]
+    return ".".join(parts)
+
+
+def parse_raw(raw):
+    """(status, {lower-case header: value}, body) of a raw HTTP/1.x
+    response; status None when `raw` is not one."""
+    head, _, body = raw.partition(b"\r\n\r\n")
+    lines = head.split(b"\r\n")
+    status = status_of(raw)
+    hdrs = {}
+    for ln in lines[1:]:
+        k, _, v = ln.partition(b":")
+        hdrs[k.strip().lower().decode("latin-1")] = v.strip().decode("latin-1")
+    if hdrs.get("transfer-encoding", "").lower() == "chunked":
+        out, rest = b"", body
+        while rest:
+            size_line, _, rest = rest.partition(b"\r\n")
+            try:
+                n = int(size_line.split(b";")[0], 16)
+            except ValueError:
+                break
+            if n == 0:
+                break
+            out += rest[:n]
+            rest = rest[n + 2:]
+        body = out
+    return status, hdrs, body

@@ -1,0 +1,202 @@
+#!/usr/bin/env python3
+"""run.py - the fencegate integration suite's runner.
+
+    python3 tests/integration/run.py --bin build/gateway/fencegate [-k substr]
+
+Loads every test_*.py beside this file, runs the tests whose id contains
+the -k substring (all of them without -k), prints each result, the
+fencegate stderr tail of every failing test, and as its last line exactly
+"N passed, N failed". Exits 1 if anything failed (or nothing ran).
+Nothing is ever skipped: a test that cannot run fails.
+"""
+
+import argparse
+import importlib
+import os
+import shutil
+import signal
+import sys
+import threading
+import time
+import traceback
+import unittest
+
+HERE = os.path.dirname(os.path.abspath(__file__))
+sys.path.insert(0, HERE)
+
+import harness  # noqa: E402
+
+TEST_TIMEOUT = 120.0   # a test running longer than this gets its processes killed
+
+
+class Result(unittest.TestResult):
+    def __init__(self, verbose):
+        super().__init__()
+        self.verbose = verbose
+        self.passed = []
+        self.failed = []          # (id, text)
+        self.failed_ids = set()
+        self._current_failed = False
+        self._t0 = None
+        self._watchdog = None
+
+    # -- per test ---------------------------------------------------------
+
+    def startTest(self, test):
+        super().startTest(test)
+        self._current_failed = False
+        self._t0 = time.monotonic()
+        self._watchdog = threading.Timer(TEST_TIMEOUT, self._timeout, [test])
+        self._watchdog.daemon = True
+        self._watchdog.start()
+
+    def _timeout(self, test):
+        sys.stdout.write("\n!!! %s ran over %.0f s: killing its processes\n"
+                         % (test.id(), TEST_TIMEOUT))
+        sys.stdout.flush()
+        harness.kill_all_now()
+
+    def stopTest(self, test):
+        if self._watchdog:
+            self._watchdog.cancel()
+        dt = time.monotonic() - self._t0
+        if self._current_failed:
+            self.failed_ids.add(test.id())
+            print("FAIL  %s (%.2fs)" % (test.id(), dt))
+        else:
+            self.passed.append(test.id())
+            print("ok    %s (%.2fs)" % (test.id(), dt))
+        sys.stdout.flush()
+        super().stopTest(test)
+
+    def _record(self, test, err, kind):
+        text = self._exc_info_to_string(err, test) if err else kind
+        tid = test.id() if hasattr(test, "id") else str(test)
+        self.failed.append((tid, text))
+        print("\n==== %s: %s\n%s" % (kind, tid, text.rstrip()))
+        logs = getattr(test, "failure_logs", None)
+        if logs:
+            try:
+                print(logs())
+            except Exception as e:  # never let log printing hide a result
+                print("(could not print logs: %r)" % e)
+        print("====")
+        sys.stdout.flush()
+
+    def addFailure(self, test, err):
+        self._fail(test, err, "FAILURE")
+
+    def addError(self, test, err):
+        self._fail(test, err, "ERROR")
+
+    def _fail(self, test, err, kind):
+        if isinstance(test, unittest.TestCase):
+            self._current_failed = True
+        else:
+            # a class or module fixture failed (_ErrorHolder)
+            self.failed_ids.add(str(test))
+        self._record(test, err, kind)
+
+    def addSubTest(self, test, subtest, err):
+        if err is not None:
+            self._current_failed = True
+            self._record(subtest, err, "SUBTEST FAILURE")
+
+    def addSkip(self, test, reason):
+        # nothing skipped counts as passed
+        self._current_failed = True
+        self._record(test, None, "SKIPPED (counts as failed): " + reason)
+
+    def addExpectedFailure(self, test, err):
+        self._current_failed = True
+        self._record(test, err, "EXPECTED FAILURE (counts as failed)")
+
+    def addUnexpectedSuccess(self, test):
+        self._current_failed = True
+        self._record(test, None, "UNEXPECTED SUCCESS")
+
+
+def iter_tests(suite):
+    for t in suite:
+        if isinstance(t, unittest.TestSuite):
+            yield from iter_tests(t)
+        else:
+            yield t
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
+    ap.add_argument("--bin", required=True,
+                    help="path of the fencegate binary under test")
+    ap.add_argument("-k", dest="substr", default=None,
+                    help="run only tests whose id contains this substring")
+    ap.add_argument("--log-level", default=None,
+                    help="passed to every fencegate as --log-level")
+    ap.add_argument("--slow", type=float, default=None,
+                    help="timing slack multiplier (default: env "
+                         "FG_TEST_SLOW or 1.0)")
+    ap.add_argument("--keep-tmp", action="store_true",
+                    help="keep the temporary directory (logs)")
+    args = ap.parse_args()
+
+    harness.Config.bin = os.path.abspath(args.bin)
+    harness.Config.log_level = args.log_level
+    harness.Config.slow = args.slow or float(os.environ.get("FG_TEST_SLOW")
+                                             or 1.0)
+    tmp = harness.tmp_root()
+
+    def on_signal(signum, frame):
+        harness.stop_all()
+        sys.exit(130)
+    signal.signal(signal.SIGTERM, on_signal)
+    signal.signal(signal.SIGINT, on_signal)
+
+    loader = unittest.TestLoader()
+    suite = unittest.TestSuite()
+    load_errors = []
+    for fn in sorted(os.listdir(HERE)):
+        if fn.startswith("test_") and fn.endswith(".py"):
+            try:
+                mod = importlib.import_module(fn[:-3])
+            except Exception:
+                load_errors.append((fn, traceback.format_exc()))
+                continue
+            suite.addTests(loader.loadTestsFromModule(mod))
+
+    selected = unittest.TestSuite()
+    for t in iter_tests(suite):
+        if args.substr is None or args.substr in t.id():
+            selected.addTest(t)
+
+    result = Result(verbose=True)
+    t0 = time.monotonic()
+    try:
+        selected.run(result)
+    finally:
+        harness.stop_all()
+
+    failed = len(result.failed_ids) + len(harness.LATE_FAILURES) \
+        + len(load_errors)
+    for fn, tb in load_errors:
+        print("\n==== cannot load %s\n%s" % (fn, tb))
+    for text in harness.LATE_FAILURES:
+        print("\n==== failure outside a test\n%s" % text)
+    if result.failed_ids:
+        print("\nfailed:")
+        for tid in sorted(result.failed_ids):
+            print("  " + tid)
+    print("\nran %d tests in %.1f s" % (result.testsRun,
+                                         time.monotonic() - t0))
+    if args.keep_tmp:
+        print("logs kept in " + tmp)
+    else:
+        shutil.rmtree(tmp, ignore_errors=True)
+    if result.testsRun == 0:
+        print("no test matched")
+        failed = max(failed, 1)
+    print("%d passed, %d failed" % (len(result.passed), failed))
+    sys.exit(1 if failed else 0)
+
+
+if __name__ == "__main__":
+    main()
