@@ -79,9 +79,10 @@ struct watch {
 	char chan[FG_NAME_MAX + 16];
 	struct fg_waiter *acq, *obs, *adm;
 	struct event *tick;
+	struct event *otick;     /* keeps the lock's change events coming */
 	struct event *recheck;
 	uint64_t tick_at;
-	bool ticking, inspecting, reinspect, subscribed, confirmed;
+	bool ticking, oticking, inspecting, reinspect, subscribed, confirmed;
 	UT_hash_handle hh;
 };
 
@@ -301,6 +302,7 @@ void fg_waiter_drop(struct fg_waitq *wq, struct fg_waiter *w)
 /* ---- per-lock watches (loop thread) ---------------------------------- */
 
 static void on_tick_timer(evutil_socket_t fd, short what, void *arg);
+static void on_otick_timer(evutil_socket_t fd, short what, void *arg);
 static void on_recheck(evutil_socket_t fd, short what, void *arg);
 
 static struct watch *watch_get(struct fg_waitq *wq, const char *name)
@@ -316,10 +318,13 @@ static struct watch *watch_get(struct fg_waitq *wq, const char *name)
 	snprintf(wt->name, sizeof(wt->name), "%s", name);
 	fg_chan_events(name, wt->chan, sizeof(wt->chan));
 	wt->tick = evtimer_new(wq->base, on_tick_timer, wt);
+	wt->otick = evtimer_new(wq->base, on_otick_timer, wt);
 	wt->recheck = evtimer_new(wq->base, on_recheck, wt);
-	if (!wt->tick || !wt->recheck) {
+	if (!wt->tick || !wt->otick || !wt->recheck) {
 		if (wt->tick)
 			event_free(wt->tick);
+		if (wt->otick)
+			event_free(wt->otick);
 		if (wt->recheck)
 			event_free(wt->recheck);
 		free(wt);
@@ -335,11 +340,14 @@ static void watch_maybe_free(struct fg_waitq *wq, struct watch *wt)
 		fg_astore_unsubscribe(wq->as, wt->chan);
 		wt->subscribed = wt->confirmed = false;
 		evtimer_del(wt->recheck);
+		evtimer_del(wt->otick);
 	}
-	if (wt->acq || wt->obs || wt->adm || wt->ticking || wt->inspecting)
+	if (wt->acq || wt->obs || wt->adm || wt->ticking || wt->oticking ||
+	    wt->inspecting)
 		return;
 	HASH_DEL(wq->watches, wt);
 	event_free(wt->tick);
+	event_free(wt->otick);
 	event_free(wt->recheck);
 	free(wt);
 }
@@ -501,7 +509,7 @@ static void on_tick_timer(evutil_socket_t fd, short what, void *arg)
 		return;
 	wt->ticking = true;
 	if (fg_alock_tick(wq->as, wt->name, wq->gw->id,
-			  wq->gw->cfg->waiter_liveness_ms, on_ticked,
+			  wq->gw->cfg->waiter_liveness_ms, false, on_ticked,
 			  wt) != FG_OK) {
 		wt->ticking = false;
 		schedule_tick(wq, wt, 200);
@@ -509,6 +517,39 @@ static void on_tick_timer(evutil_socket_t fd, short what, void *arg)
 }
 
 /* ---- observers ------------------------------------------------------- */
+
+/* Scripts publish a lock's changes only while an observer's tick asked for
+ * them (S.ob); this keeps that horizon ahead of now while observers wait. */
+static void on_oticked(int err, const struct fg_grant *g, void *arg)
+{
+	struct watch *wt = arg;
+	(void)g;
+	wt->oticking = false;
+	if (!wt->obs) {
+		watch_maybe_free(wt->wq, wt);
+		return;
+	}
+	struct timeval tv = tv_of(err ? 200 : wt->wq->gw->cfg->waiter_liveness_ms / 3);
+	evtimer_add(wt->otick, &tv);
+}
+
+static void on_otick_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct watch *wt = arg;
+	struct fg_waitq *wq = wt->wq;
+	(void)fd;
+	(void)what;
+	if (wt->oticking || !wt->obs)
+		return;
+	wt->oticking = true;
+	if (fg_alock_tick(wq->as, wt->name, wq->gw->id,
+			  wq->gw->cfg->waiter_liveness_ms, true, on_oticked,
+			  wt) != FG_OK) {
+		wt->oticking = false;
+		struct timeval tv = tv_of(200);
+		evtimer_add(wt->otick, &tv);
+	}
+}
 
 static void request_inspect(struct fg_waitq *wq, struct watch *wt);
 
@@ -696,9 +737,12 @@ static void setup(struct fg_waitq *wq, struct fg_waiter *w)
 	} else if (w->kind == ADM) {
 		/* polled by its own timer */
 	} else if (!wt->subscribed) {
+		/* Ask for events first: the tick runs before the inspect that
+		 * the subscription's confirmation triggers (one connection,
+		 * in order), so no change falls between the two. */
+		on_otick_timer(-1, 0, wt);
 		if (fg_astore_subscribe(wq->as, wt->chan) == FG_OK)
 			wt->subscribed = true;
-		/* the subscription's confirmation triggers the first look */
 	} else if (wt->confirmed) {
 		request_inspect(wq, wt);
 	}
@@ -895,6 +939,7 @@ void fg_waitq_destroy(struct fg_waitq *wq)
 	HASH_ITER(hh, wq->watches, wt, tmp) {
 		HASH_DEL(wq->watches, wt);
 		event_free(wt->tick);
+		event_free(wt->otick);
 		event_free(wt->recheck);
 		free(wt);
 	}

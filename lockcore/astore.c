@@ -387,12 +387,12 @@ static struct aop *grant_op(fg_grant_cb *cb, void *arg)
 }
 
 int fg_alock_tick(fg_astore *as, const char *name, const char *gateway_id,
-		  uint32_t liveness_ms, fg_grant_cb *cb, void *arg)
+		  uint32_t liveness_ms, bool observe, fg_grant_cb *cb, void *arg)
 {
 	struct aop *op = grant_op(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
-	fg__build_tick(&op->call, name, gateway_id, liveness_ms, as->idle);
+	fg__build_tick(&op->call, name, gateway_id, liveness_ms, observe, as->idle);
 	return submit(as, op);
 }
 

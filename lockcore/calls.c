@@ -61,7 +61,7 @@ static void push(struct fg__call *c, const char *s, size_t len)
 void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 		   unsigned idle)
 {
-	static const char suffix[FG__NKEYS] = { 's', 'h', 'e', 'q', 'w', 'c', 'f' };
+	static const char suffix[FG__NKEYS] = { 's', 'h', 'e', 'q', 'w', 'f' };
 
 	pthread_once(&sha_once, compute_shas);
 	c->lua = lua;
@@ -69,7 +69,7 @@ void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 	c->nnums = 0;
 	push(c, "EVALSHA", 7);
 	push(c, lua_sha[lua], SHA_DIGEST_LENGTH * 2);
-	push(c, "7", 1);
+	push(c, "6", 1);
 	for (int i = 0; i < FG__NKEYS; i++) {
 		int n = snprintf(c->keys[i], sizeof(c->keys[i]), "fg:{%s}:%c",
 				 name, suffix[i]);
@@ -175,12 +175,13 @@ void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
 }
 
 void fg__build_tick(struct fg__call *c, const char *name,
-		    const char *gateway_id, uint32_t liveness_ms,
+		    const char *gateway_id, uint32_t liveness_ms, int observe,
 		    unsigned idle)
 {
 	fg__call_init(c, FG__LUA_TICK, name, idle);
 	str0(c, gateway_id);
 	fg__call_num(c, liveness_ms);
+	fg__call_str(c, observe ? "1" : "0", 1);
 }
 
 void fg__build_dequeue(struct fg__call *c, const char *name,

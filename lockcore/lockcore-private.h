@@ -27,7 +27,7 @@ enum fg__lua {
 	FG__LUA_COUNT,
 };
 
-#define FG__NKEYS 7
+#define FG__NKEYS 6
 #define FG__MAXARGS 32
 #define FG__KEY_MAX (FG_NAME_MAX + 12)
 
@@ -46,7 +46,7 @@ struct fg__call {
 	int nnums;
 };
 
-/** Starts a call: EVALSHA sha 7 <keys of name> idle name. */
+/** Starts a call: EVALSHA sha 6 <keys of name> idle name. */
 void fg__call_init(struct fg__call *call, enum fg__lua lua, const char *name,
 		   unsigned idle_forget_ms);
 void fg__call_str(struct fg__call *call, const char *s, size_t len);
@@ -74,7 +74,7 @@ void fg__build_inspect(struct fg__call *c, const char *name, unsigned idle);
 void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
 		     unsigned idle);
 void fg__build_tick(struct fg__call *c, const char *name,
-		    const char *gateway_id, uint32_t liveness_ms,
+		    const char *gateway_id, uint32_t liveness_ms, int observe,
 		    unsigned idle);
 void fg__build_dequeue(struct fg__call *c, const char *name,
 		       const char *waiter_id, const char *lease, int peek,

@@ -224,12 +224,14 @@ int fg_astore_subscribe(fg_astore *as, const char *channel);
 int fg_astore_unsubscribe(fg_astore *as, const char *channel);
 
 /**
- * Refreshes this gateway's waiters on the lock and grants the lock to the
+ * Refreshes this gateway's waiters on the lock (or, with observe, asks for
+ * the lock's change events for liveness_ms) and grants the lock to the
  * next waiter(s) if it is free; g->wake_in_ms says when to tick again.
  * A call that fails at once returns negative and never calls cb.
  */
 int fg_alock_tick(fg_astore *as, const char *name, const char *gateway_id,
-		  uint32_t liveness_ms, fg_grant_cb *cb, void *arg);
+		  uint32_t liveness_ms, bool observe, fg_grant_cb *cb,
+		  void *arg);
 
 /**
  * Takes waiter_id out of the queue (or, with peek, only asks). g->status:
@@ -267,7 +269,8 @@ int fg_alock_finish(fg_astore *as, const char *name, const char *write_id,
 /** "fg:gw:<id>": where a gateway hears that one of its waiters was granted.
  *  Messages are "<waiter id> <token> <x|s>". */
 int fg_chan_gateway(const char *gateway_id, char *out, size_t cap);
-/** "fg:ev:<name>": published on every grant and end of a grant. */
+/** "fg:ev:<name>": published on every grant and end of a grant while an
+ *  observer's tick asked for it. */
 int fg_chan_events(const char *name, char *out, size_t cap);
 
 #endif

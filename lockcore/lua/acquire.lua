@@ -22,17 +22,18 @@ if RE ~= '' then
     redis.call('HSET', H, RE, holds .. ':' .. TTL)
     redis.call('ZADD', E, fmt(NOW + TTL), RE)
     set_meta(VAL, OWN)
-    reply = {'granted', tonumber(redis.call('HGET', S, 't')), redis.call('HGET', S, 'm'), holds, TTL}
+    dirty = true
+    reply = {'granted', tonumber(st.t), st.m, holds, TTL}
   end
 else
   local held = redis.call('HLEN', H) > 0
   local queued = redis.call('ZCARD', Q)
-  local delayed = num(redis.call('HGET', S, 'd')) > NOW
+  local delayed = num(st.d) > NOW
   if queued == 0 and not held and not delayed then
     local t = grant_new(LEASE, MODE, TTL, LD)
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
-  elseif queued == 0 and held and MODE == 's' and redis.call('HGET', S, 'm') == 's' then
+  elseif queued == 0 and held and MODE == 's' and st.m == 's' then
     local t = join(LEASE, TTL)
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
@@ -47,7 +48,8 @@ else
     redis.call('HSET', W, WID, cjson.encode({g = GW, m = MODE, t = TTL, ld = LD,
       l = LEASE, dl = fmt(dl), v = VAL, o = OWN}))
     redis.call('HSET', S, 'g:' .. GW, fmt(NOW + LIVE))
-    if dl > num(redis.call('HGET', S, 'qd')) then redis.call('HSET', S, 'qd', fmt(dl)) end
+    if dl > num(st.qd) then sset('qd', fmt(dl)) end
+    dirty = true
     reply = {'queued', wake_in()}
   end
 end

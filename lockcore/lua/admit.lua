@@ -11,21 +11,21 @@
 local TOK, WID = tonumber(ARGV[3]), ARGV[4]
 local MARGIN, LONGEST = tonumber(ARGV[5]), tonumber(ARGV[6])
 advance()
-local t = num(redis.call('HGET', S, 't'))
-local cur = math.max(num(redis.call('GET', C)), t)
+local t = num(st.t)
+local cur = math.max(num(st.c), t)
 local reply
 if TOK > math.max(cur, NOW_US) then
   reply = {'forged', cur}
 elseif TOK ~= t or redis.call('HLEN', H) == 0 then
   reply = {'stale', cur}
 else
-  if num(redis.call('HGET', S, 'ft')) ~= TOK then
+  if num(st.ft) ~= TOK then
     redis.call('ZREMRANGEBYSCORE', F, '-inf', NOW)
     local last = redis.call('ZRANGE', F, -1, -1, 'WITHSCORES')
     if last[2] then
       reply = {'wait', tonumber(last[2]) - NOW, cur}
     else
-      redis.call('HSET', S, 'ft', fmt(TOK))
+      sset('ft', fmt(TOK))
     end
   end
   if not reply then
@@ -35,6 +35,7 @@ else
       reply = {'expiring', cur}
     else
       redis.call('ZADD', F, fmt(dl), WID)
+      dirty = true
       reply = {'admitted', dl - NOW, t}
     end
   end

@@ -3,14 +3,13 @@
 -- Reply: {'valid', token, mode} | {'stale'|'expired'|'forged', current}
 local TOK = tonumber(ARGV[3])
 advance()
-local c = num(redis.call('GET', C))
-local t = num(redis.call('HGET', S, 't'))
-local cur = math.max(c, t)
+local t = num(st.t)
+local cur = math.max(num(st.c), t)
 local reply
 if TOK > math.max(cur, NOW_US) then
   reply = {'forged', cur}
 elseif TOK == t and redis.call('HLEN', H) > 0 then
-  reply = {'valid', t, redis.call('HGET', S, 'm')}
+  reply = {'valid', t, st.m}
 elseif TOK < cur then
   reply = {'stale', cur}
 else

@@ -19,7 +19,7 @@ else
   local hv = redis.call('HGET', H, LEASE)
   if hv then
     local holds, ttl = holds_of(hv)
-    reply = {'granted', tonumber(redis.call('HGET', S, 't')), redis.call('HGET', S, 'm'), holds, ttl}
+    reply = {'granted', tonumber(st.t), st.m, holds, ttl}
   else
     reply = {'expired'}
   end

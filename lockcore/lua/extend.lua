@@ -5,16 +5,17 @@
 local TOK, WID = tonumber(ARGV[3]), ARGV[4]
 local MARGIN, LEFT = tonumber(ARGV[5]), tonumber(ARGV[6])
 advance()
-local t = num(redis.call('HGET', S, 't'))
+local t = num(st.t)
 local reply
 if TOK == t and redis.call('HLEN', H) > 0 and redis.call('ZSCORE', F, WID) then
   local dl = grant_expiry() - MARGIN
   if dl > NOW + LEFT then dl = NOW + LEFT end
   if dl > NOW then
     redis.call('ZADD', F, fmt(dl), WID)
+    dirty = true
     reply = {'admitted', dl - NOW, t}
   end
 end
-if not reply then reply = {'stale', math.max(num(redis.call('GET', C)), t)} end
+if not reply then reply = {'stale', math.max(num(st.c), t)} end
 keep()
 return reply

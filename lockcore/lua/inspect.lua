@@ -4,8 +4,7 @@ advance()
 local held = redis.call('HLEN', H)
 local ttl = 0
 if held > 0 then ttl = grant_expiry() - NOW end
-local reply = {held > 0 and 1 or 0, redis.call('HGET', S, 'm') or '',
-  redis.call('HGET', S, 't') or '', held, redis.call('ZCARD', Q), ttl,
-  redis.call('HGET', S, 'v')}
+local reply = {held > 0 and 1 or 0, held > 0 and st.m or '', st.t or '', held,
+  redis.call('ZCARD', Q), ttl, held > 0 and st.v or false}
 keep()
 return reply

@@ -10,7 +10,7 @@ if not hv then
   reply = {'expired'}
 else
   local holds, ttl = holds_of(hv)
-  reply = {'granted', tonumber(redis.call('HGET', S, 't')), redis.call('HGET', S, 'm'), holds - 1, ttl}
+  reply = {'granted', tonumber(st.t), st.m, holds - 1, ttl}
   if holds > 1 then
     redis.call('HSET', H, LEASE, (holds - 1) .. ':' .. ttl)
   else
@@ -20,6 +20,7 @@ else
       end_grant(NOW, false)
       handoff()
     end
+    dirty = true
   end
 end
 keep()

@@ -14,7 +14,8 @@ else
   redis.call('HSET', H, LEASE, holds .. ':' .. ttl)
   redis.call('ZADD', E, fmt(NOW + ttl), LEASE)
   set_meta(VAL, nil)
-  reply = {'granted', tonumber(redis.call('HGET', S, 't')), redis.call('HGET', S, 'm'), holds, ttl}
+  dirty = true
+  reply = {'granted', tonumber(st.t), st.m, holds, ttl}
 end
 keep()
 return reply

@@ -1,8 +1,15 @@
 -- tick: a gateway with waiters on the lock says it is alive, and hands the
--- lock on if it became free by expiry or the end of lock-delay.
--- ARGV: 3 gateway id, 4 liveness ms
+-- lock on if it became free by expiry or the end of lock-delay; with
+-- observers, it also asks for change events until its next tick is due.
+-- ARGV: 3 gateway id, 4 liveness ms, 5 '1' when observing
 -- Reply: {'queued', wake_in}
-redis.call('HSET', S, 'g:' .. ARGV[3], fmt(NOW + tonumber(ARGV[4])))
+if ARGV[5] == '1' then
+  local until_ = NOW + tonumber(ARGV[4])
+  if until_ > num(st.ob) then sset('ob', fmt(until_)) end
+else
+  redis.call('HSET', S, 'g:' .. ARGV[3], fmt(NOW + tonumber(ARGV[4])))
+end
+dirty = true
 advance()
 local reply = {'queued', wake_in()}
 keep()

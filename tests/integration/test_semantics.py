@@ -231,6 +231,20 @@ class SharedModeTests(TestCase):
         for g in gs:
             self.assertIs(self.check_ok(g["sequencer"])["valid"], True)
 
+    def test_renew_of_a_shared_lease_keeps_the_shared_token(self):
+        name = self.lock_name()
+        a = self.acquire_ok(name, mode="shared", ttl_ms=300)
+        b = self.acquire_ok(name, mode="shared", ttl_ms=300)
+        r = self.renew(name, a["lease"], ttl_ms=5000)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json["token"], a["token"])
+        time.sleep(0.5)
+        s = self.state(name)
+        self.assertTrue(s["held"])
+        self.assertEqual(s["holders"], 1)
+        self.assertEqual(s["token"], a["token"])
+        self.assert_error(self.renew(name, b["lease"]), 410, "lease_expired")
+
     def test_exclusive_try_fails_while_shared_is_held(self):
         name = self.lock_name()
         self.acquire_ok(name, mode="shared")
@@ -649,6 +663,15 @@ class IdleForgetTests(TestCase):
         r = w.result(slack(3.0))
         self.release_ok(name, r.json["lease"])
         self.wait_for(self.keys_gone(name), slack(3.0), "forgetting")
+
+    def test_lock_whose_waiter_timed_out_is_forgotten_too(self):
+        name = self.lock_name()
+        g = self.acquire_ok(name, ttl_ms=10000)
+        w = self.waiter(name, wait_ms=300)
+        self.assertEqual(w.result(slack(5.0)).status, 409)
+        self.release_ok(name, g["lease"])
+        self.wait_for(self.keys_gone(name), slack(3.0),
+                      "keys of %s to be forgotten" % name)
 
     def test_queued_waiter_keeps_the_lock_remembered(self):
         name = self.lock_name()
