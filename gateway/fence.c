@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include "fencegate/sequencer.h"
 #include "errors.h"
@@ -244,6 +245,7 @@ enum fg_fence_verdict fg_fence_check_or_respond(struct fg_req *req,
 	unsigned long long seqno = atomic_fetch_add(&gw->waiter_seq, 1) + 1;
 	snprintf(out->write_id, sizeof(out->write_id), "%s-w%llu", gw->id, seqno);
 	struct fg_admit a;
+	uint64_t asked = fg_fence_now_ms();
 	int err = fg_lock_admit(st, out->lock, seq.token, out->write_id,
 				cfg->fence_margin_ms, cfg->write_max_ms, &a);
 	if (err) {
@@ -251,12 +253,21 @@ enum fg_fence_verdict fg_fence_check_or_respond(struct fg_req *req,
 		return FG_FENCE_ANSWERED;
 	}
 	out->ms = a.ms;
-	if (a.status == FG_ADMITTED)
+	if (a.status == FG_ADMITTED) {
+		out->deadline_at = asked + (uint64_t)a.ms;
 		return FG_FENCE_ADMITTED;
+	}
 	if (a.status == FG_ADMIT_WAIT)
 		return FG_FENCE_WAIT;
 	fg_fence_refused(c, method, path, out, &a);
 	return FG_FENCE_ANSWERED;
+}
+
+uint64_t fg_fence_now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
 }
 
 enum MHD_Result fg_fence_refused(struct MHD_Connection *c, const char *method,

@@ -28,7 +28,9 @@ struct fg_fence {
 	char lock[FG_NAME_MAX + 1];
 	uint64_t token;
 	char write_id[FG_WAITER_ID_MAX];
-	int64_t ms;   /* ADMITTED: deadline from now; WAIT: ask again within */
+	int64_t ms;   /* WAIT: ask again within this many ms */
+	uint64_t deadline_at; /* ADMITTED: monotonic ms, counted from when the
+				 admission was asked for */
 };
 
 /**
@@ -55,6 +57,9 @@ enum fg_fence_verdict fg_fence_check_or_respond(struct fg_req *req,
 						struct fg_fence *out);
 
 /** Answers a write whose admission, after waiting, was refused. */
+/** Monotonic milliseconds (the gateway's clock for write deadlines). */
+uint64_t fg_fence_now_ms(void);
+
 enum MHD_Result fg_fence_refused(struct MHD_Connection *c, const char *method,
 				 const char *path, const struct fg_fence *f,
 				 const struct fg_admit *a);

@@ -64,6 +64,7 @@ struct fg_xfer {
 	/* under mu */
 	uint64_t deadline;            /* monotonic ms; 0: none */
 	bool extending;
+	uint64_t extend_asked;        /* when the pending extension was sent */
 	bool has_body, req_done, want_data, upload_suspended;
 	char *rq;
 	size_t rq_len;
@@ -197,8 +198,9 @@ static void on_extended(int err, const struct fg_admit *a, void *arg)
 	struct fg_xfer *x = arg;
 	pthread_mutex_lock(&x->mu);
 	x->extending = false;
+	/* counted from when the call was sent, like the first deadline */
 	if (!err && a->status == FG_ADMITTED && x->deadline)
-		x->deadline = now_ms() + (uint64_t)a->ms;
+		x->deadline = x->extend_asked + (uint64_t)a->ms;
 	pthread_mutex_unlock(&x->mu);
 	curl_multi_wakeup(x->px->multi);
 	xfer_put(x);
@@ -208,6 +210,7 @@ static void do_extend(fg_astore *as, void *arg)
 {
 	struct fg_xfer *x = arg;
 	uint64_t now = now_ms();
+	x->extend_asked = now;
 	uint32_t left = x->longest_end > now ? (uint32_t)(x->longest_end - now) : 0;
 	if (fg_alock_extend(as, x->fence.lock, x->fence.token, x->fence.write_id,
 			    x->px->gw->cfg->fence_margin_ms, left, on_extended,
@@ -718,9 +721,8 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	if (fenced) {
 		x->fence = *f;
 		x->fenced = true;
-		uint64_t now = now_ms();
-		x->deadline = now + (uint64_t)(f->ms > 0 ? f->ms : 1);
-		x->longest_end = now + px->gw->cfg->write_max_ms;
+		x->deadline = f->deadline_at;
+		x->longest_end = now_ms() + px->gw->cfg->write_max_ms;
 	}
 	req->xfer = x;
 	if (prepare(px, x, req, c)) {
@@ -833,13 +835,14 @@ static enum MHD_Result after_admission(struct fg_req *req, struct MHD_Connection
 				       const char *method)
 {
 	struct fg_admit a;
-	fg_waiter_admission(req->waiter, &a);
+	uint64_t deadline_at;
+	fg_waiter_admission(req->waiter, &a, &deadline_at);
 	enum fg_wait_result res = fg_waiter_result(req->waiter, NULL, NULL);
 	fg_waiter_drop(req->gw->wq, req->waiter);
 	req->waiter = NULL;
 	switch (res) {
 	case FG_WAIT_ADMITTED:
-		req->fence.ms = a.ms;
+		req->fence.deadline_at = deadline_at;
 		return start(req, c, method, &req->fence, true);
 	case FG_WAIT_REFUSED:
 		return fg_fence_refused(c, method, "-", &req->fence, &a);

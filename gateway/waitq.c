@@ -48,6 +48,7 @@ struct fg_waiter {
 	char write_id[FG_WAITER_ID_MAX]; /* admit */
 	uint32_t margin_ms, longest_ms;
 	struct fg_admit admit;
+	uint64_t asked_ms;       /* when the last admit call was sent */
 
 	/* under wq->mu */
 	enum fg_wait_result result;
@@ -220,9 +221,11 @@ struct fg_waiter *fg_waiter_admit(struct fg_waitq *wq, const char *name,
 	return w;
 }
 
-void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out)
+void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out,
+			 uint64_t *deadline_at)
 {
 	*out = w->admit;
+	*deadline_at = w->asked_ms + (uint64_t)(w->admit.ms > 0 ? w->admit.ms : 0);
 }
 
 int fg_waitq_call(struct fg_waitq *wq, void (*fn)(fg_astore *as, void *arg),
@@ -653,6 +656,7 @@ static void on_admit_reply(int err, const struct fg_admit *a, void *arg)
 static void poll_admit(struct fg_waitq *wq, struct fg_waiter *w)
 {
 	w->ops++;
+	w->asked_ms = mono_ms();
 	if (fg_alock_admit(wq->as, w->name, w->tok0, w->write_id, w->margin_ms,
 			   w->longest_ms, on_admit_reply, w) != FG_OK) {
 		w->ops--;

@@ -63,8 +63,11 @@ struct fg_waiter *fg_waiter_admit(struct fg_waitq *wq, const char *name,
 				  uint64_t token, const char *write_id,
 				  uint32_t margin_ms, uint32_t longest_ms);
 
-/** The admission result of an admit waiter. */
-void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out);
+/** The admission result of an admit waiter; when admitted, *deadline_at
+ *  is the write's send deadline (monotonic ms, counted from when the
+ *  admitting call was sent). */
+void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out,
+			 uint64_t *deadline_at);
 
 /** Runs fn(as, arg) on the loop thread, soon. The function owns arg.
  *  0, or -1 when the loop is stopping (fn is not called). */

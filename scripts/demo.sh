@@ -1,14 +1,17 @@
 #!/usr/bin/env bash
 # The demo: installs what fencegate needs, builds it, starts a local
-# redis-server and fencegate on free loopback ports, and walks through a
-# lock being taken, renewed, inspected and released with curl.
-# Everything it started is stopped (by PID) when it ends.
+# redis-server, an nginx WebDAV store and fencegate in front of it on free
+# loopback ports, and walks through (1) a lock being taken, renewed,
+# inspected and released with curl, and (2) the story fencegate exists for:
+# two clients, one paused past its lease, its stale write refused and the
+# data intact. Everything it started is stopped (by PID) when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
 scripts/install-deps.sh
-if [ ! -d build ]; then meson setup build --buildtype=release >/dev/null; fi
-ninja -C build >/dev/null
+# its own release build, without the unit tests
+if [ ! -d build-release ]; then meson setup build-release --buildtype=release -Dtests=false >/dev/null; fi
+ninja -C build-release >/dev/null
 
 work=$(mktemp -d)
 pids=()
@@ -22,22 +25,35 @@ trap cleanup EXIT INT TERM
 free_port() { python3 -c 'import socket; s=socket.socket(); s.bind(("127.0.0.1",0)); print(s.getsockname()[1])'; }
 wait_for() { for _ in $(seq 100); do "$@" >/dev/null 2>&1 && return 0; sleep 0.05; done; return 1; }
 
-rport=$(free_port); gport=$(free_port)
+rport=$(free_port); gport=$(free_port); sport=$(free_port)
 redis-server --port "$rport" --bind 127.0.0.1 --save '' --appendonly no --dir "$work" >"$work/redis.log" 2>&1 &
 pids+=($!)
 wait_for redis-cli -p "$rport" ping
 
-build/gateway/fencegate --listen "127.0.0.1:$gport" --redis "127.0.0.1:$rport" \
-  --log-level warn 2>"$work/fencegate.log" &
+store="$work/store"
+mkdir -p "$store/data" "$store/tmp"
+user=""; [ "$(id -u)" -eq 0 ] && user="user root;"
+sed -e "s|@PREFIX@|$store|g" -e "s|@PORT@|$sport|g" -e "s|@USER@|$user|" \
+    -e "s|@MODULE@|/usr/lib/nginx/modules/ngx_http_dav_ext_module.so|" \
+    deploy/nginx-webdav.conf.in >"$store/nginx.conf"
+nginx -c "$store/nginx.conf" -p "$store" 2>"$store/stderr.log" &
 pids+=($!)
-api="http://127.0.0.1:$gport/_fence/v1"
-wait_for curl -sf "$api/locks/_probe"
+wait_for curl -s -o /dev/null "http://127.0.0.1:$sport/"
+
+build-release/gateway/fencegate --listen "127.0.0.1:$gport" --redis "127.0.0.1:$rport" \
+  --upstream "http://127.0.0.1:$sport" --log-level warn 2>"$work/fencegate.log" &
+pids+=($!)
+gw="http://127.0.0.1:$gport"
+api="$gw/_fence/v1"
+wait_for curl -sf "$api/health"
 
 step() { printf '\n\033[1m# %s\033[0m\n' "$*"; }
 show() { printf '$ %s\n' "$*"; "$@"; echo; }
 field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
 
-echo "fencegate on 127.0.0.1:$gport, redis on 127.0.0.1:$rport"
+echo "fencegate on 127.0.0.1:$gport, redis on 127.0.0.1:$rport, WebDAV store on 127.0.0.1:$sport"
+echo
+echo "== 1. a lock: take, renew, inspect, release"
 
 step "take lock orders/42 for 10 s"
 grant=$(curl -s -X POST "$api/locks/orders/42" -d '{"ttl_ms":10000,"owner":"demo"}')
@@ -65,6 +81,40 @@ show curl -s -X POST "$api/check" -d "{\"sequencer\":\"$seq\"}"
 
 step "the next grant has a greater token"
 show curl -s -X POST "$api/locks/orders/42" -d '{}'
+
+echo
+echo "== 2. two clients, one paused: the storage is protected"
+
+step "client A takes lock docs/report.txt for 2 s and writes through fencegate"
+a=$(curl -s -X POST "$api/locks/docs/report.txt" -d '{"ttl_ms":2000}')
+a_seq=$(echo "$a" | field sequencer)
+echo "A holds token $(echo "$a" | field token)"
+show curl -s -w '%{http_code}\n' -X PUT -H "Fencing-Token: $a_seq" --data-binary 'draft by A' "$gw/docs/report.txt"
+
+step "A prepares its next write, and is paused (SIGSTOP) before sending it — a GC pause"
+( sleep 0.3; curl -s -w ' %{http_code}\n' -X PUT -H "Fencing-Token: $a_seq" \
+    --data-binary 'stale write by A' "$gw/docs/report.txt" >"$work/a.out" ) &
+a_pid=$!
+kill -STOP "$a_pid"
+echo "A (pid $a_pid) is stopped; its lease runs out while it sleeps"
+sleep 2.5
+
+step "client B takes the lock (a newer token) and writes"
+b=$(curl -s -X POST "$api/locks/docs/report.txt" -d '{"ttl_ms":10000}')
+b_seq=$(echo "$b" | field sequencer)
+echo "B holds token $(echo "$b" | field token)"
+show curl -s -w '%{http_code}\n' -X PUT -H "Fencing-Token: $b_seq" --data-binary 'final by B' "$gw/docs/report.txt"
+
+step "A wakes up (SIGCONT) and sends its stale write"
+kill -CONT "$a_pid"
+wait "$a_pid" || true
+cat "$work/a.out"
+
+step "the storage holds B's data"
+show curl -s "$gw/docs/report.txt"
+
+step "and the storage never saw A's stale write (its access log):"
+cat "$store/access.log"
 
 if [ -t 0 ]; then
   printf '\nfencegate keeps running at http://127.0.0.1:%s — press Enter to stop.\n' "$gport"

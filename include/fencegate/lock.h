@@ -185,10 +185,12 @@ struct fg_admit {
 };
 
 /**
- * Admits a write fenced by `token` to the lock's upstream, recording it
- * under write_id until fg_alock_finish() or its deadline: the grant's
- * expiry minus margin_ms, and at most longest_ms from now. Writes under a
- * newer token wait for it (FG_ADMIT_WAIT) until then.
+ * Admits a write fenced by `token` to the lock's upstream. Its send
+ * deadline (out->ms from when the call was *sent*, so a caller that counts
+ * from then never runs past it) is the grant's expiry minus margin_ms, and
+ * at most longest_ms from now. The write is recorded under write_id until
+ * fg_alock_finish() or its deadline plus margin_ms; writes under a newer
+ * token wait for it (FG_ADMIT_WAIT) until then.
  */
 int fg_lock_admit(fg_store *st, const char *name, uint64_t token,
 		  const char *write_id, uint32_t margin_ms, uint32_t longest_ms,

@@ -2,9 +2,11 @@
 -- the ordering guarantee.) A write is admitted only under the live grant's
 -- token, and only once every write admitted under an older token has
 -- finished or passed its deadline, so the upstream sees admitted writes in
--- non-decreasing token order across all gateways. An admitted write is
--- recorded with its deadline: the grant's expiry minus a margin, so it can
--- never outlive the lease it was checked against.
+-- non-decreasing token order across all gateways. An admitted write gets
+-- a send deadline: the grant's expiry minus a margin, so it can never
+-- outlive the lease it was checked against. It is recorded until its send
+-- deadline plus the margin: a newer token waits that long, so the upstream
+-- has the margin to apply a write whose last byte left just in time.
 -- ARGV: 3 token, 4 write id, 5 margin ms, 6 longest write ms
 -- Reply: {'admitted', deadline_in_ms, token} | {'wait', ms, current} |
 --        {'stale'|'expiring'|'forged', current}
@@ -34,7 +36,7 @@ else
     if dl <= NOW then
       reply = {'expiring', cur}
     else
-      redis.call('ZADD', F, fmt(dl), WID)
+      redis.call('ZADD', F, fmt(dl + MARGIN), WID)
       dirty = true
       reply = {'admitted', dl - NOW, t}
     end

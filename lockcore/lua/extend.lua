@@ -11,7 +11,7 @@ if TOK == t and redis.call('HLEN', H) > 0 and redis.call('ZSCORE', F, WID) then
   local dl = grant_expiry() - MARGIN
   if dl > NOW + LEFT then dl = NOW + LEFT end
   if dl > NOW then
-    redis.call('ZADD', F, fmt(dl), WID)
+    redis.call('ZADD', F, fmt(dl + MARGIN), WID)
     dirty = true
     reply = {'admitted', dl - NOW, t}
   end
