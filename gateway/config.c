@@ -11,11 +11,14 @@
 #include <netdb.h>
 #include <sys/socket.h>
 #include <stdarg.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "config.h"
+#include "fencegate/name.h"
 #include "log.h"
 
 enum kind { K_BOOL, K_UINT, K_HOSTPORT_LISTEN, K_HOSTPORT_REDIS, K_STRING, K_LOGLEVEL, K_ROUTE };
@@ -166,9 +169,9 @@ static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 static int valid_url(const char *s)
 {
 	const char *rest;
-	if (strncmp(s, "http://", 7) == 0)
+	if (strncasecmp(s, "http://", 7) == 0)
 		rest = s + 7;
-	else if (strncmp(s, "https://", 8) == 0)
+	else if (strncasecmp(s, "https://", 8) == 0)
 		rest = s + 8;
 	else
 		return 0;
@@ -182,12 +185,15 @@ static int valid_url(const char *s)
 	const char *colon = NULL;
 	if (*host == '[') {
 		const char *rb = memchr(host, ']', (size_t)(hend - host));
-		if (!rb)
+		if (!rb || rb == host + 1)
 			return 0;
 		colon = rb + 1 < hend && rb[1] == ':' ? rb + 1 : NULL;
 	} else {
 		colon = memchr(host, ':', (size_t)(hend - host));
 	}
+	const char *host_end = colon ? colon : hend;
+	if (host_end == host)
+		return 0; /* no host */
 	if (colon) {
 		size_t plen = (size_t)(hend - colon - 1);
 		if (plen == 0 || plen > 5)
@@ -207,11 +213,29 @@ static int valid_url(const char *s)
 	return 1;
 }
 
+/* `route /PREFIX LOCK`: exactly two words, a prefix starting with '/', a
+ * valid lock name. */
 static int add_route(struct fg_config *c, const char *value, char *err, size_t n)
 {
-	char prefix[1024], lock[1024];
-	if (sscanf(value, "%1023s %1023s", prefix, lock) != 2 || prefix[0] != '/') {
+	const char *p = value, *w[3];
+	size_t len[3];
+	int words = 0;
+	while (*p && words < 3) {
+		while (*p == ' ' || *p == '\t')
+			p++;
+		if (!*p)
+			break;
+		w[words] = p;
+		len[words] = strcspn(p, " \t");
+		p += len[words];
+		words++;
+	}
+	if (words != 2 || w[0][0] != '/' || len[0] > 1024) {
 		say(err, n, "route: expected `route /PREFIX LOCK`, got '%s'", value);
+		return -1;
+	}
+	if (!fg_name_valid(w[1], len[1])) {
+		say(err, n, "route: '%.*s' is not a valid lock name", (int)len[1], w[1]);
 		return -1;
 	}
 	struct fg_route *r = realloc(c->routes, (c->nroutes + 1) * sizeof(*r));
@@ -220,13 +244,20 @@ static int add_route(struct fg_config *c, const char *value, char *err, size_t n
 		return -1;
 	}
 	c->routes = r;
-	r[c->nroutes].prefix = strdup(prefix);
-	r[c->nroutes].lock = strdup(lock);
+	char *prefix = strndup(w[0], len[0]), *lock = strndup(w[1], len[1]);
+	if (!prefix || !lock) {
+		free(prefix);
+		free(lock);
+		say(err, n, "out of memory");
+		return -1;
+	}
+	r[c->nroutes].prefix = prefix;
+	r[c->nroutes].lock = lock;
 	c->nroutes++;
 	return 0;
 }
 
-static const struct setting *find(const char *name)
+static const struct setting *find_setting(const char *name)
 {
 	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
 		const char *a = settings[i].name, *b = name;
@@ -245,13 +276,13 @@ static const struct setting *find(const char *name)
 int fg_config_set(struct fg_config *c, const char *name, const char *value,
 		  char *err, size_t n)
 {
-	const struct setting *s = find(name);
+	const struct setting *s = find_setting(name);
 	if (!s) {
 		say(err, n, "unknown setting '%s' (see --help)", name);
 		return -1;
 	}
 	if (!value) {
-		say(err, n, "--%s needs a value", name);
+		say(err, n, "%s needs a value", name);
 		return -1;
 	}
 	switch (s->kind) {
@@ -281,33 +312,47 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 		struct addrinfo hints = { .ai_socktype = SOCK_STREAM,
 					  .ai_flags = AI_PASSIVE };
 		struct addrinfo *ai = NULL;
-		if (fg_parse_hostport(value, c->listen_host, sizeof(c->listen_host),
-				      &c->listen_port) ||
-		    getaddrinfo(c->listen_host, NULL, &hints, &ai) != 0) {
+		char host[FG_HOST_MAX];
+		int port;
+		if (fg_parse_hostport(value, host, sizeof(host), &port) ||
+		    getaddrinfo(host, NULL, &hints, &ai) != 0) {
 			say(err, n, "listen: '%s' is not HOST:PORT of this machine", value);
 			return -1;
 		}
 		freeaddrinfo(ai);
+		memcpy(c->listen_host, host, sizeof(host));
+		c->listen_port = port;
 		return 0;
 	}
-	case K_HOSTPORT_REDIS:
-		if (fg_parse_hostport(value, c->redis_host, sizeof(c->redis_host),
-				      &c->redis_port)) {
+	case K_HOSTPORT_REDIS: {
+		char host[FG_HOST_MAX];
+		int port;
+		if (fg_parse_hostport(value, host, sizeof(host), &port)) {
 			say(err, n, "redis: '%s' is not HOST:PORT", value);
 			return -1;
 		}
+		memcpy(c->redis_host, host, sizeof(host));
+		c->redis_port = port;
 		return 0;
+	}
 	case K_STRING: {
 		if (s->off == offsetof(struct fg_config, upstream) && !valid_url(value)) {
 			say(err, n, "upstream: '%s' is not an http:// or https:// URL", value);
 			return -1;
 		}
 		if (s->off == offsetof(struct fg_config, write_methods)) {
-			for (const char *p = value; *p; p++)
+			bool any = false;
+			for (const char *p = value; *p; p++) {
 				if (!((*p >= 'A' && *p <= 'Z') || *p == ' ' || *p == '-' || *p == '_')) {
 					say(err, n, "write-methods: '%s' is not a list of methods", value);
 					return -1;
 				}
+				any |= *p != ' ';
+			}
+			if (!any) {
+				say(err, n, "write-methods: at least one method is required");
+				return -1;
+			}
 		}
 		char **slot = (char **)((char *)c + s->off);
 		char *copy = strdup(value);
@@ -349,7 +394,8 @@ int fg_config_read_file(struct fg_config *c, const char *path, char *err,
 	while (rc == 0 && fgets(line, sizeof(line), f)) {
 		lineno++;
 		size_t len = strlen(line);
-		if (len == sizeof(line) - 1 && line[len - 1] != '\n') {
+		int next = len == sizeof(line) - 1 && line[len - 1] != '\n' ? fgetc(f) : EOF;
+		if (next != EOF) {
 			say(err, n, "%s:%d: line too long", path, lineno);
 			rc = -1;
 			break;
@@ -357,9 +403,13 @@ int fg_config_read_file(struct fg_config *c, const char *path, char *err,
 		char *p = line;
 		while (*p == ' ' || *p == '\t')
 			p++;
-		char *hash = strchr(p, '#');
-		if (hash)
-			*hash = '\0';
+		/* '#' starts a comment at the start of a word, so that
+		 * `upstream http://h/x#frag` keeps its fragment */
+		for (char *h = p; *h; h++)
+			if (*h == '#' && (h == p || h[-1] == ' ' || h[-1] == '\t')) {
+				*h = '\0';
+				break;
+			}
 		char *end = p + strlen(p);
 		while (end > p && (end[-1] == '\n' || end[-1] == '\r' ||
 				   end[-1] == ' ' || end[-1] == '\t'))
@@ -461,6 +511,10 @@ enum fg_config_result fg_config_load(struct fg_config *c, int argc,
 			continue;
 		if (strcmp(name, "route") == 0) {
 			say(err, n, "route is a config file setting");
+			return FG_CONFIG_ERROR;
+		}
+		if (!value && find_setting(name)) {
+			say(err, n, "--%s needs a value", name);
 			return FG_CONFIG_ERROR;
 		}
 		if (fg_config_set(c, name, value, err, n))

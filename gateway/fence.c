@@ -61,6 +61,15 @@ int fg_fence_lock_for(const struct fg_config *cfg, const char *raw_path,
 	size_t plen;
 	if (pct_decode(raw_path, len, path, sizeof(path), &plen))
 		return -1;
+	/* One path, one lock: storage servers merge repeated slashes (nginx
+	 * does by default), so "//orders/42" must meet the same route and
+	 * the same lock as "/orders/42". */
+	size_t w = 0;
+	for (size_t r = 0; r < plen; r++)
+		if (!(path[r] == '/' && w > 0 && path[w - 1] == '/'))
+			path[w++] = path[r];
+	path[w] = '\0';
+	plen = w;
 	const struct fg_route *best = NULL;
 	size_t best_len = 0;
 	for (size_t i = 0; i < cfg->nroutes; i++) {

@@ -84,7 +84,7 @@ int fg_parse_u64(const char *s, uint64_t max, uint64_t *out)
 		if (*p < '0' || *p > '9')
 			return -1;
 		uint64_t d = (uint64_t)(*p - '0');
-		if (v > (max - d) / 10)
+		if (d > max || v > (max - d) / 10)
 			return -1;
 		v = v * 10 + d;
 	}

@@ -813,6 +813,9 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 	 * content coding here); without one the answer is chunked. */
 	uint64_t size = x->content_length >= 0 ? (uint64_t)x->content_length
 					       : MHD_SIZE_UNKNOWN;
+	/* 204 and 304 carry no body. libmicrohttpd 0.9.75 still writes
+	 * "Content-Length: 0" on a 304 (an unknown size would make it chunk
+	 * or downgrade the response, which is worse); docs/api.md says so. */
 	if (x->status == 204 || x->status == 304)
 		size = 0;
 	struct MHD_Response *r = MHD_create_response_from_callback(

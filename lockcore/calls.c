@@ -61,7 +61,7 @@ static void push(struct fg__call *c, const char *s, size_t len)
 void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 		   unsigned idle)
 {
-	static const char suffix[FG__NKEYS] = { 's', 'h', 'e', 'q', 'w', 'f' };
+	static const char suffix[FG__NKEYS] = { 's', 'q', 'w', 'f' };
 
 	pthread_once(&sha_once, compute_shas);
 	c->lua = lua;
@@ -69,7 +69,7 @@ void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 	c->nnums = 0;
 	push(c, "EVALSHA", 7);
 	push(c, lua_sha[lua], SHA_DIGEST_LENGTH * 2);
-	push(c, "6", 1);
+	push(c, "4", 1);
 	for (int i = 0; i < FG__NKEYS; i++) {
 		int n = snprintf(c->keys[i], sizeof(c->keys[i]), "fg:{%s}:%c",
 				 name, suffix[i]);

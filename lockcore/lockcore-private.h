@@ -27,7 +27,7 @@ enum fg__lua {
 	FG__LUA_COUNT,
 };
 
-#define FG__NKEYS 6
+#define FG__NKEYS 4
 #define FG__MAXARGS 32
 #define FG__KEY_MAX (FG_NAME_MAX + 12)
 
@@ -46,7 +46,7 @@ struct fg__call {
 	int nnums;
 };
 
-/** Starts a call: EVALSHA sha 6 <keys of name> idle name. */
+/** Starts a call: EVALSHA sha 4 <keys of name> idle name. */
 void fg__call_init(struct fg__call *call, enum fg__lua lua, const char *name,
 		   unsigned idle_forget_ms);
 void fg__call_str(struct fg__call *call, const char *s, size_t len);

@@ -14,26 +14,22 @@ local OWN = (ARGV[15] == '1') and ARGV[16] or nil
 advance()
 local reply
 if RE ~= '' then
-  local hv = redis.call('HGET', H, RE)
-  if not hv then
+  local h = holder(RE)
+  if not h then
     reply = {'expired'}
   else
-    local holds = holds_of(hv) + 1
-    redis.call('HSET', H, RE, holds .. ':' .. TTL)
-    redis.call('ZADD', E, fmt(NOW + TTL), RE)
+    rehold(RE, h.n + 1, TTL)
     set_meta(VAL, OWN)
-    dirty = true
-    reply = {'granted', tonumber(st.t), st.m, holds, TTL}
+    reply = {'granted', tonumber(st.t), st.m, h.n + 1, TTL}
   end
 else
-  local held = redis.call('HLEN', H) > 0
-  local queued = redis.call('ZCARD', Q)
+  local queued = num(st.qn)
   local delayed = num(st.d) > NOW
-  if queued == 0 and not held and not delayed then
+  if queued == 0 and not held() and not delayed then
     local t = grant_new(LEASE, MODE, TTL, LD)
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
-  elseif queued == 0 and held and MODE == 's' and st.m == 's' then
+  elseif queued == 0 and held() and MODE == 's' and st.m == 's' then
     local t = join(LEASE, TTL)
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
@@ -47,8 +43,8 @@ else
     redis.call('ZADD', Q, seq, WID)
     redis.call('HSET', W, WID, cjson.encode({g = GW, m = MODE, t = TTL, ld = LD,
       l = LEASE, dl = fmt(dl), v = VAL, o = OWN}))
-    redis.call('HSET', S, 'g:' .. GW, fmt(NOW + LIVE))
-    if dl > num(st.qd) then sset('qd', fmt(dl)) end
+    put('qn', queued + 1, 'g:' .. GW, fmt(NOW + LIVE))
+    if dl > num(st.qd) then put('qd', fmt(dl)) end
     dirty = true
     reply = {'queued', wake_in()}
   end

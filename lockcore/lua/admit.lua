@@ -1,12 +1,13 @@
 -- admit: may a write fenced by TOKEN go upstream now? (CheckSequencer plus
 -- the ordering guarantee.) A write is admitted only under the live grant's
 -- token, and only once every write admitted under an older token has
--- finished or passed its deadline, so the upstream sees admitted writes in
--- non-decreasing token order across all gateways. An admitted write gets
--- a send deadline: the grant's expiry minus a margin, so it can never
--- outlive the lease it was checked against. It is recorded until its send
--- deadline plus the margin: a newer token waits that long, so the upstream
--- has the margin to apply a write whose last byte left just in time.
+-- finished or passed its recorded time, so the upstream sees admitted
+-- writes in non-decreasing token order across all gateways. An admitted
+-- write gets a send deadline: the grant's expiry minus a margin, so it can
+-- never outlive the lease it was checked against. It is recorded until its
+-- send deadline plus the margin: a newer token waits that long, so the
+-- upstream has the margin to apply a write whose last byte left just in
+-- time. See docs/safety.md section 3.
 -- ARGV: 3 token, 4 write id, 5 margin ms, 6 longest write ms
 -- Reply: {'admitted', deadline_in_ms, token} | {'wait', ms, current} |
 --        {'stale'|'expiring'|'forged', current}
@@ -18,7 +19,7 @@ local cur = math.max(num(st.c), t)
 local reply
 if TOK > math.max(cur, NOW_US) then
   reply = {'forged', cur}
-elseif TOK ~= t or redis.call('HLEN', H) == 0 then
+elseif TOK ~= t or not held() then
   reply = {'stale', cur}
 else
   if num(st.ft) ~= TOK then
@@ -27,11 +28,11 @@ else
     if last[2] then
       reply = {'wait', tonumber(last[2]) - NOW, cur}
     else
-      sset('ft', fmt(TOK))
+      put('ft', fmt(TOK))
     end
   end
   if not reply then
-    local dl = grant_expiry() - MARGIN
+    local dl = num(st.x) - MARGIN
     if dl > NOW + LONGEST then dl = NOW + LONGEST end
     if dl <= NOW then
       reply = {'expiring', cur}

@@ -8,7 +8,7 @@ local cur = math.max(num(st.c), t)
 local reply
 if TOK > math.max(cur, NOW_US) then
   reply = {'forged', cur}
-elseif TOK == t and redis.call('HLEN', H) > 0 then
+elseif TOK == t and held() then
   reply = {'valid', t, st.m}
 elseif TOK < cur then
   reply = {'stale', cur}

@@ -11,15 +11,16 @@ if redis.call('ZSCORE', Q, WID) then
   else
     redis.call('ZREM', Q, WID)
     redis.call('HDEL', W, WID)
+    local left = num(st.qn) - 1
+    if left > 0 then put('qn', left) else del('qn') end
     reply = {'removed'}
   end
   advance()
 else
   advance()
-  local hv = redis.call('HGET', H, LEASE)
-  if hv then
-    local holds, ttl = holds_of(hv)
-    reply = {'granted', tonumber(st.t), st.m, holds, ttl}
+  local h = holder(LEASE)
+  if h then
+    reply = {'granted', tonumber(st.t), st.m, h.n, h.ttl}
   else
     reply = {'expired'}
   end

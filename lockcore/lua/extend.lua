@@ -7,8 +7,8 @@ local MARGIN, LEFT = tonumber(ARGV[5]), tonumber(ARGV[6])
 advance()
 local t = num(st.t)
 local reply
-if TOK == t and redis.call('HLEN', H) > 0 and redis.call('ZSCORE', F, WID) then
-  local dl = grant_expiry() - MARGIN
+if TOK == t and held() and redis.call('ZSCORE', F, WID) then
+  local dl = num(st.x) - MARGIN
   if dl > NOW + LEFT then dl = NOW + LEFT end
   if dl > NOW then
     redis.call('ZADD', F, fmt(dl + MARGIN), WID)

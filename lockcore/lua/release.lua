@@ -5,21 +5,20 @@
 local LEASE = ARGV[3]
 advance()
 local reply
-local hv = redis.call('HGET', H, LEASE)
-if not hv then
+local h = holder(LEASE)
+if not h then
   reply = {'expired'}
 else
-  local holds, ttl = holds_of(hv)
-  reply = {'granted', tonumber(st.t), st.m, holds - 1, ttl}
-  if holds > 1 then
-    redis.call('HSET', H, LEASE, (holds - 1) .. ':' .. ttl)
+  reply = {'granted', tonumber(st.t), st.m, h.n - 1, h.ttl}
+  if h.n > 1 then
+    put('h:' .. LEASE, hval(h.n - 1, h.ttl, h.exp))
+  elseif num(st.n) <= 1 then
+    del('h:' .. LEASE)
+    end_grant(NOW, false)
+    if num(st.qn) > 0 then handoff() end
   else
-    redis.call('HDEL', H, LEASE)
-    redis.call('ZREM', E, LEASE)
-    if redis.call('HLEN', H) == 0 then
-      end_grant(NOW, false)
-      handoff()
-    end
+    del('h:' .. LEASE)
+    recount()
     dirty = true
   end
 end

@@ -5,17 +5,14 @@ local LEASE, TTL = ARGV[3], tonumber(ARGV[4])
 local VAL = (ARGV[5] == '1') and ARGV[6] or nil
 advance()
 local reply
-local hv = redis.call('HGET', H, LEASE)
-if not hv then
+local h = holder(LEASE)
+if not h then
   reply = {'expired'}
 else
-  local holds, ttl = holds_of(hv)
-  if TTL > 0 then ttl = TTL end
-  redis.call('HSET', H, LEASE, holds .. ':' .. ttl)
-  redis.call('ZADD', E, fmt(NOW + ttl), LEASE)
+  local ttl = TTL > 0 and TTL or h.ttl
+  rehold(LEASE, h.n, ttl)
   set_meta(VAL, nil)
-  dirty = true
-  reply = {'granted', tonumber(st.t), st.m, holds, ttl}
+  reply = {'granted', tonumber(st.t), st.m, h.n, ttl}
 end
 keep()
 return reply

@@ -3,11 +3,11 @@
 -- observers, it also asks for change events until its next tick is due.
 -- ARGV: 3 gateway id, 4 liveness ms, 5 '1' when observing
 -- Reply: {'queued', wake_in}
+local until_ = NOW + tonumber(ARGV[4])
 if ARGV[5] == '1' then
-  local until_ = NOW + tonumber(ARGV[4])
-  if until_ > num(st.ob) then sset('ob', fmt(until_)) end
+  if until_ > num(st.ob) then put('ob', fmt(until_)) end
 else
-  redis.call('HSET', S, 'g:' .. ARGV[3], fmt(NOW + tonumber(ARGV[4])))
+  put('g:' .. ARGV[3], fmt(until_))
 end
 dirty = true
 advance()

@@ -1,0 +1,644 @@
+/*
+ * tests/unit/test_jsonio.c - strict request bodies and query numbers
+ * (gateway/jsonio.c), and the table of error answers (gateway/errors.c).
+ *
+ * Pins jsonio.h: a body is one JSON object (empty only when allowed, no
+ * duplicate keys, nothing after it); a number field is a JSON integer in
+ * its range and nothing else (not 1.5, 1e3, "1000", true or null); a query
+ * number is plain decimal within its maximum. A refusal leaves the output
+ * alone and says why. Then fg_errors[]: every answer has an error status,
+ * a unique snake_case code and a message. cmocka's asserts do not depend
+ * on NDEBUG.
+ */
+#include <setjmp.h>
+#include <stdarg.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <cmocka.h>
+
+#include "fencegate/lock.h"
+#include "fencegate/sequencer.h"
+#include "errors.h"
+#include "jsonio.h"
+
+#define MSG_MAX 256
+
+/* ---- helpers ------------------------------------------------------- */
+
+static json_t *body_str(const char *s, bool allow_empty, char *msg)
+{
+	msg[0] = '\0';
+	return fg_json_body(s, strlen(s), allow_empty, msg, MSG_MAX);
+}
+
+/* Parses `s`, which must be an object. */
+static json_t *obj(const char *s)
+{
+	char msg[MSG_MAX];
+	json_t *o = body_str(s, false, msg);
+
+	if (!o)
+		fail_msg("not accepted: %s: %s", s, msg);
+	return o;
+}
+
+/* fg_json_uint on the body `s`: its result; *out starts at 4242. */
+static int uint_of(const char *s, uint32_t lo, uint32_t hi, uint32_t *out,
+		   char *msg)
+{
+	json_t *o = obj(s);
+	int rc;
+
+	*out = 4242;
+	msg[0] = '\0';
+	rc = fg_json_uint(o, "n", lo, hi, out, msg, MSG_MAX);
+	json_decref(o);
+	return rc;
+}
+
+/* ---- fg_json_body -------------------------------------------------- */
+
+static void test_body_objects(void **state)
+{
+	static const char *const ok[] = {
+		"{}",
+		" {} ",
+		"\r\n\t {}\r\n\t ",
+		"{\"a\":1}",
+		"{\"a\":{\"b\":[1,2,{\"c\":null}]},\"b\":\"x\"}",
+		"{\"\":0}",
+		"{\"a\":\"\\u00e9\\n\"}",
+		"{\"a\":\"caf\xc3\xa9\"}",
+	};
+	char msg[MSG_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		for (int allow = 0; allow < 2; allow++) {
+			json_t *o = body_str(ok[i], allow, msg);
+
+			if (!o)
+				fail_msg("refused: %s: %s", ok[i], msg);
+			assert_true(json_is_object(o));
+			json_decref(o);
+		}
+	}
+}
+
+static void test_body_empty(void **state)
+{
+	static const char *const empty[] = { "", " ", "\r\n", "\t \r\n  " };
+	char msg[MSG_MAX];
+	json_t *o;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(empty) / sizeof(empty[0]); i++) {
+		o = body_str(empty[i], true, msg);
+		assert_non_null(o);
+		assert_true(json_is_object(o));
+		assert_int_equal(json_object_size(o), 0);
+		json_decref(o);
+
+		o = body_str(empty[i], false, msg);
+		assert_null(o);
+		assert_string_equal(msg, "a JSON object body is required");
+	}
+
+	/* len 0 never reads body: NULL is fine. */
+	o = fg_json_body(NULL, 0, true, msg, sizeof(msg));
+	assert_non_null(o);
+	json_decref(o);
+	assert_null(fg_json_body(NULL, 0, false, msg, sizeof(msg)));
+}
+
+static void test_body_not_json(void **state)
+{
+	static const char *const bad[] = {
+		"{", "}", "{\"a\":}", "{a:1}", "{'a':1}", "{\"a\":1,}",
+		"{\"a\" 1}", "{} {}", "{}x", "{}]", "{\"a\":01}", "{\"a\":+1}",
+		"{\"a\":.5}", "{\"a\":NaN}", "{\"a\":Infinity}", "{\"a\":0x10}",
+		"{\"a\":tru}", "{\"a\":\"\\u0000\"}", "{\"a\":\"\\x\"}",
+		"{\"a\":\"\x01\"}", "{\"a\":\"\xff\"}", "{\"a\":\"\xc3\"}",
+		"\xef\xbb\xbf{}", "\v{}", "{}\f", "// c\n{}", "{\"a\":1 /*c*/}",
+		/* Numbers beyond 64 bits, and reals that overflow. */
+		"{\"a\":99999999999999999999}",
+		"{\"a\":-99999999999999999999}",
+		"{\"a\":9223372036854775808}",
+		"{\"a\":1e400}",
+	};
+	char msg[MSG_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *o = body_str(bad[i], true, msg);
+
+		if (o) {
+			json_decref(o);
+			fail_msg("accepted: %s", bad[i]);
+		}
+		if (strncmp(msg, "body is not valid JSON: ", 24) != 0 ||
+		    strlen(msg) <= 24)
+			fail_msg("%s: message \"%s\"", bad[i], msg);
+	}
+}
+
+static void test_body_not_object(void **state)
+{
+	static const char *const bad[] = {
+		"[]", "[{}]", "1", "-1", "1.5", "\"{}\"", "\"\"", "null", "true",
+		"false", " [1, 2] ",
+	};
+	char msg[MSG_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *o = body_str(bad[i], true, msg);
+
+		if (o) {
+			json_decref(o);
+			fail_msg("accepted: %s", bad[i]);
+		}
+		/* Either wording is a refusal; scalars may fail to parse. */
+		if (!strstr(msg, "body must be a JSON object") &&
+		    !strstr(msg, "body is not valid JSON"))
+			fail_msg("%s: message \"%s\"", bad[i], msg);
+	}
+	/* An array is valid JSON: its refusal is about its type. */
+	assert_null(body_str("[]", false, msg));
+	assert_string_equal(msg, "body must be a JSON object");
+}
+
+static void test_body_duplicate_keys(void **state)
+{
+	static const char *const bad[] = {
+		"{\"a\":1,\"a\":1}",
+		"{\"a\":1,\"b\":2,\"a\":\"x\"}",
+		"{\"ttl_ms\":1000,\"ttl_ms\":5}",
+		"{\"o\":{\"k\":1,\"k\":2}}",
+		"{\"a\":1,\"\\u0061\":2}", /* the same key, escaped */
+	};
+	char msg[MSG_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		json_t *o = body_str(bad[i], false, msg);
+
+		if (o) {
+			json_decref(o);
+			fail_msg("accepted: %s", bad[i]);
+		}
+		assert_non_null(strstr(msg, "body is not valid JSON"));
+	}
+	/* Keys that differ only in case are different keys. */
+	json_decref(obj("{\"a\":1,\"A\":2}"));
+}
+
+/* Only body[0..len) is parsed: no NUL is needed, and one inside is refused. */
+static void test_body_len(void **state)
+{
+	static const char text[] = "{\"n\":5}";
+	char msg[MSG_MAX], *heap;
+	json_t *o;
+	uint32_t n = 0;
+
+	(void)state;
+	/* An exact-size heap copy without NUL: ASan reports any over-read. */
+	heap = malloc(sizeof(text) - 1);
+	assert_non_null(heap);
+	memcpy(heap, text, sizeof(text) - 1);
+	o = fg_json_body(heap, sizeof(text) - 1, false, msg, sizeof(msg));
+	assert_non_null(o);
+	assert_int_equal(fg_json_uint(o, "n", 0, 10, &n, msg, sizeof(msg)), 0);
+	assert_int_equal(n, 5);
+	json_decref(o);
+
+	/* A prefix is judged alone. */
+	assert_null(fg_json_body(heap, sizeof(text) - 2, true, msg, sizeof(msg)));
+	free(heap);
+
+	/* Whitespace-only within len, text after it: not empty. */
+	o = fg_json_body("  {}", 2, true, msg, sizeof(msg));
+	assert_non_null(o);
+	assert_int_equal(json_object_size(o), 0);
+	json_decref(o);
+	assert_null(fg_json_body("  {}", 2, false, msg, sizeof(msg)));
+
+	/* A NUL byte inside the body, after or before the object. */
+	assert_null(fg_json_body("{}\0", 3, true, msg, sizeof(msg)));
+	assert_null(fg_json_body("{\"a\":\"x\0y\"}", 11, true, msg, sizeof(msg)));
+	assert_null(fg_json_body("\0{}", 3, true, msg, sizeof(msg)));
+}
+
+/* The message is cut to its buffer, always NUL-terminated. */
+static void test_body_small_msg(void **state)
+{
+	char msg[8];
+
+	(void)state;
+	memset(msg, 'z', sizeof(msg));
+	assert_null(fg_json_body("", 0, false, msg, sizeof(msg)));
+	assert_string_equal(msg, "a JSON ");
+	memset(msg, 'z', sizeof(msg));
+	assert_null(fg_json_body("{", 1, false, msg, sizeof(msg)));
+	assert_int_equal(strlen(msg), sizeof(msg) - 1);
+}
+
+/* ---- fg_json_uint -------------------------------------------------- */
+
+static void test_uint_accepts(void **state)
+{
+	static const struct {
+		const char *body;
+		uint32_t lo, hi, want;
+	} ok[] = {
+		{ "{\"n\":0}", 0, 10, 0 },
+		{ "{\"n\":-0}", 0, 10, 0 },
+		{ "{\"n\":10}", 0, 10, 10 },
+		{ "{\"n\":1}", 1, 1, 1 },
+		{ "{\"n\":1000}", 1, 3600000, 1000 },
+		{ "{\"n\":3600000}", 1, 3600000, 3600000 },
+		{ "{\"n\":4294967295}", 0, UINT32_MAX, UINT32_MAX },
+		{ "{\"n\" : 7 , \"m\":\"x\"}", 0, 10, 7 },
+	};
+	char msg[MSG_MAX];
+	uint32_t out;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		if (uint_of(ok[i].body, ok[i].lo, ok[i].hi, &out, msg) != 0)
+			fail_msg("refused: %s: %s", ok[i].body, msg);
+		assert_int_equal(out, ok[i].want);
+	}
+}
+
+static void test_uint_absent(void **state)
+{
+	char msg[MSG_MAX];
+	uint32_t out;
+
+	(void)state;
+	/* Absent leaves *out as it was; so does another key's presence. */
+	assert_int_equal(uint_of("{}", 0, 10, &out, msg), 0);
+	assert_int_equal(out, 4242);
+	assert_int_equal(uint_of("{\"N\":1,\"nn\":2,\"o\":{\"n\":3}}", 0, 10,
+				 &out, msg), 0);
+	assert_int_equal(out, 4242);
+}
+
+static void test_uint_wrong_type(void **state)
+{
+	static const char *const bad[] = {
+		"{\"n\":1.5}", "{\"n\":1.0}", "{\"n\":0.0}", "{\"n\":1e3}",
+		"{\"n\":1E3}", "{\"n\":1e0}", "{\"n\":-0.0}", "{\"n\":\"1000\"}",
+		"{\"n\":\"\"}", "{\"n\":true}", "{\"n\":false}", "{\"n\":null}",
+		"{\"n\":[]}", "{\"n\":[1]}", "{\"n\":{}}", "{\"n\":1e300}",
+	};
+	char msg[MSG_MAX];
+	uint32_t out;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (uint_of(bad[i], 0, UINT32_MAX, &out, msg) != -1)
+			fail_msg("accepted: %s", bad[i]);
+		assert_string_equal(msg, "n must be an integer");
+		assert_int_equal(out, 4242);
+	}
+}
+
+static void test_uint_range(void **state)
+{
+	static const struct {
+		const char *body;
+		uint32_t lo, hi;
+		const char *msg;
+	} bad[] = {
+		{ "{\"n\":-1}", 0, 10, "n must be in 0..10" },
+		{ "{\"n\":11}", 0, 10, "n must be in 0..10" },
+		{ "{\"n\":0}", 1, 10, "n must be in 1..10" },
+		{ "{\"n\":2}", 1, 1, "n must be in 1..1" },
+		{ "{\"n\":3600001}", 1, 3600000, "n must be in 1..3600000" },
+		{ "{\"n\":4294967296}", 0, UINT32_MAX, "n must be in 0..4294967295" },
+		{ "{\"n\":-4294967295}", 0, UINT32_MAX, "n must be in 0..4294967295" },
+		{ "{\"n\":8589934592}", 0, 10, "n must be in 0..10" },
+		{ "{\"n\":9223372036854775807}", 0, UINT32_MAX,
+		  "n must be in 0..4294967295" },
+		{ "{\"n\":-9223372036854775808}", 0, UINT32_MAX,
+		  "n must be in 0..4294967295" },
+		/* 2^32 + 5 must not wrap to 5. */
+		{ "{\"n\":4294967301}", 0, 10, "n must be in 0..10" },
+	};
+	char msg[MSG_MAX];
+	uint32_t out;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		if (uint_of(bad[i].body, bad[i].lo, bad[i].hi, &out, msg) != -1)
+			fail_msg("accepted: %s in %u..%u", bad[i].body, bad[i].lo,
+				 bad[i].hi);
+		assert_string_equal(msg, bad[i].msg);
+		assert_int_equal(out, 4242);
+	}
+}
+
+/* ---- fg_json_string ------------------------------------------------ */
+
+static void test_string(void **state)
+{
+	char msg[MSG_MAX];
+	const char *s = NULL;
+	size_t len = 99;
+	json_t *o;
+
+	(void)state;
+	o = obj("{\"s\":\"hello\",\"e\":\"\",\"u\":\"caf\\u00e9\",\"n\":1,"
+		"\"z\":null,\"b\":false,\"a\":[\"x\"],\"o\":{}}");
+
+	assert_int_equal(fg_json_string(o, "s", 5, &s, &len, msg, sizeof(msg)), 0);
+	assert_string_equal(s, "hello");
+	assert_int_equal(len, 5);
+
+	/* The bound is in bytes: "café" is 5. */
+	assert_int_equal(fg_json_string(o, "u", 5, &s, &len, msg, sizeof(msg)), 0);
+	assert_string_equal(s, "caf\xc3\xa9");
+	assert_int_equal(len, 5);
+	assert_int_equal(fg_json_string(o, "u", 4, &s, &len, msg, sizeof(msg)), -1);
+	assert_string_equal(msg, "u is longer than 4 bytes");
+	assert_null(s);
+	assert_int_equal(len, 0);
+
+	assert_int_equal(fg_json_string(o, "s", 4, &s, &len, msg, sizeof(msg)), -1);
+	assert_string_equal(msg, "s is longer than 4 bytes");
+
+	assert_int_equal(fg_json_string(o, "e", 0, &s, &len, msg, sizeof(msg)), 0);
+	assert_non_null(s);
+	assert_string_equal(s, "");
+	assert_int_equal(len, 0);
+
+	/* Absent: 0 with *out NULL, *len 0. */
+	s = "stale";
+	len = 99;
+	assert_int_equal(fg_json_string(o, "missing", 10, &s, &len, msg,
+					sizeof(msg)), 0);
+	assert_null(s);
+	assert_int_equal(len, 0);
+
+	/* Present with another type, null included. */
+	static const char *const wrong[] = { "n", "z", "b", "a", "o" };
+	for (size_t i = 0; i < sizeof(wrong) / sizeof(wrong[0]); i++) {
+		char want[64];
+
+		s = "stale";
+		assert_int_equal(fg_json_string(o, wrong[i], 100, &s, &len, msg,
+						sizeof(msg)), -1);
+		snprintf(want, sizeof(want), "%s must be a string", wrong[i]);
+		assert_string_equal(msg, want);
+		assert_null(s);
+	}
+	json_decref(o);
+}
+
+/* ---- fg_parse_u64 -------------------------------------------------- */
+
+static void test_parse_u64_accepts(void **state)
+{
+	static const struct {
+		const char *s;
+		uint64_t max, want;
+	} ok[] = {
+		{ "0", 10, 0 },
+		{ "9", 9, 9 },
+		{ "10", 10, 10 },
+		{ "123", 1000, 123 },
+		{ "007", 10, 7 },
+		{ "00000000000000000001", 10, 1 }, /* 20 chars */
+		{ "300000", FG_WAIT_MAX, FG_WAIT_MAX },
+		{ "9007199254740991", FG_TOKEN_MAX - 1, FG_TOKEN_MAX - 1 },
+		{ "18446744073709551615", UINT64_MAX, UINT64_MAX },
+		{ "18446744073709551614", UINT64_MAX - 1, UINT64_MAX - 1 },
+		{ "1844674407370955161", UINT64_MAX, 1844674407370955161u },
+	};
+	uint64_t out;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		out = 4242;
+		if (fg_parse_u64(ok[i].s, ok[i].max, &out) != 0)
+			fail_msg("refused: \"%s\" with max %llu", ok[i].s,
+				 (unsigned long long)ok[i].max);
+		assert_int_equal(out, ok[i].want);
+	}
+}
+
+static void test_parse_u64_refuses(void **state)
+{
+	static const struct {
+		const char *s;
+		uint64_t max;
+	} bad[] = {
+		{ "", UINT64_MAX },
+		{ "-1", UINT64_MAX },
+		{ "-0", UINT64_MAX },
+		{ "+1", UINT64_MAX },
+		{ " 1", UINT64_MAX },
+		{ "1 ", UINT64_MAX },
+		{ "1\n", UINT64_MAX },
+		{ "1.5", UINT64_MAX },
+		{ "1.0", UINT64_MAX },
+		{ "1e3", UINT64_MAX },
+		{ "0x10", UINT64_MAX },
+		{ "12abc", UINT64_MAX },
+		{ "abc", UINT64_MAX },
+		{ "1_000", UINT64_MAX },
+		{ "000000000000000000001", UINT64_MAX }, /* 21 chars */
+		{ "18446744073709551616", UINT64_MAX },
+		{ "18446744073709551620", UINT64_MAX },
+		{ "99999999999999999999", UINT64_MAX },
+		{ "36893488147419103232", UINT64_MAX }, /* 2^65 */
+		{ "11", 10 },
+		{ "100", 99 },
+		{ "1001", 1000 },
+		{ "300001", FG_WAIT_MAX },
+		{ "9007199254740992", FG_TOKEN_MAX - 1 },
+		{ "18446744073709551615", UINT64_MAX - 1 },
+	};
+	uint64_t out;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		out = 4242;
+		if (fg_parse_u64(bad[i].s, bad[i].max, &out) != -1)
+			fail_msg("accepted: \"%s\" with max %llu -> %llu",
+				 bad[i].s, (unsigned long long)bad[i].max,
+				 (unsigned long long)out);
+		assert_int_equal(out, 4242);
+	}
+	out = 4242;
+	assert_int_equal(fg_parse_u64(NULL, UINT64_MAX, &out), -1);
+	assert_int_equal(out, 4242);
+}
+
+/* Every value around the maximum, for maxima of 10 and up. */
+static void test_parse_u64_boundary(void **state)
+{
+	static const uint64_t maxima[] = {
+		10, 11, 19, 99, 100, 101, 255, 1000, FG_WAIT_MAX,
+		FG_TOKEN_MAX - 1, UINT64_MAX / 10, UINT64_MAX / 10 + 1,
+		UINT64_MAX - 1,
+	};
+	char s[32];
+	uint64_t out;
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(maxima) / sizeof(maxima[0]); i++) {
+		uint64_t max = maxima[i];
+
+		for (uint64_t v = max - 10; v <= max; v++) {
+			snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
+			if (fg_parse_u64(s, max, &out) != 0 || out != v)
+				fail_msg("\"%s\" with max %llu refused", s,
+					 (unsigned long long)max);
+		}
+		for (uint64_t v = max + 1; v <= max + 10 && v > max; v++) {
+			snprintf(s, sizeof(s), "%llu", (unsigned long long)v);
+			if (fg_parse_u64(s, max, &out) == 0)
+				fail_msg("\"%s\" with max %llu accepted", s,
+					 (unsigned long long)max);
+		}
+		/* Ten times the maximum, and the maximum with a digit added. */
+		if (max <= UINT64_MAX / 10) {
+			snprintf(s, sizeof(s), "%llu0", (unsigned long long)max);
+			assert_int_equal(fg_parse_u64(s, max, &out), -1);
+		}
+	}
+}
+
+/* ---- errors.c: the table ------------------------------------------- */
+
+static bool snake_case(const char *s)
+{
+	/* [a-z][a-z0-9]*(_[a-z0-9]+)* */
+	if (!s || !(*s >= 'a' && *s <= 'z'))
+		return false;
+	for (const char *p = s; *p; p++) {
+		if (*p == '_') {
+			if (p[1] == '\0' || p[1] == '_')
+				return false;
+		} else if (!((*p >= 'a' && *p <= 'z') || (*p >= '0' && *p <= '9'))) {
+			return false;
+		}
+	}
+	return true;
+}
+
+static void test_snake_case_helper(void **state)
+{
+	(void)state;
+	assert_true(snake_case("a"));
+	assert_true(snake_case("lock_held"));
+	assert_true(snake_case("e2e_x1"));
+	assert_false(snake_case(""));
+	assert_false(snake_case(NULL));
+	assert_false(snake_case("Lock_held"));
+	assert_false(snake_case("lock-held"));
+	assert_false(snake_case("_lock"));
+	assert_false(snake_case("lock_"));
+	assert_false(snake_case("lock__held"));
+	assert_false(snake_case("1lock"));
+	assert_false(snake_case("lock held"));
+}
+
+static void test_error_table(void **state)
+{
+	(void)state;
+	for (size_t i = 0; i < FG_E_COUNT; i++) {
+		const struct fg_errdef *d = &fg_errors[i];
+
+		if (d->status < 400 || d->status > 599)
+			fail_msg("fg_errors[%zu]: status %u is not an error", i,
+				 d->status);
+		if (!snake_case(d->code))
+			fail_msg("fg_errors[%zu]: code \"%s\" is not snake_case", i,
+				 d->code ? d->code : "(null)");
+		if (!d->message || !d->message[0])
+			fail_msg("fg_errors[%zu] (%s): no message", i, d->code);
+		if (strchr(d->message, '\n') || d->message[strlen(d->message) - 1] == ' ')
+			fail_msg("fg_errors[%zu] (%s): message is not one line", i,
+				 d->code);
+		for (size_t j = 0; j < i; j++) {
+			if (strcmp(fg_errors[j].code, d->code) == 0)
+				fail_msg("fg_errors[%zu] and [%zu] share code \"%s\"",
+					 j, i, d->code);
+		}
+	}
+}
+
+/* The test's own copy of the wire contract: each enum's status and code. */
+static void test_error_codes_pinned(void **state)
+{
+	static const struct {
+		enum fg_error e;
+		unsigned status;
+		const char *code;
+	} want[] = {
+		{ FG_E_BAD_LOCK_NAME, 400, "bad_lock_name" },
+		{ FG_E_BAD_REQUEST, 400, "bad_request" },
+		{ FG_E_PAYLOAD_TOO_LARGE, 413, "payload_too_large" },
+		{ FG_E_NOT_FOUND, 404, "not_found" },
+		{ FG_E_METHOD_NOT_ALLOWED, 405, "method_not_allowed" },
+		{ FG_E_LOCK_HELD, 409, "lock_held" },
+		{ FG_E_LEASE_EXPIRED, 410, "lease_expired" },
+		{ FG_E_TOO_MANY_WAITERS, 429, "too_many_waiters" },
+		{ FG_E_TOKEN_REQUIRED, 428, "token_required" },
+		{ FG_E_MALFORMED_TOKEN, 400, "malformed_token" },
+		{ FG_E_FORGED_TOKEN, 403, "forged_token" },
+		{ FG_E_WRONG_LOCK, 403, "wrong_lock" },
+		{ FG_E_WRONG_MODE, 403, "wrong_mode" },
+		{ FG_E_STALE_TOKEN, 409, "stale_token" },
+		{ FG_E_LOCK_STORE_UNAVAILABLE, 503, "lock_store_unavailable" },
+		{ FG_E_UPSTREAM_UNAVAILABLE, 502, "upstream_unavailable" },
+		{ FG_E_UPSTREAM_TIMEOUT, 504, "upstream_timeout" },
+		{ FG_E_INTERNAL, 500, "internal" },
+	};
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++) {
+		const struct fg_errdef *d = &fg_errors[want[i].e];
+
+		assert_true(want[i].e < FG_E_COUNT);
+		if (d->status != want[i].status || !d->code ||
+		    strcmp(d->code, want[i].code) != 0)
+			fail_msg("error %d: %u %s, expected %u %s", (int)want[i].e,
+				 d->status, d->code ? d->code : "(null)",
+				 want[i].status, want[i].code);
+	}
+}
+
+int main(void)
+{
+	const struct CMUnitTest tests[] = {
+		cmocka_unit_test(test_body_objects),
+		cmocka_unit_test(test_body_empty),
+		cmocka_unit_test(test_body_not_json),
+		cmocka_unit_test(test_body_not_object),
+		cmocka_unit_test(test_body_duplicate_keys),
+		cmocka_unit_test(test_body_len),
+		cmocka_unit_test(test_body_small_msg),
+		cmocka_unit_test(test_uint_accepts),
+		cmocka_unit_test(test_uint_absent),
+		cmocka_unit_test(test_uint_wrong_type),
+		cmocka_unit_test(test_uint_range),
+		cmocka_unit_test(test_string),
+		cmocka_unit_test(test_parse_u64_accepts),
+		cmocka_unit_test(test_parse_u64_refuses),
+		cmocka_unit_test(test_parse_u64_boundary),
+		cmocka_unit_test(test_snake_case_helper),
+		cmocka_unit_test(test_error_table),
+		cmocka_unit_test(test_error_codes_pinned),
+	};
+
+	return cmocka_run_group_tests_name("jsonio", tests, NULL, NULL);
+}
