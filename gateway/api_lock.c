@@ -106,6 +106,8 @@ static enum MHD_Result respond_info(struct MHD_Connection *c, const char *name,
 	if (o && in->value)
 		json_object_set_new(o, "value",
 				    json_stringn(in->value, in->value_len));
+	if (o && in->owner)
+		json_object_set_new(o, "owner", json_string(in->owner));
 	return fg_respond_json(c, MHD_HTTP_OK, o);
 }
 

@@ -54,6 +54,7 @@ static const struct setting settings[] = {
 	U(write_max_ms, 100, 86400000, "MS         longest an admitted write may run (3600000)"),
 	{ "forward-token", K_BOOL, offsetof(struct fg_config, forward_token), 0, 1, "yes|no     pass `Fencing-Token: <n>` to the upstream (no)" },
 	{ "write-methods", K_STRING, offsetof(struct fg_config, write_methods), 0, 0, "\"M ...\"    methods that must be fenced (" FG_DEFAULT_WRITE_METHODS ")" },
+	{ "read-methods", K_STRING, offsetof(struct fg_config, read_methods), 0, 0, "\"M ...\"    methods that pass without a token (" FG_DEFAULT_READ_METHODS "); any other is fenced" },
 	{ "route", K_ROUTE, 0, 0, 0, "PREFIX LOCK  (config file only) paths under PREFIX are guarded by LOCK" },
 };
 
@@ -106,7 +107,8 @@ void fg_config_finish(struct fg_config *c)
 	free(c->upstream);
 	free(c->key_file);
 	free(c->write_methods);
-	c->write_methods = NULL;
+	free(c->read_methods);
+	c->write_methods = c->read_methods = NULL;
 	for (size_t i = 0; i < c->nroutes; i++) {
 		free(c->routes[i].prefix);
 		free(c->routes[i].lock);
@@ -340,17 +342,18 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 			say(err, n, "upstream: '%s' is not an http:// or https:// URL", value);
 			return -1;
 		}
-		if (s->off == offsetof(struct fg_config, write_methods)) {
+		if (s->off == offsetof(struct fg_config, write_methods) ||
+		    s->off == offsetof(struct fg_config, read_methods)) {
 			bool any = false;
 			for (const char *p = value; *p; p++) {
 				if (!((*p >= 'A' && *p <= 'Z') || *p == ' ' || *p == '-' || *p == '_')) {
-					say(err, n, "write-methods: '%s' is not a list of methods", value);
+					say(err, n, "%s: '%s' is not a list of methods", name, value);
 					return -1;
 				}
 				any |= *p != ' ';
 			}
 			if (!any) {
-				say(err, n, "write-methods: at least one method is required");
+				say(err, n, "%s: at least one method is required", name);
 				return -1;
 			}
 		}

@@ -13,6 +13,7 @@
 
 #define FG_HOST_MAX 256
 #define FG_DEFAULT_WRITE_METHODS "PUT POST PATCH DELETE MKCOL COPY MOVE PROPPATCH"
+#define FG_DEFAULT_READ_METHODS "GET HEAD OPTIONS PROPFIND"
 
 struct fg_route {
 	char *prefix; /* path prefix, starts with '/' */
@@ -42,6 +43,8 @@ struct fg_config {
 	unsigned write_max_ms;         /* longest an admitted write may run */
 	unsigned forward_token;        /* 1: send Fencing-Token: <n> upstream */
 	char *write_methods;           /* space-separated; NULL: the defaults */
+	char *read_methods;            /* unfenced unless they carry a token;
+					  any other method is fenced */
 	struct fg_route *routes;
 	size_t nroutes;
 };

@@ -54,22 +54,69 @@ static int pct_decode(const char *raw, size_t len, char *out, size_t cap,
 	return 0;
 }
 
+/*
+ * One path, one lock: the storage resolves a path before it acts on it, so
+ * the guard lock must be chosen from the path as the storage will see it.
+ * Repeated slashes merge (nginx's merge_slashes) and "." and ".." segments
+ * go (RFC 3986 5.2.4), so "//orders/42" and "/orders/x/../42" meet the same
+ * route and lock as "/orders/42". A ".." above the root is refused.
+ */
+static int normalize(char *path, size_t *len)
+{
+	size_t n = *len, w = 0, r = 0;
+	if (n == 0)
+		return -1;
+	if (path[0] != '/') { /* resolve as if rooted (room: the caller's buffer
+				 is one larger than any path it accepts) */
+		memmove(path + 1, path, n + 1);
+		path[0] = '/';
+		n++;
+	}
+	while (r < n) {
+		/* path[r] == '/': take one segment */
+		size_t s = r + 1;
+		while (s < n && path[s] == '/')
+			s++;
+		size_t e = s;
+		while (e < n && path[e] != '/')
+			e++;
+		size_t seg = e - s;
+		bool last = e >= n;
+		if (seg == 1 && path[s] == '.') {
+			if (last)
+				path[w++] = '/';
+		} else if (seg == 2 && path[s] == '.' && path[s + 1] == '.') {
+			if (w == 0)
+				return -1;
+			while (w > 0 && path[w - 1] != '/')
+				w--;
+			if (w > 0)
+				w--; /* drop the '/' too */
+			if (last)
+				path[w++] = '/';
+		} else {
+			path[w++] = '/';
+			memmove(path + w, path + s, seg);
+			w += seg;
+		}
+		r = e;
+	}
+	if (w == 0)
+		path[w++] = '/';
+	path[w] = '\0';
+	*len = w;
+	return 0;
+}
+
 int fg_fence_lock_for(const struct fg_config *cfg, const char *raw_path,
 		      size_t len, char out[FG_NAME_MAX + 1])
 {
 	char path[4096];
 	size_t plen;
-	if (pct_decode(raw_path, len, path, sizeof(path), &plen))
+	if (pct_decode(raw_path, len, path, sizeof(path) - 1, &plen))
 		return -1;
-	/* One path, one lock: storage servers merge repeated slashes (nginx
-	 * does by default), so "//orders/42" must meet the same route and
-	 * the same lock as "/orders/42". */
-	size_t w = 0;
-	for (size_t r = 0; r < plen; r++)
-		if (!(path[r] == '/' && w > 0 && path[w - 1] == '/'))
-			path[w++] = path[r];
-	path[w] = '\0';
-	plen = w;
+	if (normalize(path, &plen))
+		return -1;
 	const struct fg_route *best = NULL;
 	size_t best_len = 0;
 	for (size_t i = 0; i < cfg->nroutes; i++) {
@@ -104,10 +151,8 @@ int fg_fence_lock_for(const struct fg_config *cfg, const char *raw_path,
 	return 0;
 }
 
-bool fg_fence_is_write(const struct fg_config *cfg, const char *method)
+static bool listed(const char *list, const char *method)
 {
-	const char *list = cfg->write_methods ? cfg->write_methods
-					      : FG_DEFAULT_WRITE_METHODS;
 	size_t m = strlen(method);
 	for (const char *p = list; *p;) {
 		while (*p == ' ')
@@ -118,6 +163,17 @@ bool fg_fence_is_write(const struct fg_config *cfg, const char *method)
 		p += n;
 	}
 	return false;
+}
+
+/* Fail safe: a method that is neither a configured write nor a configured
+ * read (LOCK, a lowercase "put", anything new) is fenced like a write. */
+bool fg_fence_is_write(const struct fg_config *cfg, const char *method)
+{
+	if (listed(cfg->write_methods ? cfg->write_methods : FG_DEFAULT_WRITE_METHODS,
+		   method))
+		return true;
+	return !listed(cfg->read_methods ? cfg->read_methods : FG_DEFAULT_READ_METHODS,
+		       method);
 }
 
 struct count {

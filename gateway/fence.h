@@ -34,14 +34,17 @@ struct fg_fence {
 };
 
 /**
- * The lock guarding a raw request path: the longest route prefix that
- * matches the decoded path, else the path itself without its leading and
- * trailing '/'. 0, or -1 when that is no valid lock name.
+ * The lock guarding a raw request path: the path is percent-decoded and
+ * resolved as the storage will (repeated slashes merged, "." and ".."
+ * removed); then the longest route prefix that matches it, else the path
+ * itself without its leading and trailing '/'. 0, or -1 when that is no
+ * valid lock name (or ".." climbs above the root).
  */
 int fg_fence_lock_for(const struct fg_config *cfg, const char *raw_path,
 		      size_t len, char out[FG_NAME_MAX + 1]);
 
-/** Is the method one of the configured writes? */
+/** Must the method be fenced? The configured writes, and every method
+ *  that is not a configured read. */
 bool fg_fence_is_write(const struct fg_config *cfg, const char *method);
 
 /**

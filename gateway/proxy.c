@@ -39,7 +39,8 @@
 #include "waitq.h"
 
 #define BUF (128 * 1024)
-#define HEADERS_MAX 100
+#define HEADERS_MAX 200
+#define PROXY_ALLOW "GET, HEAD, OPTIONS, PROPFIND, PUT, POST, PATCH, DELETE, MKCOL, COPY, MOVE, PROPPATCH"
 #define EXTEND_AHEAD_MS 100
 
 enum { CMD_START = 1, CMD_UNPAUSE_READ = 2, CMD_UNPAUSE_WRITE = 4, CMD_ABORT = 8 };
@@ -71,6 +72,8 @@ struct fg_xfer {
 	int status;
 	struct hdr hdrs[HEADERS_MAX];
 	int nhdrs;
+	bool too_many_headers;
+	char *resp_connection;        /* the upstream's Connection header */
 	int64_t content_length;
 	bool headers_done, waiting_headers, done, download_suspended, mhd_gone;
 	bool write_wants_room;
@@ -120,6 +123,7 @@ static void xfer_free(struct fg_xfer *x)
 	}
 	free(x->rq);
 	free(x->rs);
+	free(x->resp_connection);
 	pthread_mutex_destroy(&x->mu);
 	free(x);
 }
@@ -305,6 +309,9 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
 			free(x->hdrs[i].value);
 		}
 		x->nhdrs = 0;
+		x->too_many_headers = false;
+		free(x->resp_connection);
+		x->resp_connection = NULL;
 		x->content_length = -1;
 	} else if (n == 0) {
 		if (x->status >= 200) {
@@ -321,10 +328,18 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
 			size_t vl = (size_t)(buf + n - v);
 			if (nl == 14 && strncasecmp(buf, "Content-Length", 14) == 0)
 				x->content_length = strtoll(v, NULL, 10);
-			if (!hop_by_hop(buf, nl) && x->nhdrs < HEADERS_MAX) {
-				x->hdrs[x->nhdrs].name = strndup(buf, nl);
-				x->hdrs[x->nhdrs].value = strndup(v, vl);
-				x->nhdrs++;
+			if (nl == 10 && strncasecmp(buf, "Connection", 10) == 0) {
+				free(x->resp_connection);
+				x->resp_connection = strndup(v, vl);
+			}
+			if (!hop_by_hop(buf, nl)) {
+				if (x->nhdrs == HEADERS_MAX) {
+					x->too_many_headers = true;
+				} else {
+					x->hdrs[x->nhdrs].name = strndup(buf, nl);
+					x->hdrs[x->nhdrs].value = strndup(v, vl);
+					x->nhdrs++;
+				}
 			}
 		}
 	}
@@ -549,7 +564,8 @@ void fg_proxy_destroy(struct fg_proxy *px)
 struct hdr_ctx {
 	struct curl_slist *list;
 	const char *connection; /* the Connection header: names more hop headers */
-	const char *xff;
+	char xff[4096];         /* every X-Forwarded-For value, in order */
+	size_t xff_len;
 	bool failed;
 };
 
@@ -573,6 +589,16 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
 	struct hdr_ctx *h = cls;
 	(void)kind;
 	size_t kl = strlen(key);
+	if (strcasecmp(key, "X-Forwarded-For") == 0) {
+		int n = snprintf(h->xff + h->xff_len, sizeof(h->xff) - h->xff_len,
+				 "%s%s", h->xff_len ? ", " : "", value);
+		if (n < 0 || (size_t)n >= sizeof(h->xff) - h->xff_len) {
+			h->failed = true; /* bounded like every header */
+			return MHD_NO;
+		}
+		h->xff_len += (size_t)n;
+		return MHD_YES;
+	}
 	if (hop_by_hop(key, kl) || strcasecmp(key, "Host") == 0 ||
 	    strcasecmp(key, "Expect") == 0 ||
 	    strcasecmp(key, "Fencing-Token") == 0 ||
@@ -645,12 +671,12 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 
 	struct hdr_ctx h = { NULL,
 		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION),
-		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "X-Forwarded-For"), false };
+		{ 0 }, 0, false };
 	MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
 	client_ip(c, ip, sizeof(ip));
 	bool ok = !h.failed &&
-		  (h.xff ? append(&h.list, "X-Forwarded-For: %s, %s", h.xff, ip)
-			 : append(&h.list, "X-Forwarded-For: %s", ip)) &&
+		  (h.xff_len ? append(&h.list, "X-Forwarded-For: %s, %s", h.xff, ip)
+			     : append(&h.list, "X-Forwarded-For: %s", ip)) &&
 		  append(&h.list, "X-Forwarded-Proto: http") &&
 		  append(&h.list, "Via: 1.1 fencegate") &&
 		  append(&h.list, "Expect:");
@@ -797,14 +823,28 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_xfer *x = req->xfer;
 	pthread_mutex_lock(&x->mu);
+	if (x->headers_done && x->too_many_headers) {
+		pthread_mutex_unlock(&x->mu);
+		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
+					"the upstream sent more headers than the gateway forwards",
+					NULL);
+	}
 	if (!x->headers_done) {
 		CURLcode code = x->result;
 		bool deadline = x->deadline_hit;
 		pthread_mutex_unlock(&x->mu);
-		if (deadline)
+		if (deadline) {
+			/* a rare answer: worth one more round trip for "current" */
+			struct fg_check chk = { 0 };
+			fg_store *st = fg_gateway_store(req->gw);
+			bool known = st && fg_lock_check(st, x->fence.lock, x->fence.token,
+							 &chk) == FG_OK && chk.has_current;
 			return fg_respond_error(c, FG_E_STALE_TOKEN,
 				"the lease ran out before the write finished; it was aborted upstream",
-				json_pack("{s:I}", "token", (json_int_t)x->fence.token));
+				json_pack("{s:I, s:o}", "token", (json_int_t)x->fence.token,
+					  "current", known ? json_integer((json_int_t)chk.current)
+							   : json_null()));
+		}
 		enum fg_error e;
 		const char *msg = upstream_error(code, &e);
 		return fg_respond_error(c, e, msg, NULL);
@@ -826,7 +866,8 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 	}
 	x->refs++; /* the response's */
 	for (int i = 0; i < x->nhdrs; i++)
-		MHD_add_response_header(r, x->hdrs[i].name, x->hdrs[i].value);
+		if (!named_in_connection(x->resp_connection, x->hdrs[i].name))
+			MHD_add_response_header(r, x->hdrs[i].name, x->hdrs[i].value);
 	int status = x->status;
 	pthread_mutex_unlock(&x->mu);
 	enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
@@ -862,11 +903,14 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 {
 	if (!req->started) {
 		req->started = true;
-		if (req->uri[0] != '/')
+		/* origin-form only; a '#' would let the storage see a shorter
+		 * path than the one the guard lock was chosen from */
+		if (req->uri[0] != '/' || strchr(req->uri, '#'))
 			return fg_respond_error(c, FG_E_BAD_REQUEST,
-						"only origin-form request targets are proxied", NULL);
+						"only origin-form request targets without '#' are proxied",
+						NULL);
 		if (strcmp(method, "CONNECT") == 0 || strcmp(method, "TRACE") == 0)
-			return fg_respond_error(c, FG_E_METHOD_NOT_ALLOWED, NULL, NULL);
+			return fg_respond_not_allowed(c, PROXY_ALLOW);
 		switch (fg_fence_check_or_respond(req, c, method, &req->fence)) {
 		case FG_FENCE_ANSWERED:
 			return MHD_YES;

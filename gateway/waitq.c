@@ -83,6 +83,7 @@ struct watch {
 	struct event *otick;     /* keeps the lock's change events coming */
 	struct event *recheck;
 	uint64_t tick_at;
+	int busy;                /* > 0 while its lists are walked: not freed */
 	bool ticking, oticking, inspecting, reinspect, subscribed, confirmed;
 	UT_hash_handle hh;
 };
@@ -102,6 +103,7 @@ struct fg_waitq {
 	bool stopping;
 
 	struct watch *watches;
+	bool stopping_loop;      /* the loop is answering everyone: keep watches */
 
 	struct call *calls; /* under mu */
 };
@@ -346,7 +348,7 @@ static void watch_maybe_free(struct fg_waitq *wq, struct watch *wt)
 		evtimer_del(wt->otick);
 	}
 	if (wt->acq || wt->obs || wt->adm || wt->ticking || wt->oticking ||
-	    wt->inspecting)
+	    wt->inspecting || wt->busy || wq->stopping_loop)
 		return;
 	HASH_DEL(wq->watches, wt);
 	event_free(wt->tick);
@@ -394,16 +396,10 @@ static bool finish(struct fg_waitq *wq, struct fg_waiter *w,
 		w->grant = *g;
 	if (info) {
 		w->info = *info;
-		w->info.value = NULL;
-		if (info->value) {
-			w->info.value = malloc(info->value_len + 1);
-			if (w->info.value) {
-				memcpy(w->info.value, info->value, info->value_len + 1);
-			} else {
-				res = FG_WAIT_UNAVAIL;
-				w->info.value_len = 0;
-			}
-		}
+		w->info.value = info->value ? strndup(info->value, info->value_len) : NULL;
+		w->info.owner = info->owner ? strdup(info->owner) : NULL;
+		if ((info->value && !w->info.value) || (info->owner && !w->info.owner))
+			res = FG_WAIT_UNAVAIL;
 	}
 	w->result = res;
 	if (w->registered) {
@@ -447,7 +443,8 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 {
 	struct fg_waiter *w = arg;
 	struct fg_waitq *q = w->wq;
-	w->ops--;
+	/* ops stays counted until the end: finish() must not let go of the
+	 * waiter while this function still reads it */
 	if (err) {
 		finish(q, w, FG_WAIT_UNAVAIL, NULL, NULL);
 	} else if (g->status == FG_GRANTED) {
@@ -461,6 +458,7 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 	} else {
 		finish(q, w, FG_WAIT_TIMEOUT, NULL, NULL);
 	}
+	w->ops--;
 	maybe_release(q, w);
 }
 
@@ -561,6 +559,7 @@ static void on_inspected(int err, const struct fg_lock_info *info, void *arg)
 	struct watch *wt = arg;
 	struct fg_waitq *wq = wt->wq;
 	wt->inspecting = false;
+	wt->busy++;
 	struct fg_waiter *w, *tmp;
 	DL_FOREACH_SAFE(wt->obs, w, tmp) {
 		if (err) {
@@ -572,11 +571,7 @@ static void on_inspected(int err, const struct fg_lock_info *info, void *arg)
 			finish(wq, w, FG_WAIT_OBSERVED, NULL, info);
 		}
 	}
-	/* finish() may have freed the watch if it emptied; look again. */
-	struct watch *still;
-	HASH_FIND_STR(wq->watches, wt->name, still);
-	if (still != wt)
-		return;
+	wt->busy--;
 	if (!wt->obs) {
 		watch_maybe_free(wq, wt);
 		return;
@@ -607,9 +602,12 @@ static void request_inspect(struct fg_waitq *wq, struct watch *wt)
 		evtimer_add(wt->recheck, &tv);
 		/* observers at their deadline cannot wait for Redis */
 		struct fg_waiter *w, *tmp;
+		wt->busy++;
 		DL_FOREACH_SAFE(wt->obs, w, tmp)
 			if (w->deadline_hit)
 				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+		wt->busy--;
+		watch_maybe_free(wq, wt);
 	}
 }
 
@@ -635,7 +633,7 @@ static void on_admit_reply(int err, const struct fg_admit *a, void *arg)
 {
 	struct fg_waiter *w = arg;
 	struct fg_waitq *wq = w->wq;
-	w->ops--;
+	/* ops stays counted until the end (see on_dequeued) */
 	if (err) {
 		finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
 	} else if (w->result == FG_WAIT_PENDING) {
@@ -650,6 +648,7 @@ static void on_admit_reply(int err, const struct fg_admit *a, void *arg)
 		/* admitted for a client that left: let others go at once */
 		fg_alock_finish(wq->as, w->name, w->write_id, NULL, NULL);
 	}
+	w->ops--;
 	maybe_release(wq, w);
 }
 
@@ -785,6 +784,7 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 			setup(wq, w);
 	}
 	if (stopping) {
+		wq->stopping_loop = true;
 		struct watch *wt, *tmp;
 		HASH_ITER(hh, wq->watches, wt, tmp) {
 			struct fg_waiter *w, *wtmp;

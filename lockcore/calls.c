@@ -305,12 +305,15 @@ int fg__parse_info(const redisReply *r, struct fg_lock_info *info)
 	info->waiters = (uint32_t)waiters;
 	info->ttl_ms = ttl > 0 ? (uint64_t)ttl : 0;
 	if (r->elements > 6 && r->element[6]->type == REDIS_REPLY_STRING) {
-		info->value = malloc(r->element[6]->len + 1);
+		info->value = strndup(r->element[6]->str, r->element[6]->len);
 		if (!info->value)
 			return FG_ENOMEM;
-		memcpy(info->value, r->element[6]->str, r->element[6]->len);
-		info->value[r->element[6]->len] = '\0';
 		info->value_len = r->element[6]->len;
+	}
+	if (r->elements > 7 && r->element[7]->type == REDIS_REPLY_STRING) {
+		info->owner = strndup(r->element[7]->str, r->element[7]->len);
+		if (!info->owner)
+			return FG_ENOMEM;
 	}
 	return FG_OK;
 }
@@ -320,7 +323,9 @@ void fg_lock_info_finish(struct fg_lock_info *info)
 	if (!info)
 		return;
 	free(info->value);
+	free(info->owner);
 	info->value = NULL;
+	info->owner = NULL;
 }
 
 int fg__parse_check(const redisReply *r, struct fg_check *out)

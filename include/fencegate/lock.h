@@ -139,6 +139,7 @@ struct fg_lock_info {
 	uint64_t ttl_ms;     /* what remains of the grant, 0 when free */
 	char *value;         /* malloc'd, NUL-terminated, or NULL */
 	size_t value_len;
+	char *owner;         /* malloc'd, NUL-terminated, or NULL */
 };
 
 /** Fills *out; caller frees with fg_lock_info_finish(). */

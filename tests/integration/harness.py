@@ -597,6 +597,16 @@ class Gateway:
                          "within %.0f s; its stderr:\n%s"
                          % (timeout, file_tail(self.logpath)))
 
+    def wait_healthy(self, timeout):
+        """Waits (bounded) until health answers 200; True if it did."""
+        def ok():
+            try:
+                return http_request(self.port, "GET", "/_fence/v1/health",
+                                    timeout=2.0).status == 200
+            except OSError:
+                return False
+        return wait_until(ok, timeout, 0.02)
+
     def alive(self):
         return self.proc is not None and self.proc.poll() is None
 
@@ -644,6 +654,12 @@ class Env:
                 self.upstream.start()
             for g in self.gateways:
                 g.start()
+            if self.start_redis and self.start_upstream:
+                # a gateway may answer (503) before it has reached Redis:
+                # let it get ready; a gateway that never does is left to
+                # the tests to report
+                for g in self.gateways:
+                    g.wait_healthy(slack(5.0))
         except BaseException:
             self.stop()
             raise

@@ -128,8 +128,9 @@ def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", required=True,
                     help="path of the fencegate binary under test")
-    ap.add_argument("-k", dest="substr", default=None,
-                    help="run only tests whose id contains this substring")
+    ap.add_argument("-k", dest="substr", action="append", default=None,
+                    help="run only tests whose id contains this substring "
+                         "(may be given more than once: any of them)")
     ap.add_argument("--log-level", default=None,
                     help="passed to every fencegate as --log-level")
     ap.add_argument("--slow", type=float, default=None,
@@ -165,7 +166,7 @@ def main():
 
     selected = unittest.TestSuite()
     for t in iter_tests(suite):
-        if args.substr is None or args.substr in t.id():
+        if args.substr is None or any(s in t.id() for s in args.substr):
             selected.addTest(t)
 
     result = Result(verbose=True)

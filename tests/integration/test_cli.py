@@ -201,6 +201,7 @@ class CliTests(TestCase):
         self.log_paths.append(g.logpath)
         self.addCleanup(self._stop_gateway, g)
         g.start()
+        g.wait_healthy(slack(5.0))
         r = self.health_on(port)
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json, {"redis": "up", "upstream": "up"})
@@ -221,6 +222,7 @@ class CliTests(TestCase):
         self.log_paths.append(g.logpath)
         self.addCleanup(self._stop_gateway, g)
         g.start()
+        g.wait_healthy(slack(5.0))
         self.gw = g
         name = self.lock_name()
         self.acquire_ok(name)
@@ -246,6 +248,7 @@ class CliTests(TestCase):
         self.log_paths.append(g.logpath)
         self.addCleanup(self._stop_gateway, g)
         g.start()
+        g.wait_healthy(slack(5.0))
         r = self.health_on(flag_port)
         self.assertEqual(r.status, 200, "the --redis flag did not override "
                          "the config file: %r" % r)
@@ -268,6 +271,7 @@ class CliTests(TestCase):
         self.log_paths.append(g.logpath)
         self.addCleanup(self._stop_gateway, g)
         g.start()
+        g.wait_healthy(slack(5.0))
         self.assertEqual(self.health_on(port).status, 200)
 
     # -- start-up and shutdown --------------------------------------------

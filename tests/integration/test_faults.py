@@ -223,7 +223,7 @@ class RedisFaultTests(PrivateEnvTestCase):
 
         def load():
             n = 0
-            while not stop.is_set():
+            while not stop.is_set() and len(errors) < 5:
                 n += 1
                 name = "load/%d" % (n % 5)
                 try:
@@ -246,7 +246,7 @@ class RedisFaultTests(PrivateEnvTestCase):
             stop.set()
             for t in ts:
                 t.join(slack(10.0))
-        self.assertEqual(errors, [])
+        self.assertEqual(errors[:5], [], "unexpected answers under load")
         self.assert_alive()
         self.wait_healthy()
 
@@ -417,6 +417,7 @@ class GatewayLossTests(PrivateEnvTestCase):
         self.log_paths.append(g2.logpath)
         self.addCleanup(self._stop_gateway, g2)
         g2.start()
+        g2.wait_healthy(slack(5.0))
         self.gw = g2
         s = self.state(name)
         self.assertTrue(s["held"])

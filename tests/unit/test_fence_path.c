@@ -103,14 +103,15 @@ static void test_path_is_lock(void **state)
 		{ "/...", "..." },
 		{ "/a/.hidden", "a/.hidden" },
 	};
+	/* refused, or resolved the way the storage resolves them */
 	static const struct path_case invalid[] = {
 		{ "", NULL },
 		{ "/", NULL },
 		{ "//", NULL },
 		{ "///", NULL },
 		{ "/a//b", "a/b" },    /* repeated slashes merge, as in the storage */
-		{ "/a/./b", NULL },
-		{ "/a/../b", NULL },
+		{ "/a/./b", "a/b" },   /* dot segments resolve, as in the storage */
+		{ "/a/../b", "b" },
 		{ "/.", NULL },
 		{ "/..", NULL },
 		{ "/../a", NULL },
@@ -163,8 +164,8 @@ static void test_percent_decoding(void **state)
 		{ "/a%3Fb", NULL },
 		{ "/a%25", NULL },     /* "%": decoded once, then not a name char */
 		{ "/a%252F", NULL },
-		{ "/a/%2e%2e/b", NULL }, /* ".." hidden by escapes */
-		{ "/a/%2E/b", NULL },
+		{ "/a/%2e%2e/b", "b" },  /* ".." hidden by escapes still resolves */
+		{ "/a/%2E/b", "a/b" },
 		{ "/%2e%2e", NULL },
 		{ "/a%2F%2Fb", "a/b" },
 		{ "/caf%C3%A9", NULL },
@@ -236,7 +237,7 @@ static void test_path_huge(void **state)
 		/* Under a catch-all route: still refused, not truncated. */
 		with_routes(&c, "/ all", NULL);
 		assert_int_equal(fg_fence_lock_for(&c, raw, sizes[i], out),
-				 sizes[i] < 4096 ? 0 : -1);
+				 sizes[i] < 4095 ? 0 : -1);
 		fg_config_finish(&c);
 		free(raw);
 	}
@@ -289,7 +290,7 @@ static void test_route_basic(void **state)
 		{ "/orders-archive/1", "orders-archive/1" },
 		{ "/order", "order" },
 		{ "/Orders/1", "Orders/1" },        /* case-exact */
-		{ "orders/42", "orders/42" },       /* no leading '/': no route */
+		{ "orders/42", "orders-lock" },     /* resolved as if rooted */
 		{ "/other/x", "other/x" },
 	};
 	struct fg_config c;
@@ -341,11 +342,11 @@ static void test_route_catch_all(void **state)
 		{ "/x", "everything" },
 		{ "/x/y/z", "everything" },
 		{ "/a//b", "everything" },  /* the route decides, not the path */
-		{ "/..", "everything" },
+		{ "/..", NULL },            /* above the root: refused, route or not */
 		{ "/special/1", "special" },
 		{ "/special", "special" },
 		{ "", NULL },               /* nothing matches an empty path */
-		{ "x", "x" },
+		{ "x", "everything" },       /* resolved as if rooted */
 		{ "/a%zz", NULL },          /* a bad escape is refused first */
 		{ "/a%00", NULL },
 	};
@@ -406,24 +407,26 @@ static void test_is_write_default(void **state)
 	static const char *const writes[] = {
 		"PUT", "POST", "PATCH", "DELETE", "MKCOL", "COPY", "MOVE",
 		"PROPPATCH",
+		/* neither a configured write nor a configured read: fenced */
+		"LOCK", "UNLOCK", "TRACE", "CONNECT", "", "put", "Put", "PUTX",
+		"PU", "PUT ", " PUT", "PROP", "PATCHPROPPATCH", "POST PUT", "get",
 	};
 	static const char *const reads[] = {
-		"GET", "HEAD", "OPTIONS", "PROPFIND", "LOCK", "UNLOCK", "TRACE",
-		"CONNECT", "", "put", "Put", "PUTX", "PU", "PUT ", " PUT",
-		"PROP", "PATCHPROPPATCH", "POST PUT",
+		"GET", "HEAD", "OPTIONS", "PROPFIND",
 	};
 	struct fg_config c;
 
 	(void)state;
 	fg_config_init(&c);
 	assert_null(c.write_methods);
+	assert_null(c.read_methods);
 	for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++) {
 		if (!fg_fence_is_write(&c, writes[i]))
-			fail_msg("\"%s\" should be a write", writes[i]);
+			fail_msg("\"%s\" should be fenced", writes[i]);
 	}
 	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
 		if (fg_fence_is_write(&c, reads[i]))
-			fail_msg("\"%s\" should not be a write", reads[i]);
+			fail_msg("\"%s\" should not be fenced", reads[i]);
 	}
 	fg_config_finish(&c);
 }
@@ -431,28 +434,25 @@ static void test_is_write_default(void **state)
 static void test_is_write_configured(void **state)
 {
 	static const struct {
-		const char *list;
+		const char *writes;
+		const char *reads;
 		const char *method;
 		bool write;
 	} t[] = {
-		{ "PUT DELETE", "PUT", true },
-		{ "PUT DELETE", "DELETE", true },
-		{ "PUT DELETE", "POST", false },
-		{ "PUT DELETE", "PATCH", false },
-		{ "PUT DELETE", "DEL", false },
-		{ "PUT DELETE", "DELETEX", false },
-		{ "PUT DELETE", "PUT DELETE", false },
-		{ "PUT DELETE", "", false },
-		{ "  PUT   DELETE  ", "PUT", true },
-		{ "  PUT   DELETE  ", "DELETE", true },
-		{ "  PUT   DELETE  ", "", false },
-		{ "GET", "GET", true },
-		{ "GET", "PUT", false },
-		{ "VERSION-CONTROL X_Y", "VERSION-CONTROL", true },
-		{ "VERSION-CONTROL X_Y", "X_Y", true },
-		{ "VERSION-CONTROL X_Y", "VERSION", false },
-		{ "PROPPATCH", "PATCH", false },
-		{ "PATCH", "PROPPATCH", false },
+		{ "PUT DELETE", "GET", "PUT", true },
+		{ "PUT DELETE", "GET", "DELETE", true },
+		{ "PUT DELETE", "GET", "GET", false },
+		{ "PUT DELETE", "GET", "POST", true },    /* unlisted: fenced */
+		{ "PUT DELETE", "GET POST", "POST", false },
+		{ "PUT DELETE", "GET", "DELETEX", true },
+		{ "  PUT   DELETE  ", "  GET  HEAD ", "HEAD", false },
+		{ "  PUT   DELETE  ", "  GET  HEAD ", "DELETE", true },
+		{ "GET", "GET", "GET", true },            /* a write wins */
+		{ "VERSION-CONTROL X_Y", "GET", "X_Y", true },
+		{ "PUT", "REPORT SEARCH", "REPORT", false },
+		{ "PUT", "REPORT SEARCH", "SEARCHX", true },
+		{ "PROPPATCH", "PATCH", "PATCH", false },
+		{ "PATCH", "PROPFIND", "PROPPATCH", true },
 	};
 	struct fg_config c;
 	char err[256];
@@ -460,11 +460,13 @@ static void test_is_write_configured(void **state)
 	(void)state;
 	for (size_t i = 0; i < sizeof(t) / sizeof(t[0]); i++) {
 		fg_config_init(&c);
-		assert_int_equal(fg_config_set(&c, "write-methods", t[i].list, err,
+		assert_int_equal(fg_config_set(&c, "write-methods", t[i].writes, err,
+					       sizeof(err)), 0);
+		assert_int_equal(fg_config_set(&c, "read-methods", t[i].reads, err,
 					       sizeof(err)), 0);
 		if (fg_fence_is_write(&c, t[i].method) != t[i].write)
-			fail_msg("list \"%s\", method \"%s\": expected %d",
-				 t[i].list, t[i].method, t[i].write);
+			fail_msg("writes \"%s\", reads \"%s\", method \"%s\": expected %d",
+				 t[i].writes, t[i].reads, t[i].method, t[i].write);
 		fg_config_finish(&c);
 	}
 }
