@@ -14,18 +14,25 @@ failed=0
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
 
+# Counts one build's cmocka cases: every OK and FAILED case line, and one
+# failure more for each test executable meson saw fail without a FAILED
+# line of its own (a crash, a sanitizer report).
 count_meson() { # builddir
-  local out="$log/meson-$(basename "$1").txt"
+  local out="$log/meson-$(basename "$1").txt" tl="$1/meson-logs/testlog.txt"
   meson test -C "$1" --suite unit --print-errorlogs >"$out" 2>&1
-  cat "$out" | grep -E '^ *[0-9]+/[0-9]+ ' || true
-  # every cmocka case counts, not just every executable
-  local ok fail
-  ok=$(grep -ch '^\[       OK \]' "$1"/meson-logs/testlog.txt 2>/dev/null || echo 0)
-  fail=$(grep -ch '^\[  FAILED  \] [a-z_]' "$1"/meson-logs/testlog.txt 2>/dev/null || echo 0)
-  if ! grep -qE '^Fail: +0$' "$out" || ! grep -qE '^Timeout: +0$' "$out"; then
-    # an executable that crashed reports no FAILED line of its own
-    [ "$fail" -eq 0 ] && fail=1
-    grep -E 'FAIL|ERROR|Sanitizer' "$out" | head -20
+  grep -E '^ *[0-9]+/[0-9]+ ' "$out" || true
+  local ok fail exe_fail case_fail_exes
+  ok=$(grep -c '^\[       OK \]' "$tl" 2>/dev/null || true)
+  fail=$(grep -c '^\[  FAILED  \] test_' "$tl" 2>/dev/null || true)
+  exe_fail=$(sed -n 's/^Fail: *\([0-9]*\).*/\1/p' "$out" | tail -1)
+  case_fail_exes=$(grep -c '^\[  FAILED  \] [0-9]* test(s), listed below' "$tl" 2>/dev/null || true)
+  ok=${ok:-0}; fail=${fail:-0}; exe_fail=${exe_fail:-1}; case_fail_exes=${case_fail_exes:-0}
+  if [ "$exe_fail" -gt "$case_fail_exes" ]; then
+    fail=$((fail + exe_fail - case_fail_exes))
+    grep -E 'FAIL|ERROR|Sanitizer|runtime error' "$out" | head -20
+  fi
+  if [ "$ok" -eq 0 ] && [ "$fail" -eq 0 ]; then
+    echo "unit ($1): no test ran"; fail=1
   fi
   passed=$((passed + ok)); failed=$((failed + fail))
   echo "unit ($1): $ok passed, $fail failed"
