@@ -38,7 +38,10 @@
 #include "proxy.h"
 #include "waitq.h"
 
-#define BUF (128 * 1024)
+/* Bytes buffered per direction. Below glibc's mmap threshold, so that a
+ * transfer's buffers come from the heap, not from an mmap per request. */
+#define BUF (64 * 1024)
+#define EASY_POOL 64
 #define HEADERS_MAX 200
 #define PROXY_ALLOW "GET, HEAD, OPTIONS, PROPFIND, PUT, POST, PATCH, DELETE, MKCOL, COPY, MOVE, PROPPATCH"
 #define EXTEND_AHEAD_MS 100
@@ -70,8 +73,8 @@ struct fg_xfer {
 	char *rq;
 	size_t rq_len;
 	int status;
-	struct hdr hdrs[HEADERS_MAX];
-	int nhdrs;
+	struct hdr *hdrs;             /* grows to HEADERS_MAX */
+	int nhdrs, caphdrs;
 	bool too_many_headers;
 	char *resp_connection;        /* the upstream's Connection header */
 	int64_t content_length;
@@ -98,6 +101,8 @@ struct fg_xfer {
 struct fg_proxy {
 	struct fg_gateway *gw;
 	CURLM *multi;
+	CURL *pool[EASY_POOL];        /* reset handles for reuse, under mu */
+	int npool;
 	pthread_t thread;
 	pthread_mutex_t mu;
 	struct fg_xfer *queue;
@@ -121,6 +126,7 @@ static void xfer_free(struct fg_xfer *x)
 		free(x->hdrs[i].name);
 		free(x->hdrs[i].value);
 	}
+	free(x->hdrs);
 	free(x->rq);
 	free(x->rs);
 	free(x->resp_connection);
@@ -333,7 +339,15 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
 				x->resp_connection = strndup(v, vl);
 			}
 			if (!hop_by_hop(buf, nl)) {
-				if (x->nhdrs == HEADERS_MAX) {
+				if (x->nhdrs == x->caphdrs && x->caphdrs < HEADERS_MAX) {
+					int cap = x->caphdrs ? x->caphdrs * 2 : 16;
+					struct hdr *h = realloc(x->hdrs, (size_t)cap * sizeof(*h));
+					if (h) {
+						x->hdrs = h;
+						x->caphdrs = cap;
+					}
+				}
+				if (x->nhdrs == x->caphdrs) {
 					x->too_many_headers = true;
 				} else {
 					x->hdrs[x->nhdrs].name = strndup(buf, nl);
@@ -353,6 +367,32 @@ static int pause_bits(const struct fg_xfer *x)
 {
 	return (x->read_paused ? CURLPAUSE_SEND : 0) |
 	       (x->write_paused ? CURLPAUSE_RECV : 0);
+}
+
+/* curl handles are reused: a reset handle keeps its allocations. */
+static CURL *easy_get(struct fg_proxy *px)
+{
+	CURL *e = NULL;
+	pthread_mutex_lock(&px->mu);
+	if (px->npool > 0)
+		e = px->pool[--px->npool];
+	pthread_mutex_unlock(&px->mu);
+	return e ? e : curl_easy_init();
+}
+
+static void easy_put(struct fg_proxy *px, CURL *e)
+{
+	if (!e)
+		return;
+	curl_easy_reset(e);
+	pthread_mutex_lock(&px->mu);
+	if (px->npool < EASY_POOL) {
+		px->pool[px->npool++] = e;
+		e = NULL;
+	}
+	pthread_mutex_unlock(&px->mu);
+	if (e)
+		curl_easy_cleanup(e);
 }
 
 /* The transfer ended (done, failed, aborted): tell the worker. */
@@ -379,7 +419,7 @@ static void ended(struct fg_proxy *px, struct fg_xfer *x, CURLcode code)
 		fence_finish(x);
 	curl_slist_free_all(x->req_headers);
 	x->req_headers = NULL;
-	curl_easy_cleanup(x->easy);
+	easy_put(px, x->easy);
 	x->easy = NULL;
 	xfer_put(x); /* the proxy thread's reference */
 }
@@ -553,6 +593,8 @@ void fg_proxy_destroy(struct fg_proxy *px)
 	pthread_mutex_unlock(&px->mu);
 	curl_multi_wakeup(px->multi);
 	pthread_join(px->thread, NULL);
+	while (px->npool > 0)
+		curl_easy_cleanup(px->pool[--px->npool]);
 	curl_multi_cleanup(px->multi);
 	pthread_mutex_destroy(&px->mu);
 	free(px);
@@ -664,7 +706,7 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 	char url[8192], ip[64];
 	if (snprintf(url, sizeof(url), "%s%s", px->base, req->uri) >= (int)sizeof(url))
 		return -1;
-	x->easy = curl_easy_init();
+	x->easy = easy_get(px);
 	if (!x->easy)
 		return -1;
 	CURL *e = x->easy;
@@ -752,8 +794,7 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	}
 	req->xfer = x;
 	if (prepare(px, x, req, c)) {
-		if (x->easy)
-			curl_easy_cleanup(x->easy);
+		easy_put(px, x->easy);
 		curl_slist_free_all(x->req_headers);
 		x->easy = NULL;
 		x->req_headers = NULL;
