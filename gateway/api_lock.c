@@ -19,40 +19,13 @@
 #define LOCKS_PREFIX "/_fence/v1/locks/"
 #define LEASE_MAX 64
 
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decodes the raw name into out and validates it. 0 or -1. */
 static int decode_name(const char *raw, size_t len, char out[FG_NAME_MAX + 1])
 {
-	size_t o = 0;
-	for (size_t i = 0; i < len; i++) {
-		char ch = raw[i];
-		if (ch == '%') {
-			int hi, lo;
-			if (i + 2 >= len)
-				return -1;
-			hi = hexval(raw[i + 1]);
-			lo = hexval(raw[i + 2]);
-			if (hi < 0 || lo < 0)
-				return -1;
-			ch = (char)(hi * 16 + lo);
-			i += 2;
-		}
-		if (o == FG_NAME_MAX)
-			return -1;
-		out[o++] = ch;
-	}
-	out[o] = '\0';
-	return fg_name_valid(out, o) ? 0 : -1;
+	size_t n;
+	if (fg_pct_decode(raw, len, out, FG_NAME_MAX + 1, &n))
+		return -1;
+	return fg_name_valid(out, n) ? 0 : -1;
 }
 
 static enum MHD_Result bad(struct MHD_Connection *c, const char *msg)

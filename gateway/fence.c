@@ -15,44 +15,8 @@
 #include "errors.h"
 #include "fence.h"
 #include "gateway.h"
+#include "jsonio.h"
 #include "log.h"
-
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
-/* Percent-decodes raw[0..len) into out[cap]; -1 on a bad escape, a NUL or
- * overflow. */
-static int pct_decode(const char *raw, size_t len, char *out, size_t cap,
-		      size_t *outlen)
-{
-	size_t o = 0;
-	for (size_t i = 0; i < len; i++) {
-		char ch = raw[i];
-		if (ch == '%') {
-			if (i + 2 >= len)
-				return -1;
-			int hi = hexval(raw[i + 1]), lo = hexval(raw[i + 2]);
-			if (hi < 0 || lo < 0)
-				return -1;
-			ch = (char)(hi * 16 + lo);
-			i += 2;
-		}
-		if (ch == '\0' || o + 1 >= cap)
-			return -1;
-		out[o++] = ch;
-	}
-	out[o] = '\0';
-	*outlen = o;
-	return 0;
-}
 
 /*
  * One path, one lock: the storage resolves a path before it acts on it, so
@@ -113,7 +77,7 @@ int fg_fence_lock_for(const struct fg_config *cfg, const char *raw_path,
 {
 	char path[4096];
 	size_t plen;
-	if (pct_decode(raw_path, len, path, sizeof(path) - 1, &plen))
+	if (fg_pct_decode(raw_path, len, path, sizeof(path) - 1, &plen))
 		return -1;
 	if (normalize(path, &plen))
 		return -1;

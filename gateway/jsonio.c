@@ -1,5 +1,6 @@
 /*
- * jsonio.c - strict reading of request bodies and query numbers.
+ * jsonio.c - strict reading of request bodies, query numbers and
+ * percent-encoded paths.
  * Invariant: nothing here accepts a value outside the range it was given.
  */
 #include <stdio.h>
@@ -89,5 +90,40 @@ int fg_parse_u64(const char *s, uint64_t max, uint64_t *out)
 		v = v * 10 + d;
 	}
 	*out = v;
+	return 0;
+}
+
+static int hexval(char ch)
+{
+	if (ch >= '0' && ch <= '9')
+		return ch - '0';
+	if (ch >= 'a' && ch <= 'f')
+		return ch - 'a' + 10;
+	if (ch >= 'A' && ch <= 'F')
+		return ch - 'A' + 10;
+	return -1;
+}
+
+int fg_pct_decode(const char *raw, size_t len, char *out, size_t cap,
+		  size_t *outlen)
+{
+	size_t o = 0;
+	for (size_t i = 0; i < len; i++) {
+		char ch = raw[i];
+		if (ch == '%') {
+			if (i + 2 >= len)
+				return -1;
+			int hi = hexval(raw[i + 1]), lo = hexval(raw[i + 2]);
+			if (hi < 0 || lo < 0)
+				return -1;
+			ch = (char)(hi * 16 + lo);
+			i += 2;
+		}
+		if (ch == '\0' || o + 1 >= cap)
+			return -1;
+		out[o++] = ch;
+	}
+	out[o] = '\0';
+	*outlen = o;
 	return 0;
 }

@@ -1,5 +1,6 @@
 /*
- * jsonio.h - reading request bodies strictly. Private to the gateway.
+ * jsonio.h - reading client input strictly: request bodies, query numbers,
+ * percent-encoded paths. Private to the gateway.
  *
  * Numbers are JSON integers only (not 1.5, 1e3, "1000" or true); a field
  * that is present must have the right type (null is not "absent").
@@ -29,6 +30,15 @@ int fg_json_uint(json_t *obj, const char *key, uint32_t lo, uint32_t hi,
  *  NULL), -1 bad. *out points into obj. */
 int fg_json_string(json_t *obj, const char *key, size_t maxlen,
 		   const char **out, size_t *len, char *msg, size_t msglen);
+
+/**
+ * Percent-decodes raw[0..len) into out[cap] (NUL-terminated) and sets
+ * *outlen. -1 on a malformed escape, a decoded NUL, or when it does not
+ * fit. Used for every path the gateway interprets (lock names, guarded
+ * paths), so both read a URL the same way.
+ */
+int fg_pct_decode(const char *raw, size_t len, char *out, size_t cap,
+		  size_t *outlen);
 
 /** Strict unsigned decimal (query parameters): 0 or -1. */
 int fg_parse_u64(const char *s, uint64_t max, uint64_t *out);
