@@ -260,7 +260,31 @@ def glob_escape(s):
     return re.sub(r"([*?\[\]\\])", r"\\\1", s)
 
 
-class RedisServer:
+class Process:
+    """What every server this harness starts shares: one child process,
+    self.proc, stopped by PID (stop_process, kill_process)."""
+
+    proc = None
+
+    def alive(self):
+        return self.proc is not None and self.proc.poll() is None
+
+    def stop(self):
+        if self.proc is not None:
+            stop_process(self.proc)
+
+    def kill(self):
+        if self.proc is not None:
+            kill_process(self.proc)
+
+    def pause(self):
+        self.proc.send_signal(signal.SIGSTOP)
+
+    def resume(self):
+        self.proc.send_signal(signal.SIGCONT)
+
+
+class RedisServer(Process):
     """A private redis-server on a free loopback port, no persistence."""
 
     def __init__(self, port=None):
@@ -302,23 +326,6 @@ class RedisServer:
                 return c.command("PING") == "PONG"
         except (OSError, RespError):
             return False
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self):
-        if self.proc is not None:
-            stop_process(self.proc)
-
-    def kill(self):
-        if self.proc is not None:
-            kill_process(self.proc)
-
-    def pause(self):
-        self.proc.send_signal(signal.SIGSTOP)
-
-    def resume(self):
-        self.proc.send_signal(signal.SIGCONT)
 
     def command(self, *args):
         with RespClient(self.port) as c:
@@ -532,7 +539,7 @@ class Call(threading.Thread):
 # fencegate
 
 
-class Gateway:
+class Gateway(Process):
     """One fencegate process on a free loopback port."""
 
     _seq = 0
@@ -606,9 +613,6 @@ class Gateway:
             except OSError:
                 return False
         return wait_until(ok, timeout, 0.02)
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
 
     def stop(self):
         if self.proc is not None and self.stopped_rc is None:

@@ -124,7 +124,7 @@ class LogEntry:
                                               self.test_id)
 
 
-class Nginx:
+class Nginx(harness.Process):
     """A private nginx WebDAV store on a free loopback port."""
 
     def __init__(self, port=None):
@@ -213,17 +213,6 @@ class Nginx:
             return True
         except OSError:
             return False
-
-    def alive(self):
-        return self.proc is not None and self.proc.poll() is None
-
-    def stop(self):
-        if self.proc is not None:
-            stop_process(self.proc)
-
-    def kill(self):
-        if self.proc is not None:
-            kill_process(self.proc)
 
     # -- what it stored ---------------------------------------------------
 
