@@ -395,17 +395,26 @@ class Upstream:
 
 
 class Response:
+    """A response: status, reason, headers (list of (name, value), repeats
+    kept, looked up case-insensitively), body, elapsed seconds."""
+
     def __init__(self, status, reason, headers, body, elapsed):
         self.status = status
         self.reason = reason
-        self.headers = headers
+        self.header_list = list(headers)
         self.body = body
         self.elapsed = elapsed
         self._json = None
         self._parsed = False
 
     def header(self, name):
-        return self.headers.get(name)
+        for k, v in self.header_list:
+            if k.lower() == name.lower():
+                return v
+        return None
+
+    def headers_named(self, name):
+        return [v for k, v in self.header_list if k.lower() == name.lower()]
 
     @property
     def json(self):
@@ -442,7 +451,7 @@ def http_request(port, method, path, body=None, raw=None, headers=None,
         conn.request(method, path, body=data, headers=hdrs)
         r = conn.getresponse()
         payload = r.read()
-        return Response(r.status, r.reason, r.headers, payload,
+        return Response(r.status, r.reason, r.getheaders(), payload,
                         time.monotonic() - t0)
     finally:
         conn.close()

@@ -390,35 +390,8 @@ class StoreEnv:
 # HTTP client for the proxy side
 
 
-class Reply:
-    """A response: status, reason, headers (list of (name, value)), body."""
-
-    def __init__(self, status, reason, headers, body, elapsed):
-        self.status = status
-        self.reason = reason
-        self.header_list = headers
-        self.body = body
-        self.elapsed = elapsed
-
-    def header(self, name):
-        for k, v in self.header_list:
-            if k.lower() == name.lower():
-                return v
-        return None
-
-    def headers_named(self, name):
-        return [v for k, v in self.header_list if k.lower() == name.lower()]
-
-    @property
-    def json(self):
-        try:
-            return json.loads(self.body.decode("utf-8"))
-        except (ValueError, UnicodeDecodeError) as e:
-            raise AssertionError("response %d is not JSON (%s): %r"
-                                 % (self.status, e, self.body[:300]))
-
-    def __repr__(self):
-        return "<HTTP %d %r>" % (self.status, self.body[:300])
+# The proxy tests read responses exactly like the lock API tests do.
+Reply = harness.Response
 
 
 def send(port, method, path, body=None, headers=(), timeout=30.0,
