@@ -14,12 +14,11 @@
 local TOK, WID = tonumber(ARGV[3]), ARGV[4]
 local MARGIN, LONGEST = tonumber(ARGV[5]), tonumber(ARGV[6])
 advance()
-local t = num(st.t)
-local cur = math.max(num(st.c), t)
+local cur = current()
 local reply
-if TOK > math.max(cur, NOW_US) then
+if forged(TOK) then
   reply = {'forged', cur}
-elseif TOK ~= t or not held() then
+elseif not live(TOK) then
   reply = {'stale', cur}
 else
   if num(st.ft) ~= TOK then
@@ -39,7 +38,7 @@ else
     else
       redis.call('ZADD', F, fmt(dl + MARGIN), WID)
       dirty = true
-      reply = {'admitted', dl - NOW, t}
+      reply = {'admitted', dl - NOW, TOK}
     end
   end
 end

@@ -3,13 +3,12 @@
 -- Reply: {'valid', token, mode} | {'stale'|'expired'|'forged', current}
 local TOK = tonumber(ARGV[3])
 advance()
-local t = num(st.t)
-local cur = math.max(num(st.c), t)
+local cur = current()
 local reply
-if TOK > math.max(cur, NOW_US) then
+if forged(TOK) then
   reply = {'forged', cur}
-elseif TOK == t and held() then
-  reply = {'valid', t, st.m}
+elseif live(TOK) then
+  reply = {'valid', TOK, st.m}
 elseif TOK < cur then
   reply = {'stale', cur}
 else

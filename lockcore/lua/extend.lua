@@ -5,17 +5,16 @@
 local TOK, WID = tonumber(ARGV[3]), ARGV[4]
 local MARGIN, LEFT = tonumber(ARGV[5]), tonumber(ARGV[6])
 advance()
-local t = num(st.t)
 local reply
-if TOK == t and held() and redis.call('ZSCORE', F, WID) then
+if live(TOK) and redis.call('ZSCORE', F, WID) then
   local dl = num(st.x) - MARGIN
   if dl > NOW + LEFT then dl = NOW + LEFT end
   if dl > NOW then
     redis.call('ZADD', F, fmt(dl + MARGIN), WID)
     dirty = true
-    reply = {'admitted', dl - NOW, t}
+    reply = {'admitted', dl - NOW, TOK}
   end
 end
-if not reply then reply = {'stale', math.max(num(st.c), t)} end
+if not reply then reply = {'stale', current()} end
 keep()
 return reply

@@ -83,6 +83,15 @@ local function next_token()
   return t
 end
 
+-- The newest token the lock knows of (0 once forgotten).
+local function current() return math.max(num(st.c), num(st.t)) end
+
+-- Is TOK live (the token of the grant holding the lock now)? Is it forged
+-- (beyond any token ever issued: every token is at most the Redis time of
+-- its grant, docs/safety.md section 1)?
+local function live(tok) return tok == num(st.t) and held() end
+local function forged(tok) return tok > math.max(current(), NOW_US) end
+
 -- A holder: {n = holds, ttl = ms, exp = ms} or nil.
 local function holder(lease)
   local v = redis.call('HGET', S, 'h:' .. lease)
