@@ -1,0 +1,117 @@
+/*
+ * writeset.h - what a proxied request may change, and which lock guards
+ * each part of it. Private to the gateway.
+ *
+ * Invariant: a request is forwarded only after fg_writeset_build() accepted
+ * it, and then every object the storage may change when it applies the
+ * request (its write set: the request path, the Destination, a whole
+ * collection) is guarded by one of the locks the write set names. The
+ * functions here are pure (no I/O, no globals): the proxy, the unit tests
+ * and the fuzz harnesses call the same code.
+ */
+#ifndef FENCEGATE_WRITESET_H
+#define FENCEGATE_WRITESET_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include "fencegate/name.h"
+#include "config.h"
+#include "errors.h"
+
+/* The longest request path (and Destination path) the gateway proxies. */
+#define FG_PATH_MAX 4096
+
+enum fg_path_status {
+	FG_PATH_OK = 0,
+	FG_PATH_BAD = -1,    /* bad escape, a NUL or control byte, too long */
+	FG_PATH_CLIMBS = -2, /* a ".." above the root */
+};
+
+/**
+ * Resolves a raw request path (percent-encoded, without the query) as the
+ * storage will before it acts on it: percent-decoded, repeated slashes
+ * merged, "." and ".." segments removed (RFC 3986 5.2.4). A trailing '/'
+ * is kept. out (cap bytes, NUL-terminated) gets the resolved path, which
+ * always starts with '/'.
+ */
+enum fg_path_status fg_path_resolve(const char *raw, size_t len, char *out,
+				    size_t cap, size_t *out_len);
+
+/**
+ * The lock guarding a resolved path: the longest route prefix that covers
+ * it (a prefix "/p/" covers "/p/..." and "/p" itself), else the path
+ * without its leading and trailing '/'. 0, or -1 when that is no valid
+ * lock name. *route (may be NULL) tells whether a route rule decided.
+ */
+int fg_lock_for_path(const struct fg_config *cfg, const char *path, size_t len,
+		     char out[FG_NAME_MAX + 1], bool *route);
+
+/**
+ * Is the whole subtree under the resolved collection path `path` (it ends
+ * in '/') guarded by the one lock `lock`? True when a route rule covers
+ * the path and no other route rule with another lock starts inside it.
+ */
+bool fg_subtree_guarded(const struct fg_config *cfg, const char *path,
+			size_t len, const char *lock);
+
+/**
+ * The raw path of a Destination header: the header itself when it is a
+ * path ("/..."), or the path of an absolute http(s) URL whose authority is
+ * `host` (the request's Host, compared case-insensitively). 0 with
+ * *path/*len pointing into `dest`, or -1 (another authority, no Host, a
+ * query or fragment, a byte that is not printable ASCII, a path under
+ * /_fence/ is decided by the caller after resolving).
+ */
+int fg_dest_raw_path(const char *dest, const char *host, const char **path,
+		     size_t *len);
+
+/* Which header carries the sequencer a member is checked against. */
+enum fg_ws_header {
+	FG_WS_FENCING_TOKEN,             /* Fencing-Token */
+	FG_WS_DESTINATION_FENCING_TOKEN, /* Destination-Fencing-Token */
+};
+
+/* One lock of the write set, and how it is checked. */
+struct fg_ws_member {
+	char lock[FG_NAME_MAX + 1];
+	bool write;                /* admitted as a write; else a fenced read */
+	enum fg_ws_header header;  /* where its sequencer comes from */
+	bool header_optional;      /* a read: checked only if its header came */
+};
+
+struct fg_writeset {
+	bool write;                /* the method changes something */
+	char path[FG_PATH_MAX];    /* the resolved request path */
+	size_t path_len;
+	bool has_dest;             /* COPY/MOVE: the Destination is forwarded */
+	char dest[FG_PATH_MAX];    /* the resolved Destination path */
+	size_t dest_len;
+	const char *dest_raw;      /* the Destination's raw path (into the
+				      header given), as forwarded */
+	size_t dest_raw_len;
+	int n;                     /* members: 0 (an unfenced read) to 2 */
+	struct fg_ws_member m[2];  /* distinct locks */
+};
+
+/**
+ * Decides the write set of a request, before any token is looked at:
+ * method (as sent), raw request target (origin-form, may carry a query),
+ * the Destination and Host headers (NULL when absent), and whether a
+ * Fencing-Token header came (a read that carries one is a fenced read).
+ *
+ * Returns FG_E_COUNT when the request may go on to the token checks, or the
+ * error to answer: FG_E_BAD_PATH (the path climbs above the root or is not
+ * a path), FG_E_BAD_DESTINATION, FG_E_SUBTREE_UNGUARDED, FG_E_BAD_LOCK_NAME
+ * (a path that needs a lock maps to no valid lock name).
+ */
+enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
+				const char *target, const char *destination,
+				const char *host, bool has_token,
+				struct fg_writeset *ws);
+
+/** Must the method be fenced? The configured writes, and every method
+ *  that is not a configured read. */
+bool fg_method_is_write(const struct fg_config *cfg, const char *method);
+
+#endif
