@@ -56,6 +56,13 @@ static enum MHD_Result respond_grant(struct fg_req *req,
 	if (fg_seq_encode(key, keylen, name, strlen(name), g->mode, g->token,
 			  seq, sizeof(seq)) < 0)
 		return fg_respond_error(c, FG_E_INTERNAL, "cannot sign the sequencer", NULL);
+	/* if this answer never reaches the client, the grant goes back
+	 * (http.c, when the request completes) */
+	if (req->name != name)
+		snprintf(req->name, sizeof(req->name), "%s", name);
+	if (req->lease != lease)
+		snprintf(req->lease, sizeof(req->lease), "%s", lease);
+	req->granted = true;
 	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:I, s:s, s:I}",
 			      "name", name, "lease", lease,
 			      "token", (json_int_t)g->token,

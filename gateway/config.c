@@ -18,6 +18,7 @@
 #include <strings.h>
 
 #include "config.h"
+#include "writeset.h"
 #include "fencegate/name.h"
 #include "log.h"
 
@@ -253,6 +254,17 @@ static int add_route(struct fg_config *c, const char *value, char *err, size_t n
 		say(err, n, "out of memory");
 		return -1;
 	}
+	/* Paths are matched resolved (decoded, slashes merged, dot segments
+	 * gone): so is the prefix, or it would never match. */
+	char resolved[FG_PATH_MAX];
+	size_t rlen;
+	if (fg_path_resolve(prefix, len[0], resolved, sizeof(resolved), &rlen)) {
+		say(err, n, "route: prefix '%s' is not a path inside the upstream", prefix);
+		free(prefix);
+		free(lock);
+		return -1;
+	}
+	memcpy(prefix, resolved, rlen + 1); /* never longer than as written */
 	r[c->nroutes].prefix = prefix;
 	r[c->nroutes].lock = lock;
 	c->nroutes++;

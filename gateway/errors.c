@@ -4,6 +4,7 @@
  * Invariant: every non-2xx body the gateway writes is built here, as a JSON
  * object with "error" (a code of fg_errors[]) and "message".
  */
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -26,6 +27,11 @@ const struct fg_errdef fg_errors[FG_E_COUNT] = {
 	[FG_E_WRONG_LOCK] = { 403, "wrong_lock", "the Fencing-Token is for another lock than the one guarding this path" },
 	[FG_E_WRONG_MODE] = { 403, "wrong_mode", "a shared grant cannot write" },
 	[FG_E_STALE_TOKEN] = { 409, "stale_token", "a newer token exists, or this grant ended" },
+	[FG_E_BAD_PATH] = { 400, "bad_path", "the path is not one the upstream can resolve inside its root" },
+	[FG_E_BAD_DESTINATION] = { 400, "bad_destination",
+		"Destination must be a path, or an absolute URL on this gateway's Host, outside /_fence/" },
+	[FG_E_SUBTREE_UNGUARDED] = { 403, "subtree_unguarded",
+		"a collection is changed whole: only a route lock that guards its whole subtree can fence it" },
 	[FG_E_LOCK_STORE_UNAVAILABLE] = { 503, "lock_store_unavailable", "the lock store (Redis) cannot be reached" },
 	[FG_E_UPSTREAM_UNAVAILABLE] = { 502, "upstream_unavailable", "the upstream storage cannot be reached" },
 	[FG_E_UPSTREAM_TIMEOUT] = { 504, "upstream_timeout", "the upstream did not answer in time" },
@@ -33,7 +39,7 @@ const struct fg_errdef fg_errors[FG_E_COUNT] = {
 };
 
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
-				 json_t *obj, const char *allow)
+				 json_t *obj, const char *allow, bool close)
 {
 	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
 	json_decref(obj);
@@ -52,6 +58,8 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
 		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
 	if (allow)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+	if (close)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 	enum MHD_Result ret = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	return ret;
@@ -60,7 +68,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
 enum MHD_Result fg_respond_json(struct MHD_Connection *c, unsigned status,
 				json_t *obj)
 {
-	return send_json(c, status, obj, NULL);
+	return send_json(c, status, obj, NULL, false);
 }
 
 enum MHD_Result fg_respond_empty(struct MHD_Connection *c, unsigned status)
@@ -94,14 +102,22 @@ static json_t *error_body(enum fg_error e, const char *message, json_t *extra)
 enum MHD_Result fg_respond_error(struct MHD_Connection *c, enum fg_error e,
 				 const char *message, json_t *extra)
 {
-	return send_json(c, fg_errors[e].status, error_body(e, message, extra), NULL);
+	return send_json(c, fg_errors[e].status, error_body(e, message, extra), NULL,
+			 false);
+}
+
+enum MHD_Result fg_respond_error_close(struct MHD_Connection *c, enum fg_error e,
+				       const char *message)
+{
+	return send_json(c, fg_errors[e].status, error_body(e, message, NULL), NULL,
+			 true);
 }
 
 enum MHD_Result fg_respond_not_allowed(struct MHD_Connection *c,
 				       const char *allow)
 {
 	return send_json(c, fg_errors[FG_E_METHOD_NOT_ALLOWED].status,
-			 error_body(FG_E_METHOD_NOT_ALLOWED, NULL, NULL), allow);
+			 error_body(FG_E_METHOD_NOT_ALLOWED, NULL, NULL), allow, false);
 }
 
 enum MHD_Result fg_respond_store_error(struct MHD_Connection *c, int err)

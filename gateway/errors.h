@@ -27,6 +27,9 @@ enum fg_error {
 	FG_E_WRONG_LOCK,
 	FG_E_WRONG_MODE,
 	FG_E_STALE_TOKEN,
+	FG_E_BAD_PATH,
+	FG_E_BAD_DESTINATION,
+	FG_E_SUBTREE_UNGUARDED,
 	FG_E_LOCK_STORE_UNAVAILABLE,
 	FG_E_UPSTREAM_UNAVAILABLE,
 	FG_E_UPSTREAM_TIMEOUT,
@@ -49,6 +52,11 @@ extern const struct fg_errdef fg_errors[FG_E_COUNT];
  */
 enum MHD_Result fg_respond_error(struct MHD_Connection *c, enum fg_error e,
 				 const char *message, json_t *extra);
+
+/** fg_respond_error(), and the connection closes after the answer: what
+ *  follows on it cannot be read as a request of its own. */
+enum MHD_Result fg_respond_error_close(struct MHD_Connection *c, enum fg_error e,
+				       const char *message);
 
 /** 405 with an Allow header naming the methods that are. */
 enum MHD_Result fg_respond_not_allowed(struct MHD_Connection *c,

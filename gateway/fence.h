@@ -1,6 +1,6 @@
 /*
- * fence.h - which lock guards a path, and the checks a fenced request must
- * pass before any byte of it goes upstream. Private to the gateway.
+ * fence.h - the checks a fenced request must pass before any byte of it
+ * goes upstream, for every lock of its write set. Private to the gateway.
  */
 #ifndef FENCEGATE_FENCE_H
 #define FENCEGATE_FENCE_H
@@ -13,8 +13,10 @@
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
 #include "config.h"
+#include "writeset.h"
 
 struct fg_req;
+struct fg_gateway;
 
 enum fg_fence_verdict {
 	FG_FENCE_PASS,     /* an unfenced read, or a fenced read that checked */
@@ -23,48 +25,58 @@ enum fg_fence_verdict {
 	FG_FENCE_ANSWERED, /* refused: the error answer is queued */
 };
 
-struct fg_fence {
-	bool write;
+/* One lock of the write set, once its sequencer checked. */
+struct fg_fence_lock {
 	char lock[FG_NAME_MAX + 1];
 	uint64_t token;
-	char write_id[FG_WAITER_ID_MAX];
-	int64_t ms;   /* WAIT: ask again within this many ms */
-	uint64_t deadline_at; /* ADMITTED: monotonic ms, counted from when the
-				 admission was asked for */
+	bool write;            /* admitted as a write (else a fenced read) */
+	bool admitted;         /* holds an admission record under write_id */
+	uint64_t deadline_at;  /* admitted: monotonic ms, counted from when the
+				  admission was asked for */
+};
+
+struct fg_fence {
+	bool write;             /* some lock is admitted as a write */
+	int n;
+	struct fg_fence_lock m[2];
+	char write_id[FG_WAITER_ID_MAX]; /* one id for every admission */
+	int waiting;            /* WAIT: the member that waits */
+	int64_t ms;             /* WAIT: ask again within this many ms */
+	uint64_t deadline_at;   /* ADMITTED: the earliest member deadline */
 };
 
 /**
- * The lock guarding a raw request path: the path is percent-decoded and
- * resolved as the storage will (repeated slashes merged, "." and ".."
- * removed); then the longest route prefix that matches it, else the path
- * itself without its leading and trailing '/'. 0, or -1 when that is no
- * valid lock name (or ".." climbs above the root).
- */
-int fg_fence_lock_for(const struct fg_config *cfg, const char *raw_path,
-		      size_t len, char out[FG_NAME_MAX + 1]);
-
-/** Must the method be fenced? The configured writes, and every method
- *  that is not a configured read. */
-bool fg_fence_is_write(const struct fg_config *cfg, const char *method);
-
-/**
- * Runs the contract's checks, in the contract's order: token present,
- * parseable and single, HMAC, token not beyond any issued, the path's
- * lock, the mode, then (one Redis round trip) the live grant and the
- * ordering of writes. A refusal is answered here and logged with lock,
- * token and current token.
+ * Runs the contract's checks, in the contract's order, on every member of
+ * the write set: token present, parseable and single, HMAC, token not
+ * beyond any issued, the member's lock, the mode; then (one Redis round
+ * trip per member) the live grant and the ordering of writes. A refusal
+ * is answered here and logged with lock, token and current token.
  */
 enum fg_fence_verdict fg_fence_check_or_respond(struct fg_req *req,
 						struct MHD_Connection *c,
 						const char *method,
+						const struct fg_writeset *ws,
 						struct fg_fence *out);
 
-/** Answers a write whose admission, after waiting, was refused. */
+/**
+ * After member f->waiting was admitted by the wait loop (deadline_at set),
+ * admits the other write members again. ADMITTED, WAIT (f->waiting and
+ * f->ms name the next wait; what was admitted is given back) or ANSWERED.
+ */
+enum fg_fence_verdict fg_fence_admit_rest_or_respond(struct fg_req *req,
+						     struct MHD_Connection *c,
+						     const char *method,
+						     struct fg_fence *f);
+
+/** Gives back every admission the fence holds (the write is over). */
+void fg_fence_finish(struct fg_gateway *gw, struct fg_fence *f);
+
 /** Monotonic milliseconds (the gateway's clock for write deadlines). */
 uint64_t fg_fence_now_ms(void);
 
+/** Answers a write whose admission of member i was refused. */
 enum MHD_Result fg_fence_refused(struct MHD_Connection *c, const char *method,
 				 const char *path, const struct fg_fence *f,
-				 const struct fg_admit *a);
+				 int i, const struct fg_admit *a);
 
 #endif

@@ -60,7 +60,15 @@ struct fg_gateway {
 struct fg_req {
 	struct fg_gateway *gw;
 	char *uri;                 /* the raw request-target, as sent */
+	const char *uri_at;        /* where libmicrohttpd holds it (framing.c) */
+	size_t uri_len;
 	bool started;
+	bool framed;               /* framing.c accepted the request head */
+	bool refused;              /* framing.c answered 400: drop the rest */
+	bool body_chunked;         /* the body is chunked (else body_length) */
+	uint64_t body_length;      /* Content-Length, 0 without a body */
+	bool body_length_given;    /* a Content-Length header came */
+	bool granted;              /* a grant of name/lease was answered */
 	bool over;                 /* the body passed FG_BODY_MAX */
 	char *body;                /* NUL-terminated when complete */
 	size_t body_len;
@@ -68,6 +76,8 @@ struct fg_req {
 	char name[FG_NAME_MAX + 1];  /* the lock it waits on */
 	char lease[FG_LEASE_LEN + 1]; /* the lease it waits to get */
 	struct fg_fence fence;     /* a proxied request's checks */
+	const char *dest_raw;      /* COPY/MOVE: the Destination path forwarded */
+	size_t dest_raw_len;
 	struct fg_xfer *xfer;      /* a proxied request's upstream transfer */
 };
 

@@ -14,6 +14,7 @@
 #include <sys/socket.h>
 
 #include "errors.h"
+#include "framing.h"
 #include "gateway.h"
 #include "log.h"
 #include "proxy.h"
@@ -32,6 +33,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 		return NULL;
 	req->gw = cls;
 	req->uri = strdup(uri);
+	fg_framing_note_target(req, uri);
 	return req;
 }
 
@@ -41,9 +43,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	struct fg_gateway *gw = cls;
 	struct fg_req *req = *con_cls;
 	(void)c;
-	(void)toe;
 	if (!req)
 		return;
+	if (req->granted && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+		fg_waitq_give_back(gw->wq, req->name, req->lease);
 	fg_waiter_drop(gw->wq, req->waiter);
 	fg_proxy_completed(req);
 	free(req->body);
@@ -99,9 +102,19 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	struct fg_req *req = *con_cls;
 	(void)cls;
 	(void)url;
-	(void)version;
 	if (!req || !req->uri)
 		return MHD_NO;
+	if (req->refused) {
+		*upload_size = 0; /* answered, and the connection closes */
+		return MHD_YES;
+	}
+	if (!req->framed) {
+		enum MHD_Result ret;
+		if (!fg_framing_ok_or_respond(req, c, version, &ret)) {
+			req->refused = true;
+			return ret;
+		}
+	}
 	if (!is_api(req->uri))
 		return fg_proxy_handle(req, c, method, upload, upload_size);
 	if (req->waiter)

@@ -107,6 +107,7 @@ int main(int argc, char **argv)
 		.connect_timeout_ms = cfg.redis_timeout_ms < 500 ? cfg.redis_timeout_ms : 500,
 		.command_timeout_ms = cfg.redis_timeout_ms,
 		.idle_forget_ms = cfg.idle_forget_ms,
+		.write_margin_ms = cfg.fence_margin_ms,
 	};
 	pthread_mutex_init(&gw.key_mu, NULL);
 	pthread_mutex_init(&gw.maint_mu, NULL);

@@ -30,6 +30,7 @@
 #include <sys/socket.h>
 
 #include <curl/curl.h>
+#include <uthash.h>
 
 #include "errors.h"
 #include "fence.h"
@@ -45,6 +46,9 @@
 #define HEADERS_MAX 200
 #define PROXY_ALLOW "GET, HEAD, OPTIONS, PROPFIND, PUT, POST, PATCH, DELETE, MKCOL, COPY, MOVE, PROPPATCH"
 #define EXTEND_AHEAD_MS 100
+/* Write ids aborted (their grant was released) before their transfer was
+ * registered: the window is a few microseconds, the ring a bound. */
+#define ABORTED_RING 1024
 
 enum { CMD_START = 1, CMD_UNPAUSE_READ = 2, CMD_UNPAUSE_WRITE = 4, CMD_ABORT = 8 };
 
@@ -58,18 +62,25 @@ struct fg_xfer {
 	pthread_mutex_t mu;
 	int refs;                     /* under mu */
 	struct MHD_Connection *conn;
-	char method[16];
+	bool head;                    /* HEAD: no response body follows */
+	bool chunked;                 /* the request body's framing: chunked, */
+	uint64_t body_length;         /* else exactly this many bytes */
 
 	/* fencing (set before the transfer starts) */
 	struct fg_fence fence;
 	bool fenced;
 	uint64_t longest_end;         /* monotonic ms */
+	UT_hash_handle hh;            /* px->writes, by fence.write_id */
+	bool registered;              /* under px->mu */
 
 	/* under mu */
 	uint64_t deadline;            /* monotonic ms; 0: none */
-	bool extending;
-	uint64_t extend_asked;        /* when the pending extension was sent */
+	uint64_t mdeadline[2];        /* each member's; deadline is the least */
+	int extending;                /* extensions in flight */
+	uint64_t extend_asked;        /* when the pending extensions were sent */
+	bool released;                /* the grant was released: abort */
 	bool has_body, req_done, want_data, upload_suspended;
+	uint64_t body_sent;
 	char *rq;
 	size_t rq_len;
 	int status;
@@ -108,7 +119,11 @@ struct fg_proxy {
 	struct fg_xfer *queue;
 	bool stopping;
 	struct fg_xfer *active;       /* proxy thread only */
+	struct fg_xfer *writes;       /* fenced transfers by write id, under mu */
+	char aborted[ABORTED_RING][FG_WAITER_ID_MAX]; /* under mu */
+	unsigned naborted;
 	char base[2048];              /* upstream URL without a trailing '/' */
+	const char *base_path;        /* its path ("" or "/..."), into base */
 };
 
 static uint64_t now_ms(void)
@@ -122,6 +137,12 @@ static uint64_t now_ms(void)
 
 static void xfer_free(struct fg_xfer *x)
 {
+	if (x->fenced) {
+		pthread_mutex_lock(&x->px->mu);
+		if (x->registered)
+			HASH_DEL(x->px->writes, x);
+		pthread_mutex_unlock(&x->px->mu);
+	}
 	for (int i = 0; i < x->nhdrs; i++) {
 		free(x->hdrs[i].name);
 		free(x->hdrs[i].value);
@@ -179,53 +200,71 @@ static void resume_locked(struct fg_xfer *x, bool *flag)
 
 /* ---- fencing bookkeeping (on the wait loop) --------------------------- */
 
-struct finish_arg {
-	char lock[FG_NAME_MAX + 1];
-	char write_id[FG_WAITER_ID_MAX];
-};
-
-static void do_finish(fg_astore *as, void *arg)
-{
-	struct finish_arg *f = arg;
-	fg_alock_finish(as, f->lock, f->write_id, NULL, NULL);
-	free(f);
-}
-
 /* Marks an admitted write over, off the answer's path. */
 static void fence_finish(struct fg_xfer *x)
 {
-	struct finish_arg *f = malloc(sizeof(*f));
-	if (!f)
-		return; /* the record goes at its deadline */
-	memcpy(f->lock, x->fence.lock, sizeof(f->lock));
-	memcpy(f->write_id, x->fence.write_id, sizeof(f->write_id));
-	if (fg_waitq_call(x->px->gw->wq, do_finish, f))
-		free(f);
+	fg_fence_finish(x->px->gw, &x->fence);
 }
+
+static uint64_t least_deadline(const struct fg_xfer *x)
+{
+	uint64_t dl = 0;
+	for (int i = 0; i < x->fence.n; i++)
+		if (x->fence.m[i].admitted && (!dl || x->mdeadline[i] < dl))
+			dl = x->mdeadline[i];
+	return dl;
+}
+
+struct extend_arg {
+	struct fg_xfer *x;
+	int i;
+};
 
 static void on_extended(int err, const struct fg_admit *a, void *arg)
 {
-	struct fg_xfer *x = arg;
+	struct extend_arg *e = arg;
+	struct fg_xfer *x = e->x;
 	pthread_mutex_lock(&x->mu);
-	x->extending = false;
+	x->extending--;
 	/* counted from when the call was sent, like the first deadline */
-	if (!err && a->status == FG_ADMITTED && x->deadline)
-		x->deadline = x->extend_asked + (uint64_t)a->ms;
+	if (!err && a->status == FG_ADMITTED && x->deadline && !x->released) {
+		x->mdeadline[e->i] = x->extend_asked + (uint64_t)a->ms;
+		x->deadline = least_deadline(x);
+	}
 	pthread_mutex_unlock(&x->mu);
 	curl_multi_wakeup(x->px->multi);
+	free(e);
 	xfer_put(x);
 }
 
+/* One extension per admitted member; each holds a reference. */
 static void do_extend(fg_astore *as, void *arg)
 {
 	struct fg_xfer *x = arg;
 	uint64_t now = now_ms();
 	x->extend_asked = now;
 	uint32_t left = x->longest_end > now ? (uint32_t)(x->longest_end - now) : 0;
-	if (fg_alock_extend(as, x->fence.lock, x->fence.token, x->fence.write_id,
-			    x->px->gw->cfg->fence_margin_ms, left, on_extended,
-			    x) != FG_OK)
-		on_extended(FG_EUNAVAIL, NULL, x);
+	for (int i = 0; i < x->fence.n; i++) {
+		if (!x->fence.m[i].admitted)
+			continue;
+		struct extend_arg *e = malloc(sizeof(*e));
+		if (!e)
+			continue; /* the deadline stands */
+		pthread_mutex_lock(&x->mu);
+		x->extending++;
+		x->refs++;
+		pthread_mutex_unlock(&x->mu);
+		e->x = x;
+		e->i = i;
+		if (fg_alock_extend(as, x->fence.m[i].lock, x->fence.m[i].token,
+				    x->fence.write_id, x->px->gw->cfg->fence_margin_ms,
+				    left, on_extended, e) != FG_OK)
+			on_extended(FG_EUNAVAIL, NULL, e);
+	}
+	pthread_mutex_lock(&x->mu);
+	x->extending--; /* the pending mark check_deadlines() set */
+	pthread_mutex_unlock(&x->mu);
+	xfer_put(x); /* the call's own */
 }
 
 /* ---- curl callbacks (proxy thread) ------------------------------------ */
@@ -245,8 +284,10 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
 	}
 	if (x->rq_len == 0) {
 		if (x->req_done) {
+			/* a body that ended before its length never completes */
+			bool short_body = !x->chunked && x->body_sent != x->body_length;
 			pthread_mutex_unlock(&x->mu);
-			return 0;
+			return short_body ? CURL_READFUNC_ABORT : 0;
 		}
 		x->want_data = true;
 		pthread_mutex_unlock(&x->mu);
@@ -257,6 +298,7 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
 	memcpy(buf, x->rq, n);
 	memmove(x->rq, x->rq + n, x->rq_len - n);
 	x->rq_len -= n;
+	x->body_sent += n;
 	resume_locked(x, &x->upload_suspended);
 	pthread_mutex_unlock(&x->mu);
 	return n;
@@ -440,7 +482,16 @@ static void run_commands(struct fg_proxy *px)
 		pthread_mutex_unlock(&px->mu);
 
 		if ((cmd & CMD_START) && x->easy && !x->added) {
-			if (curl_multi_add_handle(px->multi, x->easy) == CURLM_OK) {
+			/* a write whose grant ended meanwhile is not begun:
+			 * a request without a body would go out whole */
+			pthread_mutex_lock(&x->mu);
+			bool late = x->deadline && now_ms() >= x->deadline;
+			if (late)
+				x->deadline_hit = true;
+			pthread_mutex_unlock(&x->mu);
+			if (late)
+				ended(px, x, CURLE_OPERATION_TIMEDOUT);
+			else if (curl_multi_add_handle(px->multi, x->easy) == CURLM_OK) {
 				x->added = true;
 				x->started = now_ms();
 				x->aprev = NULL;
@@ -477,15 +528,17 @@ static long check_deadlines(struct fg_proxy *px)
 		pthread_mutex_lock(&x->mu);
 		uint64_t dl = x->deadline;
 		bool headers = x->headers_done;
-		bool ask = dl && !x->extending && now + EXTEND_AHEAD_MS >= dl;
+		bool ask = dl && !x->extending && !x->released &&
+			   now + EXTEND_AHEAD_MS >= dl;
 		if (ask)
-			x->extending = true;
+			x->extending = 1; /* pending: do_extend() takes it over */
 		if (dl && now >= dl)
 			x->deadline_hit = true;
 		pthread_mutex_unlock(&x->mu);
 		if (dl && now >= dl) {
-			fg_log_warn("write to lock %s passed its deadline: aborted upstream",
-				    x->fence.lock);
+			fg_log_warn("write to lock %s %s: aborted upstream",
+				    x->fence.m[0].lock,
+				    x->released ? "ended by a release" : "passed its deadline");
 			ended(px, x, CURLE_OPERATION_TIMEDOUT);
 			continue;
 		}
@@ -497,7 +550,7 @@ static long check_deadlines(struct fg_proxy *px)
 			xfer_get(x);
 			if (fg_waitq_call(px->gw->wq, do_extend, x)) {
 				pthread_mutex_lock(&x->mu);
-				x->extending = false;
+				x->extending = 0;
 				pthread_mutex_unlock(&x->mu);
 				xfer_put(x);
 			}
@@ -565,6 +618,10 @@ struct fg_proxy *fg_proxy_create(struct fg_gateway *gw)
 		while (n > 0 && px->base[n - 1] == '/')
 			px->base[--n] = '\0';
 	}
+	/* the base's path: what a forwarded Destination starts with */
+	const char *auth = strstr(px->base, "://");
+	auth = auth ? auth + 3 : px->base;
+	px->base_path = auth + strcspn(auth, "/");
 	pthread_mutex_init(&px->mu, NULL);
 	px->multi = curl_multi_init();
 	if (!px->multi)
@@ -625,6 +682,22 @@ static bool named_in_connection(const char *conn, const char *name)
 	return false;
 }
 
+/* Request headers the gateway never passes on: credentials stay here, the
+ * gateway speaks for itself about forwarding, and the framing and the
+ * Destination are the gateway's own (set in prepare()). */
+static bool gateway_owned(const char *name)
+{
+	static const char *const names[] = {
+		"Host", "Expect", "Fencing-Token", "Destination-Fencing-Token",
+		"Fence-Lease", "X-Forwarded-Proto", "X-Forwarded-Host",
+		"Forwarded", "Destination",
+	};
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		if (strcasecmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
 static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
 				  const char *key, const char *value)
 {
@@ -641,10 +714,7 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
 		h->xff_len += (size_t)n;
 		return MHD_YES;
 	}
-	if (hop_by_hop(key, kl) || strcasecmp(key, "Host") == 0 ||
-	    strcasecmp(key, "Expect") == 0 ||
-	    strcasecmp(key, "Fencing-Token") == 0 ||
-	    strcasecmp(key, "X-Forwarded-For") == 0 ||
+	if (hop_by_hop(key, kl) || gateway_owned(key) ||
 	    named_in_connection(h->connection, key))
 		return MHD_YES;
 	size_t vl = strlen(value);
@@ -698,9 +768,10 @@ static void client_ip(struct MHD_Connection *c, char *out, size_t cap)
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)cap);
 }
 
-/* Builds the curl handle of a transfer. 0, or -1. */
+/* Builds the curl handle of a transfer: the checked method, target and
+ * body framing, nothing left for curl to choose. 0, or -1. */
 static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
-		   struct MHD_Connection *c)
+		   struct MHD_Connection *c, const char *method)
 {
 	const struct fg_config *cfg = px->gw->cfg;
 	char url[8192], ip[64];
@@ -716,23 +787,29 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 		{ 0 }, 0, false };
 	MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
 	client_ip(c, ip, sizeof(ip));
+	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						       MHD_HTTP_HEADER_HOST);
 	bool ok = !h.failed &&
 		  (h.xff_len ? append(&h.list, "X-Forwarded-For: %s, %s", h.xff, ip)
 			     : append(&h.list, "X-Forwarded-For: %s", ip)) &&
 		  append(&h.list, "X-Forwarded-Proto: http") &&
+		  (!host || append(&h.list, "X-Forwarded-Host: %s", host)) &&
 		  append(&h.list, "Via: 1.1 fencegate") &&
 		  append(&h.list, "Expect:");
+	/* the Destination, as a path on the upstream: its base path, then the
+	 * raw path that was resolved and checked */
+	if (ok && req->dest_raw)
+		ok = append(&h.list, "Destination: %s%.*s", px->base_path,
+			    (int)req->dest_raw_len, req->dest_raw);
 	if (ok && x->fenced && cfg->forward_token)
-		ok = append(&h.list, "Fencing-Token: %" PRIu64, x->fence.token);
+		ok = append(&h.list, "Fencing-Token: %" PRIu64, x->fence.m[0].token);
 	x->req_headers = h.list;
 	if (!ok)
 		return -1;
 
-	const char *cl = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_CONTENT_LENGTH);
-	const char *te = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						     MHD_HTTP_HEADER_TRANSFER_ENCODING);
-	x->has_body = cl || (te && strcasecmp(te, "identity") != 0);
+	x->chunked = req->body_chunked;
+	x->body_length = req->body_length;
+	x->has_body = !x->head && (req->body_chunked || req->body_length_given);
 
 	curl_easy_setopt(e, CURLOPT_URL, url);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
@@ -747,19 +824,20 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->upstream_connect_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
-	if (strcmp(x->method, "HEAD") == 0) {
+	if (x->head)
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
-	} else if (strcmp(x->method, "GET") != 0 || x->has_body) {
-		curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, x->method);
-	}
+	/* Always explicit, and copied by curl: a body never turns the method
+	 * into a PUT, and nothing shortens it. */
+	curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, method);
 	if (x->has_body) {
 		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
 		curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
 		curl_easy_setopt(e, CURLOPT_READDATA, x);
 		curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 65536L);
-		if (cl)
-			curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
-					 (curl_off_t)strtoll(cl, NULL, 10));
+		/* the length read is the length sent; a chunked body stays
+		 * chunked (curl frames an upload of unknown size that way) */
+		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
+				 x->chunked ? (curl_off_t)-1 : (curl_off_t)x->body_length);
 		x->rq = malloc(BUF);
 		if (!x->rq)
 			return -1;
@@ -768,32 +846,68 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 	return x->rs ? 0 : -1;
 }
 
+/* Was this write's grant released before its transfer was registered? */
+static bool aborted_before(struct fg_proxy *px, const char *write_id)
+{
+	unsigned n = px->naborted < ABORTED_RING ? px->naborted : ABORTED_RING;
+	for (unsigned i = 0; i < n; i++)
+		if (strcmp(px->aborted[i], write_id) == 0)
+			return true;
+	return false;
+}
+
+static enum MHD_Result respond_released(struct MHD_Connection *c,
+					const struct fg_fence *f)
+{
+	return fg_respond_error(c, FG_E_STALE_TOKEN,
+		"the grant was released; its write was not forwarded",
+		json_pack("{s:I, s:n}", "token", (json_int_t)f->m[0].token, "current"));
+}
+
 /* Starts the upstream request of an admitted (or unfenced) request. */
 static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 			     const char *method, const struct fg_fence *f,
 			     bool fenced)
 {
 	struct fg_proxy *px = req->gw->px;
-	if (!px->base[0])
+	if (!px->base[0]) {
+		if (fenced)
+			fg_fence_finish(req->gw, &req->fence);
 		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
 					"no upstream is configured", NULL);
+	}
 	struct fg_xfer *x = calloc(1, sizeof(*x));
-	if (!x)
+	if (!x) {
+		if (fenced)
+			fg_fence_finish(req->gw, &req->fence);
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	}
 	pthread_mutex_init(&x->mu, NULL);
 	x->px = px;
 	x->refs = 2; /* the worker's (req->xfer) and the proxy thread's */
 	x->conn = c;
 	x->content_length = -1;
-	snprintf(x->method, sizeof(x->method), "%s", method);
+	x->head = strcmp(method, "HEAD") == 0;
 	if (fenced) {
 		x->fence = *f;
 		x->fenced = true;
 		x->deadline = f->deadline_at;
+		for (int i = 0; i < f->n; i++)
+			x->mdeadline[i] = f->m[i].deadline_at;
 		x->longest_end = now_ms() + px->gw->cfg->write_max_ms;
 	}
 	req->xfer = x;
-	if (prepare(px, x, req, c)) {
+	bool released = false;
+	if (fenced) {
+		pthread_mutex_lock(&px->mu);
+		released = aborted_before(px, x->fence.write_id);
+		if (!released) {
+			HASH_ADD_STR(px->writes, fence.write_id, x);
+			x->registered = true;
+		}
+		pthread_mutex_unlock(&px->mu);
+	}
+	if (released || prepare(px, x, req, c, method)) {
 		easy_put(px, x->easy);
 		curl_slist_free_all(x->req_headers);
 		x->easy = NULL;
@@ -801,10 +915,42 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 		if (fenced)
 			fence_finish(x);
 		x->refs = 1;
+		if (released)
+			return respond_released(c, f);
 		return fg_respond_error(c, FG_E_INTERNAL, "cannot build the upstream request", NULL);
 	}
 	post(x, CMD_START);
 	return MHD_YES;
+}
+
+void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id)
+{
+	struct fg_xfer *x;
+	pthread_mutex_lock(&px->mu);
+	HASH_FIND_STR(px->writes, write_id, x);
+	if (x) {
+		pthread_mutex_lock(&x->mu);
+		bool alive = x->refs > 0; /* else being freed */
+		if (alive) {
+			x->refs++;
+			x->released = true;
+			/* not one more byte: on_read and check_deadlines() see
+			 * a deadline in the past */
+			x->deadline = 1;
+		}
+		pthread_mutex_unlock(&x->mu);
+		if (!alive)
+			x = NULL;
+	} else {
+		snprintf(px->aborted[px->naborted % ABORTED_RING],
+			 sizeof(px->aborted[0]), "%s", write_id);
+		px->naborted++;
+	}
+	pthread_mutex_unlock(&px->mu);
+	if (x) {
+		curl_multi_wakeup(px->multi);
+		xfer_put(x);
+	}
 }
 
 static const char *upstream_error(CURLcode code, enum fg_error *e)
@@ -872,17 +1018,21 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 	}
 	if (!x->headers_done) {
 		CURLcode code = x->result;
-		bool deadline = x->deadline_hit;
+		bool deadline = x->deadline_hit, released = x->released;
 		pthread_mutex_unlock(&x->mu);
 		if (deadline) {
 			/* a rare answer: worth one more round trip for "current" */
+			const struct fg_fence_lock *m = &x->fence.m[0];
 			struct fg_check chk = { 0 };
 			fg_store *st = fg_gateway_store(req->gw);
-			bool known = st && fg_lock_check(st, x->fence.lock, x->fence.token,
+			bool known = st && fg_lock_check(st, m->lock, m->token,
 							 &chk) == FG_OK && chk.has_current;
 			return fg_respond_error(c, FG_E_STALE_TOKEN,
-				"the lease ran out before the write finished; it was aborted upstream",
-				json_pack("{s:I, s:o}", "token", (json_int_t)x->fence.token,
+				released ? "the grant was released before the write finished; "
+					   "it was aborted upstream"
+					 : "the lease ran out before the write finished; "
+					   "it was aborted upstream",
+				json_pack("{s:I, s:o}", "token", (json_int_t)m->token,
 					  "current", known ? json_integer((json_int_t)chk.current)
 							   : json_null()));
 		}
@@ -916,26 +1066,70 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 	return ret;
 }
 
+/* Parks a write until the wait loop admits its waiting member. */
+static enum MHD_Result wait_admission(struct fg_req *req, struct MHD_Connection *c,
+				      const char *method);
+
+static enum MHD_Result admitted_or_wait(struct fg_req *req, struct MHD_Connection *c,
+					const char *method,
+					enum fg_fence_verdict v)
+{
+	switch (v) {
+	case FG_FENCE_PASS:
+		return start(req, c, method, NULL, false);
+	case FG_FENCE_ADMITTED:
+		return start(req, c, method, &req->fence, true);
+	case FG_FENCE_WAIT:
+		return wait_admission(req, c, method);
+	case FG_FENCE_ANSWERED:
+	default:
+		return MHD_YES;
+	}
+}
+
 static enum MHD_Result after_admission(struct fg_req *req, struct MHD_Connection *c,
 				       const char *method)
 {
 	struct fg_admit a;
 	uint64_t deadline_at;
+	struct fg_fence *f = &req->fence;
 	fg_waiter_admission(req->waiter, &a, &deadline_at);
 	enum fg_wait_result res = fg_waiter_result(req->waiter, NULL, NULL);
 	fg_waiter_drop(req->gw->wq, req->waiter);
 	req->waiter = NULL;
 	switch (res) {
 	case FG_WAIT_ADMITTED:
-		req->fence.deadline_at = deadline_at;
-		return start(req, c, method, &req->fence, true);
+		f->m[f->waiting].deadline_at = deadline_at;
+		return admitted_or_wait(req, c, method,
+					fg_fence_admit_rest_or_respond(req, c, method, f));
 	case FG_WAIT_REFUSED:
-		return fg_fence_refused(c, method, "-", &req->fence, &a);
+		return fg_fence_refused(c, method, "-", f, f->waiting, &a);
 	case FG_WAIT_GONE:
 		return MHD_NO;
 	default:
 		return fg_respond_store_error(c, FG_EUNAVAIL);
 	}
+}
+
+static enum MHD_Result wait_admission(struct fg_req *req, struct MHD_Connection *c,
+				      const char *method)
+{
+	const struct fg_fence_lock *m = &req->fence.m[req->fence.waiting];
+	req->waiter = fg_waiter_admit(req->gw->wq, m->lock, m->token,
+				      req->fence.write_id,
+				      req->gw->cfg->fence_margin_ms,
+				      req->gw->cfg->write_max_ms);
+	if (!req->waiter)
+		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	if (fg_waiter_park(req->gw->wq, req->waiter, c, req->fence.ms))
+		return MHD_YES;
+	return after_admission(req, c, method);
+}
+
+static bool bodyless_read(const char *method)
+{
+	return strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0 ||
+	       strcmp(method, "OPTIONS") == 0;
 }
 
 enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
@@ -952,25 +1146,33 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 						NULL);
 		if (strcmp(method, "CONNECT") == 0 || strcmp(method, "TRACE") == 0)
 			return fg_respond_not_allowed(c, PROXY_ALLOW);
-		switch (fg_fence_check_or_respond(req, c, method, &req->fence)) {
-		case FG_FENCE_ANSWERED:
-			return MHD_YES;
-		case FG_FENCE_PASS:
-			return start(req, c, method, NULL, false);
-		case FG_FENCE_ADMITTED:
-			return start(req, c, method, &req->fence, true);
-		case FG_FENCE_WAIT:
-			break;
+		/* a body would make another request of it (curl uploads) */
+		if (bodyless_read(method) && (req->body_chunked || req->body_length > 0))
+			return fg_respond_error_close(c, FG_E_BAD_REQUEST,
+				"GET, HEAD and OPTIONS requests carry no body here");
+		struct fg_writeset ws;
+		bool has_token = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							     "Fencing-Token") != NULL;
+		enum fg_error e = fg_writeset_build(
+			req->gw->cfg, method, req->uri,
+			MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Destination"),
+			MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+			has_token, &ws);
+		if (e != FG_E_COUNT)
+			return fg_respond_error(c, e,
+				e == FG_E_BAD_LOCK_NAME
+					? "this path maps to no valid lock name; add a route rule"
+					: NULL,
+				NULL);
+		if (ws.has_dest) {
+			/* ws.dest_raw points into the Destination header, which
+			 * lives as long as the request */
+			req->dest_raw = ws.dest_raw;
+			req->dest_raw_len = ws.dest_raw_len;
 		}
-		req->waiter = fg_waiter_admit(req->gw->wq, req->fence.lock,
-					      req->fence.token, req->fence.write_id,
-					      req->gw->cfg->fence_margin_ms,
-					      req->gw->cfg->write_max_ms);
-		if (!req->waiter)
-			return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-		if (fg_waiter_park(req->gw->wq, req->waiter, c, req->fence.ms))
-			return MHD_YES;
-		return after_admission(req, c, method);
+		return admitted_or_wait(req, c, method,
+					fg_fence_check_or_respond(req, c, method, &ws,
+								  &req->fence));
 	}
 	if (req->waiter)
 		return after_admission(req, c, method);

@@ -22,6 +22,10 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 				const char *method, const char *upload,
 				size_t *upload_size);
 
+/** The grant of a fenced write was released: its transfer is aborted
+ *  upstream at once, or never started if it was not begun yet. */
+void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id);
+
 /** The request ended (completed, or the client went away): an upstream
  *  request still running is aborted. */
 void fg_proxy_completed(struct fg_req *req);

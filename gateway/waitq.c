@@ -19,6 +19,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <poll.h>
 #include <sys/socket.h>
 
 #include <event2/event.h>
@@ -28,6 +29,7 @@
 
 #include "gateway.h"
 #include "log.h"
+#include "proxy.h"
 #include "waitq.h"
 
 enum kind { ACQ, OBS, ADM };
@@ -439,6 +441,34 @@ static void give_back(struct fg_waitq *wq, const char *name, const char *lease)
 		free(buf);
 }
 
+struct give_back_arg {
+	struct fg_waitq *wq;
+	char name[FG_NAME_MAX + 1];
+	char lease[FG_LEASE_LEN + 1];
+};
+
+static void do_give_back(fg_astore *as, void *arg)
+{
+	struct give_back_arg *g = arg;
+	(void)as;
+	give_back(g->wq, g->name, g->lease);
+	free(g);
+}
+
+void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
+			const char *lease)
+{
+	struct give_back_arg *g = malloc(sizeof(*g));
+	if (!g)
+		return; /* the grant ends at its expiry */
+	g->wq = wq;
+	snprintf(g->name, sizeof(g->name), "%s", name);
+	snprintf(g->lease, sizeof(g->lease), "%s", lease);
+	fg_log_info("a grant of lock %s was not delivered: released", name);
+	if (fg_waitq_call(wq, do_give_back, g))
+		free(g);
+}
+
 static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 {
 	struct fg_waiter *w = arg;
@@ -621,8 +651,12 @@ static void on_recheck(evutil_socket_t fd, short what, void *arg)
 
 /* ---- admissions -------------------------------------------------------- */
 
-#define ADMIT_POLL_MS 5
-
+/*
+ * A write that waits asks Redis again only when what it waits on changes:
+ * a write of the lock ends (finish.lua publishes "w <lock>" to the gateways
+ * whose writes wait), or the last record it waits behind reaches its
+ * recorded end (the time the admit reply gave). No polling in between.
+ */
 static void arm(struct fg_waiter *w, int64_t ms)
 {
 	struct timeval tv = tv_of(ms);
@@ -643,7 +677,7 @@ static void on_admit_reply(int err, const struct fg_admit *a, void *arg)
 		else if (a->status != FG_ADMIT_WAIT)
 			finish(wq, w, FG_WAIT_REFUSED, NULL, NULL);
 		else
-			arm(w, a->ms < ADMIT_POLL_MS ? a->ms : ADMIT_POLL_MS);
+			arm(w, a->ms + 1);
 	} else if (a->status == FG_ADMITTED) {
 		/* admitted for a client that left: let others go at once */
 		fg_alock_finish(wq->as, w->name, w->write_id, NULL, NULL);
@@ -654,6 +688,8 @@ static void on_admit_reply(int err, const struct fg_admit *a, void *arg)
 
 static void poll_admit(struct fg_waitq *wq, struct fg_waiter *w)
 {
+	if (w->ops > 0)
+		return; /* one call at a time; its answer decides */
 	w->ops++;
 	w->asked_ms = mono_ms();
 	if (fg_alock_admit(wq->as, w->name, w->tok0, w->write_id, w->margin_ms,
@@ -682,19 +718,19 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
+/*
+ * The client's socket is watched edge-triggered: unread bytes (a body
+ * waiting to be read, a pipelined request) wake the loop once per arrival,
+ * never in a loop. Whether the client is gone is asked of the kernel
+ * (POLLRDHUP): a close or reset counts even with bytes left unread.
+ */
 static void on_client_readable(evutil_socket_t fd, short what, void *arg)
 {
 	struct fg_waiter *w = arg;
 	struct fg_waitq *wq = w->wq;
-	char b;
 	(void)what;
-	ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
-	if (n > 0) {
-		/* A pipelined request, not a close: stop watching. */
-		event_del(w->fdev);
-		return;
-	}
-	if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR))
+	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
+	if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
 		return;
 	if (w->kind == ACQ) {
 		/* Leave the queue now; if the lock was handed over meanwhile,
@@ -723,11 +759,12 @@ static void setup(struct fg_waitq *wq, struct fg_waiter *w)
 		DL_APPEND(wt->obs, w);
 	w->timer = evtimer_new(wq->base, on_deadline, w);
 	if (w->timer)
-		arm(w, w->kind == ADM ? (w->wake_in < ADMIT_POLL_MS ? w->wake_in : ADMIT_POLL_MS)
-				      : (int64_t)w->wait_ms);
+		arm(w, w->kind == ADM ? w->wake_in + 1 : (int64_t)w->wait_ms);
 	if (w->fd >= 0) {
-		w->fdev = event_new(wq->base, w->fd, EV_READ | EV_PERSIST,
-				    on_client_readable, w);
+		short ev = EV_READ | EV_ET | EV_PERSIST;
+		if (event_base_get_features(wq->base) & EV_FEATURE_EARLY_CLOSE)
+			ev |= EV_CLOSED;
+		w->fdev = event_new(wq->base, w->fd, ev, on_client_readable, w);
 		if (w->fdev)
 			event_add(w->fdev, NULL);
 	}
@@ -738,7 +775,8 @@ static void setup(struct fg_waitq *wq, struct fg_waiter *w)
 	if (w->kind == ACQ) {
 		schedule_tick(wq, wt, w->wake_in);
 	} else if (w->kind == ADM) {
-		/* polled by its own timer */
+		/* woken by "w <lock>", or by its timer when the record it
+		 * waits behind ends */
 	} else if (!wt->subscribed) {
 		/* Ask for events first: the tick runs before the inspect that
 		 * the subscription's confirmation triggers (one connection,
@@ -801,14 +839,39 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 
 /* ---- Redis messages -------------------------------------------------- */
 
+/* "w <lock>": a write of the lock ended; its waiting writes ask again. */
+static void wake_admissions(struct fg_waitq *wq, const char *name)
+{
+	struct watch *wt;
+	HASH_FIND_STR(wq->watches, name, wt);
+	if (!wt)
+		return;
+	struct fg_waiter *w, *tmp;
+	wt->busy++;
+	DL_FOREACH_SAFE(wt->adm, w, tmp)
+		poll_admit(wq, w);
+	wt->busy--;
+	watch_maybe_free(wq, wt);
+}
+
 static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 {
-	char buf[128], id[FG_WAITER_ID_MAX], mode[2];
+	char buf[FG_NAME_MAX + 64], id[FG_WAITER_ID_MAX], mode[2];
 	unsigned long long tok;
 	if (len >= sizeof(buf))
 		return;
 	memcpy(buf, msg, len);
 	buf[len] = '\0';
+	if (len > 2 && buf[0] == 'w' && buf[1] == ' ') {
+		wake_admissions(wq, buf + 2);
+		return;
+	}
+	if (len > 2 && buf[0] == 'x' && buf[1] == ' ') {
+		/* the grant of this write was released: abort it */
+		if (wq->gw->px)
+			fg_proxy_abort_write(wq->gw->px, buf + 2);
+		return;
+	}
 	if (sscanf(buf, "%39s %llu %1s", id, &tok, mode) != 3)
 		return;
 
@@ -864,8 +927,13 @@ static void on_resync(void *arg)
 	HASH_ITER(hh, wq->watches, wt, tmp) {
 		wt->confirmed = false;
 		struct fg_waiter *w, *wtmp;
+		wt->busy++;
 		DL_FOREACH_SAFE(wt->acq, w, wtmp)
 			start_dequeue(wq, w, true);
+		DL_FOREACH_SAFE(wt->adm, w, wtmp)
+			poll_admit(wq, w);
+		wt->busy--;
+		watch_maybe_free(wq, wt);
 	}
 }
 

@@ -74,6 +74,11 @@ void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out,
 int fg_waitq_call(struct fg_waitq *wq, void (*fn)(fg_astore *as, void *arg),
 		  void *arg);
 
+/** Releases a grant whose answer never reached its client, from the loop
+ *  (one hold: a re-entry gives back what it took). */
+void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
+			const char *lease);
+
 const char *fg_waiter_id(const struct fg_waiter *w);
 
 /**

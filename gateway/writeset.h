@@ -47,6 +47,10 @@ enum fg_path_status fg_path_resolve(const char *raw, size_t len, char *out,
 int fg_lock_for_path(const struct fg_config *cfg, const char *path, size_t len,
 		     char out[FG_NAME_MAX + 1], bool *route);
 
+/** fg_path_resolve() then fg_lock_for_path() of a raw path: 0, or -1. */
+int fg_fence_lock_for(const struct fg_config *cfg, const char *raw_path,
+		      size_t len, char out[FG_NAME_MAX + 1]);
+
 /**
  * Is the whole subtree under the resolved collection path `path` (it ends
  * in '/') guarded by the one lock `lock`? True when a route rule covers
@@ -58,10 +62,10 @@ bool fg_subtree_guarded(const struct fg_config *cfg, const char *path,
 /**
  * The raw path of a Destination header: the header itself when it is a
  * path ("/..."), or the path of an absolute http(s) URL whose authority is
- * `host` (the request's Host, compared case-insensitively). 0 with
- * *path/*len pointing into `dest`, or -1 (another authority, no Host, a
- * query or fragment, a byte that is not printable ASCII, a path under
- * /_fence/ is decided by the caller after resolving).
+ * `host` (the request's Host, compared case-insensitively). 0 with the
+ * path and its length pointing into `dest`, or -1 (another authority, no
+ * Host, a query or fragment, a byte that is not printable ASCII). Whether
+ * the path is under the lock API is decided by the caller, resolved.
  */
 int fg_dest_raw_path(const char *dest, const char *host, const char **path,
 		     size_t *len);

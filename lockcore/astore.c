@@ -37,6 +37,7 @@ struct fg_astore {
 	int port;
 	unsigned command_timeout_ms;
 	unsigned idle;
+	unsigned margin;     /* write_margin_ms */
 	struct conn cmd, sub;
 	char **chans;
 	size_t nchans, capchans;
@@ -159,6 +160,7 @@ fg_astore *fg_astore_create(struct event_base *base,
 	as->port = o->port;
 	as->command_timeout_ms = o->command_timeout_ms ? o->command_timeout_ms : 2000;
 	as->idle = o->idle_forget_ms;
+	as->margin = o->write_margin_ms;
 	as->on_message = on_message;
 	as->on_resync = on_resync;
 	as->arg = arg;
@@ -412,7 +414,7 @@ int fg_alock_release(fg_astore *as, const char *name, const char *lease,
 	struct aop *op = grant_op(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
-	fg__build_release(&op->call, name, lease, as->idle);
+	fg__build_release(&op->call, name, lease, as->margin, as->idle);
 	return submit(as, op);
 }
 

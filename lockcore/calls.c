@@ -156,10 +156,11 @@ void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 }
 
 void fg__build_release(struct fg__call *c, const char *name,
-		       const char *lease, unsigned idle)
+		       const char *lease, unsigned margin_ms, unsigned idle)
 {
 	fg__call_init(c, FG__LUA_RELEASE, name, idle);
 	str0(c, lease);
+	fg__call_num(c, margin_ms);
 }
 
 void fg__build_inspect(struct fg__call *c, const char *name, unsigned idle)

@@ -69,7 +69,7 @@ void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 		     uint32_t ttl_ms, const char *value, size_t value_len,
 		     unsigned idle);
 void fg__build_release(struct fg__call *c, const char *name,
-		       const char *lease, unsigned idle);
+		       const char *lease, unsigned margin_ms, unsigned idle);
 void fg__build_inspect(struct fg__call *c, const char *name, unsigned idle);
 void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
 		     unsigned idle);

@@ -24,6 +24,7 @@ struct fg_store {
 	unsigned connect_timeout_ms;
 	unsigned command_timeout_ms;
 	unsigned idle_forget_ms;
+	unsigned write_margin_ms;
 	redisContext *rc;
 	uint64_t next_try_ms;
 };
@@ -48,6 +49,7 @@ fg_store *fg_store_create(const struct fg_store_opts *o)
 	st->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 500;
 	st->command_timeout_ms = o->command_timeout_ms ? o->command_timeout_ms : 2000;
 	st->idle_forget_ms = o->idle_forget_ms;
+	st->write_margin_ms = o->write_margin_ms;
 	return st;
 }
 
@@ -225,7 +227,7 @@ int fg_lock_release(fg_store *st, const char *name, const char *lease,
 		    struct fg_grant *out)
 {
 	struct fg__call c;
-	fg__build_release(&c, name, lease, st->idle_forget_ms);
+	fg__build_release(&c, name, lease, st->write_margin_ms, st->idle_forget_ms);
 	return grant_call(st, &c, out);
 }
 

@@ -39,6 +39,10 @@ struct fg_store_opts {
 	unsigned connect_timeout_ms; /* bound on connect() */
 	unsigned command_timeout_ms; /* bound on one command's round trip */
 	unsigned idle_forget_ms;     /* a lock free this long leaves no keys */
+	unsigned write_margin_ms;    /* how long a storage may still apply a
+					write whose last byte was sent: a
+					released grant's writes keep their
+					place in the order this long */
 };
 
 /* ---- blocking connection ------------------------------------------- */

@@ -7,7 +7,9 @@
 -- never outlive the lease it was checked against. It is recorded until its
 -- send deadline plus the margin: a newer token waits that long, so the
 -- upstream has the margin to apply a write whose last byte left just in
--- time. See docs/safety.md section 3.
+-- time. A write told to wait leaves its gateway's name (aw), so the end of
+-- a write wakes it (finish.lua) rather than its polling. See
+-- docs/safety.md section 3.
 -- ARGV: 3 token, 4 write id, 5 margin ms, 6 longest write ms
 -- Reply: {'admitted', deadline_in_ms, token} | {'wait', ms, current} |
 --        {'stale'|'expiring'|'forged', current}
@@ -25,6 +27,7 @@ else
     redis.call('ZREMRANGEBYSCORE', F, '-inf', NOW)
     local last = redis.call('ZRANGE', F, -1, -1, 'WITHSCORES')
     if last[2] then
+      wait_for_writes(WID)
       reply = {'wait', tonumber(last[2]) - NOW, cur}
     else
       put('ft', fmt(TOK))

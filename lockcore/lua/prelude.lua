@@ -7,7 +7,9 @@
 --                       n holders, x latest and nx earliest holder expiry
 --                       (ms), qn waiters, qs queue sequence, qd latest waiter
 --                       deadline (ms), ft token of the writes in F, ob
---                       observers until (ms), g:<gw> gateway alive-until (ms),
+--                       observers until (ms), aw gateways with writes
+--                       waiting on F (space-separated), g:<gw> gateway
+--                       alive-until (ms),
 --                       h:<lease> "<holds>:<ttl_ms>:<expiry ms>" per holder
 --   Q  fg:{N}:q  zset   waiter id -> arrival sequence (FIFO)
 --   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o}
@@ -32,7 +34,7 @@ local HANDOFF_MAX = 1000
 local function fmt(n) return string.format('%.0f', n) end
 local function num(v) return tonumber(v or 0) or 0 end
 
-local FIELDS = {'c', 'm', 't', 'v', 'o', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'qd', 'ft', 'ob'}
+local FIELDS = {'c', 'm', 't', 'v', 'o', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'qd', 'ft', 'ob', 'aw'}
 local st = {}
 do
   local got = redis.call('HMGET', S, unpack(FIELDS))
@@ -238,6 +240,43 @@ local function wake_in()
   if d > NOW then return d - NOW + 1 end
   if num(st.qn) > 0 then return 0 end
   return -1
+end
+
+-- A write id is "<gateway id>-w<n>"; its gateway listens on fg:gw:<id>.
+local function gateway_of(wid) return string.match(wid, '^(.*)%-w%d+$') end
+
+-- A write waits on F: its gateway hears when a write of F ends.
+local function wait_for_writes(wid)
+  local gw = gateway_of(wid)
+  if not gw then return end
+  local aw = st.aw or ''
+  if string.find(' ' .. aw .. ' ', ' ' .. gw .. ' ', 1, true) then return end
+  put('aw', aw == '' and gw or (aw .. ' ' .. gw))
+end
+
+-- A write of F ended: every gateway with writes waiting asks again (once).
+local function wake_writers()
+  if not st.aw then return end
+  for gw in string.gmatch(st.aw, '%S+') do
+    redis.call('PUBLISH', 'fg:gw:' .. gw, 'w ' .. NAME)
+  end
+  del('aw')
+end
+
+-- The grant of F's writes ended by release: each write is recorded until
+-- `untl` at the most, and its gateway aborts it upstream.
+local function end_writes(untl)
+  local all = redis.call('ZRANGE', F, 0, -1, 'WITHSCORES')
+  for i = 1, #all, 2 do
+    local wid, score = all[i], tonumber(all[i + 1])
+    if score > NOW then
+      if score > untl then redis.call('ZADD', F, fmt(untl), wid) end
+      local gw = gateway_of(wid)
+      if gw then redis.call('PUBLISH', 'fg:gw:' .. gw, 'x ' .. wid) end
+    end
+  end
+  wake_writers()
+  dirty = true
 end
 
 -- Moves every existing key's expiry to IDLE ms past the lock's horizon:

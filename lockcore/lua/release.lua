@@ -1,8 +1,12 @@
 -- release: undo one hold; the last hold frees the lease, the last lease
 -- frees the lock and hands it to the next waiter(s) in the same step.
--- ARGV: 3 lease
+-- A released grant's admitted writes end with it: each is recorded only
+-- for the margin from now (the storage may still be applying one whose
+-- last byte left) and its gateway is told to abort it upstream, so the
+-- next holder never waits on them.
+-- ARGV: 3 lease, 4 margin ms
 -- Reply: {'granted', token, mode, holds left, ttl} | {'expired'}
-local LEASE = ARGV[3]
+local LEASE, MARGIN = ARGV[3], tonumber(ARGV[4])
 advance()
 local reply
 local h = holder(LEASE)
@@ -14,6 +18,7 @@ else
     put('h:' .. LEASE, hval(h.n - 1, h.ttl, h.exp))
   elseif num(st.n) <= 1 then
     del('h:' .. LEASE)
+    if st.ft == st.t then end_writes(NOW + MARGIN) end
     end_grant(NOW, false)
     if num(st.qn) > 0 then handoff() end
   else

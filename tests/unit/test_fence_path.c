@@ -6,7 +6,7 @@
  * longest matching route prefix (a prefix "/a/b/" also covers "/a/b"),
  * else takes the decoded path without its leading and trailing '/'; the
  * result must be a valid lock name (fencegate/name.h) or it is -1. Only
- * raw_path[0..len) is read. fg_fence_is_write matches whole, case-exact
+ * raw_path[0..len) is read. fg_method_is_write matches whole, case-exact
  * method names against the configured list or the default one. Routes are
  * added through fg_config_set, as the config file does. cmocka's asserts
  * do not depend on NDEBUG.
@@ -400,7 +400,7 @@ static void test_route_lock_length(void **state)
 	(void)out;
 }
 
-/* ---- fg_fence_is_write --------------------------------------------- */
+/* ---- fg_method_is_write --------------------------------------------- */
 
 static void test_is_write_default(void **state)
 {
@@ -421,11 +421,11 @@ static void test_is_write_default(void **state)
 	assert_null(c.write_methods);
 	assert_null(c.read_methods);
 	for (size_t i = 0; i < sizeof(writes) / sizeof(writes[0]); i++) {
-		if (!fg_fence_is_write(&c, writes[i]))
+		if (!fg_method_is_write(&c, writes[i]))
 			fail_msg("\"%s\" should be fenced", writes[i]);
 	}
 	for (size_t i = 0; i < sizeof(reads) / sizeof(reads[0]); i++) {
-		if (fg_fence_is_write(&c, reads[i]))
+		if (fg_method_is_write(&c, reads[i]))
 			fail_msg("\"%s\" should not be fenced", reads[i]);
 	}
 	fg_config_finish(&c);
@@ -464,7 +464,7 @@ static void test_is_write_configured(void **state)
 					       sizeof(err)), 0);
 		assert_int_equal(fg_config_set(&c, "read-methods", t[i].reads, err,
 					       sizeof(err)), 0);
-		if (fg_fence_is_write(&c, t[i].method) != t[i].write)
+		if (fg_method_is_write(&c, t[i].method) != t[i].write)
 			fail_msg("writes \"%s\", reads \"%s\", method \"%s\": expected %d",
 				 t[i].writes, t[i].reads, t[i].method, t[i].write);
 		fg_config_finish(&c);

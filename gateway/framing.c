@@ -1,0 +1,113 @@
+/*
+ * framing.c - strict request framing on top of libmicrohttpd (framing.h).
+ *
+ * Invariant: a request reaches the lock API or the proxy only when its
+ * target and head have exactly one reading: the bytes libmicrohttpd hands
+ * over are all the bytes that were sent, and the body's length is given
+ * one way only.
+ */
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+
+#include "errors.h"
+#include "framing.h"
+#include "gateway.h"
+
+#define CL_DIGITS_MAX 15 /* below 2^53: no overflow anywhere downstream */
+
+void fg_framing_note_target(struct fg_req *req, const char *uri)
+{
+	req->uri_at = uri;
+	req->uri_len = strlen(uri);
+}
+
+/* RFC 9110 5.6.2 tchar. */
+static bool tchar(unsigned char ch)
+{
+	return (ch >= 'a' && ch <= 'z') || (ch >= 'A' && ch <= 'Z') ||
+	       (ch >= '0' && ch <= '9') || (ch && strchr("!#$%&'*+-.^_`|~", ch));
+}
+
+struct head {
+	const char *why;
+	unsigned cl, te;
+	const char *cl_value, *te_value;
+};
+
+static enum MHD_Result look(void *cls, enum MHD_ValueKind kind, const char *key,
+			    size_t key_size, const char *value, size_t value_size)
+{
+	struct head *h = cls;
+	(void)kind;
+	if (key_size == 0 || strlen(key) != key_size) {
+		h->why = "a header name holds a NUL";
+		return MHD_NO;
+	}
+	for (size_t i = 0; i < key_size; i++) {
+		if (!tchar((unsigned char)key[i])) {
+			h->why = "a header name holds a byte that is not a token character";
+			return MHD_NO;
+		}
+	}
+	if (!value || strlen(value) != value_size) {
+		h->why = "a header value holds a NUL";
+		return MHD_NO;
+	}
+	if (memchr(value, '\r', value_size) || memchr(value, '\n', value_size)) {
+		h->why = "a header value holds a CR or LF";
+		return MHD_NO;
+	}
+	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
+		h->cl++;
+		h->cl_value = value;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
+		h->te++;
+		h->te_value = value;
+	}
+	return MHD_YES;
+}
+
+static bool refuse(struct MHD_Connection *c, const char *why,
+		   enum MHD_Result *ret)
+{
+	*ret = fg_respond_error_close(c, FG_E_BAD_REQUEST, why);
+	return false;
+}
+
+bool fg_framing_ok_or_respond(struct fg_req *req, struct MHD_Connection *c,
+			      const char *version, enum MHD_Result *ret)
+{
+	/* libmicrohttpd ends the target with a NUL where the space before
+	 * the version was: a NUL sent inside the target leaves a gap between
+	 * what it hands over and the version. */
+	if (!req->uri_at || !version || version != req->uri_at + req->uri_len + 1)
+		return refuse(c, "the request target holds a NUL or is not followed by a version", ret);
+	for (size_t i = 0; i < req->uri_len; i++) {
+		unsigned char ch = (unsigned char)req->uri[i];
+		if (ch <= 0x20 || ch == 0x7f)
+			return refuse(c, "the request target holds a space or a control byte", ret);
+	}
+	struct head h = { 0 };
+	MHD_get_connection_values_n(c, MHD_HEADER_KIND, look, &h);
+	if (h.why)
+		return refuse(c, h.why, ret);
+	if (h.cl && h.te)
+		return refuse(c, "Content-Length together with Transfer-Encoding", ret);
+	if (h.te > 1 || (h.te && strcasecmp(h.te_value, "chunked") != 0))
+		return refuse(c, "the only Transfer-Encoding accepted is chunked", ret);
+	if (h.cl > 1)
+		return refuse(c, "more than one Content-Length", ret);
+	if (h.cl) {
+		size_t n = strlen(h.cl_value);
+		if (n == 0 || n > CL_DIGITS_MAX ||
+		    strspn(h.cl_value, "0123456789") != n)
+			return refuse(c, "Content-Length is not a decimal number", ret);
+		req->body_length = strtoull(h.cl_value, NULL, 10);
+		req->body_length_given = true;
+	}
+	req->body_chunked = h.te > 0;
+	req->framed = true;
+	return true;
+}

@@ -1,0 +1,327 @@
+/*
+ * writeset.c - what a proxied request may change, and which lock guards
+ * each part of it (contract v1.1, "the write set").
+ *
+ * Invariant: every path the gateway interprets (the request path, the
+ * Destination, a route prefix) is resolved here, once, the way the storage
+ * resolves it before acting on it; the lock chosen for a path is the lock of
+ * the object the storage will touch. A request whose write set cannot be
+ * covered by the locks it names is refused here, before any token is read.
+ */
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "jsonio.h"
+#include "writeset.h"
+
+#define API_PREFIX "/_fence/"
+
+/*
+ * One path, one object: repeated slashes merge (nginx's merge_slashes) and
+ * "." and ".." segments go (RFC 3986 5.2.4), so "//orders/42" and
+ * "/orders/x/../42" meet the same route and lock as "/orders/42". The
+ * buffer has room for one more byte than n (a missing leading '/').
+ */
+static enum fg_path_status normalize(char *path, size_t *len)
+{
+	size_t n = *len, w = 0, r = 0;
+	if (n == 0)
+		return FG_PATH_BAD;
+	if (path[0] != '/') {
+		memmove(path + 1, path, n + 1);
+		path[0] = '/';
+		n++;
+	}
+	while (r < n) {
+		/* path[r] == '/': take one segment */
+		size_t s = r + 1;
+		while (s < n && path[s] == '/')
+			s++;
+		size_t e = s;
+		while (e < n && path[e] != '/')
+			e++;
+		size_t seg = e - s;
+		bool last = e >= n;
+		if (seg == 1 && path[s] == '.') {
+			if (last)
+				path[w++] = '/';
+		} else if (seg == 2 && path[s] == '.' && path[s + 1] == '.') {
+			if (w == 0)
+				return FG_PATH_CLIMBS;
+			while (w > 0 && path[w - 1] != '/')
+				w--;
+			if (w > 0)
+				w--; /* drop the '/' too */
+			if (last)
+				path[w++] = '/';
+		} else {
+			path[w++] = '/';
+			memmove(path + w, path + s, seg);
+			w += seg;
+		}
+		r = e;
+	}
+	if (w == 0)
+		path[w++] = '/';
+	path[w] = '\0';
+	*len = w;
+	return FG_PATH_OK;
+}
+
+enum fg_path_status fg_path_resolve(const char *raw, size_t len, char *out,
+				    size_t cap, size_t *out_len)
+{
+	size_t n;
+	if (cap < 3 || fg_pct_decode(raw, len, out, cap - 2, &n))
+		return FG_PATH_BAD;
+	/* The storage acts on bytes; a control byte (decoded or not) is no
+	 * part of a name any storage agrees on. */
+	for (size_t i = 0; i < n; i++)
+		if ((unsigned char)out[i] < 0x20 || out[i] == 0x7f)
+			return FG_PATH_BAD;
+	enum fg_path_status s = normalize(out, &n);
+	if (s == FG_PATH_OK)
+		*out_len = n;
+	return s;
+}
+
+/* "/p/" covers "/p/..." and "/p" itself; a prefix without a trailing '/'
+ * covers whatever starts with it. */
+static bool covers(const char *pre, size_t n, const char *path, size_t len)
+{
+	return (len >= n && memcmp(path, pre, n) == 0) ||
+	       (n > 1 && pre[n - 1] == '/' && len == n - 1 &&
+		memcmp(path, pre, len) == 0);
+}
+
+static const struct fg_route *route_for(const struct fg_config *cfg,
+					const char *path, size_t len)
+{
+	const struct fg_route *best = NULL;
+	size_t best_len = 0;
+	for (size_t i = 0; i < cfg->nroutes; i++) {
+		size_t n = strlen(cfg->routes[i].prefix);
+		if (n > best_len && covers(cfg->routes[i].prefix, n, path, len)) {
+			best = &cfg->routes[i];
+			best_len = n;
+		}
+	}
+	return best;
+}
+
+int fg_lock_for_path(const struct fg_config *cfg, const char *path, size_t len,
+		     char out[FG_NAME_MAX + 1], bool *route)
+{
+	const struct fg_route *best = route_for(cfg, path, len);
+	const char *name = path;
+	size_t nlen = len;
+	if (best) {
+		name = best->lock;
+		nlen = strlen(name);
+	} else {
+		while (nlen > 0 && name[0] == '/') {
+			name++;
+			nlen--;
+		}
+		while (nlen > 0 && name[nlen - 1] == '/')
+			nlen--;
+	}
+	if (route)
+		*route = best != NULL;
+	if (nlen > FG_NAME_MAX || !fg_name_valid(name, nlen))
+		return -1;
+	memcpy(out, name, nlen);
+	out[nlen] = '\0';
+	return 0;
+}
+
+int fg_fence_lock_for(const struct fg_config *cfg, const char *raw_path,
+		      size_t len, char out[FG_NAME_MAX + 1])
+{
+	char path[FG_PATH_MAX];
+	size_t plen;
+	if (fg_path_resolve(raw_path, len, path, sizeof(path), &plen))
+		return -1;
+	return fg_lock_for_path(cfg, path, plen, out, NULL);
+}
+
+bool fg_subtree_guarded(const struct fg_config *cfg, const char *path,
+			size_t len, const char *lock)
+{
+	const struct fg_route *best = route_for(cfg, path, len);
+	if (!best || strcmp(best->lock, lock) != 0)
+		return false;
+	/* A longer rule starting inside the subtree gives part of it to
+	 * another lock (a rule for the same lock is harmless). */
+	for (size_t i = 0; i < cfg->nroutes; i++) {
+		const char *pre = cfg->routes[i].prefix;
+		size_t n = strlen(pre);
+		if (n > len && memcmp(pre, path, len) == 0 &&
+		    strcmp(cfg->routes[i].lock, lock) != 0)
+			return false;
+	}
+	return true;
+}
+
+int fg_dest_raw_path(const char *dest, const char *host, const char **path,
+		     size_t *len)
+{
+	if (!dest)
+		return -1;
+	for (const char *p = dest; *p; p++)
+		if ((unsigned char)*p <= 0x20 || (unsigned char)*p >= 0x7f ||
+		    *p == '?' || *p == '#')
+			return -1;
+	const char *p = dest;
+	if (p[0] != '/') {
+		if (strncasecmp(p, "http://", 7) == 0)
+			p += 7;
+		else if (strncasecmp(p, "https://", 8) == 0)
+			p += 8;
+		else
+			return -1;
+		size_t alen = strcspn(p, "/");
+		/* the authority must be this gateway, as the client named it */
+		if (!host || alen == 0 || strlen(host) != alen ||
+		    strncasecmp(p, host, alen) != 0 || p[alen] != '/')
+			return -1;
+		p += alen;
+	} else if (p[1] == '/') {
+		return -1; /* "//host/..." is a network-path reference */
+	}
+	*path = p;
+	*len = strlen(p);
+	return 0;
+}
+
+static bool listed(const char *list, const char *method)
+{
+	size_t m = strlen(method);
+	for (const char *p = list; *p;) {
+		while (*p == ' ')
+			p++;
+		size_t n = strcspn(p, " ");
+		if (n == m && n > 0 && memcmp(p, method, n) == 0)
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+/* Fail safe: a method that is neither a configured write nor a configured
+ * read (LOCK, a lowercase "put", anything new) is fenced like a write. */
+bool fg_method_is_write(const struct fg_config *cfg, const char *method)
+{
+	if (listed(cfg->write_methods ? cfg->write_methods : FG_DEFAULT_WRITE_METHODS,
+		   method))
+		return true;
+	return !listed(cfg->read_methods ? cfg->read_methods : FG_DEFAULT_READ_METHODS,
+		       method);
+}
+
+static bool is_collection(const char *path, size_t len)
+{
+	return len > 0 && path[len - 1] == '/';
+}
+
+/* Adds a member for `lock`, or merges it into the member that has it. */
+static void add_member(struct fg_writeset *ws, const char *lock, bool write,
+		       enum fg_ws_header header)
+{
+	for (int i = 0; i < ws->n; i++) {
+		if (strcmp(ws->m[i].lock, lock) == 0) {
+			/* one lock, one sequencer: a write wins over a read,
+			 * and Fencing-Token serves both paths */
+			ws->m[i].write = ws->m[i].write || write;
+			ws->m[i].header_optional = !ws->m[i].write;
+			if (header == FG_WS_FENCING_TOKEN)
+				ws->m[i].header = header;
+			return;
+		}
+	}
+	struct fg_ws_member *m = &ws->m[ws->n++];
+	snprintf(m->lock, sizeof(m->lock), "%s", lock);
+	m->write = write;
+	m->header = header;
+	m->header_optional = !write;
+}
+
+enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
+				const char *target, const char *destination,
+				const char *host, bool has_token,
+				struct fg_writeset *ws)
+{
+	memset(ws, 0, sizeof(*ws));
+	size_t plen = strcspn(target, "?");
+	if (target[0] != '/' ||
+	    fg_path_resolve(target, plen, ws->path, sizeof(ws->path), &ws->path_len))
+		return FG_E_BAD_PATH;
+	ws->write = fg_method_is_write(cfg, method);
+	bool copy = strcmp(method, "COPY") == 0, move = strcmp(method, "MOVE") == 0;
+	bool subtree_op = copy || move || strcmp(method, "DELETE") == 0;
+
+	if (copy || move) {
+		const char *raw;
+		size_t rlen;
+		if (fg_dest_raw_path(destination, host, &raw, &rlen) ||
+		    fg_path_resolve(raw, rlen, ws->dest, sizeof(ws->dest),
+				    &ws->dest_len) ||
+		    strncmp(ws->dest, API_PREFIX, sizeof(API_PREFIX) - 1) == 0 ||
+		    strcmp(ws->dest, "/_fence") == 0)
+			return FG_E_BAD_DESTINATION;
+		ws->has_dest = true;
+		ws->dest_raw = raw;
+		ws->dest_raw_len = rlen;
+	}
+
+	char lock[FG_NAME_MAX + 1], dlock[FG_NAME_MAX + 1];
+	bool path_lock = fg_lock_for_path(cfg, ws->path, ws->path_len, lock, NULL) == 0;
+	bool dest_lock = ws->has_dest &&
+			 fg_lock_for_path(cfg, ws->dest, ws->dest_len, dlock, NULL) == 0;
+
+	/* The subtree rule: a collection is changed whole, so one lock must
+	 * guard all of it, on both sides. */
+	if (ws->write && subtree_op) {
+		/* "both sides": COPY only reads its source, but the subtree
+		 * it copies must still be one lock's */
+		if (is_collection(ws->path, ws->path_len) &&
+		    !(path_lock && fg_subtree_guarded(cfg, ws->path, ws->path_len, lock)))
+			return FG_E_SUBTREE_UNGUARDED;
+		if (ws->has_dest && (is_collection(ws->dest, ws->dest_len) ||
+				     is_collection(ws->path, ws->path_len)) &&
+		    !(dest_lock && fg_subtree_guarded(cfg, ws->dest, ws->dest_len, dlock)))
+			return FG_E_SUBTREE_UNGUARDED;
+	}
+
+	if (!ws->write) {
+		/* a read: fenced only when it carries a token */
+		if (has_token) {
+			if (!path_lock)
+				return FG_E_BAD_LOCK_NAME;
+			add_member(ws, lock, false, FG_WS_FENCING_TOKEN);
+		}
+		return FG_E_COUNT;
+	}
+	if (copy) {
+		if (!dest_lock)
+			return FG_E_BAD_LOCK_NAME;
+		/* the source is only read: fenced if a token came for it */
+		if (has_token && path_lock && strcmp(lock, dlock) != 0)
+			add_member(ws, lock, false, FG_WS_FENCING_TOKEN);
+		add_member(ws, dlock, true,
+			   path_lock && strcmp(lock, dlock) == 0
+				   ? FG_WS_FENCING_TOKEN
+				   : FG_WS_DESTINATION_FENCING_TOKEN);
+		return FG_E_COUNT;
+	}
+	if (!path_lock)
+		return FG_E_BAD_LOCK_NAME;
+	add_member(ws, lock, true, FG_WS_FENCING_TOKEN);
+	if (move) {
+		if (!dest_lock)
+			return FG_E_BAD_LOCK_NAME;
+		add_member(ws, dlock, true, FG_WS_DESTINATION_FENCING_TOKEN);
+	}
+	return FG_E_COUNT;
+}
