@@ -30,10 +30,14 @@ static bool tchar(unsigned char ch)
 	       (ch >= '0' && ch <= '9') || (ch && strchr("!#$%&'*+-.^_`|~", ch));
 }
 
+#define HEADERS_MAX 256
+
 struct head {
 	const char *why;
 	unsigned cl, te;
 	const char *cl_value, *te_value;
+	unsigned n;
+	const char *key[HEADERS_MAX], *value[HEADERS_MAX];
 };
 
 static enum MHD_Result look(void *cls, enum MHD_ValueKind kind, const char *key,
@@ -59,6 +63,13 @@ static enum MHD_Result look(void *cls, enum MHD_ValueKind kind, const char *key,
 		h->why = "a header value holds a CR or LF";
 		return MHD_NO;
 	}
+	if (h->n == HEADERS_MAX) {
+		h->why = "too many header fields";
+		return MHD_NO;
+	}
+	h->key[h->n] = key;
+	h->value[h->n] = value;
+	h->n++;
 	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
 		h->cl++;
 		h->cl_value = value;
@@ -69,6 +80,41 @@ static enum MHD_Result look(void *cls, enum MHD_ValueKind kind, const char *key,
 	return MHD_YES;
 }
 
+/*
+ * libmicrohttpd hands over C strings cut out of its read buffer in place:
+ * each line's CR LF and each ':' become NULs, and the strings follow each
+ * other in the order they were sent. A NUL sent inside a name or value
+ * would hide the rest of it; then the gap between one string's end and the
+ * next string holds bytes other than NUL, space or tab. The head is
+ * `size` bytes from the start of the request line.
+ */
+static bool gap_clean(const char *from, const char *to)
+{
+	if (to < from || to - from > 64)
+		return false;
+	for (const char *p = from; p < to; p++)
+		if (*p != '\0' && *p != ' ' && *p != '\t')
+			return false;
+	return true;
+}
+
+static const char *hidden_bytes(const struct head *h, const char *version,
+				const char *end)
+{
+	const char *at = version + strlen(version);
+	for (unsigned i = 0; i < h->n; i++) {
+		if (!gap_clean(at, h->key[i]))
+			return "a NUL inside the request head";
+		at = h->key[i] + strlen(h->key[i]);
+		if (!gap_clean(at, h->value[i]))
+			return "a NUL inside a header name";
+		at = h->value[i] + strlen(h->value[i]);
+	}
+	if (!gap_clean(at, end))
+		return "a NUL inside a header value";
+	return NULL;
+}
+
 static bool refuse(struct MHD_Connection *c, const char *why,
 		   enum MHD_Result *ret)
 {
@@ -77,7 +123,8 @@ static bool refuse(struct MHD_Connection *c, const char *why,
 }
 
 bool fg_framing_ok_or_respond(struct fg_req *req, struct MHD_Connection *c,
-			      const char *version, enum MHD_Result *ret)
+			      const char *method, const char *version,
+			      enum MHD_Result *ret)
 {
 	/* libmicrohttpd ends the target with a NUL where the space before
 	 * the version was: a NUL sent inside the target leaves a gap between
@@ -89,25 +136,38 @@ bool fg_framing_ok_or_respond(struct fg_req *req, struct MHD_Connection *c,
 		if (ch <= 0x20 || ch == 0x7f)
 			return refuse(c, "the request target holds a space or a control byte", ret);
 	}
-	struct head h = { 0 };
-	MHD_get_connection_values_n(c, MHD_HEADER_KIND, look, &h);
-	if (h.why)
-		return refuse(c, h.why, ret);
-	if (h.cl && h.te)
-		return refuse(c, "Content-Length together with Transfer-Encoding", ret);
-	if (h.te > 1 || (h.te && strcasecmp(h.te_value, "chunked") != 0))
-		return refuse(c, "the only Transfer-Encoding accepted is chunked", ret);
-	if (h.cl > 1)
-		return refuse(c, "more than one Content-Length", ret);
-	if (h.cl) {
-		size_t n = strlen(h.cl_value);
-		if (n == 0 || n > CL_DIGITS_MAX ||
-		    strspn(h.cl_value, "0123456789") != n)
-			return refuse(c, "Content-Length is not a decimal number", ret);
-		req->body_length = strtoull(h.cl_value, NULL, 10);
+	/* the request line as sent: METHOD SP target SP version */
+	if (method + strlen(method) + 1 != req->uri_at)
+		return refuse(c, "the request line is not METHOD SP target SP version", ret);
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
+	struct head *h = calloc(1, sizeof(*h));
+	if (!h || !ci) {
+		free(h);
+		*ret = MHD_NO;
+		return false;
+	}
+	MHD_get_connection_values_n(c, MHD_HEADER_KIND, look, h);
+	const char *why = h->why ? h->why : hidden_bytes(h, version, method + ci->header_size);
+	if (!why && h->cl && h->te)
+		why = "Content-Length together with Transfer-Encoding";
+	if (!why && (h->te > 1 || (h->te && strcasecmp(h->te_value, "chunked") != 0)))
+		why = "the only Transfer-Encoding accepted is chunked";
+	if (!why && h->cl > 1)
+		why = "more than one Content-Length";
+	if (!why && h->cl) {
+		size_t n = strlen(h->cl_value);
+		if (n == 0 || n > CL_DIGITS_MAX || strspn(h->cl_value, "0123456789") != n)
+			why = "Content-Length is not a decimal number";
+		else
+			req->body_length = strtoull(h->cl_value, NULL, 10);
 		req->body_length_given = true;
 	}
-	req->body_chunked = h.te > 0;
+	req->body_chunked = h->te > 0;
+	free(h);
+	if (why)
+		return refuse(c, why, ret);
 	req->framed = true;
 	return true;
 }
+

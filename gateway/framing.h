@@ -28,6 +28,7 @@ void fg_framing_note_target(struct fg_req *req, const char *uri);
  * false when the 400 answer is queued (*ret is its result).
  */
 bool fg_framing_ok_or_respond(struct fg_req *req, struct MHD_Connection *c,
-			      const char *version, enum MHD_Result *ret);
+			      const char *method, const char *version,
+			      enum MHD_Result *ret);
 
 #endif

@@ -110,7 +110,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	}
 	if (!req->framed) {
 		enum MHD_Result ret;
-		if (!fg_framing_ok_or_respond(req, c, version, &ret)) {
+		if (!fg_framing_ok_or_respond(req, c, method, version, &ret)) {
 			req->refused = true;
 			return ret;
 		}

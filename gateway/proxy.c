@@ -796,6 +796,9 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 		  (!host || append(&h.list, "X-Forwarded-Host: %s", host)) &&
 		  append(&h.list, "Via: 1.1 fencegate") &&
 		  append(&h.list, "Expect:");
+	/* curl adds "Accept: * / *" to a request without one: not ours to add */
+	if (ok && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT))
+		ok = append(&h.list, "Accept:");
 	/* the Destination, as a path on the upstream: its base path, then the
 	 * raw path that was resolved and checked */
 	if (ok && req->dest_raw)

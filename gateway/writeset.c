@@ -73,7 +73,7 @@ enum fg_path_status fg_path_resolve(const char *raw, size_t len, char *out,
 				    size_t cap, size_t *out_len)
 {
 	size_t n;
-	if (cap < 3 || fg_pct_decode(raw, len, out, cap - 2, &n))
+	if (cap < 3 || fg_pct_decode(raw, len, out, cap - 1, &n))
 		return FG_PATH_BAD;
 	/* The storage acts on bytes; a control byte (decoded or not) is no
 	 * part of a name any storage agrees on. */
