@@ -440,6 +440,11 @@ static void easy_put(struct fg_proxy *px, CURL *e)
 /* The transfer ended (done, failed, aborted): tell the worker. */
 static void ended(struct fg_proxy *px, struct fg_xfer *x, CURLcode code)
 {
+	/* A write cut off after it began may still be applied by the storage
+	 * (its last byte may have left): its record stays until its recorded
+	 * end, so no newer write overtakes it. Only an answered write, or one
+	 * never begun, lets newer writes go at once. */
+	bool over = code == CURLE_OK || !x->added;
 	if (x->added) {
 		curl_multi_remove_handle(px->multi, x->easy);
 		x->added = false;
@@ -457,7 +462,7 @@ static void ended(struct fg_proxy *px, struct fg_xfer *x, CURLcode code)
 	resume_locked(x, &x->download_suspended);
 	resume_locked(x, &x->upload_suspended);
 	pthread_mutex_unlock(&x->mu);
-	if (x->fenced)
+	if (x->fenced && over)
 		fence_finish(x);
 	curl_slist_free_all(x->req_headers);
 	x->req_headers = NULL;
