@@ -95,7 +95,7 @@ static bool check_local(struct fg_req *req, struct MHD_Connection *c,
 	unsigned n = t->n[m->header];
 	const char *value = t->value[m->header];
 	const char *hname = m->header == FG_WS_FENCING_TOKEN ? FT_HEADER : DFT_HEADER;
-	char msg[160];
+	char msg[FG_NAME_MAX + 160];
 	if (n == 0) {
 		snprintf(msg, sizeof(msg), "this write changes what lock %s guards: "
 			 "it needs a %s header", m->lock, hname);
