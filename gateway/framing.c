@@ -141,12 +141,15 @@ bool fg_framing_ok_or_respond(struct fg_req *req, struct MHD_Connection *c,
 		return refuse(c, "the request line is not METHOD SP target SP version", ret);
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_REQUEST_HEADER_SIZE);
-	struct head *h = calloc(1, sizeof(*h));
-	if (!h || !ci) {
-		free(h);
+	if (!ci) {
 		*ret = MHD_NO;
 		return false;
 	}
+	struct head hd; /* the pointer arrays are filled before they are read */
+	struct head *h = &hd;
+	h->why = NULL;
+	h->cl = h->te = h->n = 0;
+	h->cl_value = h->te_value = NULL;
 	MHD_get_connection_values_n(c, MHD_HEADER_KIND, look, h);
 	const char *why = h->why ? h->why : hidden_bytes(h, version, method + ci->header_size);
 	if (!why && h->cl && h->te)
@@ -164,7 +167,6 @@ bool fg_framing_ok_or_respond(struct fg_req *req, struct MHD_Connection *c,
 		req->body_length_given = true;
 	}
 	req->body_chunked = h->te > 0;
-	free(h);
 	if (why)
 		return refuse(c, why, ret);
 	req->framed = true;
