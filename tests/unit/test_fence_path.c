@@ -23,6 +23,7 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "routes.h"
 #include "fence.h"
 #include "gateway.h"
 
@@ -40,21 +41,6 @@ fg_store *fg_gateway_store(struct fg_gateway *gw)
 
 /* ---- helpers ------------------------------------------------------- */
 
-/* A config with the given "PREFIX LOCK" routes (NULL-terminated). */
-static void with_routes(struct fg_config *c, ...)
-{
-	char err[256];
-	va_list ap;
-
-	fg_config_init(c);
-	va_start(ap, c);
-	for (const char *r = va_arg(ap, const char *); r;
-	     r = va_arg(ap, const char *)) {
-		if (fg_config_set(c, "route", r, err, sizeof(err)) != 0)
-			fail_msg("route \"%s\": %s", r, err);
-	}
-	va_end(ap);
-}
 
 struct path_case {
 	const char *path;

@@ -15,23 +15,9 @@
 #include <cmocka.h>
 
 #include "config.h"
+#include "routes.h"
 #include "writeset.h"
 
-/* A config with the given "PREFIX LOCK" routes (NULL-terminated). */
-static void with_routes(struct fg_config *c, ...)
-{
-	char err[256];
-	va_list ap;
-
-	fg_config_init(c);
-	va_start(ap, c);
-	for (const char *r = va_arg(ap, const char *); r;
-	     r = va_arg(ap, const char *)) {
-		if (fg_config_set(c, "route", r, err, sizeof(err)) != 0)
-			fail_msg("route \"%s\": %s", r, err);
-	}
-	va_end(ap);
-}
 
 /* ---- fg_path_resolve ------------------------------------------------ */
 
