@@ -301,19 +301,26 @@ class ProxyTableTests(ProxyCase):
         folder = os.path.dirname(path)
         self.fixture(path)
         seq = self.grant(path)["sequencer"]
+        # a COPY or MOVE changes its Destination too: it carries the
+        # Destination's sequencer as well
+        copy = path + ".copy"
+        copy_seq = self.grant(copy)["sequencer"]
         sent = []
         for method, body, extra, _ in self.write_attempts(path):
             if method in ("DELETE", "MOVE", "MKCOL"):
                 continue   # below, in an order that keeps the object
+            if method == "COPY":
+                extra = extra + [("Destination-Fencing-Token", copy_seq)]
             r = self.send(method, path, body, headers=extra, token=seq)
             sent.append((method, r))
         data = b"evil put\n"     # the PUT above replaced the fixture
         self.assert_stored(path, data, "PUT")
-        copy = path + ".copy"
         self.assert_stored(copy, data, "COPY")
         mv = self.obj("moved")
-        m = self.send("MOVE", copy, headers=[("Destination", mv)],
-                      token=self.grant(copy)["sequencer"])
+        mv_seq = self.grant(mv)["sequencer"]
+        m = self.send("MOVE", copy, headers=[
+            ("Destination", mv), ("Destination-Fencing-Token", mv_seq)],
+            token=copy_seq)
         sent.append(("MOVE", m))
         self.assertIn(m.status, (201, 204), m)
         self.assert_stored(mv, data, "MOVE")
@@ -323,7 +330,7 @@ class ProxyTableTests(ProxyCase):
         sent.append(("MKCOL", k))
         self.assertEqual(k.status, 201, k)
         self.assertTrue(os.path.isdir(self.nginx.file_of(col)))
-        d = self.send("DELETE", mv, token=self.grant(mv)["sequencer"])
+        d = self.send("DELETE", mv, token=mv_seq)
         sent.append(("DELETE", d))
         self.assertEqual(d.status, 204, d)
         self.assert_absent(mv, "DELETE")
