@@ -9,7 +9,10 @@ serves every connection, the access log lists requests in the order nginx
 finished them. The access log is written per request (no buffer=), with
 the fields the tests judge by: method, uri, status, request_length, the
 Fencing-Token the gateway forwarded, and an X-Test-Id each test request
-carries so that a refused request can be proven absent.
+carries so that a refused request can be proven absent; also the
+Destination and Host nginx was given, and the headers a client must never
+get through unchanged (Destination-Fencing-Token, Fence-Lease, Forwarded,
+X-Forwarded-Host).
 
 A missing nginx or dav_ext module is a failure of the setup, never a skip.
 
@@ -52,13 +55,17 @@ LOG_FIELDS = ("msec", "method", "uri", "status", "request_length",
               "fencing_token", "test_id", "x_forwarded_for",
               "x_forwarded_proto", "via", "content_length",
               "transfer_encoding", "completion", "connection",
-              "body_bytes_sent")
+              "body_bytes_sent", "destination", "destination_fencing_token",
+              "fence_lease", "forwarded", "x_forwarded_host", "http_host")
 LOG_FORMAT = "\\t".join((
     "$msec", "$request_method", "$request_uri", "$status",
     "$request_length", "$http_fencing_token", "$http_x_test_id",
     "$http_x_forwarded_for", "$http_x_forwarded_proto", "$http_via",
     "$http_content_length", "$http_transfer_encoding",
-    "$request_completion", "$connection", "$body_bytes_sent"))
+    "$request_completion", "$connection", "$body_bytes_sent",
+    "$http_destination", "$http_destination_fencing_token",
+    "$http_fence_lease", "$http_forwarded", "$http_x_forwarded_host",
+    "$http_host"))
 
 # ---------------------------------------------------------------------------
 # nginx

@@ -1,0 +1,1900 @@
+"""test_fence_v11.py - contract v1.1 of the fencing proxy, row by row,
+against a real fencegate, redis-server and nginx WebDAV store, sent the way
+an attacker would send it.
+
+Every attack here was reproduced against the v1 gateway. A refused write is
+proven not to have reached nginx twice over: nginx's access log has nothing
+for it (not under its X-Test-Id, and nothing at all between a mark taken
+before the attack and a sentinel GET after it, since a request nginx cannot
+parse is logged without its headers), and the object on disk is unchanged.
+Framing attacks are written by hand on raw sockets.
+
+The order of the checks the tests rely on: framing errors (400
+bad_request), then bad_path, bad_destination, subtree_unguarded,
+bad_lock_name, then the v1 token table for each member of the write set
+(the request path, then the Destination).
+"""
+
+import http.client
+import json
+import os
+import re
+import socket
+import threading
+import time
+import uuid
+from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+
+import harness
+from harness import LOCKS, parse_raw, slack, tamper, wait_until
+from storage import (RawRequest, StoreTestCase, make_sequencer, new_key_file,
+                     write_config)
+
+TAG = uuid.uuid4().hex[:6]
+MIB = 1 << 20
+# a token beyond anything issued (tokens are Redis' clock in us)
+FAR_AHEAD = 10 ** 12
+
+# ---------------------------------------------------------------------------
+# raw HTTP
+
+
+class RawReply(harness.Response):
+    """A response read off a raw socket; `raw` holds every byte read."""
+
+    def __init__(self, raw):
+        status, hdrs, body = parse_raw(raw) if raw else (None, {}, b"")
+        super().__init__(status, "", list(hdrs.items()), body, 0.0)
+        self.raw = raw
+
+    def __repr__(self):
+        return "<raw %s %r>" % (self.status, self.raw[:400])
+
+
+def _response_complete(buf, head_only):
+    head, sep, rest = buf.partition(b"\r\n\r\n")
+    if not sep:
+        return False
+    if head_only:
+        return True
+    m = re.search(rb"(?im)^content-length:\s*(\d+)\s*$", head)
+    if m:
+        return len(rest) >= int(m.group(1))
+    if re.search(rb"(?im)^transfer-encoding:.*chunked", head):
+        return rest.endswith(b"0\r\n\r\n")
+    status = re.match(rb"HTTP/1\.[01] (\d{3})", head)
+    return bool(status) and status.group(1) in (b"204", b"304")
+
+
+def raw_http(port, data, timeout=5.0, head_only=False):
+    """Sends `data` on a fresh connection and reads one response (only its
+    head when head_only, as for HEAD), or until the server closes or
+    `timeout` passes. Send errors are swallowed: the server may answer
+    and close before it has read everything."""
+    s = socket.create_connection(("127.0.0.1", port), timeout=timeout)
+    buf = b""
+    try:
+        try:
+            s.sendall(data)
+        except OSError:
+            pass
+        deadline = time.monotonic() + timeout
+        while time.monotonic() < deadline:
+            s.settimeout(max(0.01, deadline - time.monotonic()))
+            try:
+                chunk = s.recv(65536)
+            except (socket.timeout, OSError):
+                break
+            if not chunk:
+                break
+            buf += chunk
+            if _response_complete(buf, head_only):
+                break
+    finally:
+        s.close()
+    return RawReply(buf)
+
+
+def head_bytes(method, target, headers):
+    """A request head; `method` and `target` may be str or bytes, so that
+    any byte can be put in them."""
+    def b(x):
+        return x if isinstance(x, bytes) else x.encode("latin-1")
+    lines = [b(method) + b" " + b(target) + b" HTTP/1.1"]
+    lines += [b(k) + b": " + b(v) for k, v in headers]
+    return b"\r\n".join(lines) + b"\r\n\r\n"
+
+
+def chunked(*pieces):
+    return b"".join(b"%x\r\n%s\r\n" % (len(p), p) for p in pieces if p) + \
+        b"0\r\n\r\n"
+
+
+def script_calls(redis):
+    """How many scripts Redis has run so far (EVALSHA, EVAL, FCALL)."""
+    info = redis.command("INFO", "commandstats")
+    if isinstance(info, bytes):
+        info = info.decode()
+    n = 0
+    for line in info.splitlines():
+        m = re.match(r"cmdstat_(evalsha|eval|fcall|evalsha_ro|eval_ro|"
+                     r"fcall_ro):calls=(\d+)", line)
+        if m:
+            n += int(m.group(2))
+    return n
+
+
+class SlowUpload:
+    """A PUT whose body the test paces: chunked, or with a Content-Length
+    of `total` bytes. trickle() sends a small piece every `every` s from a
+    thread (never the last byte of a Content-Length body) until stop()."""
+
+    def __init__(self, port, path, headers, total=None):
+        hdrs = list(headers)
+        hdrs.append(("Content-Length", str(total)) if total
+                    else ("Transfer-Encoding", "chunked"))
+        self.rq = RawRequest(port, "PUT", path, hdrs)
+        self.total = total
+        self.sent = 0
+        self.failed = False
+        self._stop = threading.Event()
+        self._lock = threading.Lock()
+        self._thread = None
+
+    def send(self, data):
+        with self._lock:
+            if self.total:
+                data = data[:self.total - self.sent]
+                self.rq.send(data)
+            else:
+                self.rq.send_chunk(data)
+            self.sent += len(data)
+
+    def _run(self, every):
+        while not self._stop.wait(every):
+            if self.total and self.total - self.sent <= 64:
+                continue
+            try:
+                self.send(b"slow-%08d\n" % self.sent)
+            except OSError:
+                self.failed = True
+                return
+
+    def trickle(self, every=0.05):
+        self._thread = threading.Thread(target=self._run, args=(every,),
+                                        daemon=True)
+        self._thread.start()
+        return self
+
+    def stop(self):
+        self._stop.set()
+        if self._thread is not None:
+            self._thread.join(5.0)
+
+    def finish(self):
+        """Ends the body (the rest of a Content-Length body, or the last
+        chunk). Send errors mean the gateway gave up on it: swallowed."""
+        self.stop()
+        try:
+            with self._lock:
+                if self.total:
+                    while self.sent < self.total:
+                        n = min(65536, self.total - self.sent)
+                        self.rq.send(b"z" * n)
+                        self.sent += n
+                else:
+                    self.rq.end_chunks()
+        except OSError:
+            self.failed = True
+
+    def close(self):
+        self.stop()
+        self.rq.close()
+
+
+# ---------------------------------------------------------------------------
+# a recording upstream, for the header details nginx's log cannot show
+
+
+def _read_body(handler):
+    te = (handler.headers.get("Transfer-Encoding") or "").lower()
+    if "chunked" in te:
+        out = b""
+        while True:
+            line = handler.rfile.readline()
+            n = int(line.split(b";")[0].strip() or b"0", 16)
+            if n == 0:
+                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return out
+            out += handler.rfile.read(n)
+            handler.rfile.readline()
+    n = int(handler.headers.get("Content-Length") or 0)
+    return handler.rfile.read(n) if n else b""
+
+
+class _RecordingHandler(BaseHTTPRequestHandler):
+    protocol_version = "HTTP/1.1"
+
+    def handle_one_request(self):
+        try:
+            super().handle_one_request()
+        except ConnectionError:
+            self.close_connection = True
+
+    def _any(self):
+        body = _read_body(self)
+        self.server.records.append({
+            "method": self.command, "path": self.path,
+            "headers": [(k, v) for k, v in self.headers.items()],
+            "body": body})
+        out = b"recorded\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        if self.command != "HEAD":
+            self.wfile.write(out)
+
+    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _any
+    do_OPTIONS = do_PROPFIND = do_PROPPATCH = do_MKCOL = _any
+    do_COPY = do_MOVE = _any
+
+    def log_message(self, *a):
+        pass
+
+
+class RecordingUpstream:
+    """Answers 200 to everything and keeps every request it got."""
+
+    def __init__(self, port):
+        class Server(ThreadingHTTPServer):
+            allow_reuse_address = True
+            daemon_threads = True
+        self.server = Server(("127.0.0.1", port), _RecordingHandler)
+        self.server.records = []
+        self.thread = threading.Thread(target=self.server.serve_forever,
+                                       kwargs={"poll_interval": 0.05},
+                                       daemon=True)
+        self.thread.start()
+
+    @property
+    def records(self):
+        return list(self.server.records)
+
+    def stop(self):
+        self.server.shutdown()
+        self.server.server_close()
+
+
+# ---------------------------------------------------------------------------
+# base class
+
+
+class V11Case(StoreTestCase):
+    """Helpers of the v1.1 tests."""
+
+    def fixture(self, path, data=None):
+        data = data if data is not None else \
+            ("original %s %s\n" % (path, uuid.uuid4().hex)).encode()
+        self.nginx.put_file(path, data)
+        return data
+
+    def grant(self, path_or_lock, gw=None, **fields):
+        """A grant released at cleanup whatever happens (route locks are
+        fixed names shared by the tests of a class)."""
+        g = super().grant(path_or_lock, gw=gw, **fields)
+        self.addCleanup(self._release_quietly, self.lock_of(path_or_lock),
+                        g["lease"], gw)
+        return g
+
+    def _release_quietly(self, name, lease, gw):
+        try:
+            self.release(name, lease, gw)
+        except OSError:
+            pass   # the gateway is gone (stopped by the test)
+
+    # -- what reached nginx -------------------------------------------------
+
+    def siblings(self, *names):
+        """Paths in one directory no other test uses (nginx copies and
+        moves only into a directory that exists)."""
+        base = self.obj("dir", ext="")
+        return [base + "/" + n for n in names]
+
+    def mark(self):
+        """A position in nginx's access log."""
+        return len(self.nginx.log())
+
+    def sentinel(self, gw=None):
+        """A GET through the gateway that nginx logs after whatever the
+        gateway forwarded before it."""
+        tid = "sentinel-" + uuid.uuid4().hex
+        self.send("GET", "/sentinel-" + tid, test_id=tid, gw=gw)
+        self.assertTrue(self.nginx.wait_log(slack(5.0), test_id=tid),
+                        "the sentinel GET never reached nginx")
+
+    def upstream_since(self, mark, gw=None):
+        """What nginx logged since `mark`, sentinels left out."""
+        time.sleep(slack(0.1))
+        self.sentinel(gw)
+        return [e for e in self.nginx.log()[mark:]
+                if not (e.test_id or "").startswith("sentinel-")]
+
+    def assert_nothing_upstream(self, mark, what, gw=None):
+        got = self.upstream_since(mark, gw)
+        self.assertEqual(got, [], "%s: nginx saw requests: %r"
+                         % (what, [(e.method, e.uri, e.status, e.test_id)
+                                   for e in got]))
+
+    def assert_no_admission(self, lock, what):
+        """No write was admitted (recorded in Redis) for `lock`."""
+        key = "fg:{%s}:f" % lock
+        self.assertEqual(self.redis.command("ZCARD", key), 0,
+                         "%s: a write was admitted for lock %s (%r)"
+                         % (what, lock, self.redis.command(
+                             "ZRANGE", key, 0, -1, "WITHSCORES")))
+
+    # -- assertions on answers ----------------------------------------------
+
+    def assert_400(self, r, code, what):
+        """A 400 with error `code`. A framing error the HTTP layer catches
+        before fencegate sees the request may come without a JSON body
+        (docs/api.md, error codes); when the body is JSON it must carry
+        `code`."""
+        self.assertEqual(r.status, 400, "%s: %r" % (what, r))
+        ctype = (r.header("Content-Type") or "").lower()
+        if ctype.startswith("application/json"):
+            self.assert_error(r, 400, code, what)
+
+    def raw(self, data, gw=None, **kw):
+        return raw_http((gw or self.gw).port, data, **kw)
+
+
+# ---------------------------------------------------------------------------
+# 1, 2, 9, 11: framing, bytes, targets
+
+
+class V11FramingTests(V11Case):
+    """Requests whose framing or bytes are hostile: refused with 400 before
+    anything is admitted or forwarded."""
+
+    def setUp(self):
+        super().setUp()
+        self.use_shared()
+
+    def host(self):
+        return ("Host", "127.0.0.1:%d" % self.gw.port)
+
+    # -- 1. a body never turns a read into a write ------------------------
+
+    def test_v11_body_never_turns_read_into_write(self):
+        path = self.obj("v")
+        data = self.fixture(path)
+        new = self.obj("never-created")
+        evil = b"overwritten!!\n"   # 14 bytes
+        mark = self.mark()
+        for method in ("HEAD", "GET", "OPTIONS"):
+            for target in (path, new):
+                for framing in ("content-length", "chunked",
+                                "empty chunked"):
+                    what = "%s %s with a %s body" % (method, target, framing)
+                    tid = uuid.uuid4().hex
+                    hdrs = [self.host(), ("X-Test-Id", tid)]
+                    if framing == "content-length":
+                        hdrs.append(("Content-Length", str(len(evil))))
+                        body = evil
+                    else:
+                        hdrs.append(("Transfer-Encoding", "chunked"))
+                        body = chunked(evil if framing == "chunked" else b"")
+                    with self.subTest(case=what):
+                        r = self.raw(head_bytes(method, target, hdrs) + body,
+                                     head_only=(method == "HEAD"))
+                        if method == "HEAD" and r.status != 400:
+                            # forwarded as HEAD, unchanged
+                            self.assertIn(r.status, (200, 404), what)
+                            hits = self.nginx.wait_log(slack(2.0),
+                                                       test_id=tid)
+                            self.assertEqual([e.method for e in hits],
+                                             ["HEAD"], what)
+                        elif method == "HEAD":   # a HEAD answer has no body
+                            self.assertEqual(r.status, 400, what)
+                            self.assertEqual(self.nginx.log_for(test_id=tid),
+                                             [], "%s reached nginx" % what)
+                        else:
+                            self.assert_400(r, "bad_request", what)
+                            self.assertEqual(self.nginx.log_for(test_id=tid),
+                                             [], "%s reached nginx" % what)
+                        self.assert_stored(path, data, what)
+                        self.assert_absent(new, what)
+        got = self.upstream_since(mark)
+        self.assertEqual([e for e in got if e.method != "HEAD"], [],
+                         "a read with a body reached nginx as something "
+                         "else: %r" % got)
+
+    def test_v11_read_with_content_length_zero_is_forwarded(self):
+        path = self.obj("v")
+        data = self.fixture(path)
+        for method in ("GET", "HEAD", "OPTIONS"):
+            with self.subTest(method=method):
+                r = self.send(method, path, headers=[("Content-Length", "0")])
+                self.assertEqual(r.status, 200, "%s: %r" % (method, r))
+                if method == "GET":
+                    self.assertEqual(r.body, data)
+                hits = self.nginx.wait_log(slack(2.0), test_id=r.test_id)
+                self.assertEqual([e.method for e in hits], [method])
+        self.assert_stored(path, data)
+
+    def test_v11_propfind_body_stays_a_propfind(self):
+        path = self.obj("v")
+        data = self.fixture(path)
+        xml = (b'<?xml version="1.0"?><D:propfind xmlns:D="DAV:">'
+               b'<D:prop><D:getcontentlength/></D:prop></D:propfind>')
+        r = self.send("PROPFIND", path, xml, headers=[
+            ("Depth", "0"), ("Content-Type", "text/xml")])
+        self.assertEqual(r.status, 207, r)
+        hits = self.nginx.wait_log(slack(2.0), test_id=r.test_id)
+        self.assertEqual([e.method for e in hits], ["PROPFIND"])
+        self.assert_stored(path, data)
+
+    # -- 2. smuggling and framing -----------------------------------------
+
+    def smuggled_put(self, path, tid):
+        body = b"smuggled\n"
+        return head_bytes("PUT", path, [
+            ("Host", "x"), ("Content-Length", str(len(body))),
+            ("X-Test-Id", tid)]) + body
+
+    def test_v11_content_length_with_transfer_encoding_refused(self):
+        path = self.obj("v")
+        data = self.fixture(path)
+        g = self.grant(path)
+        mark = self.mark()
+        inner = "smuggled-" + uuid.uuid4().hex
+        for method, token in (("GET", None), ("PROPFIND", None),
+                              ("PUT", g["sequencer"])):
+            for cl in ("1", "0", "200"):
+                what = "%s with Content-Length: %s and chunked" % (method, cl)
+                hdrs = [self.host(), ("Content-Length", cl),
+                        ("Transfer-Encoding", "chunked"),
+                        ("X-Test-Id", uuid.uuid4().hex)]
+                if token:
+                    hdrs.append(("Fencing-Token", token))
+                req = head_bytes(method, path, hdrs) + \
+                    chunked(self.smuggled_put(path, inner))
+                with self.subTest(case=what):
+                    r = self.raw(req)
+                    self.assert_400(r, "bad_request", what)
+                    self.assert_stored(path, data, what)
+        self.assert_nothing_upstream(mark, "CL + TE smuggling")
+        self.assertEqual(self.nginx.log_for(test_id=inner), [])
+        self.assert_no_admission(self.lock_of(path), "CL + TE")
+
+    def test_v11_transfer_encoding_other_than_chunked_refused(self):
+        path = self.obj("v")
+        data = self.fixture(path)
+        g = self.grant(path)
+        seq = g["sequencer"]
+        mark = self.mark()
+        cases = [
+            ("gzip without Content-Length", [("Transfer-Encoding", "gzip")],
+             b"abc"),
+            ("gzip with Content-Length", [("Transfer-Encoding", "gzip"),
+                                          ("Content-Length", "3")], b"abc"),
+            ("chunked, chunked", [("Transfer-Encoding", "chunked, chunked")],
+             chunked(b"abc")),
+            ("chunked twice", [("Transfer-Encoding", "chunked"),
+                               ("Transfer-Encoding", "chunked")],
+             chunked(b"abc")),
+            ("chunked, gzip", [("Transfer-Encoding", "chunked, gzip")],
+             chunked(b"abc")),
+            ("identity", [("Transfer-Encoding", "identity"),
+                          ("Content-Length", "3")], b"abc"),
+            ("CHUNKED with Content-Length", [
+                ("Content-Length", "3"), ("transfer-encoding", "CHUNKED")],
+             chunked(b"abc")),
+            ("chunked folded onto a continuation line, with Content-Length",
+             [("Content-Length", "3"), ("Transfer-Encoding", "\r\n chunked")],
+             chunked(b"abc")),
+        ]
+        for method, token in (("PUT", seq), ("GET", None)):
+            for what, hdrs, body in cases:
+                what = "%s with Transfer-Encoding %s" % (method, what)
+                h = [self.host(), ("X-Test-Id", uuid.uuid4().hex)] + hdrs
+                if token:
+                    h.append(("Fencing-Token", token))
+                with self.subTest(case=what):
+                    r = self.raw(head_bytes(method, path, h) + body,
+                                 timeout=3.0)
+                    self.assert_400(r, "bad_request", what)
+                    self.assert_stored(path, data, what)
+        self.assert_nothing_upstream(mark, "Transfer-Encoding")
+        self.assert_no_admission(self.lock_of(path), "Transfer-Encoding")
+
+    def test_v11_repeated_content_length_refused(self):
+        path = self.obj("v")
+        data = self.fixture(path)
+        g = self.grant(path)
+        mark = self.mark()
+        for method, token in (("PUT", g["sequencer"]), ("PROPFIND", None),
+                              ("GET", None)):
+            for values, body in ((("5", "5"), b"hello"),
+                                 (("5", "6"), b"hello!"),
+                                 (("0", "5"), b"hello")):
+                what = "%s with Content-Length %s" % (method, " and ".join(
+                    values))
+                h = [self.host(), ("X-Test-Id", uuid.uuid4().hex)] + \
+                    [("Content-Length", v) for v in values]
+                if token:
+                    h.append(("Fencing-Token", token))
+                with self.subTest(case=what):
+                    r = self.raw(head_bytes(method, path, h) + body,
+                                 timeout=3.0)
+                    self.assert_400(r, "bad_request", what)
+                    self.assert_stored(path, data, what)
+        self.assert_nothing_upstream(mark, "repeated Content-Length")
+        self.assert_no_admission(self.lock_of(path), "repeated CL")
+
+    def test_v11_malformed_content_length_refused(self):
+        path = self.obj("v")
+        data = self.fixture(path)
+        g = self.grant(path)
+        mark = self.mark()
+        for method, token in (("PUT", g["sequencer"]), ("PROPFIND", None)):
+            for value in ("+5", "5 5", "0x5", "", "-5", "5,5", " 5x"):
+                what = "%s with Content-Length %r" % (method, value)
+                h = [self.host(), ("X-Test-Id", uuid.uuid4().hex),
+                     ("Content-Length", value)]
+                if token:
+                    h.append(("Fencing-Token", token))
+                with self.subTest(case=what):
+                    r = self.raw(head_bytes(method, path, h) + b"hello",
+                                 timeout=3.0)
+                    self.assert_400(r, "bad_request", what)
+                    self.assert_stored(path, data, what)
+        self.assert_nothing_upstream(mark, "malformed Content-Length")
+        self.assert_no_admission(self.lock_of(path), "malformed CL")
+
+    def test_v11_chunk_size_overflow_never_completes_a_write(self):
+        path = self.obj("v")
+        data = self.fixture(path)
+        g = self.grant(path)
+        for size in (b"10000000000000000", b"ffffffffffffffff1", b"-1",
+                     b"0x3", b"3 3"):
+            tid = uuid.uuid4().hex
+            req = head_bytes("PUT", path, [
+                self.host(), ("Transfer-Encoding", "chunked"),
+                ("Fencing-Token", g["sequencer"]), ("X-Test-Id", tid)]) + \
+                size + b"\r\nabc\r\n0\r\n\r\n"
+            with self.subTest(size=size):
+                r = self.raw(req, timeout=2.0)
+                self.assertNotIn(r.status, (200, 201, 204), r)
+                self.assert_stored(path, data, size)
+        self.sentinel()
+        applied = [e for e in self.nginx.log_for(path=path) if e.applied]
+        self.assertEqual(applied, [])
+        self.assert_stored(path, data)
+
+    # -- pooled upstream connections ---------------------------------------
+
+    def assert_pooled_requests_get_their_own_answers(self, n=20):
+        """n GETs of n distinct objects, one after another on one
+        keep-alive client connection: each gets its own object, nginx saw
+        each once, and the gateway reused its upstream connections (else
+        this proves nothing about them)."""
+        objs = []
+        for i in range(n):
+            p = self.obj("pooled-%02d" % i)
+            objs.append((p, self.fixture(p, ("object %02d %s\n" % (
+                i, uuid.uuid4().hex)).encode() * (i + 1))))
+        ids = []
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port,
+                                          timeout=slack(10.0))
+        try:
+            for i, (p, data) in enumerate(objs):
+                tid = "pooled-%d-%s" % (i, uuid.uuid4().hex)
+                conn.request("GET", p, headers={"X-Test-Id": tid})
+                r = conn.getresponse()
+                body = r.read()
+                self.assertEqual((r.status, body), (200, data),
+                                 "request %d of %d got another answer than "
+                                 "its own" % (i + 1, n))
+                ids.append(tid)
+        finally:
+            conn.close()
+        self.sentinel()
+        entries = [e for e in self.nginx.log() if e.test_id in ids]
+        self.assertEqual(sorted(e.test_id for e in entries), sorted(ids))
+        by_id = {e.test_id: e for e in entries}
+        for tid, (p, data) in zip(ids, objs):
+            e = by_id[tid]
+            self.assertEqual((e.method, e.path, e.status,
+                              int(e.body_bytes_sent)),
+                             ("GET", p, 200, len(data)), e)
+        self.assertLess(len({e.connection for e in entries}), n,
+                        "the gateway opened a new upstream connection per "
+                        "request: pooling was not exercised")
+
+    def test_v11_twenty_pooled_requests_after_framing_attacks_get_their_own_answers(self):
+        path = self.obj("v")
+        data = self.fixture(path)
+        g = self.grant(path)
+        seq = g["sequencer"]
+        h = self.host()
+        inner = "smuggled-" + uuid.uuid4().hex
+        attacks = [
+            head_bytes("GET", path, [h, ("Content-Length", "1"),
+                                     ("Transfer-Encoding", "chunked")])
+            + chunked(self.smuggled_put(path, inner)),
+            head_bytes("HEAD", path, [h, ("Content-Length", "14")])
+            + b"overwritten!!\n",
+            head_bytes("GET", path, [h, ("Content-Length", "5"),
+                                     ("Content-Length", "6")]) + b"hello!",
+            head_bytes("PUT", path, [h, ("Transfer-Encoding", "gzip"),
+                                     ("Fencing-Token", seq)]) + b"abc",
+            head_bytes("PROPFIND", path, [h, ("Content-Length", "0x5")])
+            + b"hello",
+            head_bytes("PUT", path, [h, ("Content-Length", "4"),
+                                     ("Content-Length", "400"),
+                                     ("Fencing-Token", seq)]) + b"evil",
+            # a pipelined second request after a GET that claims a body
+            head_bytes("GET", path, [h, ("Content-Length", "0")])
+            + self.smuggled_put(path, inner),
+        ]
+        for i, a in enumerate(attacks):
+            self.raw(a, timeout=2.0, head_only=a.startswith(b"HEAD"))
+        self.assertEqual(self.nginx.log_for(test_id=inner), [],
+                         "the smuggled PUT reached nginx")
+        self.assert_stored(path, data)
+        self.assert_pooled_requests_get_their_own_answers(20)
+
+    def test_v11_body_shorter_than_content_length_then_close_leaves_the_pool_clean(self):
+        path = self.obj("short", ext=".bin")
+        g = self.grant(path)
+        temps = set(self.nginx.body_temp_files())
+        for framing in ("content-length", "chunked"):
+            tid = "short-%s-%s" % (framing, uuid.uuid4().hex)
+            up = SlowUpload(self.gw.port, path, [
+                ("Fencing-Token", g["sequencer"]), ("X-Test-Id", tid)],
+                total=MIB if framing == "content-length" else None)
+            up.send(os.urandom(128 * 1024))
+            # the upload is under way upstream before the client leaves
+            self.wait_for(lambda: set(self.nginx.body_temp_files()) - temps,
+                          slack(5.0), "nginx to start receiving the body")
+            up.close()
+            hits = self.nginx.wait_log(slack(5.0), test_id=tid)
+            self.assertEqual(len(hits), 1, "%s: nginx never saw the upload "
+                             "end: %r" % (framing, hits))
+            self.assertFalse(hits[0].applied, hits[0])
+            self.wait_for(lambda: not (set(self.nginx.body_temp_files())
+                                       - temps),
+                          slack(3.0), "nginx to drop the truncated body")
+        self.assert_absent(path)
+        # an unfenced request with a body the client never finishes
+        folder = os.path.dirname(path) + "/"
+        rq = RawRequest(self.gw.port, "PROPFIND", folder, [
+            ("Depth", "1"), ("Content-Type", "text/xml"),
+            ("Content-Length", "5000"), ("X-Test-Id", uuid.uuid4().hex)])
+        rq.send(b'<?xml version="1.0"?><D:propfind xmlns:D="DAV:">')
+        time.sleep(slack(0.2))   # let the gateway start the upstream request
+        rq.close()
+        self.assert_pooled_requests_get_their_own_answers(20)
+
+    # -- 9. bytes that have no place in a request --------------------------
+
+    def test_v11_nul_in_request_target_refused(self):
+        lock = "it-%s/nul/%s" % (TAG, uuid.uuid4().hex[:8])
+        body = b"{}"
+        r = self.raw(head_bytes("POST", (LOCKS + lock).encode() + b"\0b",
+                                [self.host(),
+                                 ("Content-Type", "application/json"),
+                                 ("Content-Length", "2")]) + body)
+        self.assert_400(r, "bad_request", "NUL in a lock URL")
+        st = self.state(lock)
+        self.assertFalse(st["held"], "lock %s was granted: %r" % (lock, st))
+        self.assertEqual(self.redis.lock_keys(lock), [])
+        # and in a proxied target
+        path = self.obj("nul")
+        data = self.fixture(path)
+        g = self.grant(path)
+        mark = self.mark()
+        for method, tail, body in (("PUT", b"\0.evil", b"evil"),
+                                   ("PUT", b"%00", b"evil"),
+                                   ("GET", b"\0", b"")):
+            what = "%s %r" % (method, path.encode() + tail)
+            h = [self.host(), ("Fencing-Token", g["sequencer"])]
+            if body:
+                h.append(("Content-Length", str(len(body))))
+            with self.subTest(case=what):
+                r = self.raw(head_bytes(method, path.encode() + tail, h)
+                             + body)
+                self.assertEqual(r.status, 400, "%s: %r" % (what, r))
+                if r.header("Content-Type") == "application/json":
+                    self.assertIn(r.json.get("error"),
+                                  ("bad_request", "bad_path"), r)
+        self.assert_nothing_upstream(mark, "NUL in the target")
+        self.assert_no_admission(self.lock_of(path), "NUL in the target")
+        self.assert_stored(path, data)
+
+    def test_v11_bare_cr_in_header_value_refused(self):
+        path = self.obj("cr")
+        data = self.fixture(path)
+        g = self.grant(path)
+        mark = self.mark()
+        for method, extra, body in (
+                ("GET", [], b""),
+                ("PUT", [("Fencing-Token", g["sequencer"]),
+                         ("Content-Length", "4")], b"evil")):
+            for name, value in (("X-Evil", "a\rb"),
+                                ("X-Evil", "a\rTransfer-Encoding: chunked"),
+                                ("User-Agent", "\r")):
+                what = "%s with %s: %r" % (method, name, value)
+                h = [self.host(), (name, value),
+                     ("X-Test-Id", uuid.uuid4().hex)] + extra
+                with self.subTest(case=what):
+                    r = self.raw(head_bytes(method, path, h) + body,
+                                 timeout=3.0)
+                    self.assert_400(r, "bad_request", what)
+        self.assert_nothing_upstream(mark, "bare CR")
+        self.assert_no_admission(self.lock_of(path), "bare CR")
+        self.assert_stored(path, data)
+
+    def test_v11_nul_in_header_refused(self):
+        base = self.obj("dir", ext="")
+        src, mine, victim = (base + "/src.txt", base + "/mine.txt",
+                             base + "/victim.txt")
+        self.fixture(src)
+        vdata = self.fixture(victim)
+        s = self.grant(src)
+        m = self.grant(mine)
+        mark = self.mark()
+        cases = [
+            ("GET", src, [("X-Evil", b"a\0b")]),
+            ("GET", src, [(b"X-E\0vil", "a")]),
+            ("PUT", src, [("Fencing-Token", s["sequencer"]),
+                          ("X-Evil", b"a\0b"), ("Content-Length", "4")]),
+            ("PUT", src, [("Fencing-Token", s["sequencer"].encode() + b"\0x"),
+                          ("Content-Length", "4")]),
+            ("COPY", src, [("Fencing-Token", s["sequencer"]),
+                           ("Destination", mine.encode() + b"\0/../victim.txt"),
+                           ("Destination-Fencing-Token", m["sequencer"])]),
+        ]
+        for method, target, hdrs in cases:
+            what = "%s with %r" % (method, hdrs)
+            body = b"evil" if method == "PUT" else b""
+            with self.subTest(case=what):
+                r = self.raw(head_bytes(method, target, [self.host()] + hdrs)
+                             + body, timeout=3.0)
+                self.assert_400(r, "bad_request", what)
+        self.assert_nothing_upstream(mark, "NUL in a header")
+        self.assert_no_admission(self.lock_of(src), "NUL in a header")
+        self.assert_stored(victim, vdata)
+        self.assert_absent(mine)
+
+    def test_v11_raw_space_or_control_in_target_refused_before_admission(self):
+        base = self.obj("dir", ext="")
+        target = base + "/obj"
+        lock = self.lock_of(target)
+        g = self.grant(target)
+        mark = self.mark()
+        for c in (b" ", b"\x01", b"\x7f", b"\t", b"\x1b", b"\x0b"):
+            raw_target = base.encode() + b"/x" + c + b"y/../obj"
+            for method, body in (("PUT", b"evil"), ("GET", b"")):
+                what = "%s %r" % (method, raw_target)
+                h = [self.host(), ("X-Test-Id", uuid.uuid4().hex)]
+                if body:
+                    h += [("Fencing-Token", g["sequencer"]),
+                          ("Content-Length", str(len(body)))]
+                with self.subTest(case=what):
+                    r = self.raw(head_bytes(method, raw_target, h) + body,
+                                 timeout=3.0)
+                    self.assertEqual(r.status, 400, "%s: %r" % (what, r))
+                    if r.header("Content-Type") == "application/json":
+                        self.assertIn(r.json.get("error"),
+                                      ("bad_request", "bad_path"), r)
+                    self.assert_no_admission(lock, what)
+        self.assert_nothing_upstream(mark, "raw space or control byte")
+        self.assert_absent(target)
+        # the same grant still writes: nothing was left behind
+        w = self.put(target, b"fine\n", g["sequencer"], timeout=slack(5.0))
+        self.assertEqual(w.status, 201, w)
+        self.assertLess(w.elapsed, slack(1.0))
+
+    # -- 11. byte for byte ---------------------------------------------------
+
+    def test_v11_long_method_forwarded_whole_or_refused(self):
+        path = self.obj("method")
+        data = self.fixture(path)
+        g = self.grant(path)
+        mark = self.mark()
+        for method in ("PROPFINDXXXXXXXXXXXXX", "X" * 16, "PUTPUTPUTPUTPUTPUT",
+                       "GET" + "X" * 40):
+            tid = uuid.uuid4().hex
+            r = self.raw(head_bytes(method, path, [
+                self.host(), ("Fencing-Token", g["sequencer"]),
+                ("X-Test-Id", tid)]), timeout=3.0)
+            self.assertIsNotNone(r.status, "%s: no answer" % method)
+            hits = self.nginx.wait_log(slack(0.5), test_id=tid)
+            self.assertIn([e.method for e in hits], ([], [method]),
+                          "%s reached nginx as %r" % (method, hits))
+        got = self.upstream_since(mark)
+        for e in got:
+            self.assertGreater(len(e.method or ""), 15,
+                               "a method was cut short: %r" % e)
+        self.assert_stored(path, data)
+
+
+# ---------------------------------------------------------------------------
+# 3, 4: COPY, MOVE and collections
+
+
+COLL = "v11coll-" + TAG
+NEST = "v11nest-" + TAG
+PAIR = "v11pair-" + TAG
+
+
+class V11DestinationTests(V11Case):
+    """COPY and MOVE change their Destination; DELETE, COPY and MOVE of a
+    collection change its whole subtree."""
+
+    store_config = ("route /%s/ %s\n" % (COLL, COLL) +
+                    "route /%s/ %s\n" % (NEST, NEST) +
+                    "route /%s/inner/ %s-inner\n" % (NEST, NEST) +
+                    "route /%s/ %s\n" % (PAIR, PAIR))
+
+    def setUp(self):
+        super().setUp()
+        self.use_shared()
+
+    def absolute(self, path, host=None):
+        return "http://%s%s" % (host or "127.0.0.1:%d" % self.gw.port, path)
+
+    def copy_or_move(self, method, src, dest, token=None, dtoken=None,
+                     extra=()):
+        h = [("Destination", dest)] + list(extra)
+        if dtoken is not None:
+            h.append(("Destination-Fencing-Token", dtoken))
+        return self.send(method, src, headers=h, token=token)
+
+    # -- 3. the Destination is in the write set ---------------------------
+
+    def destination_held_by_another(self, method):
+        src = self.obj("src")
+        dst = self.obj("dst")
+        sdata = self.fixture(src)
+        ddata = self.fixture(dst)
+        mine = self.grant(src)
+        old = super().grant(dst)                 # an earlier grant of dst
+        self.release_ok(self.lock_of(dst), old["lease"])
+        other = self.grant(dst)                  # another client holds dst
+        mark = self.mark()
+        cases = (
+            ("no Destination-Fencing-Token", None, 428, "token_required"),
+            ("Destination-Fencing-Token of the source's lock",
+             mine["sequencer"], 403, "wrong_lock"),
+            ("stale Destination-Fencing-Token", old["sequencer"], 409,
+             "stale_token"),
+        )
+        for what, dtoken, status, code in cases:
+            with self.subTest(method=method, case=what):
+                r = self.copy_or_move(method, src, dst, mine["sequencer"],
+                                      dtoken)
+                self.assert_error(r, status, code, "%s: %s" % (method, what))
+                if code == "stale_token":
+                    self.assertEqual((r.json.get("token"),
+                                      r.json.get("current")),
+                                     (old["token"], other["token"]), r)
+                self.assert_stored(dst, ddata, what)
+                self.assert_stored(src, sdata, what)
+        self.assert_nothing_upstream(mark, method)
+        # the holder of dst can still write it
+        self.put_ok(dst, b"other's\n", other["sequencer"])
+
+    def test_v11_copy_onto_an_object_locked_by_another_refused(self):
+        self.destination_held_by_another("COPY")
+
+    def test_v11_move_onto_an_object_locked_by_another_refused(self):
+        self.destination_held_by_another("MOVE")
+
+    def test_v11_destination_fencing_token_is_checked_like_fencing_token(self):
+        src = self.obj("src")
+        dst = self.obj("dst")
+        self.fixture(src)
+        ddata = self.fixture(dst)
+        mine = self.grant(src)
+        shared = self.grant(dst, mode="shared")
+        mark = self.mark()
+        cases = (
+            ("tampered", tamper(shared["sequencer"]), 403, "forged_token"),
+            ("beyond any issued", make_sequencer(
+                self.key, self.lock_of(dst), "exclusive",
+                shared["token"] + FAR_AHEAD), 403, "forged_token"),
+            ("garbage", "garbage", 400, "malformed_token"),
+            ("shared grant", shared["sequencer"], 403, "wrong_mode"),
+        )
+        for method in ("COPY", "MOVE"):
+            for what, dtoken, status, code in cases:
+                with self.subTest(method=method, case=what):
+                    r = self.copy_or_move(method, src, dst,
+                                          mine["sequencer"], dtoken)
+                    self.assert_error(r, status, code, what)
+            with self.subTest(method=method, case="two headers"):
+                r = self.copy_or_move(method, src, dst, mine["sequencer"],
+                                      shared["sequencer"], extra=[(
+                                          "Destination-Fencing-Token",
+                                          shared["sequencer"])])
+                self.assert_error(r, 400, "malformed_token")
+        self.assert_nothing_upstream(mark, "Destination-Fencing-Token")
+        self.assert_stored(dst, ddata)
+
+    def test_v11_copy_and_move_with_both_tokens_current_succeed(self):
+        src, dst, moved = self.siblings("src.txt", "dst.txt", "moved.txt")
+        data = self.fixture(src)
+        self.fixture(dst)
+        s = self.grant(src)
+        d = self.grant(dst)
+        c = self.copy_or_move("COPY", src, dst, s["sequencer"],
+                              d["sequencer"])
+        self.assertIn(c.status, (201, 204), c)
+        self.assert_stored(dst, data, "COPY")
+        self.assert_stored(src, data, "COPY")
+        m = self.grant(moved)
+        r = self.copy_or_move("MOVE", dst, moved, d["sequencer"],
+                              m["sequencer"])
+        self.assertIn(r.status, (201, 204), r)
+        self.assert_stored(moved, data, "MOVE")
+        self.assert_absent(dst, "MOVE")
+        for reply, method, dest in ((c, "COPY", dst), (r, "MOVE", moved)):
+            hits = self.nginx.wait_log(slack(2.0), test_id=reply.test_id)
+            self.assertEqual([(e.method, e.status, e.destination)
+                              for e in hits],
+                             [(method, reply.status, dest)])
+
+    def test_v11_one_route_lock_guarding_both_paths_needs_only_fencing_token(self):
+        g = self.grant(PAIR)
+        d = "/%s/%s/" % (PAIR, uuid.uuid4().hex[:8])
+        a, b, c = d + "a.txt", d + "b.txt", d + "c.txt"
+        data = self.fixture(a)
+        r = self.copy_or_move("COPY", a, b, g["sequencer"])
+        self.assertIn(r.status, (201, 204), r)
+        self.assert_stored(b, data)
+        r = self.copy_or_move("MOVE", b, c, g["sequencer"])
+        self.assertIn(r.status, (201, 204), r)
+        self.assert_stored(c, data)
+        self.assert_absent(b)
+        # a Destination outside the route needs its own token
+        out = self.obj("outside")
+        self.grant(out)   # held, but its token is not sent
+        mark = self.mark()
+        r = self.copy_or_move("COPY", a, out, g["sequencer"])
+        self.assert_error(r, 428, "token_required")
+        self.assert_nothing_upstream(mark, "COPY out of the route")
+        self.assert_absent(out)
+
+    def test_v11_destination_as_absolute_url_of_the_requests_host_is_forwarded_as_a_path(self):
+        src, dst, dst2 = self.siblings("src.txt", "dst.txt", "dst2.txt")
+        data = self.fixture(src)
+        s = self.grant(src)
+        d = self.grant(dst)
+        r = self.copy_or_move("COPY", src, self.absolute(dst),
+                              s["sequencer"], d["sequencer"])
+        self.assertIn(r.status, (201, 204), r)
+        self.assert_stored(dst, data)
+        hits = self.nginx.wait_log(slack(2.0), test_id=r.test_id)
+        self.assertEqual([e.destination for e in hits], [dst],
+                         "the Destination must reach nginx as a path")
+        # the authority is compared case-insensitively with Host
+        d2 = self.grant(dst2)
+        r = self.copy_or_move("COPY", src, "HTTP://127.0.0.1:%d%s"
+                              % (self.gw.port, dst2), s["sequencer"],
+                              d2["sequencer"])
+        self.assertIn(r.status, (201, 204, 400), r)
+        if r.status == 400:
+            self.assert_error(r, 400, "bad_destination")
+            self.assert_absent(dst2)
+        else:
+            self.assert_stored(dst2, data)
+
+    def test_v11_destination_of_another_authority_or_garbage_refused_bad_destination(self):
+        src = self.obj("src")
+        sdata = self.fixture(src)
+        dst = self.obj("dst")
+        ddata = self.fixture(dst)
+        s = self.grant(src)
+        d = self.grant(dst)
+        me = "127.0.0.1:%d" % self.gw.port
+        bad = [
+            "http://evil.example" + dst,
+            "http://127.0.0.1:1" + dst,
+            "http://127.0.0.1" + dst,
+            "http://localhost:%d%s" % (self.gw.port, dst),
+            "http://%s@evil.example%s" % (me, dst),
+            "http://user@%s%s" % (me, dst),
+            "ftp://%s%s" % (me, dst),
+            "garbage",
+            dst.lstrip("/"),
+            "",
+            dst + "?x=1",
+            dst + "#frag",
+            "http:" + dst,
+            "/\x01" + dst,
+        ]
+        mark = self.mark()
+        for method in ("COPY", "MOVE"):
+            for dest in bad:
+                with self.subTest(method=method, destination=dest):
+                    r = self.copy_or_move(method, src, dest, s["sequencer"],
+                                          d["sequencer"])
+                    self.assert_error(r, 400, "bad_destination", repr(dest))
+        self.assert_nothing_upstream(mark, "bad Destination")
+        self.assert_stored(src, sdata)
+        self.assert_stored(dst, ddata)
+
+    def test_v11_destination_under_the_fence_prefix_refused_bad_destination(self):
+        src = self.obj("src")
+        sdata = self.fixture(src)
+        s = self.grant(src)
+        mark = self.mark()
+        for dest in ("/_fence/v1/locks/x", "/_fence/", "/%5Ffence/v1/health",
+                     "/%5ffence/v1/health", "/x/../_fence/v1/health",
+                     "//_fence/v1/health", "/./_fence/v1/health",
+                     self.absolute("/_fence/v1/check")):
+            for method in ("COPY", "MOVE"):
+                with self.subTest(method=method, destination=dest):
+                    r = self.copy_or_move(method, src, dest, s["sequencer"])
+                    self.assert_error(r, 400, "bad_destination", dest)
+        self.assert_nothing_upstream(mark, "Destination under /_fence/")
+        self.assert_stored(src, sdata)
+        self.assertFalse(os.path.exists(os.path.join(self.nginx.data,
+                                                     "_fence")))
+
+    def test_v11_destination_climbing_above_root_refused(self):
+        src = self.obj("src")
+        sdata = self.fixture(src)
+        s = self.grant(src)
+        mark = self.mark()
+        for dest in ("/../x", "/a/../../x", "/%2e%2e/x", "/..%2fx",
+                     "//../x", self.absolute("/../x"), "/..",
+                     self.absolute("/a/%2E%2E/../x")):
+            for method in ("COPY", "MOVE"):
+                with self.subTest(method=method, destination=dest):
+                    r = self.copy_or_move(method, src, dest, s["sequencer"])
+                    self.assertEqual(r.status, 400, r)
+                    self.assertIn(r.json.get("error"),
+                                  ("bad_destination", "bad_path"), r)
+                    self.assert_error(r, 400, r.json.get("error"))
+        self.assert_nothing_upstream(mark, "Destination above the root")
+        self.assert_stored(src, sdata)
+        self.assertFalse(os.path.exists(os.path.join(
+            os.path.dirname(self.nginx.data), "x")))
+
+    def test_v11_destination_is_resolved_before_its_lock_is_chosen(self):
+        src = self.obj("src")
+        self.fixture(src)
+        base = os.path.dirname(src)
+        dst = base + "/dst.txt"
+        ddata = self.fixture(dst)
+        s = self.grant(src)
+        other = self.grant(dst)                  # another client holds dst
+        decoy = self.grant(base + "/decoy")      # the attacker holds this
+        mark = self.mark()
+        for dest in (base + "/decoy/../dst.txt", base + "/./dst.txt",
+                     base + "//dst.txt", base + "/%64st.txt",
+                     base + "/decoy/%2e%2e/dst.txt",
+                     self.absolute(base + "/decoy/../dst.txt")):
+            with self.subTest(destination=dest):
+                r = self.copy_or_move("COPY", src, dest, s["sequencer"],
+                                      decoy["sequencer"])
+                self.assert_error(r, 403, "wrong_lock", dest)
+        self.assert_nothing_upstream(mark, "unresolved Destination")
+        self.assert_stored(dst, ddata)
+        # the resolved lock's token is the one that works (nginx itself
+        # refuses a Destination with dot segments, so an escape it is)
+        r = self.copy_or_move("COPY", src, base + "/%64st.txt",
+                              s["sequencer"], other["sequencer"])
+        self.assertIn(r.status, (201, 204), r)
+
+    def test_v11_two_destination_headers_cannot_split_check_and_use(self):
+        src, d1, d2 = self.siblings("src.txt", "mine.txt", "victim.txt")
+        data = self.fixture(src)
+        vdata = self.fixture(d2)
+        s = self.grant(src)
+        g1 = self.grant(d1)
+        self.grant(d2)                            # another client holds d2
+        for first, second in ((d1, d2), (d2, d1)):
+            with self.subTest(first=first):
+                r = self.send("COPY", src, token=s["sequencer"], headers=[
+                    ("Destination", first), ("Destination", second),
+                    ("Destination-Fencing-Token", g1["sequencer"])])
+                self.assertNotIn(r.status, (500, 502), r)
+                if r.status in (201, 204):
+                    self.assertEqual(first, d1, "the copy went through with "
+                                     "the victim's path checked first")
+                    self.assert_stored(d1, data)
+                self.assert_stored(d2, vdata, "two Destination headers")
+
+    # -- 4. collections -------------------------------------------------------
+
+    def collection(self, tag="dir"):
+        d = self.obj(tag, ext="/")
+        f = d + "file.txt"
+        data = self.fixture(f)
+        return d, f, data
+
+    def test_v11_delete_collection_with_its_own_lock_refused_subtree_unguarded(self):
+        d, f, data = self.collection()
+        g = self.grant(d)                    # lock "…/dir"
+        self.grant(f)                        # another client holds the file
+        mark = self.mark()
+        for target in (d, d[:-1] + "//", d + ".", d + "x/..", d[:-1] + "%2F",
+                       d + "x/%2e%2e/"):
+            with self.subTest(target=target):
+                r = self.send("DELETE", target, token=g["sequencer"])
+                self.assert_error(r, 403, "subtree_unguarded", target)
+                self.assert_stored(f, data, target)
+        # decided before the token is looked at
+        r = self.send("DELETE", d)
+        self.assert_error(r, 403, "subtree_unguarded", "no token")
+        self.assert_nothing_upstream(mark, "DELETE of a collection")
+        self.assertTrue(os.path.isdir(self.nginx.file_of(d)))
+
+    def test_v11_move_and_copy_of_a_collection_refused_subtree_unguarded(self):
+        d, f, data = self.collection()
+        d2 = self.obj("dir2", ext="/")
+        g = self.grant(d)
+        g2 = self.grant(d2)
+        held = self.grant(f)                 # another client holds the file
+        coll = self.grant(COLL)
+        single = self.obj("single")
+        self.fixture(single)
+        gs = self.grant(single)
+        mark = self.mark()
+        cases = (
+            ("collection to collection", d, d2, g, g2),
+            ("collection to a route", d, "/%s/x-%s/" % (COLL, TAG), g, coll),
+            ("route collection out of the route", "/%s/" % COLL, d2, coll,
+             g2),
+            ("object onto a collection", single, d2, gs, g2),
+            ("file's own lock, collection source", d, d2, held, g2),
+            ("escaped trailing slash", d[:-1] + "%2F", d2, g, g2),
+            ("collection named by a dot segment", d + "x/..", d2, g, g2),
+            ("object onto an escaped collection", single, d2[:-1] + "%2f",
+             gs, g2),
+            ("object onto a collection named by a dot", single, d2 + ".",
+             gs, g2),
+        )
+        for method in ("MOVE", "COPY"):
+            for what, src, dst, sg, dg in cases:
+                with self.subTest(method=method, case=what):
+                    r = self.copy_or_move(method, src, dst, sg["sequencer"],
+                                          dg["sequencer"])
+                    self.assert_error(r, 403, "subtree_unguarded", what)
+        self.assert_nothing_upstream(mark, "MOVE/COPY of a collection")
+        self.assert_stored(f, data)
+        self.assert_absent(d2)
+
+    def test_v11_delete_collection_under_a_route_covering_the_subtree_succeeds(self):
+        g = self.grant(COLL)
+        sub = "/%s/sub-%s/" % (COLL, uuid.uuid4().hex[:8])
+        self.fixture(sub + "a/b.txt")
+        self.fixture(sub + "c.txt")
+        r = self.send("DELETE", sub, token=g["sequencer"])
+        self.assertEqual(r.status, 204, r)
+        self.assert_absent(sub)
+        self.fixture("/%s/top.txt" % COLL)
+        r = self.send("DELETE", "/%s/" % COLL, token=g["sequencer"])
+        self.assertEqual(r.status, 204, r)
+        self.assert_absent("/%s/" % COLL)
+        # a per-object lock of a path in the route is not the route's lock
+        self.fixture("/%s/k/x.txt" % COLL)
+        per = self.grant("%s/k" % COLL)
+        r = self.send("DELETE", "/%s/k/" % COLL, token=per["sequencer"])
+        self.assert_error(r, 403, "wrong_lock")
+        self.assertTrue(self.nginx.exists("/%s/k/x.txt" % COLL))
+
+    def test_v11_collection_containing_another_route_refused_subtree_unguarded(self):
+        g = self.grant(NEST)
+        inner = "/%s/inner/x.txt" % NEST
+        idata = self.fixture(inner)
+        mark = self.mark()
+        r = self.send("DELETE", "/%s/" % NEST, token=g["sequencer"])
+        self.assert_error(r, 403, "subtree_unguarded")
+        self.assert_nothing_upstream(mark, "DELETE over an inner route")
+        self.assert_stored(inner, idata)
+        # a collection beside the inner route is the outer lock's alone
+        other = "/%s/other-%s/" % (NEST, uuid.uuid4().hex[:8])
+        self.fixture(other + "y.txt")
+        r = self.send("DELETE", other, token=g["sequencer"])
+        self.assertEqual(r.status, 204, r)
+        self.assert_absent(other)
+        self.assert_stored(inner, idata)
+
+    def test_v11_copy_and_move_of_a_collection_inside_one_route_succeed(self):
+        g = self.grant(PAIR)
+        base = "/%s/%s" % (PAIR, uuid.uuid4().hex[:8])
+        data = self.fixture(base + "/a/f.txt")
+        r = self.copy_or_move("COPY", base + "/a/", base + "/b/",
+                              g["sequencer"])
+        self.assertIn(r.status, (201, 204), r)
+        self.assert_stored(base + "/b/f.txt", data)
+        r = self.copy_or_move("MOVE", base + "/b/", base + "/c/",
+                              g["sequencer"])
+        self.assertIn(r.status, (201, 204), r)
+        self.assert_stored(base + "/c/f.txt", data)
+        self.assert_absent(base + "/b/")
+
+    def test_v11_delete_collection_without_trailing_slash_deletes_nothing_on_nginx(self):
+        # nginx refuses DELETE of a collection named without its trailing
+        # slash (409 Conflict) and deletes nothing; the gateway cannot know
+        # the path is a collection, so it may forward it as an object
+        # write under the path's own lock
+        d, f, data = self.collection()
+        g = self.grant(d)
+        self.grant(f)                        # another client holds the file
+        r = self.send("DELETE", d[:-1], token=g["sequencer"])
+        if r.status == 403:
+            self.assert_error(r, 403, "subtree_unguarded")
+        else:
+            self.assertEqual(r.status, 409, r)
+            hits = self.nginx.wait_log(slack(2.0), test_id=r.test_id)
+            self.assertEqual([(e.method, e.status) for e in hits],
+                             [("DELETE", 409)])
+        self.assertTrue(os.path.isdir(self.nginx.file_of(d)))
+        self.assert_stored(f, data)
+
+    # -- the order of the checks ---------------------------------------------
+
+    def test_v11_request_path_member_is_checked_before_the_destination(self):
+        src, dst = self.siblings("src.txt", "dst.txt")
+        sdata = self.fixture(src)
+        self.fixture(dst)
+        old = super().grant(src)
+        self.release_ok(self.lock_of(src), old["lease"])
+        cur = self.grant(src)
+        other = self.grant(self.obj("other"))
+        mark = self.mark()
+        cases = (
+            ("stale", old["sequencer"], 409, "stale_token"),
+            ("beyond any issued", make_sequencer(
+                self.key, self.lock_of(src), "exclusive",
+                cur["token"] + FAR_AHEAD), 403, "forged_token"),
+            ("another lock", other["sequencer"], 403, "wrong_lock"),
+            ("malformed", "garbage", 400, "malformed_token"),
+            ("tampered", tamper(cur["sequencer"]), 403, "forged_token"),
+        )
+        for method in ("COPY", "MOVE"):
+            for what, seq, status, code in cases:
+                with self.subTest(method=method, case=what):
+                    # no Destination-Fencing-Token: the Destination's own
+                    # refusal (428) comes only after the request path's
+                    r = self.copy_or_move(method, src, dst, seq)
+                    self.assert_error(r, status, code, what)
+        # a MOVE changes its source: a shared grant cannot fence it (a
+        # COPY only reads its source, which a shared grant may fence)
+        self.release_ok(self.lock_of(src), cur["lease"])
+        shared = self.grant(src, mode="shared")
+        r = self.copy_or_move("MOVE", src, dst, shared["sequencer"])
+        self.assert_error(r, 403, "wrong_mode", "MOVE with a shared grant")
+        self.assert_nothing_upstream(mark, "refused request path member")
+        self.assert_stored(src, sdata)
+
+    def test_v11_checks_apply_in_the_v11_order(self):
+        base = self.obj("order", ext="")
+        src = base + "/src.txt"
+        dst = base + "/dst.txt"
+        self.fixture(src)
+        ddata = self.fixture(dst)
+        s = self.grant(src)
+        mark = self.mark()
+        # framing beats a path above the root
+        r = self.raw(head_bytes("PUT", "/../x", [
+            ("Host", "127.0.0.1:%d" % self.gw.port), ("Content-Length", "1"),
+            ("Transfer-Encoding", "chunked")]) + chunked(b"x"))
+        self.assert_400(r, "bad_request", "framing + bad path")
+        # a path above the root beats a bad Destination
+        r = self.copy_or_move("COPY", "/../x", "http://evil.example/x")
+        self.assert_error(r, 400, "bad_path", "bad path + bad destination")
+        # a bad Destination beats an unguarded subtree
+        r = self.copy_or_move("COPY", base + "/", "http://evil.example/x/")
+        self.assert_error(r, 400, "bad_destination",
+                          "bad destination + subtree")
+        # an unguarded subtree beats a path with no valid lock name
+        r = self.send("DELETE", base + "/a%20b/")
+        self.assert_error(r, 403, "subtree_unguarded",
+                          "subtree + bad lock name")
+        # a path with no valid lock name beats a missing token
+        r = self.send("PUT", base + "/a%20b", b"x")
+        self.assert_error(r, 400, "bad_lock_name",
+                          "bad lock name + no token")
+        # the request path's member is checked before the Destination's
+        r = self.copy_or_move("COPY", src, dst, tamper(s["sequencer"]))
+        self.assert_error(r, 403, "forged_token",
+                          "forged Fencing-Token + no Destination token")
+        r = self.copy_or_move("COPY", src, dst, s["sequencer"])
+        self.assert_error(r, 428, "token_required",
+                          "no Destination-Fencing-Token")
+        self.assert_nothing_upstream(mark, "combined failures")
+        self.assert_stored(dst, ddata)
+
+
+# ---------------------------------------------------------------------------
+# 5, 6: release ends writes; waiting writes cost Redis nothing
+
+
+class V11ReleaseTests(V11Case):
+
+    def setUp(self):
+        super().setUp()
+        self.use_shared()
+
+    def start_old_write(self, path, a, total=None):
+        tid = "old-" + uuid.uuid4().hex
+        temps = set(self.nginx.body_temp_files())
+        up = SlowUpload(self.gw.port, path, [
+            ("Fencing-Token", a["sequencer"]), ("X-Test-Id", tid)],
+            total=total)
+        self.addCleanup(up.close)
+        up.send(b"old holder's first part\n" * 4000)
+        up.trickle()
+        self.wait_for(lambda: set(self.nginx.body_temp_files()) - temps,
+                      slack(5.0), "the old holder's upload to reach nginx")
+        return up, tid
+
+    def judge_old_write(self, path, up, tid, new_tid, new_data):
+        up.finish()
+        r_old = up.rq.read_response(slack(5.0))
+        if r_old is not None:
+            self.assertNotIn(r_old.status, (200, 201, 204),
+                             "the old holder's write succeeded: %r" % r_old)
+        hits = self.nginx.wait_log(slack(5.0), test_id=tid)
+        self.assertTrue(all(not e.applied for e in hits),
+                        "the old holder's upload completed upstream: %r"
+                        % hits)
+        applied = [e.test_id for e in self.nginx.log_for(path=path,
+                                                         method="PUT")
+                   if e.applied]
+        self.assertEqual(applied, [new_tid])
+        self.assert_stored(path, new_data, "after the old upload ended")
+
+    def test_v11_release_ends_writes_and_the_blocked_next_holder_writes_promptly(self):
+        path = self.obj("release", ext=".bin")
+        lock = self.lock_of(path)
+        a = super().grant(path, ttl_ms=30000)
+        up, tid = self.start_old_write(path, a)
+        waiter = self.call("POST", lock, body={"ttl_ms": 10000,
+                                               "wait_ms": 10000},
+                           timeout=slack(15.0))
+        self.wait_waiters(lock, 1)
+        t_release = time.monotonic()
+        self.release_ok(lock, a["lease"])
+        g = waiter.result(slack(5.0))
+        self.assertEqual(g.status, 200, g)
+        b = g.json
+        self.addCleanup(self.release, lock, b["lease"])
+        new = b"the next holder's data\n"
+        try:
+            w = self.put(path, new, b["sequencer"], timeout=slack(5.0))
+        except OSError as e:
+            self.fail("the next holder's write was not answered within 5 s "
+                      "of the release (%r): it waited for the released "
+                      "holder's upload" % e)
+        t_done = time.monotonic()
+        self.assertIn(w.status, (201, 204), w)
+        self.assertLess(t_done - t_release, slack(2.0),
+                        "the next holder's write ended %.2f s after the "
+                        "release" % (t_done - t_release))
+        self.assert_stored(path, new)
+        self.judge_old_write(path, up, tid, w.test_id, new)
+
+    def test_v11_release_ends_writes_and_an_acquire_right_after_writes_promptly(self):
+        path = self.obj("release-cl", ext=".bin")
+        lock = self.lock_of(path)
+        a = super().grant(path, ttl_ms=30000)
+        up, tid = self.start_old_write(path, a, total=4 * MIB)
+        t_release = time.monotonic()
+        self.release_ok(lock, a["lease"])
+        b = self.grant(path, ttl_ms=10000)
+        new = b"acquired right after the release\n"
+        try:
+            w = self.put(path, new, b["sequencer"], timeout=slack(5.0))
+        except OSError as e:
+            self.fail("the next holder's write was not answered within 5 s "
+                      "of the release (%r)" % e)
+        self.assertIn(w.status, (201, 204), w)
+        self.assertLess(time.monotonic() - t_release, slack(2.0))
+        self.assert_stored(path, new)
+        self.judge_old_write(path, up, tid, w.test_id, new)
+
+
+class V11WaitingWriteCostTests(V11Case):
+    """Two gateways on one Redis. A write admitted on gateway 1 is in
+    flight when gateway 1 is paused (SIGSTOP), and its grant is released
+    through gateway 2: gateway 1 cannot end it, so writes under the next
+    holder's token must wait, at most the margin after the release. A
+    large fence-margin-ms keeps them waiting through every measurement."""
+
+    WAITERS = 50
+    MARGIN_S = 10.0
+
+    def test_v11_waiting_writes_cost_redis_nothing_while_nothing_changes(self):
+        env = self.start_store(gateway_flags=[
+            ["--forward-token", "yes", "--fence-margin-ms",
+             "%d" % (self.MARGIN_S * 1000)]] * 2)
+        gw1, gw2 = env.gateways
+        path = self.obj("waiting", ext=".bin")
+        lock = self.lock_of(path)
+        a = super().grant(path, gw=gw1, ttl_ms=30000)
+        temps = set(self.nginx.body_temp_files())
+        old_tid = "old-" + uuid.uuid4().hex
+        old = SlowUpload(gw1.port, path, [("Fencing-Token", a["sequencer"]),
+                                          ("X-Test-Id", old_tid)])
+        self.addCleanup(old.close)
+        old.send(b"old\n" * 20000)
+        self.wait_for(lambda: set(self.nginx.body_temp_files()) - temps,
+                      slack(5.0), "the old upload to reach nginx")
+        gw1.pause()
+        self.addCleanup(gw1.resume)
+        t_release = time.monotonic()
+        self.release_ok(lock, a["lease"], gw=gw2)
+        b = self.grant(path, gw=gw2, ttl_ms=30000)
+
+        base = script_calls(self.redis)
+        writers, ids = [], []
+        for i in range(self.WAITERS):
+            tid = "waiting-%d-%s" % (i, uuid.uuid4().hex)
+            rq = RawRequest(gw2.port, "PUT", path, [
+                ("Fencing-Token", b["sequencer"]), ("Content-Length", "4096"),
+                ("X-Test-Id", tid)])
+            rq.send(b"w" * 512)
+            self.addCleanup(rq.close)
+            writers.append(rq)
+            ids.append(tid)
+        self.wait_for(lambda: script_calls(self.redis) - base
+                      >= self.WAITERS, slack(5.0),
+                      "each waiting write to be checked in Redis once")
+        c0, t0 = script_calls(self.redis), time.monotonic()
+        time.sleep(2.0)                       # the measurement window
+        c1, t1 = script_calls(self.redis), time.monotonic()
+        answered = [i for i, w in enumerate(writers) if w.readable(0)]
+        self.assertEqual(answered, [], "writes under the newer token were "
+                         "answered while the released write was in flight "
+                         "on a paused gateway")
+        rate = (c1 - c0) / (t1 - t0)
+        self.assertLess(rate, 50.0, "%d writes waiting cost Redis %.0f "
+                        "script calls/s" % (self.WAITERS, rate))
+
+        # the clients leave with body bytes unread: half close, half reset
+        for i, w in enumerate(writers):
+            if i % 2:
+                w.abort()
+            else:
+                w.close()
+        time.sleep(slack(0.5))                # let the gateway notice
+        c2, t2 = script_calls(self.redis), time.monotonic()
+        time.sleep(1.0)                       # the measurement window
+        c3, t3 = script_calls(self.redis), time.monotonic()
+        self.assertLess((c3 - c2) / (t3 - t2), 10.0,
+                        "Redis work goes on for writes whose clients left")
+
+        # something changes (the released write ends): nobody is left to
+        # wake for the departed writes
+        c4 = script_calls(self.redis)
+        gw1.resume()
+        hits = self.nginx.wait_log(slack(5.0), test_id=old_tid)
+        self.assertTrue(hits, "the released write did not end when its "
+                        "gateway resumed")
+        self.assertTrue(all(not e.applied for e in hits), hits)
+        time.sleep(1.0)                       # the measurement window
+        c5 = script_calls(self.redis)
+        self.assertLess(c5 - c4, 25, "the end of the old write cost %d "
+                        "script calls: the departed writes were woken"
+                        % (c5 - c4))
+        applied = [e for e in self.nginx.log() if e.test_id in ids
+                   and e.applied]
+        self.assertEqual(applied, [], "a write whose client left was "
+                         "applied")
+        # the next holder writes no later than the margin after the release
+        self.assertLess(time.monotonic() - t_release, self.MARGIN_S - 1.0,
+                        "the measurements ran past the margin: they did not "
+                        "measure waiting writes")
+        new = b"the next holder's data\n"
+        w = self.put(path, new, b["sequencer"], gw=gw2,
+                     timeout=self.MARGIN_S + slack(5.0))
+        self.assertIn(w.status, (201, 204), w)
+        self.assertLess(time.monotonic() - t_release,
+                        self.MARGIN_S + slack(2.0))
+        self.assert_stored(path, new)
+        # from the clients' leaving to the end of the old write's record
+        # (which let this write go), nobody woke the departed writes
+        c6 = script_calls(self.redis)
+        self.assertLess(c6 - c2, 25, "%d script calls after the waiting "
+                        "writes' clients left" % (c6 - c2))
+        old.close()
+
+
+# ---------------------------------------------------------------------------
+# 7: paths stay inside the upstream
+
+
+class V11UpstreamPathTests(V11Case):
+    """A gateway whose upstream URL has a path (/sub): nothing outside it
+    can be read or written."""
+
+    def setUp(self):
+        super().setUp()
+        self.use_shared()
+        key, keypath = new_key_file()
+        self.key = key
+        self.sub = self.start_gateway(self.redis.port, self.nginx.port, [
+            "--key-file", keypath, "--forward-token", "yes",
+            "--upstream", "http://127.0.0.1:%d/sub" % self.nginx.port])
+        self.gw = self.sub
+        self.secret_path = "/secret-%s.txt" % uuid.uuid4().hex[:8]
+        self.secret = ("the secret %s\n" % uuid.uuid4().hex).encode()
+        self.nginx.put_file(self.secret_path, self.secret)
+        self.inside = "/inside-%s.txt" % uuid.uuid4().hex[:8]
+        self.inside_data = self.fixture("/sub" + self.inside)
+
+    def climbing(self):
+        s = self.secret_path
+        return ["/.." + s, "/%2e%2e" + s, "/a/../.." + s, "//.." + s,
+                "/..%2f" + s[1:], "/.%2e" + s, "/%2E%2E" + s,
+                "/a//../.." + s, "/a/%2e%2e/%2e%2e" + s, "/..%2F" + s[1:],
+                "/a/b/../../.." + s, "/%2e%2e%2f" + s[1:],
+                "/%2E%2E%2F" + s[1:], "/a%2f..%2f..%2f" + s[1:]]
+
+    def test_v11_reads_cannot_leave_the_upstream_path(self):
+        r = self.send("GET", self.inside)
+        self.assertEqual((r.status, r.body), (200, self.inside_data),
+                         "the upstream path prefix does not work")
+        mark = self.mark()
+        for p in self.climbing():
+            for method in ("GET", "HEAD", "PROPFIND", "OPTIONS"):
+                with self.subTest(method=method, path=p):
+                    r = self.send(method, p, headers=[("Depth", "0")])
+                    self.assertNotIn(self.secret.strip(), r.body)
+                    self.assertEqual(r.status, 400, r)
+                    if method != "HEAD":
+                        self.assert_error(r, 400, "bad_path", p)
+        self.assert_nothing_upstream(mark, "reads above the upstream path")
+
+    def test_v11_writes_cannot_leave_the_upstream_path(self):
+        lock = self.secret_path.strip("/")
+        g = self.grant(lock)       # a lock whose name matches the target
+        ig = self.grant(self.inside)
+        mark = self.mark()
+        for p in self.climbing():
+            for method, body, extra in (
+                    ("PUT", b"overwritten\n", []), ("DELETE", None, []),
+                    ("MOVE", None, [("Destination", "/stolen.txt")]),
+                    ("COPY", None, [("Destination", "/stolen.txt")])):
+                with self.subTest(method=method, path=p):
+                    r = self.send(method, p, body, headers=extra,
+                                  token=g["sequencer"])
+                    self.assert_error(r, 400, "bad_path", p)
+            with self.subTest(method="MOVE onto", path=p):
+                r = self.send("MOVE", self.inside, token=ig["sequencer"],
+                              headers=[("Destination", p),
+                                       ("Destination-Fencing-Token",
+                                        g["sequencer"])])
+                self.assertEqual(r.status, 400, r)
+                self.assertIn(r.json.get("error"),
+                              ("bad_destination", "bad_path"), r)
+        self.assert_nothing_upstream(mark, "writes above the upstream path")
+        self.assertEqual(self.nginx.read(self.secret_path), self.secret)
+        self.assert_stored("/sub" + self.inside, self.inside_data)
+        self.assert_absent("/stolen.txt")
+        self.assert_absent("/sub/stolen.txt")
+
+    def test_v11_destination_is_forwarded_under_the_upstream_path(self):
+        copied = "/copied-%s.txt" % uuid.uuid4().hex[:8]
+        s = self.grant(self.inside)
+        d = self.grant(copied)
+        r = self.send("COPY", self.inside, token=s["sequencer"], headers=[
+            ("Destination", "http://127.0.0.1:%d%s" % (self.gw.port, copied)),
+            ("Destination-Fencing-Token", d["sequencer"])])
+        self.assertIn(r.status, (201, 204), r)
+        self.assert_stored("/sub" + copied, self.inside_data)
+        self.assert_absent(copied)
+        hits = self.nginx.wait_log(slack(2.0), test_id=r.test_id)
+        self.assertEqual([(e.path, e.destination) for e in hits],
+                         [("/sub" + self.inside, "/sub" + copied)])
+
+
+# ---------------------------------------------------------------------------
+# 8: route rules that would never match
+
+
+class V11RouteRuleTests(V11Case):
+    """A route prefix that is not a resolved path can never match a
+    resolved request path: the gateway refuses it at start (exit 2 with a
+    reason) or resolves it, and then the rule's lock guards the paths."""
+
+    T = uuid.uuid4().hex[:6]
+    RULES = (
+        # (config line, resolved prefix, lock, a raw path under the prefix)
+        ("route /r%s-orders%%2F42/ r%s-orders/42" % (T, T),
+         "/r%s-orders/42/" % T, "r%s-orders/42" % T,
+         "/r%s-orders%%2F42/" % T),
+        ("route /r%s-a//b/ r%s-x" % (T, T), "/r%s-a/b/" % T, "r%s-x" % T,
+         "/r%s-a//b/" % T),
+        ("route /r%s-c/./d/ r%s-y" % (T, T), "/r%s-c/d/" % T, "r%s-y" % T,
+         "/r%s-c/./d/" % T),
+        ("route /../r%s-x/ r%s-z" % (T, T), "/r%s-x/" % T, "r%s-z" % T,
+         "/r%s-x/" % T),
+    )
+
+    def setUp(self):
+        super().setUp()
+        self.use_shared()
+
+    def start_with_config(self, text):
+        _, keypath = new_key_file()
+        g = harness.Gateway(self.redis.port, self.nginx.port, [
+            "--config", write_config(text), "--key-file", keypath])
+        self.log_paths.append(g.logpath)
+        self.addCleanup(self._stop_gateway, g)
+        g.start(wait=False)
+
+        def settled():
+            if g.proc.poll() is not None:
+                return "exited"
+            try:
+                harness.http_request(g.port, "GET", "/_fence/v1/health",
+                                     timeout=1.0)
+                return "up"
+            except OSError:
+                return None
+        state = wait_until(settled, slack(10.0), 0.03)
+        self.assertIsNotNone(state, "fencegate neither ran nor exited")
+        return g, state
+
+    def assert_refused_at_start(self, g, what):
+        self.assertEqual(g.proc.returncode, 2, "%s: exit code" % what)
+        with open(g.logpath, "rb") as f:
+            lines = [ln for ln in f.read().decode("utf-8", "replace")
+                     .splitlines() if ln.strip() and not ln.startswith("###")]
+        self.assertTrue(lines, "%s: exit 2 without a reason" % what)
+
+    def assert_rule_applies(self, g, prefix, lock, raw_prefix, what):
+        n = uuid.uuid4().hex[:8]
+        obj = prefix + "obj-" + n
+        per = self.grant(obj, gw=g)
+        r = self.put(obj, b"evil\n", per["sequencer"], gw=g)
+        self.assert_error(r, 403, "wrong_lock", "%s: the per-object lock "
+                          "wrote under the route" % what)
+        self.assertEqual(self.nginx.wait_log(slack(0.3), test_id=r.test_id),
+                         [])
+        self.assert_absent(obj)
+        rg = self.grant(lock, gw=g)
+        self.put_ok(obj, b"route\n", rg["sequencer"], gw=g)
+        self.assert_stored(obj, b"route\n", what)
+        self.put_ok(raw_prefix + "raw-" + n, b"raw\n", rg["sequencer"], gw=g)
+        self.assert_stored(prefix + "raw-" + n, b"raw\n", what)
+        self.release_ok(lock, rg["lease"], gw=g)
+        self.release_ok(self.lock_of(obj), per["lease"], gw=g)
+
+    def test_v11_route_rules_that_would_never_match_are_refused_or_resolved(self):
+        outcome = {}
+        for line, prefix, lock, raw_prefix in self.RULES:
+            with self.subTest(rule=line):
+                g, state = self.start_with_config(line + "\n")
+                outcome[line] = state
+                if state == "exited":
+                    self.assert_refused_at_start(g, line)
+                else:
+                    self.assert_rule_applies(g, prefix, lock, raw_prefix,
+                                             line)
+                g.stop()
+        # all rules in one file: refused if any was, else all apply
+        g, state = self.start_with_config(
+            "".join(r[0] + "\n" for r in self.RULES))
+        if "exited" in outcome.values():
+            self.assertEqual(state, "exited", "a rule refused alone was "
+                             "accepted among others: %r" % outcome)
+            self.assert_refused_at_start(g, "all rules")
+        else:
+            self.assertEqual(state, "up", outcome)
+            for line, prefix, lock, raw_prefix in self.RULES:
+                with self.subTest(rule=line, config="all rules"):
+                    self.assert_rule_applies(g, prefix, lock, raw_prefix,
+                                             line)
+
+
+# ---------------------------------------------------------------------------
+# 10: a departed waiter never gets the lock; a grant nobody received
+
+
+class V11WaiterTests(V11Case):
+
+    def setUp(self):
+        super().setUp()
+        self.use_shared()
+
+    def park(self, lock, gw=None):
+        """A blocking acquire over a raw socket, parked in the queue."""
+        body = json.dumps({"ttl_ms": 3600000, "wait_ms": 60000}).encode()
+        s = socket.create_connection(("127.0.0.1", (gw or self.gw).port),
+                                     timeout=5.0)
+        self.addCleanup(s.close)
+        s.sendall(head_bytes("POST", LOCKS + lock, [
+            ("Host", "x"), ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body)))]) + body)
+        self.wait_waiters(lock, 1, gw=gw)
+        return s
+
+    @staticmethod
+    def leave(s, how):
+        if how == "one more byte":
+            s.sendall(b"X")
+        if how == "reset":
+            s.setsockopt(socket.SOL_SOCKET, socket.SO_LINGER,
+                         b"\x01\x00\x00\x00\x00\x00\x00\x00")
+        s.close()
+
+    def test_v11_departed_waiter_never_gets_the_lock(self):
+        for how in ("one more byte", "close", "reset"):
+            with self.subTest(how=how):
+                lock = self.lock_name()
+                a = self.acquire_ok(lock, ttl_ms=30000)
+                s = self.park(lock)
+                self.leave(s, how)
+                self.wait_waiters(lock, 0, timeout=slack(3.0))
+                self.release_ok(lock, a["lease"])
+                c = self.acquire(lock, body={"ttl_ms": 5000, "wait_ms": 0})
+                self.assertEqual(c.status, 200, "%s: the departed waiter got "
+                                 "the lock: %r" % (how, c))
+                st = self.state(lock)
+                self.assertEqual((st["held"], st["holders"], st["token"]),
+                                 (True, 1, c.json["token"]))
+                self.release_ok(lock, c.json["lease"])
+
+    def test_v11_grant_nobody_received_is_given_back(self):
+        env = self.start_store(gateways=2)
+        gw1, gw2 = env.gateways
+        for how in ("one more byte", "close", "reset"):
+            with self.subTest(how=how):
+                lock = self.lock_name()
+                a = self.acquire_ok(lock, gw=gw1, ttl_ms=30000)
+                s = self.park(lock, gw=gw2)
+                # gateway 2 cannot notice anything while it is stopped: the
+                # lock is handed to a waiter whose client is gone
+                gw2.pause()
+                try:
+                    self.leave(s, how)
+                    self.release_ok(lock, a["lease"], gw=gw1)
+                finally:
+                    gw2.resume()
+                got = {}
+
+                def granted():
+                    r = self.acquire(lock, gw=gw1, body={"ttl_ms": 5000})
+                    got["r"] = r
+                    return r.status == 200
+                self.assertTrue(wait_until(granted, slack(3.0), 0.05),
+                                "%s: the lock was not given back: %r"
+                                % (how, got.get("r")))
+                st = self.state(lock, gw=gw1)
+                self.assertEqual((st["holders"], st["waiters"], st["token"]),
+                                 (1, 0, got["r"].json["token"]))
+                self.release_ok(lock, got["r"].json["lease"], gw=gw1)
+
+
+# ---------------------------------------------------------------------------
+# 12: credentials never go upstream
+
+
+HOSTILE = [("X-Forwarded-Proto", "https"),
+           ("X-Forwarded-Host", "evil.example"),
+           ("Forwarded", "for=6.6.6.6;host=evil.example;proto=https"),
+           ("X-Forwarded-For", "203.0.113.7")]
+
+
+class V11ForwardedHeaderTests(V11Case):
+    """What nginx was sent (its access log records the headers)."""
+
+    def setUp(self):
+        super().setUp()
+        self.use_shared()
+
+    def test_v11_credentials_and_client_forwarding_headers_never_go_upstream(self):
+        src, dst = self.siblings("src.txt", "dst.txt")
+        self.fixture(src)
+        s = self.grant(src)
+        d = self.grant(dst)
+        secrets = (s["sequencer"], d["sequencer"], s["lease"], d["lease"])
+        creds = [("Fence-Lease", s["lease"])]
+        sent = [
+            self.send("PUT", src, b"new\n", token=s["sequencer"],
+                      headers=HOSTILE + creds),
+            self.send("COPY", src, token=s["sequencer"], headers=HOSTILE +
+                      creds + [("Destination", dst),
+                               ("Destination-Fencing-Token",
+                                d["sequencer"])]),
+            self.send("GET", src, token=s["sequencer"], headers=HOSTILE +
+                      creds + [("Destination-Fencing-Token",
+                                d["sequencer"])]),
+            self.send("GET", src, headers=HOSTILE + creds),
+        ]
+        host = "127.0.0.1:%d" % self.gw.port
+        for r in sent:
+            self.assertIn(r.status, (200, 201, 204), r)
+            hits = self.nginx.wait_log(slack(2.0), test_id=r.test_id)
+            self.assertEqual(len(hits), 1, hits)
+            e = hits[0]
+            for field in ("fencing_token", "destination_fencing_token",
+                          "fence_lease", "forwarded", "x_forwarded_host",
+                          "destination", "x_forwarded_for"):
+                v = getattr(e, field) or ""
+                for sec in secrets:
+                    self.assertNotIn(sec, v, "a credential went upstream in "
+                                     "%s" % field)
+            self.assertIn(e.fencing_token, (None, str(s["token"]),
+                                            str(d["token"])))
+            self.assertIsNone(e.destination_fencing_token)
+            self.assertIsNone(e.fence_lease)
+            self.assertEqual(e.x_forwarded_proto, "http")
+            self.assertIn(e.x_forwarded_host, (None, host))
+            self.assertNotIn("6.6.6.6", e.forwarded or "")
+            self.assertNotIn("evil.example", e.forwarded or "")
+            self.assertEqual(e.x_forwarded_for, "203.0.113.7, 127.0.0.1")
+
+
+class V11RecordedHeaderTests(V11Case):
+    """Every header line the upstream got, repeats included."""
+
+    def setUp(self):
+        super().setUp()
+        env = self.start_env(("--forward-token", "yes"), upstream=False)
+        self.rec = RecordingUpstream(env.upstream.port)
+        self.addCleanup(self.rec.stop)
+        self.gw = env.gw
+        self.redis = env.redis
+
+    def test_v11_credentials_and_client_forwarding_headers_are_replaced_for_the_upstream(self):
+        s = self.grant("rec-%s/src" % TAG)
+        d = self.grant("rec-%s/dst" % TAG)
+        src, dst = "/rec-%s/src" % TAG, "/rec-%s/dst" % TAG
+        secrets = (s["sequencer"], d["sequencer"], s["lease"], d["lease"])
+        host = "127.0.0.1:%d" % self.gw.port
+        creds = [("Fence-Lease", s["lease"]), ("fence-lease", d["lease"])]
+        sent = [
+            ("PUT", src, b"new\n", [], s["sequencer"]),
+            ("COPY", src, None, [("Destination", "http://%s%s" % (host, dst)),
+                                 ("Destination-Fencing-Token",
+                                  d["sequencer"])], s["sequencer"]),
+            ("MOVE", src, None, [("Destination", dst),
+                                 ("destination-fencing-token",
+                                  d["sequencer"])], s["sequencer"]),
+            ("GET", src, None, [("Destination-Fencing-Token",
+                                 d["sequencer"])], s["sequencer"]),
+            ("GET", src, None, [], None),
+        ]
+        for method, path, body, extra, token in sent:
+            r = self.send(method, path, body, token=token,
+                          headers=HOSTILE + creds + extra)
+            self.assertEqual(r.status, 200, "%s: %r" % (method, r))
+        recs = self.rec.records
+        self.assertEqual([x["method"] for x in recs],
+                         [m for m, _, _, _, _ in sent])
+        for x in recs:
+            what = "%s %s" % (x["method"], x["path"])
+            names = {}
+            for k, v in x["headers"]:
+                names.setdefault(k.lower(), []).append(v)
+                for sec in secrets:
+                    self.assertNotIn(sec, v, "%s: a credential went upstream "
+                                     "in %s" % (what, k))
+            self.assertNotIn("destination-fencing-token", names, what)
+            self.assertNotIn("fence-lease", names, what)
+            for v in names.get("fencing-token", []):
+                self.assertIn(v, (str(s["token"]), str(d["token"])), what)
+            self.assertEqual(names.get("x-forwarded-proto"), ["http"], what)
+            self.assertIn(names.get("x-forwarded-host"), (None, [host]), what)
+            for v in names.get("forwarded", []):
+                self.assertNotIn("6.6.6.6", v, what)
+                self.assertNotIn("evil.example", v, what)
+            self.assertEqual(", ".join(names.get("x-forwarded-for", [])),
+                             "203.0.113.7, 127.0.0.1", what)
+            if x["method"] in ("COPY", "MOVE"):
+                self.assertEqual(names.get("destination"), [dst], what)
