@@ -504,8 +504,9 @@ class V11FramingTests(V11Case):
                 if token:
                     h.append(("Fencing-Token", token))
                 with self.subTest(case=what):
+                    # answered on the head alone: no need to wait long
                     r = self.raw(head_bytes(method, path, h) + body,
-                                 timeout=3.0)
+                                 timeout=1.5)
                     self.assert_400(r, "bad_request", what)
                     self.assert_stored(path, data, what)
         self.assert_nothing_upstream(mark, "Transfer-Encoding")
@@ -554,6 +555,23 @@ class V11FramingTests(V11Case):
                     self.assert_stored(path, data, what)
         self.assert_nothing_upstream(mark, "malformed Content-Length")
         self.assert_no_admission(self.lock_of(path), "malformed CL")
+
+    def test_v11_fencing_token_in_a_trailer_does_not_count(self):
+        path = self.obj("v")
+        data = self.fixture(path)
+        g = self.grant(path)
+        tid = uuid.uuid4().hex
+        req = head_bytes("PUT", path, [
+            self.host(), ("Transfer-Encoding", "chunked"),
+            ("Trailer", "Fencing-Token"), ("X-Test-Id", tid)]) + \
+            b"4\r\nevil\r\n0\r\nFencing-Token: " + \
+            g["sequencer"].encode() + b"\r\n\r\n"
+        r = self.raw(req)
+        self.assert_error(r, 428, "token_required")
+        self.assertEqual(self.nginx.log_for(test_id=tid), [])
+        self.sentinel()
+        self.assertEqual(self.nginx.log_for(test_id=tid), [])
+        self.assert_stored(path, data)
 
     def test_v11_chunk_size_overflow_never_completes_a_write(self):
         path = self.obj("v")
@@ -758,10 +776,14 @@ class V11FramingTests(V11Case):
             ("COPY", src, [("Fencing-Token", s["sequencer"]),
                            ("Destination", mine.encode() + b"\0/../victim.txt"),
                            ("Destination-Fencing-Token", m["sequencer"])]),
+            (b"PU\0T", src, [("Fencing-Token", s["sequencer"]),
+                            ("Content-Length", "4")]),
+            (b"GET\0PUT", src, []),
         ]
         for method, target, hdrs in cases:
             what = "%s with %r" % (method, hdrs)
-            body = b"evil" if method == "PUT" else b""
+            body = b"evil" if b"PU" in (method if isinstance(method, bytes)
+                                         else method.encode()) else b""
             with self.subTest(case=what):
                 r = self.raw(head_bytes(method, target, [self.host()] + hdrs)
                              + body, timeout=3.0)
@@ -1048,14 +1070,15 @@ class V11DestinationTests(V11Case):
         self.assertFalse(os.path.exists(os.path.join(self.nginx.data,
                                                      "_fence")))
 
-    def test_v11_destination_climbing_above_root_refused(self):
+    def test_v11_destination_climbing_above_root_or_unresolvable_refused(self):
         src = self.obj("src")
         sdata = self.fixture(src)
         s = self.grant(src)
         mark = self.mark()
         for dest in ("/../x", "/a/../../x", "/%2e%2e/x", "/..%2fx",
                      "//../x", self.absolute("/../x"), "/..",
-                     self.absolute("/a/%2E%2E/../x")):
+                     self.absolute("/a/%2E%2E/../x"), "/x%00y", "/x%2",
+                     "/x%zzy"):
             for method in ("COPY", "MOVE"):
                 with self.subTest(method=method, destination=dest):
                     r = self.copy_or_move(method, src, dest, s["sequencer"])
@@ -1201,6 +1224,18 @@ class V11DestinationTests(V11Case):
         self.assert_error(r, 403, "subtree_unguarded")
         self.assert_nothing_upstream(mark, "DELETE over an inner route")
         self.assert_stored(inner, idata)
+        # nor can a collection be copied or moved onto it
+        pair = self.grant(PAIR)
+        src = "/%s/%s/" % (PAIR, uuid.uuid4().hex[:8])
+        self.fixture(src + "f.txt")
+        for method in ("COPY", "MOVE"):
+            with self.subTest(method=method):
+                r = self.copy_or_move(method, src, "/%s/" % NEST,
+                                      pair["sequencer"], g["sequencer"])
+                self.assert_error(r, 403, "subtree_unguarded", method)
+        self.assert_nothing_upstream(mark, "onto a collection with an "
+                                     "inner route")
+        self.assert_stored(inner, idata)
         # a collection beside the inner route is the outer lock's alone
         other = "/%s/other-%s/" % (NEST, uuid.uuid4().hex[:8])
         self.fixture(other + "y.txt")
@@ -1327,10 +1362,10 @@ class V11ReleaseTests(V11Case):
         super().setUp()
         self.use_shared()
 
-    def start_old_write(self, path, a, total=None):
+    def start_old_write(self, path, a, total=None, gw=None):
         tid = "old-" + uuid.uuid4().hex
         temps = set(self.nginx.body_temp_files())
-        up = SlowUpload(self.gw.port, path, [
+        up = SlowUpload((gw or self.gw).port, path, [
             ("Fencing-Token", a["sequencer"]), ("X-Test-Id", tid)],
             total=total)
         self.addCleanup(up.close)
@@ -1404,6 +1439,52 @@ class V11ReleaseTests(V11Case):
         self.assertLess(time.monotonic() - t_release, slack(2.0))
         self.assert_stored(path, new)
         self.judge_old_write(path, up, tid, w.test_id, new)
+
+
+    def test_v11_release_through_another_gateway_ends_writes(self):
+        env = self.start_store(gateways=2,
+                               flags=("--forward-token", "yes"))
+        gw1, gw2 = env.gateways
+        path = self.obj("release-gw", ext=".bin")
+        lock = self.lock_of(path)
+        a = super().grant(path, gw=gw1, ttl_ms=30000)
+        up, tid = self.start_old_write(path, a, gw=gw1)
+        t_release = time.monotonic()
+        self.release_ok(lock, a["lease"], gw=gw2)
+        b = self.grant(path, gw=gw2, ttl_ms=10000)
+        new = b"written through the other gateway\n"
+        try:
+            w = self.put(path, new, b["sequencer"], gw=gw2,
+                         timeout=slack(5.0))
+        except OSError as e:
+            self.fail("the next holder's write was not answered within 5 s "
+                      "of the release (%r)" % e)
+        self.assertIn(w.status, (201, 204), w)
+        self.assertLess(time.monotonic() - t_release, slack(2.0))
+        self.assert_stored(path, new)
+        self.judge_old_write(path, up, tid, w.test_id, new)
+
+    def test_v11_release_of_one_of_two_holds_does_not_end_writes(self):
+        # the grant goes on while its lease holds it: its writes go on too
+        path = self.obj("holds", ext=".bin")
+        lock = self.lock_of(path)
+        a = self.grant(path, ttl_ms=30000)
+        again = self.acquire(lock, body={"lease": a["lease"],
+                                         "ttl_ms": 30000})
+        self.assertEqual((again.status, again.json.get("holds")), (200, 2),
+                         again)
+        up, tid = self.start_old_write(path, a)
+        r = self.release(lock, a["lease"])
+        self.assertEqual(r.status, 204, r)
+        self.assertTrue(self.state(lock)["held"])
+        up.finish()
+        done = up.rq.read_response(slack(5.0))
+        self.assertIsNotNone(done, "the write of a grant still held was "
+                             "cut off")
+        self.assertEqual(done.status, 201, done)
+        hits = self.nginx.wait_log(slack(2.0), test_id=tid)
+        self.assertEqual([e.applied for e in hits], [True], hits)
+        self.assertEqual(len(self.nginx.read(path)), up.sent)
 
 
 class V11WaitingWriteCostTests(V11Case):
@@ -1509,6 +1590,9 @@ class V11WaitingWriteCostTests(V11Case):
         c6 = script_calls(self.redis)
         self.assertLess(c6 - c2, 25, "%d script calls after the waiting "
                         "writes' clients left" % (c6 - c2))
+        gone = [e for e in self.nginx.log() if e.test_id in ids]
+        self.assertEqual(gone, [], "writes whose clients left before they "
+                         "were admitted went upstream")
         old.close()
 
 
