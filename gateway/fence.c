@@ -170,6 +170,14 @@ static void give_back(struct fg_gateway *gw, struct fg_fence *f, int i)
 		free(a);
 }
 
+const struct fg_fence_lock *fg_fence_first_write(const struct fg_fence *f)
+{
+	for (int i = 0; i < f->n; i++)
+		if (f->m[i].write)
+			return &f->m[i];
+	return NULL;
+}
+
 void fg_fence_finish(struct fg_gateway *gw, struct fg_fence *f)
 {
 	for (int i = 0; i < f->n; i++)

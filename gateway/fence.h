@@ -68,6 +68,10 @@ enum fg_fence_verdict fg_fence_admit_rest_or_respond(struct fg_req *req,
 						     const char *method,
 						     struct fg_fence *f);
 
+/** The first member admitted as a write (the one a forwarded token and a
+ *  refusal name), or NULL for a fenced read. */
+const struct fg_fence_lock *fg_fence_first_write(const struct fg_fence *f);
+
 /** Gives back every admission the fence holds (the write is over). */
 void fg_fence_finish(struct fg_gateway *gw, struct fg_fence *f);
 

@@ -46,6 +46,7 @@
 #define HEADERS_MAX 200
 #define PROXY_ALLOW "GET, HEAD, OPTIONS, PROPFIND, PUT, POST, PATCH, DELETE, MKCOL, COPY, MOVE, PROPPATCH"
 #define EXTEND_AHEAD_MS 100
+#define URL_MAX 8192
 /* Write ids aborted (their grant was released) before their transfer was
  * registered: the window is a few microseconds, the ring a bound. */
 #define ABORTED_RING 1024
@@ -120,6 +121,9 @@ struct fg_proxy {
 	bool stopping;
 	struct fg_xfer *active;       /* proxy thread only */
 	struct fg_xfer *writes;       /* fenced transfers by write id, under mu */
+	bool recheck;                 /* under mu: ask every running write's
+					 grant again (release messages may have
+					 been lost) */
 	char aborted[ABORTED_RING][FG_WAITER_ID_MAX]; /* under mu */
 	unsigned naborted;
 	char base[2048];              /* upstream URL without a trailing '/' */
@@ -230,6 +234,11 @@ static void on_extended(int err, const struct fg_admit *a, void *arg)
 	if (!err && a->status == FG_ADMITTED && x->deadline && !x->released) {
 		x->mdeadline[e->i] = x->extend_asked + (uint64_t)a->ms;
 		x->deadline = least_deadline(x);
+	} else if (!err && a->status != FG_ADMITTED && x->deadline) {
+		/* the grant is over (a release whose message was lost, or an
+		 * expiry): not one more byte */
+		x->released = true;
+		x->deadline = 1;
 	}
 	pthread_mutex_unlock(&x->mu);
 	curl_multi_wakeup(x->px->multi);
@@ -526,6 +535,10 @@ static void run_commands(struct fg_proxy *px)
 static long check_deadlines(struct fg_proxy *px)
 {
 	uint64_t now = now_ms();
+	pthread_mutex_lock(&px->mu);
+	bool recheck = px->recheck;
+	px->recheck = false;
+	pthread_mutex_unlock(&px->mu);
 	long next = 1000;
 	struct fg_xfer *x = px->active, *nx;
 	for (; x; x = nx) {
@@ -534,7 +547,7 @@ static long check_deadlines(struct fg_proxy *px)
 		uint64_t dl = x->deadline;
 		bool headers = x->headers_done;
 		bool ask = dl && !x->extending && !x->released &&
-			   now + EXTEND_AHEAD_MS >= dl;
+			   (recheck || now + EXTEND_AHEAD_MS >= dl);
 		if (ask)
 			x->extending = 1; /* pending: do_extend() takes it over */
 		if (dl && now >= dl)
@@ -542,7 +555,7 @@ static long check_deadlines(struct fg_proxy *px)
 		pthread_mutex_unlock(&x->mu);
 		if (dl && now >= dl) {
 			fg_log_warn("write to lock %s %s: aborted upstream",
-				    x->fence.m[0].lock,
+				    fg_fence_first_write(&x->fence)->lock,
 				    x->released ? "ended by a release" : "passed its deadline");
 			ended(px, x, CURLE_OPERATION_TIMEDOUT);
 			continue;
@@ -779,7 +792,7 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 		   struct MHD_Connection *c, const char *method)
 {
 	const struct fg_config *cfg = px->gw->cfg;
-	char url[8192], ip[64];
+	char url[URL_MAX], ip[64];
 	if (snprintf(url, sizeof(url), "%s%s", px->base, req->uri) >= (int)sizeof(url))
 		return -1;
 	x->easy = easy_get(px);
@@ -809,8 +822,10 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 	if (ok && req->dest_raw)
 		ok = append(&h.list, "Destination: %s%.*s", px->base_path,
 			    (int)req->dest_raw_len, req->dest_raw);
+	/* the number of the (first) lock the request writes, never a read's */
 	if (ok && x->fenced && cfg->forward_token)
-		ok = append(&h.list, "Fencing-Token: %" PRIu64, x->fence.m[0].token);
+		ok = append(&h.list, "Fencing-Token: %" PRIu64,
+			    fg_fence_first_write(&x->fence)->token);
 	x->req_headers = h.list;
 	if (!ok)
 		return -1;
@@ -869,7 +884,8 @@ static enum MHD_Result respond_released(struct MHD_Connection *c,
 {
 	return fg_respond_error(c, FG_E_STALE_TOKEN,
 		"the grant was released; its write was not forwarded",
-		json_pack("{s:I, s:n}", "token", (json_int_t)f->m[0].token, "current"));
+		json_pack("{s:I, s:n}", "token",
+			  (json_int_t)fg_fence_first_write(f)->token, "current"));
 }
 
 /* Starts the upstream request of an admitted (or unfenced) request. */
@@ -929,6 +945,14 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	}
 	post(x, CMD_START);
 	return MHD_YES;
+}
+
+void fg_proxy_recheck_writes(struct fg_proxy *px)
+{
+	pthread_mutex_lock(&px->mu);
+	px->recheck = true;
+	pthread_mutex_unlock(&px->mu);
+	curl_multi_wakeup(px->multi);
 }
 
 void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id)
@@ -1030,7 +1054,7 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 		pthread_mutex_unlock(&x->mu);
 		if (deadline) {
 			/* a rare answer: worth one more round trip for "current" */
-			const struct fg_fence_lock *m = &x->fence.m[0];
+			const struct fg_fence_lock *m = fg_fence_first_write(&x->fence);
 			struct fg_check chk = { 0 };
 			fg_store *st = fg_gateway_store(req->gw);
 			bool known = st && fg_lock_check(st, m->lock, m->token,
@@ -1154,6 +1178,9 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 						NULL);
 		if (strcmp(method, "CONNECT") == 0 || strcmp(method, "TRACE") == 0)
 			return fg_respond_not_allowed(c, PROXY_ALLOW);
+		if (strlen(req->gw->px->base) + strlen(req->uri) >= URL_MAX)
+			return fg_respond_error(c, FG_E_BAD_REQUEST,
+						"the request target is too long", NULL);
 		/* a body would make another request of it (curl uploads) */
 		if (bodyless_read(method) && (req->body_chunked || req->body_length > 0))
 			return fg_respond_error_close(c, FG_E_BAD_REQUEST,

@@ -26,6 +26,11 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
  *  upstream at once, or never started if it was not begun yet. */
 void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id);
 
+/** Asks Redis again, now, whether every running write's grant still
+ *  holds (the subscriber reconnected: an abort message may be lost); a
+ *  write whose grant ended is aborted. */
+void fg_proxy_recheck_writes(struct fg_proxy *px);
+
 /** The request ended (completed, or the client went away): an upstream
  *  request still running is aborted. */
 void fg_proxy_completed(struct fg_req *req);

@@ -70,6 +70,7 @@ struct fg_waiter {
 	int fd;
 	int ops;
 	bool deadline_hit;
+	bool repoll;             /* admit: woken while a call was in flight */
 	struct event *timer;
 	struct event *fdev;
 	struct watch *watch;
@@ -677,7 +678,8 @@ static void on_admit_reply(int err, const struct fg_admit *a, void *arg)
 		else if (a->status != FG_ADMIT_WAIT)
 			finish(wq, w, FG_WAIT_REFUSED, NULL, NULL);
 		else
-			arm(w, a->ms + 1);
+			arm(w, w->repoll ? 0 : a->ms + 1); /* a wake came meanwhile */
+		w->repoll = false;
 	} else if (a->status == FG_ADMITTED) {
 		/* admitted for a client that left: let others go at once */
 		fg_alock_finish(wq->as, w->name, w->write_id, NULL, NULL);
@@ -688,8 +690,10 @@ static void on_admit_reply(int err, const struct fg_admit *a, void *arg)
 
 static void poll_admit(struct fg_waitq *wq, struct fg_waiter *w)
 {
-	if (w->ops > 0)
-		return; /* one call at a time; its answer decides */
+	if (w->ops > 0) {
+		w->repoll = true; /* one call at a time; ask again after it */
+		return;
+	}
 	w->ops++;
 	w->asked_ms = mono_ms();
 	if (fg_alock_admit(wq->as, w->name, w->tok0, w->write_id, w->margin_ms,
@@ -919,10 +923,13 @@ static void on_message(const char *chan, const char *msg, size_t len, void *arg)
 	request_inspect(wq, wt);
 }
 
-/* The subscriber reconnected: grant messages may have been lost. */
+/* The subscriber reconnected: grant, wake and abort messages may have been
+ * lost. */
 static void on_resync(void *arg)
 {
 	struct fg_waitq *wq = arg;
+	if (wq->gw->px)
+		fg_proxy_recheck_writes(wq->gw->px);
 	struct watch *wt, *tmp;
 	HASH_ITER(hh, wq->watches, wt, tmp) {
 		wt->confirmed = false;

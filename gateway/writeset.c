@@ -220,6 +220,14 @@ bool fg_method_is_write(const struct fg_config *cfg, const char *method)
 		       method);
 }
 
+/* The lock API's paths are never the storage's, however they are spelled
+ * ("//_fence/", "/x/../_fence/", "/%5Ffence/"). */
+static bool under_api(const char *resolved)
+{
+	return strncmp(resolved, API_PREFIX, sizeof(API_PREFIX) - 1) == 0 ||
+	       strcmp(resolved, "/_fence") == 0;
+}
+
 static bool is_collection(const char *path, size_t len)
 {
 	return len > 0 && path[len - 1] == '/';
@@ -255,7 +263,8 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 	memset(ws, 0, sizeof(*ws));
 	size_t plen = strcspn(target, "?");
 	if (target[0] != '/' ||
-	    fg_path_resolve(target, plen, ws->path, sizeof(ws->path), &ws->path_len))
+	    fg_path_resolve(target, plen, ws->path, sizeof(ws->path), &ws->path_len) ||
+	    under_api(ws->path))
 		return FG_E_BAD_PATH;
 	ws->write = fg_method_is_write(cfg, method);
 	bool copy = strcmp(method, "COPY") == 0, move = strcmp(method, "MOVE") == 0;
@@ -267,8 +276,7 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 		if (fg_dest_raw_path(destination, host, &raw, &rlen) ||
 		    fg_path_resolve(raw, rlen, ws->dest, sizeof(ws->dest),
 				    &ws->dest_len) ||
-		    strncmp(ws->dest, API_PREFIX, sizeof(API_PREFIX) - 1) == 0 ||
-		    strcmp(ws->dest, "/_fence") == 0)
+		    under_api(ws->dest))
 			return FG_E_BAD_DESTINATION;
 		ws->has_dest = true;
 		ws->dest_raw = raw;
@@ -304,7 +312,8 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 		return FG_E_COUNT;
 	}
 	if (copy) {
-		if (!dest_lock)
+		/* a token for the source is checked, or the request refused */
+		if (!dest_lock || (has_token && !path_lock))
 			return FG_E_BAD_LOCK_NAME;
 		/* the source is only read: fenced if a token came for it */
 		if (has_token && path_lock && strcmp(lock, dlock) != 0)

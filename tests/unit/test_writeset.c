@@ -135,6 +135,12 @@ static void test_reads(void **state)
 	assert_int_equal(build(&c, "GET", "/../secret.txt", NULL, false), FG_E_BAD_PATH);
 	assert_int_equal(build(&c, "HEAD", "/%2e%2e/x", NULL, false), FG_E_BAD_PATH);
 	assert_int_equal(build(&c, "GET", "*", NULL, false), FG_E_BAD_PATH);
+	/* the lock API's paths, however spelled, are never the storage's */
+	assert_int_equal(build(&c, "GET", "//_fence/v1/health", NULL, false), FG_E_BAD_PATH);
+	assert_int_equal(build(&c, "PUT", "/x/../_fence/v1/a", NULL, true), FG_E_BAD_PATH);
+	assert_int_equal(build(&c, "GET", "/%5Ffence/v1/health", NULL, false), FG_E_BAD_PATH);
+	assert_int_equal(build(&c, "GET", "/_fence", NULL, false), FG_E_BAD_PATH);
+	assert_int_equal(build(&c, "GET", "/_fencex/a", NULL, false), FG_E_COUNT);
 	fg_config_finish(&c);
 }
 
@@ -174,6 +180,10 @@ static void test_copy_writes_its_destination(void **state)
 	assert_int_equal(ws.n, 2);
 	member(0, "src.txt", false, FG_WS_FENCING_TOKEN);
 	member(1, "dst.txt", true, FG_WS_DESTINATION_FENCING_TOKEN);
+	/* a token sent for a source that names no lock is not ignored */
+	assert_int_equal(build(&c, "COPY", "/a%20b.txt", "/dst.txt", true),
+			 FG_E_BAD_LOCK_NAME);
+	assert_int_equal(build(&c, "COPY", "/a%20b.txt", "/dst.txt", false), FG_E_COUNT);
 	fg_config_finish(&c);
 
 	/* one route lock guards both: Fencing-Token suffices */
