@@ -803,7 +803,7 @@ class V11FramingTests(V11Case):
         for p in (base + "/x%zz", base + "/x%2", base + "/x%0a",
                   base + "/x%0D", base + "/x%7f", base + "/x%00y",
                   "/%2e%2e" + base, long_path,
-                  base + "/" + "%61" * (4096 - len(base))):
+                  base + "/" + "a" * 3000 + "%61" * (1096 - len(base))):
             for method, body in (("GET", None), ("HEAD", None),
                                  ("PUT", b"evil")):
                 with self.subTest(method=method, path=p[:80]):
@@ -1019,8 +1019,9 @@ class V11DestinationTests(V11Case):
         self.assertIn(r.status, (201, 204), r)
         self.assert_stored(moved, data, "MOVE")
         self.assert_absent(dst, "MOVE")
-        # the token forwarded is the first lock's: the source's
-        for reply, method, dest, tok in ((c, "COPY", dst, s["token"]),
+        # the token forwarded is that of the first lock the request writes:
+        # a COPY's Destination (its source is only read), a MOVE's path
+        for reply, method, dest, tok in ((c, "COPY", dst, d["token"]),
                                          (r, "MOVE", moved, d["token"])):
             hits = self.nginx.wait_log(slack(2.0), test_id=reply.test_id)
             self.assertEqual([(e.method, e.status, e.destination, e.token)
