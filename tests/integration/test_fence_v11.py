@@ -304,8 +304,12 @@ class V11Case(StoreTestCase):
         base = self.obj("dir", ext="")
         return [base + "/" + n for n in names]
 
-    def mark(self):
-        """A position in nginx's access log."""
+    def mark(self, gw=None):
+        """A position in nginx's access log after everything forwarded so
+        far (nginx logs a request just after answering it: a client can
+        hear the answer before the line is written, so a sentinel goes
+        first)."""
+        self.sentinel(gw)
         return len(self.nginx.log())
 
     def sentinel(self, gw=None):
@@ -1500,6 +1504,7 @@ class V11ReleaseTests(V11Case):
         return up, tid
 
     def judge_old_write(self, path, up, tid, new_tid, new_data):
+        self.assertTrue(self.nginx.wait_log(slack(2.0), test_id=new_tid))
         up.finish()
         r_old = up.rq.read_response(slack(5.0))
         if r_old is not None:
