@@ -9,12 +9,12 @@ before the attack and a sentinel GET after it, since a request nginx cannot
 parse is logged without its headers), and the object on disk is unchanged.
 Framing attacks are written by hand on raw sockets.
 
-The order of the checks (docs/api.md, "The checks, in order"): framing
-(400 bad_request), a body on GET, HEAD or OPTIONS (400 bad_request),
-bad_path, bad_destination, subtree_unguarded, bad_lock_name; then, for each
-lock of the write set in turn (the request path's first), its header, form,
-HMAC, lock and mode; then the checks made in Redis (beyond any issued,
-stale), lock by lock in the same order.
+The order of the checks: framing (400 bad_request), a body on GET, HEAD
+or OPTIONS (400 bad_request), bad_path, bad_destination, subtree_unguarded,
+bad_lock_name; then each lock of the write set in turn (the request path's
+first) is judged by the whole token table (token_required,
+malformed_token, forged_token, wrong_lock, wrong_mode, stale_token) before
+the next one is looked at.
 """
 
 import http.client
@@ -1354,10 +1354,10 @@ class V11DestinationTests(V11Case):
 
     # -- the order of the checks ---------------------------------------------
 
-    def test_v11_token_checks_run_per_lock_request_path_first_then_redis(self):
-        # rows 9-15 (header, form, HMAC, lock, mode) for each lock in turn,
-        # the request path's first; then the Redis rows (beyond any
-        # issued, stale) for each lock, in the same order
+    def test_v11_token_checks_judge_each_lock_whole_request_path_first(self):
+        # each lock of the write set is judged by the whole token table
+        # (header, form, HMAC, beyond any issued, lock, mode, stale) before
+        # the next is looked at; the request path's lock comes first
         src, dst = self.siblings("src.txt", "dst.txt")
         sdata = self.fixture(src)
         ddata = self.fixture(dst)
@@ -1378,13 +1378,11 @@ class V11DestinationTests(V11Case):
              "forged_token", None),
             ("another lock", other["sequencer"], None, 403, "wrong_lock",
              None),
-            # a missing Destination-Fencing-Token beats the Redis rows of
-            # the request path
-            ("stale, no Destination token", old["sequencer"], None, 428,
-             "token_required", None),
-            ("beyond any issued, no Destination token", ahead, None, 428,
-             "token_required", None),
-            # in Redis the request path goes first
+            # so do the request path's Redis rows
+            ("stale, no Destination token", old["sequencer"], None, 409,
+             "stale_token", old["token"]),
+            ("beyond any issued, no Destination token", ahead, None, 403,
+             "forged_token", None),
             ("stale + current Destination token", old["sequencer"],
              dcur["sequencer"], 409, "stale_token", old["token"]),
             ("stale + stale Destination token", old["sequencer"],
