@@ -34,7 +34,7 @@ static bool tchar(unsigned char ch)
 
 struct head {
 	const char *why;
-	unsigned cl, te;
+	unsigned cl, te, host;
 	const char *cl_value, *te_value;
 	unsigned n;
 	const char *key[HEADERS_MAX], *value[HEADERS_MAX];
@@ -73,6 +73,8 @@ static enum MHD_Result look(void *cls, enum MHD_ValueKind kind, const char *key,
 	if (strcasecmp(key, MHD_HTTP_HEADER_CONTENT_LENGTH) == 0) {
 		h->cl++;
 		h->cl_value = value;
+	} else if (strcasecmp(key, MHD_HTTP_HEADER_HOST) == 0) {
+		h->host++; /* a Destination's authority is compared with it */
 	} else if (strcasecmp(key, MHD_HTTP_HEADER_TRANSFER_ENCODING) == 0) {
 		h->te++;
 		h->te_value = value;
@@ -148,7 +150,7 @@ bool fg_framing_ok_or_respond(struct fg_req *req, struct MHD_Connection *c,
 	struct head hd; /* the pointer arrays are filled before they are read */
 	struct head *h = &hd;
 	h->why = NULL;
-	h->cl = h->te = h->n = 0;
+	h->cl = h->te = h->host = h->n = 0;
 	h->cl_value = h->te_value = NULL;
 	MHD_get_connection_values_n(c, MHD_HEADER_KIND, look, h);
 	const char *why = h->why ? h->why : hidden_bytes(h, version, method + ci->header_size);
@@ -158,6 +160,8 @@ bool fg_framing_ok_or_respond(struct fg_req *req, struct MHD_Connection *c,
 		why = "the only Transfer-Encoding accepted is chunked";
 	if (!why && h->cl > 1)
 		why = "more than one Content-Length";
+	if (!why && h->host > 1)
+		why = "more than one Host";
 	if (!why && h->cl) {
 		size_t n = strlen(h->cl_value);
 		if (n == 0 || n > CL_DIGITS_MAX || strspn(h->cl_value, "0123456789") != n)

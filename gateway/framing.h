@@ -22,7 +22,8 @@ void fg_framing_note_target(struct fg_req *req, const char *uri);
 /**
  * Checks the request line and head: no NUL, CR, LF, space or control byte
  * in the target; no CR, LF or NUL in a header value and only token
- * characters in a header name; at most one Content-Length, all digits;
+ * characters in a header name; at most one Host; at most one
+ * Content-Length, all digits;
  * Transfer-Encoding only "chunked", and never with Content-Length. Sets
  * req->body_chunked / req->body_length. true when the request may go on;
  * false when the 400 answer is queued (*ret is its result).

@@ -542,6 +542,28 @@ class V11FramingTests(V11Case):
         self.assert_nothing_upstream(mark, "repeated Content-Length")
         self.assert_no_admission(self.lock_of(path), "repeated CL")
 
+    def test_v11_repeated_host_refused(self):
+        """Two Host headers would let a Destination be checked against one
+        authority and read against the other: 400, nothing upstream."""
+        path = self.obj("v")
+        data = self.fixture(path)
+        s = self.grant(path)
+        dst = self.obj("dst")
+        d = self.grant(dst)
+        mark = self.mark()
+        h = [("Host", "a.example"), ("Host", "b.example"),
+             ("X-Test-Id", uuid.uuid4().hex),
+             ("Destination", "http://b.example" + dst),
+             ("Fencing-Token", s["sequencer"]),
+             ("Destination-Fencing-Token", d["sequencer"])]
+        for method in ("GET", "COPY"):
+            with self.subTest(method=method):
+                r = self.raw(head_bytes(method, path, h), timeout=3.0)
+                self.assert_400(r, "bad_request", "two Host headers")
+        self.assert_stored(path, data, "two Host headers")
+        self.assertFalse(self.nginx.exists(dst))
+        self.assert_nothing_upstream(mark, "repeated Host")
+
     def test_v11_malformed_content_length_refused(self):
         path = self.obj("v")
         data = self.fixture(path)
