@@ -10,6 +10,8 @@ pkgs=(
   libcurl4-openssl-dev libcmocka-dev uthash-dev
   # run, test, demo
   redis-server redis-tools curl nginx libnginx-mod-http-dav-ext
+  # fuzz harnesses (libFuzzer's runtime lives in libclang-rt-14-dev)
+  clang libclang-rt-14-dev
 )
 if [ "${1:-}" = "--bench" ]; then
   pkgs+=(etcd-server wrk)

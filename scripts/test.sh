@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds fencegate twice
 # (plain with -Werror, then with AddressSanitizer + UndefinedBehaviorSanitizer),
-# runs the unit tests and the integration tests against each build, and ends
-# with one line: `N passed, N failed`.
+# runs the unit tests and the integration tests against each build, then
+# builds the libFuzzer harnesses with clang and runs each over its corpus for
+# a few seconds (FUZZ_SECONDS, default 10), and ends with one line:
+# `N passed, N failed`.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -53,6 +55,21 @@ count_integration() { # binary label
   echo "integration ($2): $line"
 }
 
+count_fuzz() { # builddir seconds
+  local out="$log/fuzz.txt"
+  tests/fuzz/run.sh "$1" "$2" 2>&1 | tee "$out" | grep -vE '^[0-9]+ passed, [0-9]+ failed' || true
+  local line
+  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
+  if [ -z "$line" ]; then
+    echo "fuzz: the runner did not finish"
+    failed=$((failed + 1))
+    return
+  fi
+  passed=$((passed + $(echo "$line" | cut -d' ' -f1)))
+  failed=$((failed + $(echo "$line" | cut -d' ' -f3)))
+  echo "fuzz: $line"
+}
+
 build() { # dir, meson args...
   local dir=$1; shift
   if [ -d "$dir" ]; then
@@ -79,6 +96,14 @@ if build build-asan -Dwerror=true --buildtype=debug -Db_sanitize=address,undefin
   FENCEGATE_SANITIZED=1 count_integration "$top/build-asan/gateway/fencegate" sanitized
 else
   echo "sanitizer build failed"; failed=$((failed + 1))
+fi
+
+echo "== libFuzzer harnesses (clang, AddressSanitizer + UndefinedBehaviorSanitizer)"
+if CC=clang build build-fuzz -Dwerror=true --buildtype=debugoptimized -Dfuzz=true -Dtests=false \
+    -Db_sanitize=address,undefined -Db_lundef=false; then
+  count_fuzz build-fuzz "${FUZZ_SECONDS:-10}"
+else
+  echo "fuzz build failed"; failed=$((failed + 1))
 fi
 
 echo "$passed passed, $failed failed"
