@@ -16,11 +16,13 @@
  * Properties of an accepted write set (FG_E_COUNT):
  *  - at most 2 members, distinct, each a valid lock name; a member is
  *    optional exactly when it is a read;
- *  - ws->path starts with '/' and is fg_path_resolve() of the target
- *    without its query; write is fg_method_is_write();
+ *  - ws->path starts with '/', is fg_path_resolve() of the target
+ *    without its query and is not the lock API's ("/_fence", "/_fence/...");
+ *    write is fg_method_is_write();
  *  - a read names no lock, or with a token the path's lock, as a read;
  *  - a write other than COPY names the path's lock as a write, read from
  *    Fencing-Token;
+ *  - a COPY that carries a token has a lock for its source;
  *  - COPY/MOVE: has_dest, the Destination's raw path points into the
  *    header, ws->dest is its resolution (and what nginx resolves it to
  *    when nginx would take it), never "/_fence" or under "/_fence/"; the
@@ -125,6 +127,8 @@ static void check_writeset(const struct fg_config *cfg, const char *method,
 	size_t tlen = strcspn(target, "?"), rplen = 0;
 	bool path_ok = target[0] == '/' &&
 		       fg_path_resolve(target, tlen, rp, sizeof(rp), &rplen) == FG_PATH_OK;
+	if (path_ok && (strncmp(rp, "/_fence/", 8) == 0 || strcmp(rp, "/_fence") == 0))
+		path_ok = false; /* the lock API's path is never proxied */
 	if (!path_ok)
 		PROPERTY(e == FG_E_BAD_PATH);
 	if (path_ok && (copy || move) && fg_method_is_write(cfg, method) &&
@@ -144,9 +148,10 @@ static void check_writeset(const struct fg_config *cfg, const char *method,
 	if (ws.n == 2)
 		PROPERTY(strcmp(ws.m[0].lock, ws.m[1].lock) != 0);
 
-	/* the path */
+	/* the path: never the lock API's, however it was spelled */
 	PROPERTY(path_ok && ws.path[0] == '/' && ws.path_len == strlen(ws.path));
 	PROPERTY(ws.path_len == rplen && memcmp(ws.path, rp, rplen) == 0);
+	PROPERTY(strncmp(ws.path, "/_fence/", 8) != 0 && strcmp(ws.path, "/_fence") != 0);
 	PROPERTY(ws.write == fg_method_is_write(cfg, method));
 	char plock[FG_NAME_MAX + 1], dlock[FG_NAME_MAX + 1];
 	bool route;
@@ -192,6 +197,9 @@ static void check_writeset(const struct fg_config *cfg, const char *method,
 	PROPERTY(d >= 0 && ws.m[d].write);
 	bool same = has_plock && strcmp(plock, dlock) == 0;
 	PROPERTY(ws.m[d].header == (same ? FG_WS_FENCING_TOKEN : FG_WS_DESTINATION_FENCING_TOKEN));
+	/* a token that came for a COPY's source is checked against its lock */
+	if (copy && token)
+		PROPERTY(has_plock);
 	if (copy && !same) {
 		/* the source is read: fenced when a token came for it */
 		int s = has_plock ? member(&ws, plock) : -1;
