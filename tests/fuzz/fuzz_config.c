@@ -53,23 +53,21 @@ int getaddrinfo(const char *node, const char *service,
 	return real(node, service, &h, res);
 }
 
-static char path[] = "/tmp/fencegate-fuzz-config-XXXXXX";
+/* The file is unlinked as soon as it is made (libFuzzer may leave with
+ * _Exit, so no clean-up would run); it is read back through its
+ * descriptor's /proc name. */
 static int fd = -1;
-
-static void cleanup(void)
-{
-	if (fd >= 0)
-		unlink(path);
-}
+static char path[64];
 
 int LLVMFuzzerInitialize(int *argc, char ***argv);
 int LLVMFuzzerInitialize(int *argc, char ***argv)
 {
+	char tmpl[] = "/tmp/fencegate-fuzz-config-XXXXXX";
 	(void)argc;
 	(void)argv;
-	fd = mkstemp(path);
-	PROPERTY(fd >= 0);
-	atexit(cleanup);
+	fd = mkstemp(tmpl);
+	PROPERTY(fd >= 0 && unlink(tmpl) == 0);
+	snprintf(path, sizeof(path), "/proc/self/fd/%d", fd);
 	return 0;
 }
 
