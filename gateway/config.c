@@ -140,8 +140,10 @@ int fg_parse_hostport(const char *s, char *host, size_t cap, int *port)
 	}
 	if (hlen == 0 || hlen >= cap)
 		return -1;
+	/* a bracket is only the IPv6 form's delimiter, never part of a host */
 	for (size_t i = 0; i < hlen; i++)
-		if (s[i] <= ' ' || s[i] == '/' || s[i] == '@' || (unsigned char)s[i] >= 0x7f)
+		if (s[i] <= ' ' || s[i] == '/' || s[i] == '@' || s[i] == '[' ||
+		    s[i] == ']' || (unsigned char)s[i] >= 0x7f)
 			return -1;
 	const char *p = colon + 1;
 	if (*p < '0' || *p > '9' || strlen(p) > 5)

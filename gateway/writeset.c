@@ -262,7 +262,9 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 {
 	memset(ws, 0, sizeof(*ws));
 	size_t plen = strcspn(target, "?");
-	if (target[0] != '/' ||
+	/* the storage stops a path at '#': what it would see is not what is
+	 * resolved here */
+	if (target[0] != '/' || memchr(target, '#', plen) ||
 	    fg_path_resolve(target, plen, ws->path, sizeof(ws->path), &ws->path_len) ||
 	    under_api(ws->path))
 		return FG_E_BAD_PATH;

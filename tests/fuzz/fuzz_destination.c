@@ -129,6 +129,8 @@ static void check_writeset(const struct fg_config *cfg, const char *method,
 		       fg_path_resolve(target, tlen, rp, sizeof(rp), &rplen) == FG_PATH_OK;
 	if (path_ok && (strncmp(rp, "/_fence/", 8) == 0 || strcmp(rp, "/_fence") == 0))
 		path_ok = false; /* the lock API's path is never proxied */
+	if (memchr(target, '#', tlen))
+		path_ok = false; /* the storage would stop the path there */
 	if (!path_ok)
 		PROPERTY(e == FG_E_BAD_PATH);
 	if (path_ok && (copy || move) && fg_method_is_write(cfg, method) &&

@@ -482,6 +482,8 @@ static void test_parse_hostport(void **state)
 		"[::1]80", "[::1]:", "[]:80", "[::1]:0", "::1:80", "a:b:80",
 		"ho st:80", " host:80", "ho\tst:80", "user@host:80", "a/b:80",
 		"h\x7f:80", "caf\xc3\xa9:80", "h:80:",
+		/* found by fuzz_config: a bracket is never part of a host */
+		"[[vv5]:5", "h]:6379", "[h[]:1", "[a]b]:1",
 	};
 	char host[FG_HOST_MAX];
 	int port;

@@ -141,6 +141,8 @@ static void test_reads(void **state)
 	assert_int_equal(build(&c, "GET", "/%5Ffence/v1/health", NULL, false), FG_E_BAD_PATH);
 	assert_int_equal(build(&c, "GET", "/_fence", NULL, false), FG_E_BAD_PATH);
 	assert_int_equal(build(&c, "GET", "/_fencex/a", NULL, false), FG_E_COUNT);
+	/* the storage stops a path at '#' */
+	assert_int_equal(build(&c, "GET", "/a#/../b", NULL, false), FG_E_BAD_PATH);
 	fg_config_finish(&c);
 }
 
