@@ -260,7 +260,11 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 				const char *host, bool has_token,
 				struct fg_writeset *ws)
 {
-	memset(ws, 0, sizeof(*ws));
+	/* every field but the two path buffers (written before they are read) */
+	ws->write = ws->has_dest = false;
+	ws->path_len = ws->dest_len = ws->dest_raw_len = 0;
+	ws->dest_raw = NULL;
+	ws->n = 0;
 	size_t plen = strcspn(target, "?");
 	/* the storage stops a path at '#': what it would see is not what is
 	 * resolved here */
