@@ -40,34 +40,30 @@ count_meson() { # builddir
   echo "unit ($1): $ok passed, $fail failed"
 }
 
-count_integration() { # binary label
-  local out="$log/it-$2.txt"
-  python3 tests/integration/run.py --bin "$1" 2>&1 | tee "$out" | grep -vE '^(ok|PASS) ' || true
+# Runs a runner that ends with "N passed, N failed" and adds its counts; a
+# runner that never prints that line counts as one failure.
+count_runner() { # label hide-regex command...
+  local label=$1 hide=$2; shift 2
+  local out="$log/run-${label//[^a-z0-9]/_}.txt"
+  "$@" 2>&1 | tee "$out" | grep -vE "$hide" || true
   local line
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
   if [ -z "$line" ]; then
-    echo "integration ($2): the runner did not finish"
+    echo "$label: the runner did not finish"
     failed=$((failed + 1))
     return
   fi
   passed=$((passed + $(echo "$line" | cut -d' ' -f1)))
   failed=$((failed + $(echo "$line" | cut -d' ' -f3)))
-  echo "integration ($2): $line"
+  echo "$label: $line"
+}
+
+count_integration() { # binary label
+  count_runner "integration ($2)" '^(ok|PASS) ' python3 tests/integration/run.py --bin "$1"
 }
 
 count_fuzz() { # builddir seconds
-  local out="$log/fuzz.txt"
-  tests/fuzz/run.sh "$1" "$2" 2>&1 | tee "$out" | grep -vE '^[0-9]+ passed, [0-9]+ failed' || true
-  local line
-  line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
-  if [ -z "$line" ]; then
-    echo "fuzz: the runner did not finish"
-    failed=$((failed + 1))
-    return
-  fi
-  passed=$((passed + $(echo "$line" | cut -d' ' -f1)))
-  failed=$((failed + $(echo "$line" | cut -d' ' -f3)))
-  echo "fuzz: $line"
+  count_runner fuzz '^[0-9]+ passed, [0-9]+ failed' tests/fuzz/run.sh "$1" "$2"
 }
 
 build() { # dir, meson args...

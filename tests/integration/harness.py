@@ -365,11 +365,33 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
         pass
 
 
-class Upstream:
-    """'Up' means something accepts connections on self.port."""
+def read_request_body(handler):
+    """The request body a BaseHTTPRequestHandler was sent, Content-Length
+    or chunked."""
+    te = (handler.headers.get("Transfer-Encoding") or "").lower()
+    if "chunked" in te:
+        out = b""
+        while True:
+            line = handler.rfile.readline()
+            n = int(line.split(b";")[0].strip() or b"0", 16)
+            if n == 0:
+                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
+                    pass
+                return out
+            out += handler.rfile.read(n)
+            handler.rfile.readline()
+    n = int(handler.headers.get("Content-Length") or 0)
+    return handler.rfile.read(n) if n else b""
 
-    def __init__(self, port=None):
+
+class Upstream:
+    """A threaded HTTP server on self.port: 'up' means something accepts
+    connections there. `handler` answers (default: 200 "upstream ok");
+    whatever it appends to self.server.records is kept in self.records."""
+
+    def __init__(self, port=None, handler=None):
         self.port = port or free_port()
+        self.handler = handler or _UpstreamHandler
         self.server = None
         self.thread = None
 
@@ -377,12 +399,17 @@ class Upstream:
         class Server(ThreadingHTTPServer):
             allow_reuse_address = True
             daemon_threads = True
-        self.server = Server(("127.0.0.1", self.port), _UpstreamHandler)
+        self.server = Server(("127.0.0.1", self.port), self.handler)
+        self.server.records = []
         self.thread = threading.Thread(target=self.server.serve_forever,
                                        kwargs={"poll_interval": 0.05},
                                        daemon=True)
         self.thread.start()
         return self
+
+    @property
+    def records(self):
+        return list(self.server.records) if self.server is not None else []
 
     def stop(self):
         if self.server is not None:

@@ -25,7 +25,7 @@ import socket
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
 import harness
 from harness import LOCKS, parse_raw, slack, tamper, wait_until
@@ -198,23 +198,6 @@ class SlowUpload:
 # a recording upstream, for the header details nginx's log cannot show
 
 
-def _read_body(handler):
-    te = (handler.headers.get("Transfer-Encoding") or "").lower()
-    if "chunked" in te:
-        out = b""
-        while True:
-            line = handler.rfile.readline()
-            n = int(line.split(b";")[0].strip() or b"0", 16)
-            if n == 0:
-                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass
-                return out
-            out += handler.rfile.read(n)
-            handler.rfile.readline()
-    n = int(handler.headers.get("Content-Length") or 0)
-    return handler.rfile.read(n) if n else b""
-
-
 class _RecordingHandler(BaseHTTPRequestHandler):
     protocol_version = "HTTP/1.1"
 
@@ -225,7 +208,7 @@ class _RecordingHandler(BaseHTTPRequestHandler):
             self.close_connection = True
 
     def _any(self):
-        body = _read_body(self)
+        body = harness.read_request_body(self)
         self.server.records.append({
             "method": self.command, "path": self.path,
             "headers": [(k, v) for k, v in self.headers.items()],
@@ -244,33 +227,6 @@ class _RecordingHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *a):
         pass
-
-
-class RecordingUpstream:
-    """Answers 200 to everything and keeps every request it got."""
-
-    def __init__(self, port):
-        class Server(ThreadingHTTPServer):
-            allow_reuse_address = True
-            daemon_threads = True
-        self.server = Server(("127.0.0.1", port), _RecordingHandler)
-        self.server.records = []
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05},
-                                       daemon=True)
-        self.thread.start()
-
-    @property
-    def records(self):
-        return list(self.server.records)
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
-
-
-# ---------------------------------------------------------------------------
-# base class
 
 
 class V11Case(StoreTestCase):
@@ -2080,7 +2036,7 @@ class V11RecordedHeaderTests(V11Case):
     def setUp(self):
         super().setUp()
         env = self.start_env(("--forward-token", "yes"), upstream=False)
-        self.rec = RecordingUpstream(env.upstream.port)
+        self.rec = harness.Upstream(env.upstream.port, _RecordingHandler).start()
         self.addCleanup(self.rec.stop)
         self.gw = env.gw
         self.redis = env.redis

@@ -11,8 +11,9 @@ import socket
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
+import harness
 from harness import slack, wait_until
 from storage import RawRequest, StoreTestCase
 
@@ -98,28 +99,13 @@ class SlowHandler(BaseHTTPRequestHandler):
         pass
 
 
-class SlowUpstream:
+class SlowUpstream(harness.Upstream):
     def __init__(self, port):
-        class Server(ThreadingHTTPServer):
-            allow_reuse_address = True
-            daemon_threads = True
-        self.server = Server(("127.0.0.1", port), SlowHandler)
-        self.server.records = []
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05},
-                                       daemon=True)
-        self.thread.start()
-
-    @property
-    def records(self):
-        return self.server.records
+        super().__init__(port, SlowHandler)
+        self.start()
 
     def record_for(self, prefix):
         return [r for r in self.records if r["path"].startswith(prefix)]
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 def upload_in_background(port, method, path, headers, body):

@@ -9,11 +9,11 @@ the token number."""
 import hashlib
 import json
 import os
-import threading
 import urllib.parse
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
+from http.server import BaseHTTPRequestHandler
 
-from harness import slack
+import harness
+from harness import read_request_body, slack
 from storage import RawRequest, StoreTestCase, send
 
 ENTITY_HEADERS = ("Content-Type", "Content-Length", "ETag", "Last-Modified")
@@ -22,24 +22,6 @@ HOP_BY_HOP = ("Connection", "Keep-Alive", "Proxy-Connection", "TE",
               "Proxy-Authorization")
 
 MIB = 1 << 20
-
-
-def read_request_body(handler):
-    """The request body, Content-Length or chunked."""
-    te = (handler.headers.get("Transfer-Encoding") or "").lower()
-    if "chunked" in te:
-        out = b""
-        while True:
-            line = handler.rfile.readline()
-            n = int(line.split(b";")[0].strip() or b"0", 16)
-            if n == 0:
-                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass
-                return out
-            out += handler.rfile.read(n)
-            handler.rfile.readline()
-    n = int(handler.headers.get("Content-Length") or 0)
-    return handler.rfile.read(n) if n else b""
 
 
 class EchoHandler(BaseHTTPRequestHandler):
@@ -92,22 +74,6 @@ class EchoHandler(BaseHTTPRequestHandler):
 
     def log_message(self, *a):
         pass
-
-
-class EchoUpstream:
-    def __init__(self, port):
-        class Server(ThreadingHTTPServer):
-            allow_reuse_address = True
-            daemon_threads = True
-        self.server = Server(("127.0.0.1", port), EchoHandler)
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05},
-                                       daemon=True)
-        self.thread.start()
-
-    def stop(self):
-        self.server.shutdown()
-        self.server.server_close()
 
 
 class PassthroughTests(StoreTestCase):
@@ -343,7 +309,7 @@ class EchoUpstreamTests(StoreTestCase):
     def setUp(self):
         super().setUp()
         env = self.start_env(("--forward-token", "yes"), upstream=False)
-        self.echo = EchoUpstream(env.upstream.port)
+        self.echo = harness.Upstream(env.upstream.port, EchoHandler).start()
         self.addCleanup(self.echo.stop)
         self.gw = env.gw
         self.redis = env.redis
