@@ -29,19 +29,13 @@
 static const uint8_t *key = (const uint8_t *)FUZZ_KEY;
 static const uint8_t *other = (const uint8_t *)FUZZ_OTHER_KEY;
 
+/* The reference reads the alphabet itself, not ranges as the code does. */
 static int b64v(uint8_t c)
 {
-	if (c >= 'A' && c <= 'Z')
-		return c - 'A';
-	if (c >= 'a' && c <= 'z')
-		return c - 'a' + 26;
-	if (c >= '0' && c <= '9')
-		return c - '0' + 52;
-	if (c == '-')
-		return 62;
-	if (c == '_')
-		return 63;
-	return -1;
+	static const char alphabet[] =
+		"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789-_";
+	const char *p = c ? memchr(alphabet, c, 64) : NULL;
+	return p ? (int)(p - alphabet) : -1;
 }
 
 /* Reference: the decoded length of a canonical unpadded base64url string,

@@ -328,6 +328,18 @@ class V11FramingTests(V11Case):
     def host(self):
         return ("Host", "127.0.0.1:%d" % self.gw.port)
 
+    def refused_framing(self, method, path, headers, body, token, data, what,
+                        timeout=3.0):
+        """One raw request to `path` (holding `data`) whose framing is
+        ambiguous: 400 bad_request, and the object is as it was."""
+        h = [self.host(), ("X-Test-Id", uuid.uuid4().hex)] + headers
+        if token:
+            h.append(("Fencing-Token", token))
+        with self.subTest(case=what):
+            r = self.raw(head_bytes(method, path, h) + body, timeout=timeout)
+            self.assert_400(r, "bad_request", what)
+            self.assert_stored(path, data, what)
+
     # -- 1. a body never turns a read into a write ------------------------
 
     def test_v11_body_never_turns_read_into_write(self):
@@ -461,16 +473,10 @@ class V11FramingTests(V11Case):
         ]
         for method, token in (("PUT", seq), ("GET", None)):
             for what, hdrs, body in cases:
-                what = "%s with Transfer-Encoding %s" % (method, what)
-                h = [self.host(), ("X-Test-Id", uuid.uuid4().hex)] + hdrs
-                if token:
-                    h.append(("Fencing-Token", token))
-                with self.subTest(case=what):
-                    # answered on the head alone: no need to wait long
-                    r = self.raw(head_bytes(method, path, h) + body,
-                                 timeout=1.5)
-                    self.assert_400(r, "bad_request", what)
-                    self.assert_stored(path, data, what)
+                # answered on the head alone: no need to wait long
+                self.refused_framing(method, path, hdrs, body, token, data,
+                                     "%s with Transfer-Encoding %s"
+                                     % (method, what), timeout=1.5)
         self.assert_nothing_upstream(mark, "Transfer-Encoding")
         self.assert_no_admission(self.lock_of(path), "Transfer-Encoding")
 
@@ -484,17 +490,10 @@ class V11FramingTests(V11Case):
             for values, body in ((("5", "5"), b"hello"),
                                  (("5", "6"), b"hello!"),
                                  (("0", "5"), b"hello")):
-                what = "%s with Content-Length %s" % (method, " and ".join(
-                    values))
-                h = [self.host(), ("X-Test-Id", uuid.uuid4().hex)] + \
-                    [("Content-Length", v) for v in values]
-                if token:
-                    h.append(("Fencing-Token", token))
-                with self.subTest(case=what):
-                    r = self.raw(head_bytes(method, path, h) + body,
-                                 timeout=3.0)
-                    self.assert_400(r, "bad_request", what)
-                    self.assert_stored(path, data, what)
+                self.refused_framing(
+                    method, path, [("Content-Length", v) for v in values],
+                    body, token, data, "%s with Content-Length %s"
+                    % (method, " and ".join(values)))
         self.assert_nothing_upstream(mark, "repeated Content-Length")
         self.assert_no_admission(self.lock_of(path), "repeated CL")
 
@@ -528,16 +527,10 @@ class V11FramingTests(V11Case):
         for method, token in (("PUT", g["sequencer"]), ("PROPFIND", None)):
             for value in ("+5", "5 5", "0x5", "", "-5", "5,5", " 5x",
                           "0000000000000005"):
-                what = "%s with Content-Length %r" % (method, value)
-                h = [self.host(), ("X-Test-Id", uuid.uuid4().hex),
-                     ("Content-Length", value)]
-                if token:
-                    h.append(("Fencing-Token", token))
-                with self.subTest(case=what):
-                    r = self.raw(head_bytes(method, path, h) + b"hello",
-                                 timeout=3.0)
-                    self.assert_400(r, "bad_request", what)
-                    self.assert_stored(path, data, what)
+                self.refused_framing(method, path, [("Content-Length", value)],
+                                     b"hello", token, data,
+                                     "%s with Content-Length %r"
+                                     % (method, value))
         self.assert_nothing_upstream(mark, "malformed Content-Length")
         self.assert_no_admission(self.lock_of(path), "malformed CL")
 
