@@ -272,8 +272,9 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 	    fg_path_resolve(target, plen, ws->path, sizeof(ws->path), &ws->path_len) ||
 	    under_api(ws->path))
 		return FG_E_BAD_PATH;
-	ws->write = fg_method_is_write(cfg, method);
 	bool copy = strcmp(method, "COPY") == 0, move = strcmp(method, "MOVE") == 0;
+	/* a Destination is always written, whatever the method lists say */
+	ws->write = copy || move || fg_method_is_write(cfg, method);
 	bool subtree_op = copy || move || strcmp(method, "DELETE") == 0;
 
 	if (copy || move) {

@@ -199,7 +199,19 @@ static void test_copy_writes_its_destination(void **state)
 static void test_move_writes_both_paths(void **state)
 {
 	struct fg_config c;
+	char err[256];
 	(void)state;
+	/* listing COPY and MOVE as reads cannot unfence their Destination */
+	fg_config_init(&c);
+	assert_int_equal(fg_config_set(&c, "read-methods", "GET HEAD COPY MOVE",
+				       err, sizeof(err)), 0);
+	assert_int_equal(build(&c, "COPY", "/a.txt", "/b.txt", false), FG_E_COUNT);
+	assert_true(ws.write);
+	member(0, "b.txt", true, FG_WS_DESTINATION_FENCING_TOKEN);
+	assert_int_equal(build(&c, "MOVE", "/a.txt", "/b.txt", false), FG_E_COUNT);
+	assert_int_equal(ws.n, 2);
+	fg_config_finish(&c);
+
 	fg_config_init(&c);
 	assert_int_equal(build(&c, "MOVE", "/a.txt", "/b.txt", false), FG_E_COUNT);
 	assert_int_equal(ws.n, 2);
