@@ -18,7 +18,8 @@
  *    optional exactly when it is a read;
  *  - ws->path starts with '/', is fg_path_resolve() of the target
  *    without its query and is not the lock API's ("/_fence", "/_fence/...");
- *    write is fg_method_is_write();
+ *    write is fg_method_is_write(), or the method is COPY or MOVE (their
+ *    Destination is always written);
  *  - a read names no lock, or with a token the path's lock, as a read;
  *  - a write other than COPY names the path's lock as a write, read from
  *    Fencing-Token;
@@ -133,7 +134,7 @@ static void check_writeset(const struct fg_config *cfg, const char *method,
 		path_ok = false; /* the storage would stop the path there */
 	if (!path_ok)
 		PROPERTY(e == FG_E_BAD_PATH);
-	if (path_ok && (copy || move) && fg_method_is_write(cfg, method) &&
+	if (path_ok && (copy || move) &&
 	    ref_dest(dest, host) < 0)
 		PROPERTY(e == FG_E_BAD_DESTINATION);
 	if (e != FG_E_COUNT)
@@ -154,7 +155,7 @@ static void check_writeset(const struct fg_config *cfg, const char *method,
 	PROPERTY(path_ok && ws.path[0] == '/' && ws.path_len == strlen(ws.path));
 	PROPERTY(ws.path_len == rplen && memcmp(ws.path, rp, rplen) == 0);
 	PROPERTY(strncmp(ws.path, "/_fence/", 8) != 0 && strcmp(ws.path, "/_fence") != 0);
-	PROPERTY(ws.write == fg_method_is_write(cfg, method));
+	PROPERTY(ws.write == (copy || move || fg_method_is_write(cfg, method)));
 	char plock[FG_NAME_MAX + 1], dlock[FG_NAME_MAX + 1];
 	bool route;
 	bool has_plock = fg_lock_for_path(cfg, ws.path, ws.path_len, plock, &route) == 0;
