@@ -13,9 +13,13 @@
  *   commands (start, unpause, abort) and wake it.
  * - Everything both sides see is under x->mu, and a connection is resumed
  *   exactly when it was suspended.
- * - A fenced write hands curl no body byte at or after its deadline, and
- *   a write still running then is aborted (its connection closed), so an
- *   upstream never completes it late. A client that leaves mid-body aborts
+ * - A fenced write hands curl no byte at or after its deadline (a release
+ *   moves the deadline to now), and a write whose request is still being
+ *   sent then is aborted (its connection closed), so an upstream never
+ *   completes it late. One whose last byte left in time is awaited for
+ *   the margin more (its record covers it) before it is cut off, so a
+ *   quick storage's answer is passed on rather than "aborted" for a write
+ *   it applied. A client that leaves mid-body aborts
  *   the upstream request the same way: a truncated body never completes.
  */
 #include <inttypes.h>
@@ -81,6 +85,9 @@ struct fg_xfer {
 	uint64_t extend_asked;        /* when the pending extensions were sent */
 	bool released;                /* the grant was released: abort */
 	bool has_body, req_done, want_data, upload_suspended;
+	bool upload_done;             /* curl was handed the body's last byte */
+	bool grace;                   /* sent whole by its deadline: awaiting
+					 its answer for the margin */
 	uint64_t body_sent;
 	char *rq;
 	size_t rq_len;
@@ -295,6 +302,7 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
 		if (x->req_done) {
 			/* a body that ended before its length never completes */
 			bool short_body = !x->chunked && x->body_sent != x->body_length;
+			x->upload_done = !short_body;
 			pthread_mutex_unlock(&x->mu);
 			return short_body ? CURL_READFUNC_ABORT : 0;
 		}
@@ -308,6 +316,9 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
 	memmove(x->rq, x->rq + n, x->rq_len - n);
 	x->rq_len -= n;
 	x->body_sent += n;
+	/* curl asks no more once it has a known length's last byte */
+	if (!x->chunked && x->body_sent == x->body_length)
+		x->upload_done = true;
 	resume_locked(x, &x->upload_suspended);
 	pthread_mutex_unlock(&x->mu);
 	return n;
@@ -543,10 +554,29 @@ static long check_deadlines(struct fg_proxy *px)
 	struct fg_xfer *x = px->active, *nx;
 	for (; x; x = nx) {
 		nx = x->anext;
+		bool sent = false;
+		if (x->fenced && !x->has_body) {
+			/* a request without a body is written whole as soon as
+			 * curl begins it */
+			curl_off_t pre = 0;
+			curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &pre);
+			sent = pre > 0;
+		}
 		pthread_mutex_lock(&x->mu);
+		sent = sent || x->upload_done;
+		if (x->deadline && now >= x->deadline && sent && !x->grace) {
+			/* Its last byte left before the deadline: the storage
+			 * may be applying it now, and hanging up would answer
+			 * "aborted" for a write that was applied. Its answer is
+			 * awaited for the margin its record still covers; only
+			 * then is it cut off. */
+			x->grace = true;
+			x->deadline = (x->released ? now : x->deadline) +
+				      px->gw->cfg->fence_margin_ms;
+		}
 		uint64_t dl = x->deadline;
 		bool headers = x->headers_done;
-		bool ask = dl && !x->extending && !x->released &&
+		bool ask = dl && !x->extending && !x->released && !x->grace &&
 			   (recheck || now + EXTEND_AHEAD_MS >= dl);
 		if (ask)
 			x->extending = 1; /* pending: do_extend() takes it over */

@@ -283,6 +283,24 @@ class SlowUpstreamTests(StoreTestCase):
         self.assertFalse(rec[0]["answered"])
 
 
+    def test_fenced_write_sent_whole_before_its_deadline_gets_the_storages_answer_within_the_margin(self):
+        # ttl 2000 ms, margin 1000 ms: the deadline is at ~1.0 s. The whole
+        # body left at once; the storage answers at ~1.5 s, inside the
+        # margin the write's record still covers: that answer is passed
+        # on, not "aborted" for a write the storage applied.
+        self.slow_env(("--fence-margin-ms", "1000"))
+        g = self.grant("slow/grace", ttl_ms=2000)
+        r = self.put("/slow/grace?mode=head&delay=1.5", b"small\n",
+                     g["sequencer"])
+        self.assertEqual(r.status, 201, r)
+        self.assertEqual(r.body, b"ok\n")
+        self.assertGreater(r.elapsed, 1.0)
+        rec = self.slow.record_for("/slow/grace")
+        self.assertEqual(len(rec), 1, self.slow.records)
+        self.assertTrue(wait_until(lambda: rec[0].get("done"), slack(3.0)))
+        self.assertTrue(rec[0]["answered"])
+        self.assertIsNone(rec[0]["hung_up_at"])
+
     def test_stale_token_answer_of_a_write_aborted_at_its_deadline_has_token_and_current(self):
         # the contract's row: 409 stale_token, body also has "token" and
         # "current", whichever way the grant was found to be over
