@@ -70,7 +70,7 @@ struct fg_waiter {
 	int fd;
 	int ops;
 	bool deadline_hit;
-	bool repoll;             /* admit: woken while a call was in flight */
+	bool repoll;             /* asked again while a call was in flight */
 	struct event *timer;
 	struct event *fdev;
 	struct watch *watch;
@@ -470,6 +470,8 @@ void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
 		free(g);
 }
 
+static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek);
+
 static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 {
 	struct fg_waiter *w = arg;
@@ -490,13 +492,25 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 		finish(q, w, FG_WAIT_TIMEOUT, NULL, NULL);
 	}
 	w->ops--;
+	/* the wait ran out, or the client left, while this call (a resync's
+	 * peek) was in flight: leave the queue now */
+	if (w->repoll) {
+		w->repoll = false;
+		if (w->result == FG_WAIT_PENDING || w->result == FG_WAIT_GONE)
+			start_dequeue(q, w, false);
+	}
 	maybe_release(q, w);
 }
 
 static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek)
 {
-	if (w->ops > 0)
-		return; /* one call per waiter at a time; its answer decides */
+	if (w->ops > 0) {
+		/* one call per waiter at a time; a dequeue wanted meanwhile
+		 * follows it */
+		if (!peek)
+			w->repoll = true;
+		return;
+	}
 	w->ops++;
 	if (fg_alock_dequeue(wq->as, w->name, w->id, w->lease, peek,
 			     on_dequeued, w) != FG_OK) {
