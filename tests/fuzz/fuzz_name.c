@@ -21,6 +21,7 @@
 #include "fencegate/name.h"
 #include "fuzz.h"
 #include "jsonio.h"
+#include "nginx_uri.h"
 
 static bool ref_char(uint8_t c)
 {
@@ -51,15 +52,6 @@ static bool ref_name_valid(const uint8_t *s, size_t n)
 	return true;
 }
 
-static int hex(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	c |= 0x20;
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	return -1;
-}
 
 /* Reference percent-decoder: decoded length, or -1. */
 static long ref_pct_decode(const uint8_t *s, size_t n, uint8_t *out)
@@ -68,9 +60,9 @@ static long ref_pct_decode(const uint8_t *s, size_t n, uint8_t *out)
 	for (size_t i = 0; i < n; i++) {
 		uint8_t c = s[i];
 		if (c == '%') {
-			if (n - i < 3 || hex(s[i + 1]) < 0 || hex(s[i + 2]) < 0)
+			if (n - i < 3 || ngx_ref_hex(s[i + 1]) < 0 || ngx_ref_hex(s[i + 2]) < 0)
 				return -1;
-			c = (uint8_t)(hex(s[i + 1]) << 4 | hex(s[i + 2]));
+			c = (uint8_t)(ngx_ref_hex(s[i + 1]) << 4 | ngx_ref_hex(s[i + 2]));
 			i += 2;
 		}
 		if (c == 0)

@@ -343,8 +343,22 @@ class RedisServer(Process):
 # the upstream stand-in
 
 
-class _UpstreamHandler(BaseHTTPRequestHandler):
+class UpstreamHandler(BaseHTTPRequestHandler):
+    """The base of every upstream stand-in: HTTP/1.1 keep-alive, silent,
+    and a peer that hangs up mid-request only ends its connection."""
     protocol_version = "HTTP/1.1"
+
+    def handle_one_request(self):
+        try:
+            super().handle_one_request()
+        except (ConnectionError, socket.timeout):
+            self.close_connection = True
+
+    def log_message(self, *a):
+        pass
+
+
+class _UpstreamHandler(UpstreamHandler):
 
     def _answer(self):
         n = int(self.headers.get("Content-Length") or 0)
@@ -360,9 +374,6 @@ class _UpstreamHandler(BaseHTTPRequestHandler):
 
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _answer
     do_PATCH = do_OPTIONS = do_PROPFIND = _answer
-
-    def log_message(self, *a):
-        pass
 
 
 def read_request_body(handler):

@@ -25,7 +25,6 @@ import socket
 import threading
 import time
 import uuid
-from http.server import BaseHTTPRequestHandler
 
 import harness
 from harness import LOCKS, parse_raw, slack, tamper, wait_until
@@ -198,15 +197,7 @@ class SlowUpload:
 # a recording upstream, for the header details nginx's log cannot show
 
 
-class _RecordingHandler(BaseHTTPRequestHandler):
-    protocol_version = "HTTP/1.1"
-
-    def handle_one_request(self):
-        try:
-            super().handle_one_request()
-        except ConnectionError:
-            self.close_connection = True
-
+class _RecordingHandler(harness.UpstreamHandler):
     def _any(self):
         body = harness.read_request_body(self)
         self.server.records.append({
@@ -225,8 +216,6 @@ class _RecordingHandler(BaseHTTPRequestHandler):
     do_OPTIONS = do_PROPFIND = do_PROPPATCH = do_MKCOL = _any
     do_COPY = do_MOVE = _any
 
-    def log_message(self, *a):
-        pass
 
 
 class V11Case(StoreTestCase):

@@ -11,7 +11,6 @@ import socket
 import threading
 import time
 import urllib.parse
-from http.server import BaseHTTPRequestHandler
 
 import harness
 from harness import slack, wait_until
@@ -20,19 +19,12 @@ from storage import RawRequest, StoreTestCase
 MIB = 1 << 20
 
 
-class SlowHandler(BaseHTTPRequestHandler):
+class SlowHandler(harness.UpstreamHandler):
     """?mode=head&delay=S: reads the whole body, then waits S seconds
     before the response head (watching whether the gateway hangs up).
     ?mode=read&delay=S: waits S seconds before reading the body at all,
     then reads what arrives until Content-Length or EOF.
     Each request leaves a record in server.records."""
-    protocol_version = "HTTP/1.1"
-
-    def handle_one_request(self):
-        try:
-            super().handle_one_request()
-        except (ConnectionError, socket.timeout):
-            self.close_connection = True
 
     def _any(self):
         q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(
@@ -95,8 +87,6 @@ class SlowHandler(BaseHTTPRequestHandler):
 
     do_GET = do_HEAD = do_PUT = do_POST = _any
 
-    def log_message(self, *a):
-        pass
 
 
 class SlowUpstream(harness.Upstream):

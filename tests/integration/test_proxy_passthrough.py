@@ -10,7 +10,6 @@ import hashlib
 import json
 import os
 import urllib.parse
-from http.server import BaseHTTPRequestHandler
 
 import harness
 from harness import read_request_body, slack
@@ -24,17 +23,10 @@ HOP_BY_HOP = ("Connection", "Keep-Alive", "Proxy-Connection", "TE",
 MIB = 1 << 20
 
 
-class EchoHandler(BaseHTTPRequestHandler):
+class EchoHandler(harness.UpstreamHandler):
     """Answers every request with JSON describing it. Query parameters
     shape the answer: status, ctype, etag, lastmod, chunked=1, hop=1 (adds
     hop-by-hop response headers)."""
-    protocol_version = "HTTP/1.1"
-
-    def handle_one_request(self):
-        try:
-            super().handle_one_request()
-        except ConnectionError:
-            self.close_connection = True
 
     def _any(self):
         body = read_request_body(self)
@@ -72,8 +64,6 @@ class EchoHandler(BaseHTTPRequestHandler):
     do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _any
     do_OPTIONS = do_PROPFIND = do_MKCOL = do_COPY = do_MOVE = _any
 
-    def log_message(self, *a):
-        pass
 
 
 class PassthroughTests(StoreTestCase):
