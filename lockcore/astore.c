@@ -52,10 +52,11 @@ struct aop {
 	fg_astore *as;
 	struct fg__call call;
 	char *buf;
-	int kind; /* 0 grant, 1 info, 2 admit */
+	int kind; /* 0 grant, 1 info, 2 admit, 3 check */
 	fg_grant_cb *gcb;
 	fg_info_cb *icb;
 	fg_admit_cb *acb;
+	fg_check_cb *ccb;
 	void *arg;
 	struct event *timer;
 	int answered;
@@ -280,11 +281,16 @@ static void answer(struct aop *op, int err, const redisReply *r)
 		op->icb(err, err ? NULL : &info, op->arg);
 		if (!err)
 			fg_lock_info_finish(&info);
-	} else {
+	} else if (op->kind == 2) {
 		struct fg_admit a;
 		if (!err)
 			err = fg__parse_admit(r, &a);
 		op->acb(err, err ? NULL : &a, op->arg);
+	} else {
+		struct fg_check c;
+		if (!err)
+			err = fg__parse_check(r, &c);
+		op->ccb(err, err ? NULL : &c, op->arg);
 	}
 }
 
@@ -386,6 +392,43 @@ static struct aop *grant_op(fg_grant_cb *cb, void *arg)
 		op->arg = arg;
 	}
 	return op;
+}
+
+int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
+		     fg_grant_cb *cb, void *arg)
+{
+	if (req->wait_ms > 0 && (!req->waiter_id || !req->gateway_id))
+		return FG_EINVAL;
+	struct aop *op = grant_op(cb, arg);
+	if (!op)
+		return FG_ENOMEM;
+	fg__build_acquire(&op->call, req, as->idle);
+	return submit(as, op);
+}
+
+int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
+		   uint32_t ttl_ms, const char *value, size_t value_len,
+		   fg_grant_cb *cb, void *arg)
+{
+	struct aop *op = grant_op(cb, arg);
+	if (!op)
+		return FG_ENOMEM;
+	fg__build_renew(&op->call, name, lease, ttl_ms, value, value_len,
+			as->idle);
+	return submit(as, op);
+}
+
+int fg_alock_check(fg_astore *as, const char *name, uint64_t token,
+		   fg_check_cb *cb, void *arg)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return FG_ENOMEM;
+	op->kind = 3;
+	op->ccb = cb;
+	op->arg = arg;
+	fg__build_check(&op->call, name, token, as->idle);
+	return submit(as, op);
 }
 
 int fg_alock_tick(fg_astore *as, const char *name, const char *gateway_id,

@@ -230,6 +230,18 @@ void fg_astore_destroy(fg_astore *as);
 int fg_astore_subscribe(fg_astore *as, const char *channel);
 int fg_astore_unsubscribe(fg_astore *as, const char *channel);
 
+/** fg_lock_acquire, fg_lock_renew and fg_lock_check, asynchronously: the
+ *  request path of a gateway event loop. A call that fails at once
+ *  returns negative and never calls cb; the arguments are copied. */
+int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
+		     fg_grant_cb *cb, void *arg);
+int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
+		   uint32_t ttl_ms, const char *value, size_t value_len,
+		   fg_grant_cb *cb, void *arg);
+typedef void fg_check_cb(int err, const struct fg_check *c, void *arg);
+int fg_alock_check(fg_astore *as, const char *name, uint64_t token,
+		   fg_check_cb *cb, void *arg);
+
 /**
  * Refreshes this gateway's waiters on the lock (or, with observe, asks for
  * the lock's change events for liveness_ms) and grants the lock to the
