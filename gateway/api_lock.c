@@ -2,11 +2,16 @@
  * api_lock.c - the lock API under /_fence/v1/: routing, request parsing,
  * answers. The semantics live in lockcore; this file only translates.
  *
- * Invariant: a request that fails validation is answered before anything
- * is sent to Redis, so bad input never changes lock state.
+ * Invariants: a request that fails validation is answered before anything
+ * is sent to Redis, so bad input never changes lock state. A lock call is
+ * sent asynchronously on the request's loop, with the connection
+ * suspended; its callback only stores the answer and resumes the
+ * connection, and the answer is written from libmicrohttpd's handler
+ * (fg_api_resume()), the one place a response may be queued.
  */
 #include <inttypes.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include "fencegate/lock.h"
@@ -14,6 +19,7 @@
 #include "errors.h"
 #include "gateway.h"
 #include "jsonio.h"
+#include "loop.h"
 #include "waitq.h"
 
 #define LOCKS_PREFIX "/_fence/v1/locks/"
@@ -38,9 +44,93 @@ static enum MHD_Result not_allowed(struct MHD_Connection *c, const char *allow)
 	return fg_respond_not_allowed(c, allow);
 }
 
-static fg_store *store_or_fail(struct fg_req *req)
+/* ---- lock calls in flight ------------------------------------------ */
+
+enum call_kind { CALL_ACQUIRE, CALL_RENEW, CALL_RELEASE, CALL_INSPECT, CALL_CHECK };
+
+/* A lock call of one request, and what its answer needs. Freed with the
+ * request (fg_api_call_free()). */
+struct fg_api_call {
+	enum call_kind kind;
+	bool replied;
+	bool done;                 /* its answer was acted on */
+	int err;
+	struct fg_grant g;
+	struct fg_lock_info info;  /* owns value and owner */
+	struct fg_check chk;
+	struct fg_seq seq;         /* check: the sequencer checked */
+	bool held0, has0;          /* inspect: observe while these hold */
+	uint64_t tok0;
+	uint32_t wait_ms;
+};
+
+void fg_api_call_free(struct fg_req *req)
 {
-	return fg_gateway_store(req->gw);
+	if (!req->call)
+		return;
+	fg_lock_info_finish(&req->call->info);
+	free(req->call);
+	req->call = NULL;
+}
+
+static void replied(struct fg_req *req, int err)
+{
+	req->call->err = err;
+	req->call->replied = true;
+	fg_loop_resume(req->loop, req->conn);
+}
+
+static void on_grant(int err, const struct fg_grant *g, void *arg)
+{
+	struct fg_req *req = arg;
+	if (!err)
+		req->call->g = *g;
+	replied(req, err);
+}
+
+static void on_info(int err, const struct fg_lock_info *info, void *arg)
+{
+	struct fg_req *req = arg;
+	struct fg_lock_info *in = &req->call->info;
+	if (!err) {
+		*in = *info;
+		in->value = info->value ? malloc(info->value_len + 1) : NULL;
+		in->owner = info->owner ? strdup(info->owner) : NULL;
+		if (in->value) {
+			memcpy(in->value, info->value, info->value_len);
+			in->value[info->value_len] = '\0';
+		}
+		if ((info->value && !in->value) || (info->owner && !in->owner))
+			err = FG_ENOMEM;
+	}
+	replied(req, err);
+}
+
+static void on_check(int err, const struct fg_check *chk, void *arg)
+{
+	struct fg_req *req = arg;
+	if (!err)
+		req->call->chk = *chk;
+	replied(req, err);
+}
+
+/* A new call of `kind` for the request; NULL when out of memory. */
+static struct fg_api_call *call_new(struct fg_req *req, enum call_kind kind)
+{
+	fg_api_call_free(req);
+	req->call = calloc(1, sizeof(*req->call));
+	if (req->call)
+		req->call->kind = kind;
+	return req->call;
+}
+
+/* The call was sent (err == 0): the request waits for its answer. */
+static enum MHD_Result sent_or_respond(struct MHD_Connection *c, int err)
+{
+	if (err)
+		return fg_respond_store_error(c, err);
+	MHD_suspend_connection(c);
+	return MHD_YES;
 }
 
 static enum MHD_Result respond_grant(struct fg_req *req,
@@ -107,7 +197,6 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 		.mode = FG_MODE_EXCLUSIVE,
 		.ttl_ms = FG_TTL_DEFAULT,
 		.lock_delay_ms = gw->cfg->lock_delay_ms,
-		.gateway_id = gw->id,
 		.liveness_ms = gw->cfg->waiter_liveness_ms,
 		.max_waiters = gw->cfg->max_waiters,
 	};
@@ -151,55 +240,83 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 		ret = fg_respond_error(c, FG_E_INTERNAL, "no randomness", NULL);
 		goto done;
 	}
+	/* the call copies its arguments when it is sent */
 	q.lease = reenter ? reenter : req->lease;
 	snprintf(req->name, sizeof(req->name), "%s", name);
-	fg_store *st = store_or_fail(req);
-	if (!st) {
+	if (!call_new(req, CALL_ACQUIRE)) {
 		ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 		goto done;
 	}
 	if (q.wait_ms > 0) {
-		req->waiter = fg_waiter_acquire(gw->wq, name, req->lease, q.mode,
-						q.ttl_ms, q.wait_ms);
+		/* registered before the script can hand it the lock */
+		req->waiter = fg_waiter_acquire(req->loop->wq, name, req->lease,
+						q.mode, q.ttl_ms, q.wait_ms);
 		if (!req->waiter) {
 			ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 			goto done;
 		}
 		q.waiter_id = fg_waiter_id(req->waiter);
 	}
-
-	struct fg_grant g;
-	int err = fg_lock_acquire(st, &q, &g);
-	if (err) {
-		ret = fg_respond_store_error(c, err);
-		goto done;
-	}
-	switch (g.status) {
-	case FG_GRANTED:
-		ret = respond_grant(req, c, name, q.lease, &g);
-		break;
-	case FG_QUEUED:
-		if (fg_waiter_park(gw->wq, req->waiter, c, g.wake_in_ms))
-			ret = MHD_YES;
-		else
-			ret = fg_api_resume(req, c);
-		break;
-	case FG_EXPIRED:
-		ret = fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
-		break;
-	case FG_TOO_MANY:
-		ret = fg_respond_error(c, FG_E_TOO_MANY_WAITERS, NULL, NULL);
-		break;
-	default:
-		ret = fg_respond_error(c, FG_E_LOCK_HELD, NULL, NULL);
-		break;
-	}
+	q.gateway_id = req->loop->id;
+	ret = sent_or_respond(c, req->loop->as
+		? fg_alock_acquire(req->loop->as, &q, on_grant, req) : FG_EUNAVAIL);
 done:
 	json_decref(o);
 	return ret;
 }
 
+static enum MHD_Result acquired(struct fg_req *req, struct MHD_Connection *c)
+{
+	const struct fg_grant *g = &req->call->g;
+	switch (g->status) {
+	case FG_GRANTED:
+		return respond_grant(req, c, req->name, req->lease, g);
+	case FG_QUEUED:
+		if (fg_waiter_park(req->loop->wq, req->waiter, c, g->wake_in_ms))
+			return MHD_YES;
+		return fg_api_resume(req, c);
+	case FG_EXPIRED:
+		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
+	case FG_TOO_MANY:
+		return fg_respond_error(c, FG_E_TOO_MANY_WAITERS, NULL, NULL);
+	default:
+		return fg_respond_error(c, FG_E_LOCK_HELD, NULL, NULL);
+	}
+}
+
+static enum MHD_Result renewed(struct fg_req *req, struct MHD_Connection *c);
+static enum MHD_Result released(struct fg_req *req, struct MHD_Connection *c);
+static enum MHD_Result inspected(struct fg_req *req, struct MHD_Connection *c);
+static enum MHD_Result checked(struct fg_req *req, struct MHD_Connection *c);
+
+static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c);
+
 enum MHD_Result fg_api_resume(struct fg_req *req, struct MHD_Connection *c)
+{
+	struct fg_api_call *call = req->call;
+	if (!call || call->done)
+		return waited(req, c); /* the call parked a waiter */
+	if (!call->replied)
+		return MHD_YES; /* resumed for another reason */
+	call->done = true;
+	if (call->err)
+		return fg_respond_store_error(c, call->err);
+	switch (call->kind) {
+	case CALL_ACQUIRE:
+		return acquired(req, c);
+	case CALL_RENEW:
+		return renewed(req, c);
+	case CALL_RELEASE:
+		return released(req, c);
+	case CALL_INSPECT:
+		return inspected(req, c);
+	case CALL_CHECK:
+	default:
+		return checked(req, c);
+	}
+}
+
+static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_grant g;
 	const struct fg_lock_info *info;
@@ -244,22 +361,29 @@ static enum MHD_Result renew(struct fg_req *req, struct MHD_Connection *c,
 		ret = bad(c, "lease is required");
 		goto done;
 	}
-	fg_store *st = store_or_fail(req);
-	struct fg_grant g;
-	int err = st ? fg_lock_renew(st, name, lease, ttl, value, value_len, &g)
-		     : FG_ENOMEM;
-	if (err)
-		ret = fg_respond_store_error(c, err);
-	else if (g.status != FG_GRANTED)
-		ret = fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
-	else
-		ret = fg_respond_json(c, MHD_HTTP_OK,
-			json_pack("{s:s, s:I, s:I}", "name", name,
-				  "token", (json_int_t)g.token,
-				  "ttl_ms", (json_int_t)g.ttl_ms));
+	snprintf(req->name, sizeof(req->name), "%s", name);
+	if (!call_new(req, CALL_RENEW)) {
+		ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+		goto done;
+	}
+	ret = sent_or_respond(c, req->loop->as
+		? fg_alock_renew(req->loop->as, name, lease, ttl, value, value_len,
+				 on_grant, req)
+		: FG_EUNAVAIL);
 done:
 	json_decref(o);
 	return ret;
+}
+
+static enum MHD_Result renewed(struct fg_req *req, struct MHD_Connection *c)
+{
+	const struct fg_grant *g = &req->call->g;
+	if (g->status != FG_GRANTED)
+		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
+	return fg_respond_json(c, MHD_HTTP_OK,
+		json_pack("{s:s, s:I, s:I}", "name", req->name,
+			  "token", (json_int_t)g->token,
+			  "ttl_ms", (json_int_t)g->ttl_ms));
 }
 
 static enum MHD_Result release(struct fg_req *req, struct MHD_Connection *c,
@@ -271,12 +395,16 @@ static enum MHD_Result release(struct fg_req *req, struct MHD_Connection *c,
 		return bad(c, "the Fence-Lease header is required");
 	if (strlen(lease) > LEASE_MAX)
 		return bad(c, "Fence-Lease is too long to be a lease");
-	fg_store *st = store_or_fail(req);
-	struct fg_grant g;
-	int err = st ? fg_lock_release(st, name, lease, &g) : FG_ENOMEM;
-	if (err)
-		return fg_respond_store_error(c, err);
-	if (g.status != FG_GRANTED)
+	if (!call_new(req, CALL_RELEASE))
+		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	return sent_or_respond(c, req->loop->as
+		? fg_alock_release(req->loop->as, name, lease, on_grant, req)
+		: FG_EUNAVAIL);
+}
+
+static enum MHD_Result released(struct fg_req *req, struct MHD_Connection *c)
+{
+	if (req->call->g.status != FG_GRANTED)
 		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
 	return fg_respond_empty(c, MHD_HTTP_NO_CONTENT);
 }
@@ -292,34 +420,40 @@ static enum MHD_Result inspect(struct fg_req *req, struct MHD_Connection *c,
 	if (as && fg_parse_u64(as, FG_TOKEN_MAX - 1, &after))
 		return bad(c, "after must be a token (a non-negative integer)");
 
-	fg_store *st = store_or_fail(req);
-	struct fg_lock_info info;
-	int err = st ? fg_lock_inspect(st, name, &info) : FG_ENOMEM;
-	if (err)
-		return fg_respond_store_error(c, err);
+	struct fg_api_call *call = call_new(req, CALL_INSPECT);
+	if (!call)
+		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	snprintf(req->name, sizeof(req->name), "%s", name);
+	call->wait_ms = (uint32_t)wait;
 	/* Observe: with `after`, wait while the lock is held under that
 	 * token; without it, wait while nothing changes. */
-	bool held0 = as ? true : info.held;
-	bool has0 = as ? true : info.has_token;
-	uint64_t tok0 = as ? after : info.token;
-	bool changed = info.held != held0 || info.has_token != has0 ||
-		       (info.has_token && info.token != tok0);
-	enum MHD_Result ret;
-	if (wait == 0 || changed) {
-		ret = respond_info(c, name, &info);
-	} else {
-		snprintf(req->name, sizeof(req->name), "%s", name);
-		req->waiter = fg_waiter_observe(req->gw->wq, name, (uint32_t)wait,
-						held0, has0, tok0);
-		if (!req->waiter)
-			ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-		else if (fg_waiter_park(req->gw->wq, req->waiter, c, -1))
-			ret = MHD_YES;
-		else
-			ret = fg_api_resume(req, c);
-	}
-	fg_lock_info_finish(&info);
-	return ret;
+	call->held0 = call->has0 = as != NULL;
+	call->tok0 = after;
+	if (!as)
+		call->tok0 = UINT64_MAX; /* taken from the answer */
+	return sent_or_respond(c, req->loop->as
+		? fg_alock_inspect(req->loop->as, name, on_info, req) : FG_EUNAVAIL);
+}
+
+static enum MHD_Result inspected(struct fg_req *req, struct MHD_Connection *c)
+{
+	struct fg_api_call *call = req->call;
+	const struct fg_lock_info *info = &call->info;
+	bool after = call->tok0 != UINT64_MAX;
+	bool held0 = after ? true : info->held;
+	bool has0 = after ? true : info->has_token;
+	uint64_t tok0 = after ? call->tok0 : info->token;
+	bool changed = info->held != held0 || info->has_token != has0 ||
+		       (info->has_token && info->token != tok0);
+	if (call->wait_ms == 0 || changed)
+		return respond_info(c, req->name, info);
+	req->waiter = fg_waiter_observe(req->loop->wq, req->name, call->wait_ms,
+					held0, has0, tok0);
+	if (!req->waiter)
+		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	if (fg_waiter_park(req->loop->wq, req->waiter, c, -1))
+		return MHD_YES;
+	return fg_api_resume(req, c);
 }
 
 /* ---- check, health --------------------------------------------------- */
@@ -360,37 +494,47 @@ static enum MHD_Result check(struct fg_req *req, struct MHD_Connection *c)
 	case FG_SEQ_VALID:
 		break;
 	}
-	fg_store *st = store_or_fail(req);
-	struct fg_check chk;
-	int err = st ? fg_lock_check(st, seq.name, seq.token, &chk) : FG_ENOMEM;
-	if (err)
-		ret = fg_respond_store_error(c, err);
-	else if (chk.status == FG_CHECK_VALID)
-		ret = fg_respond_json(c, MHD_HTTP_OK,
-			json_pack("{s:b, s:s, s:I, s:s}", "valid", 1,
-				  "name", seq.name, "token", (json_int_t)seq.token,
-				  "mode", fg_mode_name(seq.mode)));
-	else
-		ret = check_reply(c, chk.status == FG_CHECK_STALE ? "stale" :
-				     chk.status == FG_CHECK_EXPIRED ? "expired" :
-				     "forged");
+	struct fg_api_call *call = call_new(req, CALL_CHECK);
+	if (!call) {
+		ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+		goto done;
+	}
+	call->seq = seq;
+	ret = sent_or_respond(c, req->loop->as
+		? fg_alock_check(req->loop->as, seq.name, seq.token, on_check, req)
+		: FG_EUNAVAIL);
 done:
 	json_decref(o);
 	return ret;
 }
 
+static enum MHD_Result checked(struct fg_req *req, struct MHD_Connection *c)
+{
+	const struct fg_check *chk = &req->call->chk;
+	const struct fg_seq *seq = &req->call->seq;
+	if (chk->status == FG_CHECK_VALID)
+		return fg_respond_json(c, MHD_HTTP_OK,
+			json_pack("{s:b, s:s, s:I, s:s}", "valid", 1,
+				  "name", seq->name, "token", (json_int_t)seq->token,
+				  "mode", fg_mode_name(seq->mode)));
+	return check_reply(c, chk->status == FG_CHECK_STALE ? "stale" :
+			      chk->status == FG_CHECK_EXPIRED ? "expired" :
+			      "forged");
+}
+
+/* Answered from what the maintenance thread last saw (once a second): a
+ * health probe costs neither Redis nor the upstream anything. */
 static enum MHD_Result health(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_gateway *gw = req->gw;
-	fg_store *st = store_or_fail(req);
 	uint8_t key[FG_KEY_MAX];
 	size_t keylen;
-	bool redis = st && fg_store_ping(st) == FG_OK &&
+	bool redis = atomic_load(&gw->redis_up) &&
 		     fg_gateway_key(gw, key, &keylen) == FG_OK;
 	const char *up = "none";
 	bool upstream_ok = true;
 	if (gw->cfg->upstream) {
-		upstream_ok = fg_probe_upstream(gw);
+		upstream_ok = atomic_load(&gw->upstream_up);
 		up = upstream_ok ? "up" : "down";
 	}
 	json_t *o = json_pack("{s:s, s:s}", "redis", redis ? "up" : "down",

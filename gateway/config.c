@@ -39,7 +39,7 @@ static const struct setting settings[] = {
 	{ "upstream", K_STRING, offsetof(struct fg_config, upstream), 0, 0, "URL        the storage behind the gateway (http:// or https://)" },
 	{ "redis", K_HOSTPORT_REDIS, 0, 0, 0, "HOST:PORT  the Redis holding lock state (127.0.0.1:6379)" },
 	{ "key-file", K_STRING, offsetof(struct fg_config, key_file), 0, 0, "FILE       sequencer HMAC key, 16-64 bytes (default: agreed through Redis)" },
-	U(threads, 1, 256, "N          HTTP worker threads; each blocks on one Redis round trip at a time (8)"),
+	U(threads, 0, 256, "N          event loops, one thread each; 0 = one per core (0)"),
 	U(max_connections, 16, 1000000, "N          concurrent client connections (16384)"),
 	U(max_waiters, 1, 1000000, "N          blocked acquires queued per lock (20000)"),
 	U(idle_forget_ms, 0, 86400000, "MS         a lock free this long leaves no Redis keys (600000)"),
@@ -85,7 +85,7 @@ void fg_config_init(struct fg_config *c)
 	c->listen_port = 8080;
 	strcpy(c->redis_host, "127.0.0.1");
 	c->redis_port = 6379;
-	c->threads = 8;
+	c->threads = 0; /* one loop per core */
 	c->max_connections = 16384;
 	c->max_waiters = 20000;
 	c->idle_forget_ms = 600000;

@@ -12,17 +12,21 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
+#include "fencegate/sequencer.h"
 #include "config.h"
 #include "writeset.h"
 
 struct fg_req;
-struct fg_gateway;
+struct fg_loop;
 
 enum fg_fence_verdict {
 	FG_FENCE_PASS,     /* an unfenced read, or a fenced read that checked */
 	FG_FENCE_ADMITTED, /* a write admitted: forward it before its deadline */
 	FG_FENCE_WAIT,     /* a write that waits for older writes to end */
 	FG_FENCE_ANSWERED, /* refused: the error answer is queued */
+	FG_FENCE_PENDING,  /* a Redis call is in flight; the connection is
+			      suspended until its answer: call
+			      fg_fence_resume_or_respond() then */
 };
 
 /* One lock of the write set, once its sequencer checked. */
@@ -39,6 +43,20 @@ struct fg_fence {
 	bool write;             /* some lock is admitted as a write */
 	int n;
 	struct fg_fence_lock m[2];
+	/* the checks in progress, one Redis call at a time (fence.c) */
+	struct fg_ws_member ws[2];
+	int nws;
+	const char *value[2];   /* each header's sequencer, when single */
+	unsigned count[2];      /* how many of each header came */
+	int stage, i;
+	bool busy;              /* a call is in flight: the request waits */
+	bool replied;           /* its answer is in (err, chk or adm) */
+	int err;
+	struct fg_check chk;
+	struct fg_admit adm;
+	uint64_t asked;         /* when the admit call was sent */
+	struct fg_seq seq;      /* a sequencer whose token may be forged */
+	int refusal;            /* what it is refused for if not forged */
 	char write_id[FG_WAITER_ID_MAX]; /* one id for every admission */
 	int waiting;            /* WAIT: the member that waits */
 	int64_t ms;             /* WAIT: ask again within this many ms */
@@ -58,6 +76,11 @@ enum fg_fence_verdict fg_fence_check_or_respond(struct fg_req *req,
 						const struct fg_writeset *ws,
 						struct fg_fence *out);
 
+/** The answer of the call a PENDING verdict waited for is in: go on. */
+enum fg_fence_verdict fg_fence_resume_or_respond(struct fg_req *req,
+						 struct MHD_Connection *c,
+						 const char *method);
+
 /**
  * After member f->waiting was admitted by the wait loop (deadline_at set),
  * admits the other write members again. ADMITTED, WAIT (f->waiting and
@@ -73,10 +96,7 @@ enum fg_fence_verdict fg_fence_admit_rest_or_respond(struct fg_req *req,
 const struct fg_fence_lock *fg_fence_first_write(const struct fg_fence *f);
 
 /** Gives back every admission the fence holds (the write is over). */
-void fg_fence_finish(struct fg_gateway *gw, struct fg_fence *f);
-
-/** Monotonic milliseconds (the gateway's clock for write deadlines). */
-uint64_t fg_fence_now_ms(void);
+void fg_fence_finish(struct fg_loop *loop, struct fg_fence *f);
 
 /** Answers a write whose admission of member i was refused. */
 enum MHD_Result fg_fence_refused(struct MHD_Connection *c, const char *method,

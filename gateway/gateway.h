@@ -2,12 +2,13 @@
  * gateway.h - the gateway process: what every part of it shares.
  * Private to the gateway.
  *
- * Concurrency model (docs/architecture.md): libmicrohttpd worker threads
- * each own one blocking Redis connection and answer the fast path (one
- * script round trip per request). Requests that must wait (blocking
- * acquire, observe) are suspended and handed to the wait loop, one libevent
- * thread with asynchronous Redis connections: a waiting request holds no
- * thread. A maintenance thread keeps the HMAC key and the health flags.
+ * Concurrency model (docs/architecture.md): N event loops, one thread each
+ * (loop.c). A loop owns everything a request needs: its libmicrohttpd
+ * daemon, its asynchronous Redis connections, its waiters and its curl
+ * multi handle, all on one libevent base. A request is served start to
+ * finish on the loop that accepted it; nothing of a request crosses
+ * threads. The process-wide services (settings, the HMAC key, the health
+ * flags) are in struct fg_gateway and are read-only or atomic.
  */
 #ifndef FENCEGATE_GATEWAY_H
 #define FENCEGATE_GATEWAY_H
@@ -30,15 +31,15 @@ struct fg_waitq;
 struct fg_waiter;
 struct fg_proxy;
 struct fg_xfer;
+struct fg_loop;
 
 struct fg_gateway {
 	struct fg_config *cfg;
-	char id[FG_GATEWAY_ID_LEN + 1];  /* random per process */
+	char id[FG_GATEWAY_ID_LEN + 1];  /* random per process (logs) */
 	struct fg_store_opts store_opts;
-	struct MHD_Daemon *daemon;
-	struct fg_waitq *wq;
-	struct fg_proxy *px;
-	pthread_key_t store_key;         /* the calling thread's fg_store */
+	int listen_fd;                   /* shared by every loop's daemon */
+	struct fg_loop **loops;
+	unsigned nloops;
 
 	pthread_mutex_t key_mu;
 	uint8_t key[FG_KEY_MAX];
@@ -47,7 +48,7 @@ struct fg_gateway {
 
 	atomic_int redis_up;
 	atomic_int upstream_up;
-	atomic_ullong waiter_seq;
+
 
 	pthread_t maint;
 	pthread_mutex_t maint_mu;
@@ -59,6 +60,8 @@ struct fg_gateway {
  * the request-completed callback (http.c), never anywhere else. */
 struct fg_req {
 	struct fg_gateway *gw;
+	struct fg_loop *loop;      /* the loop that accepted it, for its life */
+	struct MHD_Connection *conn;
 	char *uri;                 /* the raw request-target, as sent */
 	const char *uri_at;        /* where libmicrohttpd holds it (framing.c) */
 	size_t uri_len;
@@ -79,11 +82,8 @@ struct fg_req {
 	const char *dest_raw;      /* COPY/MOVE: the Destination path forwarded */
 	size_t dest_raw_len;
 	struct fg_xfer *xfer;      /* a proxied request's upstream transfer */
+	struct fg_api_call *call;  /* a lock call in flight or answered */
 };
-
-/** The calling thread's blocking Redis connection (created on first use),
- *  or NULL on allocation failure. */
-fg_store *fg_gateway_store(struct fg_gateway *gw);
 
 /** Copies the HMAC key in force. FG_OK, or FG_ENOKEY before it is known. */
 int fg_gateway_key(struct fg_gateway *gw, uint8_t out[FG_KEY_MAX], size_t *len);
@@ -91,18 +91,21 @@ int fg_gateway_key(struct fg_gateway *gw, uint8_t out[FG_KEY_MAX], size_t *len);
 /** Starts / stops the maintenance thread (key sync, health probes). */
 int fg_maint_start(struct fg_gateway *gw);
 void fg_maint_stop(struct fg_gateway *gw);
-/** One probe of the upstream (TCP connect, bounded). 1 up, 0 down. */
-int fg_probe_upstream(struct fg_gateway *gw);
 
 /* HTTP (http.c). */
-int fg_http_start(struct fg_gateway *gw);
-void fg_http_stop(struct fg_gateway *gw);
+/** Opens the listening socket every loop's daemon accepts on. 0 or -1. */
+int fg_http_listen(struct fg_gateway *gw);
+/** A libmicrohttpd daemon driven by the loop (external epoll). NULL on
+ *  failure. */
+struct MHD_Daemon *fg_http_daemon(struct fg_loop *loop);
 
 /* Handlers (api_lock.c): route, translate, answer. */
 enum MHD_Result fg_api_dispatch(struct fg_req *req, struct MHD_Connection *c,
 				const char *method, const char *path,
 				size_t path_len);
-/** A suspended request was resumed: answer from its waiter. */
+/** A suspended request was resumed: answer from its waiter or its call. */
 enum MHD_Result fg_api_resume(struct fg_req *req, struct MHD_Connection *c);
+/** Frees what the request's lock call holds (request completed). */
+void fg_api_call_free(struct fg_req *req);
 
 #endif

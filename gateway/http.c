@@ -8,15 +8,19 @@
  * FG_BODY_MAX bytes; every request under /_fence/ goes to the API, every
  * other one to the proxy.
  */
+#include <fcntl.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "errors.h"
 #include "framing.h"
 #include "gateway.h"
 #include "log.h"
+#include "loop.h"
 #include "proxy.h"
 #include "waitq.h"
 
@@ -27,11 +31,13 @@
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
+	struct fg_loop *loop = cls;
 	struct fg_req *req = calloc(1, sizeof(*req));
-	(void)c;
 	if (!req)
 		return NULL;
-	req->gw = cls;
+	req->loop = loop;
+	req->gw = loop->gw;
+	req->conn = c;
 	req->uri = strdup(uri);
 	fg_framing_note_target(req, uri);
 	return req;
@@ -40,14 +46,15 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
-	struct fg_gateway *gw = cls;
+	struct fg_loop *loop = cls;
 	struct fg_req *req = *con_cls;
 	(void)c;
 	if (!req)
 		return;
 	if (req->granted && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
-		fg_waitq_give_back(gw->wq, req->name, req->lease);
-	fg_waiter_drop(gw->wq, req->waiter);
+		fg_waitq_give_back(loop->wq, req->name, req->lease);
+	fg_waiter_drop(loop->wq, req->waiter);
+	fg_api_call_free(req);
 	fg_proxy_completed(req);
 	free(req->body);
 	free(req->uri);
@@ -117,7 +124,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	}
 	if (!is_api(req->uri))
 		return fg_proxy_handle(req, c, method, upload, upload_size);
-	if (req->waiter)
+	if (req->waiter || req->call)
 		return fg_api_resume(req, c);
 	if (!req->started) {
 		req->started = true;
@@ -152,51 +159,63 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	fg_log_debug("http: %s", line);
 }
 
-int fg_http_start(struct fg_gateway *gw)
+int fg_http_listen(struct fg_gateway *gw)
 {
 	const struct fg_config *cfg = gw->cfg;
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_NUMERICSERV | AI_PASSIVE };
 	struct addrinfo *ai = NULL;
 	char port[8];
+	int fd = -1, one = 1;
 	snprintf(port, sizeof(port), "%d", cfg->listen_port);
 	if (getaddrinfo(cfg->listen_host, port, &hints, &ai) != 0 || !ai) {
 		fg_log_error("cannot resolve listen address %s", cfg->listen_host);
 		return -1;
 	}
-	unsigned flags = MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL |
-			 MHD_ALLOW_SUSPEND_RESUME | MHD_USE_ERROR_LOG |
-			 MHD_USE_TURBO;
+	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+		    ai->ai_protocol);
+	if (fd < 0)
+		goto error_socket;
+	/* SO_REUSEADDR only (no SO_REUSEPORT): a second gateway on the same
+	 * port fails to start instead of sharing it. The loops share this
+	 * one socket; whichever is idle first accepts. */
+	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (ai->ai_family == AF_INET6)
-		flags |= MHD_USE_IPv6;
+		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0)
+		goto error_bind;
+	freeaddrinfo(ai);
+	gw->listen_fd = fd;
+	return 0;
+
+error_bind:
+	close(fd);
+error_socket:
+	freeaddrinfo(ai);
+	fg_log_error("cannot listen on %s:%d", cfg->listen_host, cfg->listen_port);
+	return -1;
+}
+
+struct MHD_Daemon *fg_http_daemon(struct fg_loop *loop)
+{
+	const struct fg_config *cfg = loop->gw->cfg;
+	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
+			 MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+	unsigned limit = cfg->max_connections / loop->gw->nloops;
 	/* The connection's memory pool holds the request head, so it is the
 	 * bound on header sizes (431/413 or a close past it). */
 	size_t pool = cfg->max_header_bytes + 4096;
-	gw->daemon = MHD_start_daemon(
-		flags, 0, NULL, NULL, on_request, gw,
-		MHD_OPTION_SOCK_ADDR, ai->ai_addr,
-		MHD_OPTION_THREAD_POOL_SIZE, (unsigned)cfg->threads,
-		MHD_OPTION_CONNECTION_LIMIT, (unsigned)cfg->max_connections,
+	struct MHD_Daemon *d = MHD_start_daemon(
+		flags, 0, NULL, NULL, on_request, loop,
+		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)loop->gw->listen_fd,
+		MHD_OPTION_CONNECTION_LIMIT, limit ? limit : 1u,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->client_timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool,
-		MHD_OPTION_LISTEN_BACKLOG_SIZE, (unsigned)1024,
-		MHD_OPTION_URI_LOG_CALLBACK, on_uri, gw,
-		MHD_OPTION_NOTIFY_COMPLETED, on_completed, gw,
-		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, gw,
+		MHD_OPTION_URI_LOG_CALLBACK, on_uri, loop,
+		MHD_OPTION_NOTIFY_COMPLETED, on_completed, loop,
+		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, loop,
 		MHD_OPTION_END);
-	freeaddrinfo(ai);
-	if (!gw->daemon) {
-		fg_log_error("cannot listen on %s:%d", cfg->listen_host,
-			     cfg->listen_port);
-		return -1;
-	}
-	return 0;
-}
-
-void fg_http_stop(struct fg_gateway *gw)
-{
-	if (gw->daemon) {
-		MHD_stop_daemon(gw->daemon);
-		gw->daemon = NULL;
-	}
+	if (!d)
+		fg_log_error("cannot start the HTTP daemon of loop %u", loop->index);
+	return d;
 }

@@ -1,6 +1,9 @@
 /*
  * main.c - the fencegate process: settings, start-up order, shutdown.
  *
+ * The process runs one event loop per core (loop.c) and a maintenance
+ * thread (maint.c); this file only starts and stops them.
+ *
  * Start-up never waits for Redis or the upstream: both are reached lazily
  * and the gateway reports itself not ready (health 503) until they answer.
  * Exit codes: 0 after SIGINT/SIGTERM, 1 when the process cannot start
@@ -10,32 +13,16 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 #include <sys/resource.h>
 
+#include <curl/curl.h>
+#include <event2/thread.h>
 #include <openssl/rand.h>
 
 #include "gateway.h"
 #include "log.h"
-#include "proxy.h"
-#include "waitq.h"
-
-static void store_key_destroy(void *st)
-{
-	fg_store_destroy(st);
-}
-
-fg_store *fg_gateway_store(struct fg_gateway *gw)
-{
-	fg_store *st = pthread_getspecific(gw->store_key);
-	if (!st) {
-		st = fg_store_create(&gw->store_opts);
-		if (st && pthread_setspecific(gw->store_key, st) != 0) {
-			fg_store_destroy(st);
-			st = NULL;
-		}
-	}
-	return st;
-}
+#include "loop.h"
 
 static int read_key_file(struct fg_gateway *gw, const char *path)
 {
@@ -112,9 +99,14 @@ int main(int argc, char **argv)
 	pthread_mutex_init(&gw.key_mu, NULL);
 	pthread_mutex_init(&gw.maint_mu, NULL);
 	pthread_cond_init(&gw.maint_cv, NULL);
-	if (pthread_key_create(&gw.store_key, store_key_destroy) != 0)
-		goto error_config;
+	gw.listen_fd = -1;
 	raise_fd_limit();
+	/* a stop request is the one event another thread activates */
+	if (evthread_use_pthreads() != 0 ||
+	    curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
+		goto error_config;
+	long cores = sysconf(_SC_NPROCESSORS_ONLN);
+	gw.nloops = cfg.threads ? cfg.threads : (cores > 0 ? (unsigned)cores : 1u);
 
 	/* Signals are taken by sigwait() here; every thread inherits the mask. */
 	sigset_t sigs;
@@ -124,42 +116,52 @@ int main(int argc, char **argv)
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
-	gw.wq = fg_waitq_create(&gw);
-	if (!gw.wq) {
-		fg_log_error("cannot start the wait loop");
-		goto error_config;
-	}
-	gw.px = fg_proxy_create(&gw);
-	if (!gw.px) {
-		fg_log_error("cannot start the upstream thread");
-		goto error_waitq;
+	if (fg_http_listen(&gw))
+		goto error_curl;
+	gw.loops = calloc(gw.nloops, sizeof(*gw.loops));
+	if (!gw.loops)
+		goto error_listen;
+	for (unsigned i = 0; i < gw.nloops; i++) {
+		gw.loops[i] = fg_loop_create(&gw, i);
+		if (!gw.loops[i]) {
+			fg_log_error("cannot start event loop %u", i);
+			goto error_loops;
+		}
 	}
 	if (fg_maint_start(&gw)) {
 		fg_log_error("cannot start the maintenance thread");
-		goto error_proxy;
+		goto error_loops;
 	}
-	if (fg_http_start(&gw))
-		goto error_maint;
-	fg_log_info("fencegate %s listening on %s:%d (redis %s:%d, upstream %s, gateway %s)",
+	for (unsigned i = 0; i < gw.nloops; i++)
+		if (fg_loop_start(gw.loops[i])) {
+			fg_log_error("cannot start the thread of loop %u", i);
+			goto error_running;
+		}
+	fg_log_info("fencegate %s listening on %s:%d (redis %s:%d, upstream %s, "
+		    "%u loops, gateway %s)",
 		    FG_VERSION, cfg.listen_host, cfg.listen_port, cfg.redis_host,
-		    cfg.redis_port, cfg.upstream ? cfg.upstream : "none", gw.id);
+		    cfg.redis_port, cfg.upstream ? cfg.upstream : "none",
+		    gw.nloops, gw.id);
 
 	int sig = 0;
 	sigwait(&sigs, &sig);
 	fg_log_info("signal %d: shutting down", sig);
 	rc = 0;
 
-	/* Waiters are answered (503) while HTTP still runs; then HTTP stops,
-	 * so no worker touches the wait loop or the proxy when they are
-	 * freed. */
-	fg_waitq_stop(gw.wq);
-	fg_http_stop(&gw);
-error_maint:
+	/* Each loop answers its waiters (503), ends its transfers and closes
+	 * its connections on its own thread. */
+error_running:
+	for (unsigned i = 0; i < gw.nloops; i++)
+		fg_loop_stop(gw.loops[i]);
 	fg_maint_stop(&gw);
-error_proxy:
-	fg_proxy_destroy(gw.px);
-error_waitq:
-	fg_waitq_destroy(gw.wq);
+error_loops:
+	for (unsigned i = 0; i < gw.nloops; i++)
+		fg_loop_destroy(gw.loops[i]);
+	free(gw.loops);
+error_listen:
+	close(gw.listen_fd);
+error_curl:
+	curl_global_cleanup();
 error_config:
 	fg_config_finish(&cfg);
 	return rc;

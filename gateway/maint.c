@@ -75,7 +75,7 @@ static int upstream_addr(const char *url, char *host, size_t cap, char *port)
 	return 0;
 }
 
-int fg_probe_upstream(struct fg_gateway *gw)
+static int probe_upstream(struct fg_gateway *gw)
 {
 	char host[FG_HOST_MAX], port[8];
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
@@ -155,7 +155,7 @@ static void *maint_main(void *arg)
 				    gw->cfg->redis_port, redis ? "up" : "down");
 		was_redis = redis;
 		if (gw->cfg->upstream) {
-			int up = fg_probe_upstream(gw);
+			int up = probe_upstream(gw);
 			if (up != was_up)
 				fg_log_info("upstream is %s", up ? "up" : "down");
 			was_up = up;

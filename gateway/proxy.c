@@ -1,18 +1,20 @@
 /*
  * proxy.c - streaming requests to the upstream and answers back.
  *
- * One thread drives libcurl's multi interface; libmicrohttpd's workers
- * hand it transfers. Bodies stream both ways through one bounded buffer
+ * Each loop drives its own libcurl multi handle on its libevent base
+ * (curl_multi_socket_action): a transfer lives on the loop that accepted
+ * its request, from the request head to the last byte of the answer.
+ * Bodies stream both ways through one bounded buffer
  * each (BUF bytes): when a buffer is full the producer stops (the client
  * connection is suspended, or curl is paused) and the consumer restarts it
  * when it has drained. So memory per transfer is bounded whatever the body
  * size, and a slow side slows the other down instead of filling memory.
  *
  * Invariants:
- * - curl handles are touched only on the proxy thread; the workers post
- *   commands (start, unpause, abort) and wake it.
- * - Everything both sides see is under x->mu, and a connection is resumed
- *   exactly when it was suspended.
+ * - curl is never called back into from its own callbacks: what the
+ *   libmicrohttpd side wants of curl (start, unpause, abort) is posted as
+ *   a command and run on the loop's next turn, in the order posted.
+ * - A connection is resumed exactly when it was suspended.
  * - A fenced write hands curl no byte at or after its deadline (a release
  *   moves the deadline to now), and a write whose request is still being
  *   sent then is aborted (its connection closed), so an upstream never
@@ -34,12 +36,16 @@
 #include <sys/socket.h>
 
 #include <curl/curl.h>
+#include <event2/event.h>
+#include <event2/event_struct.h>
 #include <uthash.h>
 
+#include "clock.h"
 #include "errors.h"
 #include "fence.h"
 #include "gateway.h"
 #include "log.h"
+#include "loop.h"
 #include "proxy.h"
 #include "waitq.h"
 
@@ -101,6 +107,8 @@ struct fg_xfer {
 	bool write_wants_room;
 	CURLcode result;
 	bool deadline_hit;
+	bool cur_asked, cur_known;    /* the "current" token of a late write */
+	uint64_t cur;
 	char *rs;
 	size_t rs_len;
 
@@ -117,16 +125,25 @@ struct fg_xfer {
 	struct fg_xfer *qnext;
 };
 
+/* One socket curl watches. */
+struct sock {
+	struct event ev;
+	bool added;
+};
+
 struct fg_proxy {
 	struct fg_gateway *gw;
+	struct fg_loop *loop;
 	CURLM *multi;
 	CURL *pool[EASY_POOL];        /* reset handles for reuse, under mu */
 	int npool;
-	pthread_t thread;
 	pthread_mutex_t mu;
-	struct fg_xfer *queue;
+	struct fg_xfer *queue, **queue_tail; /* commands, FIFO */
+	struct event *cmd_ev;         /* runs the commands */
+	struct event *curl_timer;     /* curl's own timeout */
+	struct event *deadline_timer; /* write deadlines, response heads */
 	bool stopping;
-	struct fg_xfer *active;       /* proxy thread only */
+	struct fg_xfer *active;
 	struct fg_xfer *writes;       /* fenced transfers by write id, under mu */
 	bool recheck;                 /* under mu: ask every running write's
 					 grant again (release messages may have
@@ -137,12 +154,7 @@ struct fg_proxy {
 	const char *base_path;        /* its path ("" or "/..."), into base */
 };
 
-static uint64_t now_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
+#define now_ms fg_clock_ms
 
 /* ---- references and commands ------------------------------------------ */
 
@@ -191,30 +203,31 @@ static void post(struct fg_xfer *x, unsigned cmd)
 	x->pending |= cmd;
 	if (!x->queued) {
 		x->queued = true;
-		x->qnext = px->queue;
-		px->queue = x;
+		x->qnext = NULL;
+		*px->queue_tail = x;
+		px->queue_tail = &x->qnext;
 		take = true;
 	}
 	pthread_mutex_unlock(&px->mu);
 	if (take)
 		xfer_get(x);
-	curl_multi_wakeup(px->multi);
+	event_active(px->cmd_ev, EV_READ, 0);
 }
 
 static void resume_locked(struct fg_xfer *x, bool *flag)
 {
 	if (*flag) {
 		*flag = false;
-		MHD_resume_connection(x->conn);
+		fg_loop_resume(x->px->loop, x->conn);
 	}
 }
 
-/* ---- fencing bookkeeping (on the wait loop) --------------------------- */
+/* ---- fencing bookkeeping ---------------------------------------------- */
 
 /* Marks an admitted write over, off the answer's path. */
 static void fence_finish(struct fg_xfer *x)
 {
-	fg_fence_finish(x->px->gw, &x->fence);
+	fg_fence_finish(x->px->loop, &x->fence);
 }
 
 static uint64_t least_deadline(const struct fg_xfer *x)
@@ -248,15 +261,14 @@ static void on_extended(int err, const struct fg_admit *a, void *arg)
 		x->deadline = 1;
 	}
 	pthread_mutex_unlock(&x->mu);
-	curl_multi_wakeup(x->px->multi);
+	event_active(x->px->cmd_ev, EV_READ, 0); /* deadlines moved */
 	free(e);
 	xfer_put(x);
 }
 
 /* One extension per admitted member; each holds a reference. */
-static void do_extend(fg_astore *as, void *arg)
+static void do_extend(fg_astore *as, struct fg_xfer *x)
 {
-	struct fg_xfer *x = arg;
 	uint64_t now = now_ms();
 	x->extend_asked = now;
 	uint32_t left = x->longest_end > now ? (uint32_t)(x->longest_end - now) : 0;
@@ -272,7 +284,7 @@ static void do_extend(fg_astore *as, void *arg)
 		pthread_mutex_unlock(&x->mu);
 		e->x = x;
 		e->i = i;
-		if (fg_alock_extend(as, x->fence.m[i].lock, x->fence.m[i].token,
+		if (!as || fg_alock_extend(as, x->fence.m[i].lock, x->fence.m[i].token,
 				    x->fence.write_id, x->px->gw->cfg->fence_margin_ms,
 				    left, on_extended, e) != FG_OK)
 			on_extended(FG_EUNAVAIL, NULL, e);
@@ -283,7 +295,7 @@ static void do_extend(fg_astore *as, void *arg)
 	xfer_put(x); /* the call's own */
 }
 
-/* ---- curl callbacks (proxy thread) ------------------------------------ */
+/* ---- curl callbacks ----------------------------------------------------- */
 
 static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
 {
@@ -423,7 +435,7 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
 	return len;
 }
 
-/* ---- the proxy thread -------------------------------------------------- */
+/* ---- driving curl on the loop ------------------------------------------- */
 
 static int pause_bits(const struct fg_xfer *x)
 {
@@ -496,6 +508,7 @@ static void run_commands(struct fg_proxy *px)
 	pthread_mutex_lock(&px->mu);
 	struct fg_xfer *list = px->queue;
 	px->queue = NULL;
+	px->queue_tail = &px->queue;
 	pthread_mutex_unlock(&px->mu);
 	while (list) {
 		struct fg_xfer *x = list;
@@ -596,12 +609,7 @@ static long check_deadlines(struct fg_proxy *px)
 		}
 		if (ask) {
 			xfer_get(x);
-			if (fg_waitq_call(px->gw->wq, do_extend, x)) {
-				pthread_mutex_lock(&x->mu);
-				x->extending = 0;
-				pthread_mutex_unlock(&x->mu);
-				xfer_put(x);
-			}
+			do_extend(px->loop->as, x);
 		}
 		if (dl) {
 			long in = (long)(dl - now);
@@ -619,47 +627,123 @@ static long check_deadlines(struct fg_proxy *px)
 	return next < 1 ? 1 : next;
 }
 
-static void *proxy_main(void *arg)
+/* Transfers that curl reports done. */
+static void read_done(struct fg_proxy *px)
 {
-	struct fg_proxy *px = arg;
-	for (;;) {
-		run_commands(px);
-		pthread_mutex_lock(&px->mu);
-		bool stop = px->stopping;
-		pthread_mutex_unlock(&px->mu);
-		if (stop)
-			break;
-		int running;
-		curl_multi_perform(px->multi, &running);
-		CURLMsg *m;
-		int left;
-		while ((m = curl_multi_info_read(px->multi, &left))) {
-			if (m->msg != CURLMSG_DONE)
-				continue;
-			struct fg_xfer *x;
-			curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-			ended(px, x, m->data.result);
-		}
-		long timeout = check_deadlines(px), ct = -1;
-		curl_multi_timeout(px->multi, &ct);
-		if (ct >= 0 && ct < timeout)
-			timeout = ct;
-		curl_multi_poll(px->multi, NULL, 0, (int)timeout, NULL);
+	CURLMsg *m;
+	int left;
+	while ((m = curl_multi_info_read(px->multi, &left))) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		struct fg_xfer *x;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+		ended(px, x, m->data.result);
 	}
-	while (px->active)
-		ended(px, px->active, CURLE_ABORTED_BY_CALLBACK);
-	run_commands(px);
-	return NULL;
 }
 
-struct fg_proxy *fg_proxy_create(struct fg_gateway *gw)
+static void arm_deadlines(struct fg_proxy *px)
 {
-	if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK)
-		return NULL;
+	long ms = check_deadlines(px);
+	if (!px->active) {
+		evtimer_del(px->deadline_timer);
+		return;
+	}
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	evtimer_add(px->deadline_timer, &tv);
+}
+
+static void on_socket_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_proxy *px = arg;
+	int running;
+	int action = ((what & EV_READ) ? CURL_CSELECT_IN : 0) |
+		     ((what & EV_WRITE) ? CURL_CSELECT_OUT : 0);
+	curl_multi_socket_action(px->multi, fd, action, &running);
+	read_done(px);
+}
+
+static void on_curl_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_proxy *px = arg;
+	int running;
+	(void)fd;
+	(void)what;
+	curl_multi_socket_action(px->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	read_done(px);
+}
+
+static void on_deadline_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	arm_deadlines(arg);
+}
+
+static void on_commands(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_proxy *px = arg;
+	(void)fd;
+	(void)what;
+	run_commands(px);
+	read_done(px);
+	arm_deadlines(px);
+}
+
+/* curl asks to watch a socket (CURLMOPT_SOCKETFUNCTION). */
+static int watch_socket(CURL *e, curl_socket_t fd, int what, void *userp,
+			void *socketp)
+{
+	struct fg_proxy *px = userp;
+	struct sock *sk = socketp;
+	(void)e;
+	if (what == CURL_POLL_REMOVE) {
+		if (sk) {
+			if (sk->added)
+				event_del(&sk->ev);
+			free(sk);
+			curl_multi_assign(px->multi, fd, NULL);
+		}
+		return 0;
+	}
+	if (!sk) {
+		sk = calloc(1, sizeof(*sk));
+		if (!sk)
+			return -1;
+		curl_multi_assign(px->multi, fd, sk);
+	} else if (sk->added) {
+		event_del(&sk->ev);
+	}
+	short ev = EV_PERSIST | ((what & CURL_POLL_IN) ? EV_READ : 0) |
+		   ((what & CURL_POLL_OUT) ? EV_WRITE : 0);
+	event_assign(&sk->ev, px->loop->base, fd, ev, on_socket_event, px);
+	sk->added = event_add(&sk->ev, NULL) == 0;
+	return 0;
+}
+
+/* curl asks for a timeout (CURLMOPT_TIMERFUNCTION); it is run from the
+ * loop, never from inside this callback. */
+static int set_curl_timer(CURLM *multi, long ms, void *userp)
+{
+	struct fg_proxy *px = userp;
+	(void)multi;
+	if (ms < 0) {
+		evtimer_del(px->curl_timer);
+		return 0;
+	}
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	evtimer_add(px->curl_timer, &tv);
+	return 0;
+}
+
+struct fg_proxy *fg_proxy_create(struct fg_loop *loop)
+{
+	struct fg_gateway *gw = loop->gw;
 	struct fg_proxy *px = calloc(1, sizeof(*px));
 	if (!px)
-		goto error_global;
+		return NULL;
 	px->gw = gw;
+	px->loop = loop;
+	px->queue_tail = &px->queue;
 	if (gw->cfg->upstream) {
 		snprintf(px->base, sizeof(px->base), "%s", gw->cfg->upstream);
 		size_t n = strlen(px->base);
@@ -671,39 +755,58 @@ struct fg_proxy *fg_proxy_create(struct fg_gateway *gw)
 	auth = auth ? auth + 3 : px->base;
 	px->base_path = auth + strcspn(auth, "/");
 	pthread_mutex_init(&px->mu, NULL);
+	px->cmd_ev = event_new(loop->base, -1, 0, on_commands, px);
+	px->curl_timer = evtimer_new(loop->base, on_curl_timer, px);
+	px->deadline_timer = evtimer_new(loop->base, on_deadline_timer, px);
+	if (!px->cmd_ev || !px->curl_timer || !px->deadline_timer)
+		goto error_events;
 	px->multi = curl_multi_init();
 	if (!px->multi)
-		goto error_multi;
+		goto error_events;
 	curl_multi_setopt(px->multi, CURLMOPT_MAXCONNECTS, 256L);
-	if (pthread_create(&px->thread, NULL, proxy_main, px) != 0)
-		goto error_thread;
+	curl_multi_setopt(px->multi, CURLMOPT_SOCKETFUNCTION, watch_socket);
+	curl_multi_setopt(px->multi, CURLMOPT_SOCKETDATA, px);
+	curl_multi_setopt(px->multi, CURLMOPT_TIMERFUNCTION, set_curl_timer);
+	curl_multi_setopt(px->multi, CURLMOPT_TIMERDATA, px);
 	return px;
 
-error_thread:
-	curl_multi_cleanup(px->multi);
-error_multi:
+error_events:
+	if (px->cmd_ev)
+		event_free(px->cmd_ev);
+	if (px->curl_timer)
+		event_free(px->curl_timer);
+	if (px->deadline_timer)
+		event_free(px->deadline_timer);
 	pthread_mutex_destroy(&px->mu);
 	free(px);
-error_global:
-	curl_global_cleanup();
 	return NULL;
+}
+
+void fg_proxy_shutdown(struct fg_proxy *px)
+{
+	if (!px)
+		return;
+	px->stopping = true;
+	run_commands(px);
+	while (px->active)
+		ended(px, px->active, CURLE_ABORTED_BY_CALLBACK);
 }
 
 void fg_proxy_destroy(struct fg_proxy *px)
 {
 	if (!px)
 		return;
-	pthread_mutex_lock(&px->mu);
-	px->stopping = true;
-	pthread_mutex_unlock(&px->mu);
-	curl_multi_wakeup(px->multi);
-	pthread_join(px->thread, NULL);
+	fg_proxy_shutdown(px);
+	/* commands posted while the connections closed */
+	run_commands(px);
 	while (px->npool > 0)
 		curl_easy_cleanup(px->pool[--px->npool]);
 	curl_multi_cleanup(px->multi);
+	event_free(px->cmd_ev);
+	event_free(px->curl_timer);
+	event_free(px->deadline_timer);
 	pthread_mutex_destroy(&px->mu);
 	free(px);
-	curl_global_cleanup();
 }
 
 /* ---- the worker side --------------------------------------------------- */
@@ -923,17 +1026,17 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 			     const char *method, const struct fg_fence *f,
 			     bool fenced)
 {
-	struct fg_proxy *px = req->gw->px;
+	struct fg_proxy *px = req->loop->px;
 	if (!px->base[0]) {
 		if (fenced)
-			fg_fence_finish(req->gw, &req->fence);
+			fg_fence_finish(req->loop, &req->fence);
 		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
 					"no upstream is configured", NULL);
 	}
 	struct fg_xfer *x = calloc(1, sizeof(*x));
 	if (!x) {
 		if (fenced)
-			fg_fence_finish(req->gw, &req->fence);
+			fg_fence_finish(req->loop, &req->fence);
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	}
 	pthread_mutex_init(&x->mu, NULL);
@@ -982,7 +1085,7 @@ void fg_proxy_recheck_writes(struct fg_proxy *px)
 	pthread_mutex_lock(&px->mu);
 	px->recheck = true;
 	pthread_mutex_unlock(&px->mu);
-	curl_multi_wakeup(px->multi);
+	event_active(px->cmd_ev, EV_READ, 0);
 }
 
 void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id)
@@ -1010,7 +1113,7 @@ void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id)
 	}
 	pthread_mutex_unlock(&px->mu);
 	if (x) {
-		curl_multi_wakeup(px->multi);
+		event_active(px->cmd_ev, EV_READ, 0);
 		xfer_put(x);
 	}
 }
@@ -1067,6 +1170,18 @@ static void on_content_free(void *cls)
 	xfer_put(cls);
 }
 
+/* The newest token of a write's lock, for the answer to a late write. */
+static void on_current(int err, const struct fg_check *chk, void *arg)
+{
+	struct fg_xfer *x = arg;
+	if (!err && chk->has_current) {
+		x->cur_known = true;
+		x->cur = chk->current;
+	}
+	fg_loop_resume(x->px->loop, x->conn);
+	xfer_put(x);
+}
+
 /* The request body is in and the response head is known: answer. */
 static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 {
@@ -1085,17 +1200,25 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 		if (deadline) {
 			/* a rare answer: worth one more round trip for "current" */
 			const struct fg_fence_lock *m = fg_fence_first_write(&x->fence);
-			struct fg_check chk = { 0 };
-			fg_store *st = fg_gateway_store(req->gw);
-			bool known = st && fg_lock_check(st, m->lock, m->token,
-							 &chk) == FG_OK && chk.has_current;
+			if (!x->cur_asked) {
+				x->cur_asked = true;
+				xfer_get(x);
+				if (req->loop->as &&
+				    fg_alock_check(req->loop->as, m->lock, m->token,
+						   on_current, x) == FG_OK) {
+					MHD_suspend_connection(c);
+					return MHD_YES;
+				}
+				xfer_put(x);
+			}
+			bool known = x->cur_known;
 			return fg_respond_error(c, FG_E_STALE_TOKEN,
 				released ? "the grant was released before the write finished; "
 					   "it was aborted upstream"
 					 : "the lease ran out before the write finished; "
 					   "it was aborted upstream",
 				json_pack("{s:I, s:o}", "token", (json_int_t)m->token,
-					  "current", known ? json_integer((json_int_t)chk.current)
+					  "current", known ? json_integer((json_int_t)x->cur)
 							   : json_null()));
 		}
 		enum fg_error e;
@@ -1137,6 +1260,8 @@ static enum MHD_Result admitted_or_wait(struct fg_req *req, struct MHD_Connectio
 					enum fg_fence_verdict v)
 {
 	switch (v) {
+	case FG_FENCE_PENDING:
+		return MHD_YES; /* suspended until Redis answers */
 	case FG_FENCE_PASS:
 		return start(req, c, method, NULL, false);
 	case FG_FENCE_ADMITTED:
@@ -1157,7 +1282,7 @@ static enum MHD_Result after_admission(struct fg_req *req, struct MHD_Connection
 	struct fg_fence *f = &req->fence;
 	fg_waiter_admission(req->waiter, &a, &deadline_at);
 	enum fg_wait_result res = fg_waiter_result(req->waiter, NULL, NULL);
-	fg_waiter_drop(req->gw->wq, req->waiter);
+	fg_waiter_drop(req->loop->wq, req->waiter);
 	req->waiter = NULL;
 	switch (res) {
 	case FG_WAIT_ADMITTED:
@@ -1177,13 +1302,13 @@ static enum MHD_Result wait_admission(struct fg_req *req, struct MHD_Connection 
 				      const char *method)
 {
 	const struct fg_fence_lock *m = &req->fence.m[req->fence.waiting];
-	req->waiter = fg_waiter_admit(req->gw->wq, m->lock, m->token,
+	req->waiter = fg_waiter_admit(req->loop->wq, m->lock, m->token,
 				      req->fence.write_id,
 				      req->gw->cfg->fence_margin_ms,
 				      req->gw->cfg->write_max_ms);
 	if (!req->waiter)
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-	if (fg_waiter_park(req->gw->wq, req->waiter, c, req->fence.ms))
+	if (fg_waiter_park(req->loop->wq, req->waiter, c, req->fence.ms))
 		return MHD_YES;
 	return after_admission(req, c, method);
 }
@@ -1208,7 +1333,7 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 						NULL);
 		if (strcmp(method, "CONNECT") == 0 || strcmp(method, "TRACE") == 0)
 			return fg_respond_not_allowed(c, PROXY_ALLOW);
-		if (strlen(req->gw->px->base) + strlen(req->uri) >= URL_MAX)
+		if (strlen(req->loop->px->base) + strlen(req->uri) >= URL_MAX)
 			return fg_respond_error(c, FG_E_BAD_REQUEST,
 						"the request target is too long", NULL);
 		/* a body would make another request of it (curl uploads) */
@@ -1241,6 +1366,9 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 	}
 	if (req->waiter)
 		return after_admission(req, c, method);
+	if (req->fence.busy)
+		return admitted_or_wait(req, c, method,
+					fg_fence_resume_or_respond(req, c, method));
 
 	struct fg_xfer *x = req->xfer;
 	if (!x)

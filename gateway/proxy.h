@@ -6,15 +6,19 @@
 
 #include <microhttpd.h>
 
-struct fg_gateway;
+struct fg_loop;
 struct fg_req;
 struct fg_proxy;
 
-/** Starts the upstream thread (libcurl multi). NULL on failure. */
-struct fg_proxy *fg_proxy_create(struct fg_gateway *gw);
+/** The loop's upstream side (a libcurl multi handle on its base). NULL on
+ *  failure. */
+struct fg_proxy *fg_proxy_create(struct fg_loop *loop);
 
-/** Aborts every transfer, stops the thread, frees. Call after HTTP has
- *  stopped. Accepts NULL. */
+/** Ends every transfer (their connections are resumed and answered). */
+void fg_proxy_shutdown(struct fg_proxy *px);
+
+/** Ends every transfer and frees. Call after HTTP has stopped. Accepts
+ *  NULL. */
 void fg_proxy_destroy(struct fg_proxy *px);
 
 /** The access handler for every request outside /_fence/. */

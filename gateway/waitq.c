@@ -1,6 +1,7 @@
 /*
- * waitq.c - the wait loop: one libevent thread for every request that
- * waits (blocked acquires, observers), with asynchronous Redis.
+ * waitq.c - a loop's waiters: every request that waits (blocked
+ * acquires, observers, writes waiting for admission) parks here, on its
+ * loop, with asynchronous Redis and no thread of its own.
  *
  * Invariants:
  * - A waiter is completed exactly once, under wq->mu, and its connection
@@ -9,8 +10,8 @@
  *   in the request-completed callback) and the loop's (taken at park,
  *   dropped once the waiter is complete and no Redis call of its is in
  *   flight).
- * - The loop's own bookkeeping (timers, the client-socket watch, the
- *   per-lock watch lists) is touched only on the loop thread.
+ * - Everything here runs on the loop's thread; waiters are parked
+ *   through a FIFO list that the loop takes over on its next turn.
  * - Per lock, this gateway runs at most one tick and one inspect at a time,
  *   however many of its requests wait on that lock.
  */
@@ -29,6 +30,7 @@
 
 #include "gateway.h"
 #include "log.h"
+#include "loop.h"
 #include "proxy.h"
 #include "waitq.h"
 
@@ -93,28 +95,19 @@ struct watch {
 
 struct fg_waitq {
 	struct fg_gateway *gw;
+	struct fg_loop *loop;
 	struct event_base *base;
 	fg_astore *as;
-	pthread_t thread;
-	bool started;
 	char chan[64];
 	struct event *kick;
 
 	pthread_mutex_t mu;
 	struct fg_waiter *byid;
-	struct fg_waiter *incoming;
+	struct fg_waiter *incoming, **incoming_tail; /* FIFO */
 	bool stopping;
 
 	struct watch *watches;
 	bool stopping_loop;      /* the loop is answering everyone: keep watches */
-
-	struct call *calls; /* under mu */
-};
-
-struct call {
-	void (*fn)(fg_astore *as, void *arg);
-	void *arg;
-	struct call *next;
 };
 
 static uint64_t mono_ms(void)
@@ -177,8 +170,7 @@ static struct fg_waiter *waiter_new(struct fg_waitq *wq, enum kind kind,
 	w->refs = 1;
 	w->fd = -1;
 	snprintf(w->name, sizeof(w->name), "%s", name);
-	unsigned long long seq = atomic_fetch_add(&wq->gw->waiter_seq, 1) + 1;
-	snprintf(w->id, sizeof(w->id), "%s-%llu", wq->gw->id, seq);
+	fg_loop_next_id(wq->loop, false, w->id, sizeof(w->id));
 	pthread_mutex_lock(&wq->mu);
 	HASH_ADD_STR(wq->byid, id, w);
 	w->registered = true;
@@ -233,27 +225,6 @@ void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out,
 	*deadline_at = w->asked_ms + (uint64_t)(w->admit.ms > 0 ? w->admit.ms : 0);
 }
 
-int fg_waitq_call(struct fg_waitq *wq, void (*fn)(fg_astore *as, void *arg),
-		  void *arg)
-{
-	struct call *c = malloc(sizeof(*c));
-	if (!c)
-		return -1;
-	c->fn = fn;
-	c->arg = arg;
-	pthread_mutex_lock(&wq->mu);
-	if (wq->stopping) {
-		pthread_mutex_unlock(&wq->mu);
-		free(c);
-		return -1;
-	}
-	c->next = wq->calls;
-	wq->calls = c;
-	pthread_mutex_unlock(&wq->mu);
-	event_active(wq->kick, EV_READ, 0);
-	return 0;
-}
-
 const char *fg_waiter_id(const struct fg_waiter *w)
 {
 	return w->id;
@@ -284,8 +255,9 @@ bool fg_waiter_park(struct fg_waitq *wq, struct fg_waiter *w,
 	w->refs++;
 	w->wake_in = wake_in_ms;
 	w->incoming = true;
-	w->inext = wq->incoming;
-	wq->incoming = w;
+	w->inext = NULL;
+	*wq->incoming_tail = w;
+	wq->incoming_tail = &w->inext;
 	pthread_mutex_unlock(&wq->mu);
 	event_active(wq->kick, EV_READ, 0);
 	return true;
@@ -411,7 +383,7 @@ static bool finish(struct fg_waitq *wq, struct fg_waiter *w,
 	}
 	if (w->suspended) {
 		w->suspended = false;
-		MHD_resume_connection(w->conn);
+		fg_loop_resume(wq->loop, w->conn);
 	}
 	pthread_mutex_unlock(&wq->mu);
 	maybe_release(wq, w);
@@ -442,32 +414,12 @@ static void give_back(struct fg_waitq *wq, const char *name, const char *lease)
 		free(buf);
 }
 
-struct give_back_arg {
-	struct fg_waitq *wq;
-	char name[FG_NAME_MAX + 1];
-	char lease[FG_LEASE_LEN + 1];
-};
-
-static void do_give_back(fg_astore *as, void *arg)
-{
-	struct give_back_arg *g = arg;
-	(void)as;
-	give_back(g->wq, g->name, g->lease);
-	free(g);
-}
-
 void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
 			const char *lease)
 {
-	struct give_back_arg *g = malloc(sizeof(*g));
-	if (!g)
-		return; /* the grant ends at its expiry */
-	g->wq = wq;
-	snprintf(g->name, sizeof(g->name), "%s", name);
-	snprintf(g->lease, sizeof(g->lease), "%s", lease);
 	fg_log_info("a grant of lock %s was not delivered: released", name);
-	if (fg_waitq_call(wq, do_give_back, g))
-		free(g);
+	if (wq->as)
+		give_back(wq, name, lease);
 }
 
 static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek);
@@ -554,7 +506,7 @@ static void on_tick_timer(evutil_socket_t fd, short what, void *arg)
 	if (wt->ticking || !wt->acq)
 		return;
 	wt->ticking = true;
-	if (fg_alock_tick(wq->as, wt->name, wq->gw->id,
+	if (fg_alock_tick(wq->as, wt->name, wq->loop->id,
 			  wq->gw->cfg->waiter_liveness_ms, false, on_ticked,
 			  wt) != FG_OK) {
 		wt->ticking = false;
@@ -588,7 +540,7 @@ static void on_otick_timer(evutil_socket_t fd, short what, void *arg)
 	if (wt->oticking || !wt->obs)
 		return;
 	wt->oticking = true;
-	if (fg_alock_tick(wq->as, wt->name, wq->gw->id,
+	if (fg_alock_tick(wq->as, wt->name, wq->loop->id,
 			  wq->gw->cfg->waiter_liveness_ms, true, on_oticked,
 			  wt) != FG_OK) {
 		wt->oticking = false;
@@ -815,17 +767,9 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 	pthread_mutex_lock(&wq->mu);
 	struct fg_waiter *list = wq->incoming;
 	wq->incoming = NULL;
-	struct call *calls = wq->calls;
-	wq->calls = NULL;
+	wq->incoming_tail = &wq->incoming;
 	bool stopping = wq->stopping;
 	pthread_mutex_unlock(&wq->mu);
-
-	while (calls) {
-		struct call *c = calls;
-		calls = c->next;
-		c->fn(wq->as, c->arg);
-		free(c);
-	}
 
 	while (list) {
 		struct fg_waiter *w = list;
@@ -851,7 +795,6 @@ static void on_kick(evutil_socket_t fd, short what, void *arg)
 			DL_FOREACH_SAFE(wt->adm, w, wtmp)
 				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
 		}
-		event_base_loopexit(wq->base, NULL);
 	}
 }
 
@@ -886,8 +829,8 @@ static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 	}
 	if (len > 2 && buf[0] == 'x' && buf[1] == ' ') {
 		/* the grant of this write was released: abort it */
-		if (wq->gw->px)
-			fg_proxy_abort_write(wq->gw->px, buf + 2);
+		if (wq->loop->px)
+			fg_proxy_abort_write(wq->loop->px, buf + 2);
 		return;
 	}
 	if (sscanf(buf, "%39s %llu %1s", id, &tok, mode) != 3)
@@ -942,8 +885,8 @@ static void on_message(const char *chan, const char *msg, size_t len, void *arg)
 static void on_resync(void *arg)
 {
 	struct fg_waitq *wq = arg;
-	if (wq->gw->px)
-		fg_proxy_recheck_writes(wq->gw->px);
+	if (wq->loop->px)
+		fg_proxy_recheck_writes(wq->loop->px);
 	struct watch *wt, *tmp;
 	HASH_ITER(hh, wq->watches, wt, tmp) {
 		wt->confirmed = false;
@@ -958,53 +901,40 @@ static void on_resync(void *arg)
 	}
 }
 
-/* ---- the loop -------------------------------------------------------- */
+/* ---- life cycle ------------------------------------------------------ */
 
-static void *loop_main(void *arg)
+struct fg_waitq *fg_waitq_create(struct fg_loop *loop)
 {
-	struct fg_waitq *wq = arg;
-	event_base_dispatch(wq->base);
-	return NULL;
-}
-
-struct fg_waitq *fg_waitq_create(struct fg_gateway *gw)
-{
-	static int threads_ready;
-	if (!threads_ready) {
-		if (evthread_use_pthreads() != 0)
-			return NULL;
-		threads_ready = 1;
-	}
 	struct fg_waitq *wq = calloc(1, sizeof(*wq));
 	if (!wq)
 		return NULL;
-	wq->gw = gw;
+	wq->gw = loop->gw;
+	wq->loop = loop;
+	wq->base = loop->base;
+	wq->incoming_tail = &wq->incoming;
 	pthread_mutex_init(&wq->mu, NULL);
-	fg_chan_gateway(gw->id, wq->chan, sizeof(wq->chan));
-	wq->base = event_base_new();
-	if (!wq->base)
-		goto error_base;
+	fg_chan_gateway(loop->id, wq->chan, sizeof(wq->chan));
 	wq->kick = event_new(wq->base, -1, 0, on_kick, wq);
 	if (!wq->kick)
 		goto error_kick;
-	wq->as = fg_astore_create(wq->base, &gw->store_opts, on_message,
+	wq->as = fg_astore_create(wq->base, &wq->gw->store_opts, on_message,
 				  on_resync, wq);
 	if (!wq->as || fg_astore_subscribe(wq->as, wq->chan) != FG_OK)
 		goto error_astore;
-	if (pthread_create(&wq->thread, NULL, loop_main, wq) != 0)
-		goto error_astore;
-	wq->started = true;
 	return wq;
 
 error_astore:
 	fg_astore_destroy(wq->as);
 	event_free(wq->kick);
 error_kick:
-	event_base_free(wq->base);
-error_base:
 	pthread_mutex_destroy(&wq->mu);
 	free(wq);
 	return NULL;
+}
+
+fg_astore *fg_waitq_store(struct fg_waitq *wq)
+{
+	return wq->as;
 }
 
 void fg_waitq_stop(struct fg_waitq *wq)
@@ -1013,21 +943,26 @@ void fg_waitq_stop(struct fg_waitq *wq)
 	bool was = wq->stopping;
 	wq->stopping = true;
 	pthread_mutex_unlock(&wq->mu);
-	if (was || !wq->started)
+	if (!was)
+		on_kick(-1, 0, wq);
+}
+
+void fg_waitq_close_store(struct fg_waitq *wq)
+{
+	if (!wq || !wq->as)
 		return;
-	event_active(wq->kick, EV_READ, 0);
-	pthread_join(wq->thread, NULL);
-	wq->started = false;
+	fg_waitq_stop(wq);
+	/* Calls still in flight answer FG_EUNAVAIL here and drop their
+	 * references. */
+	fg_astore_destroy(wq->as);
+	wq->as = NULL;
 }
 
 void fg_waitq_destroy(struct fg_waitq *wq)
 {
 	if (!wq)
 		return;
-	fg_waitq_stop(wq);
-	/* Calls still in flight answer FG_EUNAVAIL here and drop their
-	 * references. */
-	fg_astore_destroy(wq->as);
+	fg_waitq_close_store(wq);
 	struct watch *wt, *tmp;
 	HASH_ITER(hh, wq->watches, wt, tmp) {
 		HASH_DEL(wq->watches, wt);
@@ -1037,7 +972,6 @@ void fg_waitq_destroy(struct fg_waitq *wq)
 		free(wt);
 	}
 	event_free(wq->kick);
-	event_base_free(wq->base);
 	pthread_mutex_destroy(&wq->mu);
 	free(wq);
 }

@@ -1,13 +1,14 @@
 /*
- * waitq.h - the wait loop: blocked acquires and observers, with no thread
- * each. Private to the gateway.
+ * waitq.h - a loop's waiters: blocked acquires, observers and writes
+ * waiting for admission, with no thread each. Private to the gateway.
  *
- * A waiter is created by a worker thread, registered under its id *before*
- * the acquire script can hand it the lock (so the grant message always
- * finds it), and then either dropped (answered at once) or parked (its
+ * A waiter is created by a request, registered under its id *before* the
+ * acquire script can hand it the lock (so the grant message always finds
+ * it), and then either dropped (answered at once) or parked (its
  * connection suspended). The loop completes a parked waiter exactly once —
  * granted, timed out, store unavailable, client gone, or observed — and
- * resumes its connection; the worker answers from the result.
+ * resumes its connection; the request answers from the result. Everything
+ * runs on the loop's thread.
  */
 #ifndef FENCEGATE_WAITQ_H
 #define FENCEGATE_WAITQ_H
@@ -19,7 +20,7 @@
 
 #include "fencegate/lock.h"
 
-struct fg_gateway;
+struct fg_loop;
 struct fg_waitq;
 struct fg_waiter;
 
@@ -34,15 +35,24 @@ enum fg_wait_result {
 	FG_WAIT_REFUSED,   /* admit: stale, expiring or forged (in the waiter) */
 };
 
-/** Starts the loop thread. NULL on failure. Caller owns the result. */
-struct fg_waitq *fg_waitq_create(struct fg_gateway *gw);
+/** The loop's waiters and its Redis connections (commands, and the
+ *  subscription to the loop's channel). NULL on failure. Caller owns the
+ *  result. */
+struct fg_waitq *fg_waitq_create(struct fg_loop *loop);
+
+/** The loop's asynchronous Redis connection (owned by the queue). */
+fg_astore *fg_waitq_store(struct fg_waitq *wq);
 
 /** Completes every parked waiter with FG_WAIT_UNAVAIL (resuming its
- *  connection) and stops the loop thread; later parks are refused.
- *  The memory stays valid for workers still finishing requests. */
+ *  connection); later parks are refused. The memory stays valid for
+ *  requests still finishing. */
 void fg_waitq_stop(struct fg_waitq *wq);
 
-/** Frees; call once no worker can touch the queue (HTTP stopped).
+/** Stops, then closes the Redis connections: every call in flight is
+ *  answered FG_EUNAVAIL now. */
+void fg_waitq_close_store(struct fg_waitq *wq);
+
+/** Frees; call once no request can touch the queue (HTTP stopped).
  *  Accepts NULL. */
 void fg_waitq_destroy(struct fg_waitq *wq);
 
@@ -68,11 +78,6 @@ struct fg_waiter *fg_waiter_admit(struct fg_waitq *wq, const char *name,
  *  admitting call was sent). */
 void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out,
 			 uint64_t *deadline_at);
-
-/** Runs fn(as, arg) on the loop thread, soon. The function owns arg.
- *  0, or -1 when the loop is stopping (fn is not called). */
-int fg_waitq_call(struct fg_waitq *wq, void (*fn)(fg_astore *as, void *arg),
-		  void *arg);
 
 /** Releases a grant whose answer never reached its client, from the loop
  *  (one hold: a re-entry gives back what it took). */

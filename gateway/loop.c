@@ -1,0 +1,211 @@
+/*
+ * loop.c - one event loop per thread, each serving requests start to
+ * finish: the libmicrohttpd daemon (external epoll), the asynchronous
+ * Redis connections, the waiters and the curl multi handle all run on the
+ * loop's libevent base.
+ *
+ * Invariants: a loop's objects are touched only on its thread once it
+ * runs (the stop request is the one event another thread activates); at
+ * stop, every suspended connection is resumed (waiters answered 503,
+ * transfers ended, Redis calls answered) before the daemon is stopped, so
+ * every request state is freed by its request-completed callback.
+ */
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include <event2/event.h>
+#include <openssl/rand.h>
+
+#include "gateway.h"
+#include "log.h"
+#include "loop.h"
+#include "proxy.h"
+#include "waitq.h"
+
+/* How long a stopping loop keeps serving, so that the waiters it answered
+ * (503) get their answer before the connections close. */
+#define STOP_FLUSH_MS 50
+
+/* ---- the daemon on the loop -------------------------------------------- */
+
+static void arm_http_timer(struct fg_loop *loop)
+{
+	MHD_UNSIGNED_LONG_LONG ms;
+	if (MHD_get_timeout(loop->daemon, &ms) != MHD_YES) {
+		evtimer_del(loop->mhd_timer);
+		return;
+	}
+	if (ms > 3600000ull)
+		ms = 3600000ull;
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000) };
+	evtimer_add(loop->mhd_timer, &tv);
+}
+
+static void on_http(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_loop *loop = arg;
+	(void)fd;
+	(void)what;
+	MHD_run(loop->daemon);
+	arm_http_timer(loop);
+}
+
+void fg_loop_resume(struct fg_loop *loop, struct MHD_Connection *c)
+{
+	MHD_resume_connection(c);
+	event_active(loop->mhd_io, EV_READ, 0);
+}
+
+void fg_loop_next_id(struct fg_loop *loop, bool write, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s-%s%" PRIu64, loop->id, write ? "w" : "",
+		 ++loop->seq);
+}
+
+/* ---- stopping ---------------------------------------------------------- */
+
+static void on_exit_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_loop *loop = arg;
+	(void)fd;
+	(void)what;
+	event_base_loopexit(loop->base, NULL);
+}
+
+static void on_stop(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_loop *loop = arg;
+	(void)fd;
+	(void)what;
+	/* No new connections here; the listening socket stays open for the
+	 * other loops until all have stopped. */
+	MHD_quiesce_daemon(loop->daemon);
+	fg_waitq_stop(loop->wq);
+	struct timeval tv = { 0, STOP_FLUSH_MS * 1000 };
+	evtimer_add(loop->exit_timer, &tv);
+}
+
+/* After the loop returned, on its thread: resume what is suspended, then
+ * close every connection. */
+static void teardown(struct fg_loop *loop)
+{
+	fg_proxy_shutdown(loop->px);
+	fg_waitq_close_store(loop->wq);
+	loop->as = NULL;
+	MHD_stop_daemon(loop->daemon);
+	loop->daemon = NULL;
+}
+
+static void *loop_main(void *arg)
+{
+	struct fg_loop *loop = arg;
+	arm_http_timer(loop);
+	event_base_dispatch(loop->base);
+	teardown(loop);
+	return NULL;
+}
+
+/* ---- life cycle ---------------------------------------------------------- */
+
+struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
+{
+	struct fg_loop *loop = calloc(1, sizeof(*loop));
+	if (!loop)
+		return NULL;
+	loop->gw = gw;
+	loop->index = index;
+	uint8_t id[FG_GATEWAY_ID_LEN / 2];
+	if (RAND_bytes(id, sizeof(id)) != 1)
+		goto error_loop;
+	for (size_t i = 0; i < sizeof(id); i++)
+		snprintf(&loop->id[2 * i], 3, "%02x", id[i]);
+
+	loop->base = event_base_new();
+	if (!loop->base)
+		goto error_loop;
+	loop->stop_ev = event_new(loop->base, -1, 0, on_stop, loop);
+	loop->exit_timer = evtimer_new(loop->base, on_exit_timer, loop);
+	loop->mhd_timer = evtimer_new(loop->base, on_http, loop);
+	if (!loop->stop_ev || !loop->exit_timer || !loop->mhd_timer)
+		goto error_events;
+	loop->wq = fg_waitq_create(loop);
+	if (!loop->wq)
+		goto error_events;
+	loop->as = fg_waitq_store(loop->wq);
+	loop->px = fg_proxy_create(loop);
+	if (!loop->px)
+		goto error_waitq;
+	loop->daemon = fg_http_daemon(loop);
+	if (!loop->daemon)
+		goto error_proxy;
+	const union MHD_DaemonInfo *di =
+		MHD_get_daemon_info(loop->daemon, MHD_DAEMON_INFO_EPOLL_FD);
+	if (!di)
+		goto error_daemon;
+	loop->mhd_io = event_new(loop->base, di->epoll_fd, EV_READ | EV_PERSIST,
+				 on_http, loop);
+	if (!loop->mhd_io || event_add(loop->mhd_io, NULL) != 0)
+		goto error_daemon;
+	return loop;
+
+error_daemon:
+	if (loop->mhd_io)
+		event_free(loop->mhd_io);
+	MHD_quiesce_daemon(loop->daemon);
+	MHD_stop_daemon(loop->daemon);
+error_proxy:
+	fg_proxy_shutdown(loop->px);
+	fg_proxy_destroy(loop->px);
+error_waitq:
+	fg_waitq_destroy(loop->wq);
+error_events:
+	if (loop->stop_ev)
+		event_free(loop->stop_ev);
+	if (loop->exit_timer)
+		event_free(loop->exit_timer);
+	if (loop->mhd_timer)
+		event_free(loop->mhd_timer);
+	event_base_free(loop->base);
+error_loop:
+	free(loop);
+	return NULL;
+}
+
+int fg_loop_start(struct fg_loop *loop)
+{
+	if (pthread_create(&loop->thread, NULL, loop_main, loop) != 0)
+		return -1;
+	loop->started = true;
+	return 0;
+}
+
+void fg_loop_stop(struct fg_loop *loop)
+{
+	if (!loop || !loop->started)
+		return;
+	event_active(loop->stop_ev, EV_READ, 0);
+	pthread_join(loop->thread, NULL);
+	loop->started = false;
+}
+
+void fg_loop_destroy(struct fg_loop *loop)
+{
+	if (!loop)
+		return;
+	if (loop->daemon) { /* never ran */
+		MHD_quiesce_daemon(loop->daemon);
+		fg_proxy_shutdown(loop->px);
+		fg_waitq_close_store(loop->wq);
+		MHD_stop_daemon(loop->daemon);
+	}
+	fg_proxy_destroy(loop->px);
+	fg_waitq_destroy(loop->wq);
+	event_free(loop->mhd_io);
+	event_free(loop->stop_ev);
+	event_free(loop->exit_timer);
+	event_free(loop->mhd_timer);
+	event_base_free(loop->base);
+	free(loop);
+}

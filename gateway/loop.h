@@ -1,0 +1,70 @@
+/*
+ * loop.h - one event loop: a thread, a libevent base, and everything a
+ * request needs on it. Private to the gateway.
+ *
+ * Invariant: every object a loop owns (its libmicrohttpd daemon, its Redis
+ * connections, its waiters, its curl multi handle and transfers) is
+ * touched only on the loop's thread, once the thread runs. Other threads
+ * only ask it to stop (fg_loop_stop()).
+ */
+#ifndef FENCEGATE_LOOP_H
+#define FENCEGATE_LOOP_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#include "fencegate/lock.h"
+
+struct event;
+struct event_base;
+struct fg_gateway;
+struct fg_waitq;
+struct fg_proxy;
+
+struct fg_loop {
+	struct fg_gateway *gw;
+	unsigned index;
+	/* This loop's identity in Redis: its channel fg:gw:<id>, the prefix
+	 * of its waiter and write ids. Messages for what the loop owns reach
+	 * it on its own subscription, so none crosses threads. */
+	char id[FG_GATEWAY_ID_LEN + 1];
+	uint64_t seq;                /* waiter and write ids */
+	struct event_base *base;
+	struct MHD_Daemon *daemon;
+	struct event *mhd_io;        /* the daemon's epoll fd is readable */
+	struct event *mhd_timer;     /* the daemon's own timeouts */
+	struct event *stop_ev;
+	struct event *exit_timer;
+	struct fg_waitq *wq;         /* waiters; owns the Redis connections */
+	fg_astore *as;               /* = the wait queue's, for calls */
+	struct fg_proxy *px;
+	pthread_t thread;
+	bool started;
+};
+
+/** Builds loop `index` (base, Redis, waiters, upstream, daemon), not yet
+ *  running. NULL on failure. Caller owns the result. */
+struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index);
+
+/** Starts the loop's thread. 0 or -1. */
+int fg_loop_start(struct fg_loop *loop);
+
+/** From any thread: answers the loop's waiters (503), stops accepting,
+ *  closes its connections and ends its thread; returns once it ended. */
+void fg_loop_stop(struct fg_loop *loop);
+
+/** Frees a loop that is not running. Accepts NULL. */
+void fg_loop_destroy(struct fg_loop *loop);
+
+/** Resumes a suspended connection of the loop and has the daemon run on
+ *  the loop's next turn (libmicrohttpd 0.9.75 driven from outside does
+ *  not wake itself for a resume). On the loop's thread. */
+void fg_loop_resume(struct fg_loop *loop, struct MHD_Connection *c);
+
+/** The next id for a waiter ("<loop id>-<n>") or a write ("<loop id>-w<n>"). */
+void fg_loop_next_id(struct fg_loop *loop, bool write, char *out, size_t cap);
+
+#endif
