@@ -75,6 +75,8 @@ void fg_api_call_free(struct fg_req *req)
 
 static void replied(struct fg_req *req, int err)
 {
+	if (err == FG_EUNAVAIL)
+		fg_maint_redis_failed(req->gw);
 	req->call->err = err;
 	req->call->replied = true;
 	fg_loop_resume(req->loop, req->conn);
@@ -522,14 +524,15 @@ static enum MHD_Result checked(struct fg_req *req, struct MHD_Connection *c)
 			      "forged");
 }
 
-/* Answered from what the maintenance thread last saw (once a second): a
+/* Answered from state kept anyway: what the maintenance thread last saw
+ * (once a second) and whether this loop's Redis connections are up. A
  * health probe costs neither Redis nor the upstream anything. */
 static enum MHD_Result health(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_gateway *gw = req->gw;
 	uint8_t key[FG_KEY_MAX];
 	size_t keylen;
-	bool redis = atomic_load(&gw->redis_up) &&
+	bool redis = atomic_load(&gw->redis_up) && fg_astore_ready(req->loop->as) &&
 		     fg_gateway_key(gw, key, &keylen) == FG_OK;
 	const char *up = "none";
 	bool upstream_ok = true;

@@ -79,6 +79,8 @@ static void log_path(const char *uri, char out[128])
 static void on_checked(int err, const struct fg_check *chk, void *arg)
 {
 	struct fg_req *req = arg;
+	if (err == FG_EUNAVAIL)
+		fg_maint_redis_failed(req->gw);
 	req->fence.err = err;
 	if (!err)
 		req->fence.chk = *chk;
@@ -89,6 +91,8 @@ static void on_checked(int err, const struct fg_check *chk, void *arg)
 static void on_admitted(int err, const struct fg_admit *a, void *arg)
 {
 	struct fg_req *req = arg;
+	if (err == FG_EUNAVAIL)
+		fg_maint_redis_failed(req->gw);
 	req->fence.err = err;
 	if (!err)
 		req->fence.adm = *a;

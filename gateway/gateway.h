@@ -53,6 +53,7 @@ struct fg_gateway {
 	pthread_t maint;
 	pthread_mutex_t maint_mu;
 	pthread_cond_t maint_cv;
+	bool maint_now;                  /* probe again now (under maint_mu) */
 	bool stopping;
 };
 
@@ -91,6 +92,9 @@ int fg_gateway_key(struct fg_gateway *gw, uint8_t out[FG_KEY_MAX], size_t *len);
 /** Starts / stops the maintenance thread (key sync, health probes). */
 int fg_maint_start(struct fg_gateway *gw);
 void fg_maint_stop(struct fg_gateway *gw);
+/** A loop's Redis call failed: health says "down" until a probe answers
+ *  (asked for at once). Any thread. */
+void fg_maint_redis_failed(struct fg_gateway *gw);
 
 /* HTTP (http.c). */
 /** Opens the listening socket every loop's daemon accepts on. 0 or -1. */

@@ -3,7 +3,8 @@
  *
  * Once a second (and at once on start) it agrees on the sequencer key
  * through Redis unless a key file gave one, and notes whether Redis and
- * the upstream answer. Invariant: gw->key changes only here (or once in
+ * the upstream answer. A loop whose Redis call failed marks Redis down at
+ * once and has it asked again now. Invariant: gw->key changes only here (or once in
  * main from the key file), always under gw->key_mu, and is never logged.
  */
 #include <errno.h>
@@ -137,6 +138,15 @@ static void sync_key(struct fg_gateway *gw, fg_store *st)
 		fg_log_info("sequencer key agreed through Redis");
 }
 
+void fg_maint_redis_failed(struct fg_gateway *gw)
+{
+	atomic_store(&gw->redis_up, 0);
+	pthread_mutex_lock(&gw->maint_mu);
+	gw->maint_now = true;
+	pthread_cond_signal(&gw->maint_cv);
+	pthread_mutex_unlock(&gw->maint_mu);
+}
+
 static void *maint_main(void *arg)
 {
 	struct fg_gateway *gw = arg;
@@ -164,8 +174,9 @@ static void *maint_main(void *arg)
 		clock_gettime(CLOCK_REALTIME, &ts);
 		ts.tv_sec += PERIOD_MS / 1000;
 		pthread_mutex_lock(&gw->maint_mu);
-		if (!gw->stopping)
+		if (!gw->stopping && !gw->maint_now)
 			pthread_cond_timedwait(&gw->maint_cv, &gw->maint_mu, &ts);
+		gw->maint_now = false;
 	}
 	pthread_mutex_unlock(&gw->maint_mu);
 	fg_store_destroy(st);

@@ -252,6 +252,11 @@ int fg_astore_unsubscribe(fg_astore *as, const char *channel)
 	return FG_OK;
 }
 
+int fg_astore_ready(const fg_astore *as)
+{
+	return as && as->cmd.up && as->sub.up;
+}
+
 /* ---- script calls ---------------------------------------------------- */
 
 static void aop_free(struct aop *op)

@@ -226,6 +226,9 @@ fg_astore *fg_astore_create(struct event_base *base,
 /** Closes both connections; pending callbacks get FG_EUNAVAIL. Accepts NULL. */
 void fg_astore_destroy(fg_astore *as);
 
+/** 1 while both connections are up, else 0 (a call would fail at once). */
+int fg_astore_ready(const fg_astore *as);
+
 /** Subscribe/unsubscribe (kept across reconnects). 0 or FG_ENOMEM. */
 int fg_astore_subscribe(fg_astore *as, const char *channel);
 int fg_astore_unsubscribe(fg_astore *as, const char *channel);
