@@ -171,51 +171,67 @@ static int parse_uint(const char *s, unsigned lo, unsigned hi, unsigned *out)
 	return 0;
 }
 
-static int valid_url(const char *s)
+int fg_upstream_parse(const char *s, struct fg_upstream *out)
 {
 	const char *rest;
-	if (strncasecmp(s, "http://", 7) == 0)
+	memset(out, 0, sizeof(*out));
+	if (strncasecmp(s, "http://", 7) == 0) {
 		rest = s + 7;
-	else if (strncasecmp(s, "https://", 8) == 0)
+		strcpy(out->port, "80");
+	} else if (strncasecmp(s, "https://", 8) == 0) {
 		rest = s + 8;
-	else
-		return 0;
-	if (*rest == '\0' || *rest == '/' || strlen(s) > 2048)
-		return 0;
-	/* an explicit port must be 1..65535 */
+		strcpy(out->port, "443");
+	} else {
+		return -1;
+	}
+	if (*rest == '\0' || *rest == '/' || strlen(s) >= sizeof(out->base))
+		return -1;
+	for (const char *p = s; *p; p++)
+		if (*p <= ' ' || (unsigned char)*p >= 0x7f)
+			return -1;
 	size_t auth = strcspn(rest, "/?#");
 	const char *at = memchr(rest, '@', auth);
 	const char *host = at ? at + 1 : rest;
 	const char *hend = rest + auth;
-	const char *colon = NULL;
+	const char *colon = NULL, *hb = host, *he;
 	if (*host == '[') {
 		const char *rb = memchr(host, ']', (size_t)(hend - host));
 		if (!rb || rb == host + 1)
-			return 0;
+			return -1;
+		hb = host + 1;
+		he = rb;
 		colon = rb + 1 < hend && rb[1] == ':' ? rb + 1 : NULL;
 	} else {
 		colon = memchr(host, ':', (size_t)(hend - host));
+		he = colon ? colon : hend;
 	}
-	const char *host_end = colon ? colon : hend;
-	if (host_end == host)
-		return 0; /* no host */
+	if (he == hb || (size_t)(he - hb) >= sizeof(out->host))
+		return -1; /* no host */
+	memcpy(out->host, hb, (size_t)(he - hb));
 	if (colon) {
 		size_t plen = (size_t)(hend - colon - 1);
 		if (plen == 0 || plen > 5)
-			return 0;
+			return -1;
 		long port = 0;
 		for (const char *p = colon + 1; p < hend; p++) {
 			if (*p < '0' || *p > '9')
-				return 0;
+				return -1;
 			port = port * 10 + (*p - '0');
 		}
 		if (port < 1 || port > 65535)
-			return 0;
+			return -1;
+		snprintf(out->port, sizeof(out->port), "%ld", port);
 	}
-	for (const char *p = s; *p; p++)
-		if (*p <= ' ' || (unsigned char)*p >= 0x7f)
-			return 0;
-	return 1;
+	/* requests go to base + target: no trailing '/' */
+	size_t n = strlen(s);
+	while (n > 0 && s[n - 1] == '/')
+		n--;
+	memcpy(out->base, s, n);
+	out->base[n] = '\0';
+	/* what a forwarded Destination starts with */
+	const char *b = out->base + (rest - s);
+	snprintf(out->base_path, sizeof(out->base_path), "%s", b + strcspn(b, "/"));
+	return 0;
 }
 
 /* `route /PREFIX LOCK`: exactly two words, a prefix starting with '/', a
@@ -352,7 +368,8 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 		return 0;
 	}
 	case K_STRING: {
-		if (s->off == offsetof(struct fg_config, upstream) && !valid_url(value)) {
+		if (s->off == offsetof(struct fg_config, upstream) &&
+		    fg_upstream_parse(value, &c->up) != 0) {
 			say(err, n, "upstream: '%s' is not an http:// or https:// URL", value);
 			return -1;
 		}

@@ -20,10 +20,19 @@ struct fg_route {
 	char *lock;   /* the lock guarding every path under it */
 };
 
+/* The upstream URL, read once (fg_upstream_parse()). */
+struct fg_upstream {
+	char host[FG_HOST_MAX];    /* without brackets */
+	char port[8];
+	char base[2049];           /* the URL without trailing '/' */
+	char base_path[2049];      /* its path: "" or "/..." */
+};
+
 struct fg_config {
 	char listen_host[FG_HOST_MAX];
 	int listen_port;
 	char *upstream;            /* URL, or NULL: no upstream configured */
+	struct fg_upstream up;     /* the upstream URL's parts, when set */
 	char redis_host[FG_HOST_MAX];
 	int redis_port;
 	char *key_file;            /* NULL: the key is agreed on through Redis */
@@ -76,6 +85,10 @@ int fg_config_read_file(struct fg_config *cfg, const char *path, char *err,
 
 /** Splits "host:port" or "[v6]:port". 0, or -1 when malformed. */
 int fg_parse_hostport(const char *s, char *host, size_t hostcap, int *port);
+
+/** Splits an http:// or https:// URL into host, port, base and base path
+ *  (the one reading of the upstream URL). 0, or -1 when it is not one. */
+int fg_upstream_parse(const char *url, struct fg_upstream *out);
 
 /** Frees what the config owns. Accepts NULL. */
 void fg_config_finish(struct fg_config *cfg);

@@ -86,6 +86,12 @@ struct fg_req {
 	struct fg_api_call *call;  /* a lock call in flight or answered */
 };
 
+/* Shared services (gateway.c). */
+/** Reads the key file (if any), picks the gateway's id, fills the Redis
+ *  options. 0, or -1 after printing why (the process exits 2). */
+int fg_gateway_init(struct fg_gateway *gw, struct fg_config *cfg);
+/** Sets the HMAC key in force (the maintenance thread). */
+void fg_gateway_set_key(struct fg_gateway *gw, const uint8_t *key, size_t len);
 /** Copies the HMAC key in force. FG_OK, or FG_ENOKEY before it is known. */
 int fg_gateway_key(struct fg_gateway *gw, uint8_t out[FG_KEY_MAX], size_t *len);
 

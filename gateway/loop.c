@@ -64,6 +64,33 @@ void fg_loop_next_id(struct fg_loop *loop, bool write, char *out, size_t cap)
 		 ++loop->seq);
 }
 
+/* ---- messages from Redis ---------------------------------------------- */
+
+void fg_loop_on_message(const char *chan, const char *msg, size_t len,
+			void *arg)
+{
+	struct fg_loop *loop = arg;
+	/* "x <write id>" on the loop's channel: the grant of this write was
+	 * released; abort it upstream */
+	if (msg && len > 2 && len < 2 + FG_WAITER_ID_MAX && msg[0] == 'x' &&
+	    msg[1] == ' ' && strncmp(chan, "fg:gw:", 6) == 0) {
+		char id[FG_WAITER_ID_MAX];
+		memcpy(id, msg + 2, len - 2);
+		id[len - 2] = '\0';
+		fg_proxy_abort_write(loop->px, id);
+		return;
+	}
+	fg_waitq_message(loop->wq, chan, msg, len);
+}
+
+void fg_loop_on_resync(void *arg)
+{
+	struct fg_loop *loop = arg;
+	/* an abort message may have been lost with the connection */
+	fg_proxy_recheck_writes(loop->px);
+	fg_waitq_resync(loop->wq);
+}
+
 /* ---- stopping ---------------------------------------------------------- */
 
 static void on_exit_timer(evutil_socket_t fd, short what, void *arg)

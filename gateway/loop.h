@@ -64,6 +64,12 @@ void fg_loop_destroy(struct fg_loop *loop);
  *  not wake itself for a resume). On the loop's thread. */
 void fg_loop_resume(struct fg_loop *loop, struct MHD_Connection *c);
 
+/** The Redis subscriber's callbacks (arg: the loop): messages for the
+ *  loop's writes go to its proxy, the rest to its waiters. */
+void fg_loop_on_message(const char *chan, const char *msg, size_t len,
+			void *arg);
+void fg_loop_on_resync(void *arg);
+
 /** The next id for a waiter ("<loop id>-<n>") or a write ("<loop id>-w<n>"). */
 void fg_loop_next_id(struct fg_loop *loop, bool write, char *out, size_t cap);
 

@@ -18,32 +18,10 @@
 
 #include <curl/curl.h>
 #include <event2/thread.h>
-#include <openssl/rand.h>
 
 #include "gateway.h"
 #include "log.h"
 #include "loop.h"
-
-static int read_key_file(struct fg_gateway *gw, const char *path)
-{
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "fencegate: cannot read key file '%s'\n", path);
-		return -1;
-	}
-	uint8_t buf[FG_KEY_MAX + 1];
-	size_t n = fread(buf, 1, sizeof(buf), f);
-	fclose(f);
-	if (n < FG_KEY_MIN || n > FG_KEY_MAX) {
-		fprintf(stderr, "fencegate: key file '%s' must hold %d to %d bytes\n",
-			path, FG_KEY_MIN, FG_KEY_MAX);
-		return -1;
-	}
-	memcpy(gw->key, buf, n);
-	gw->key_len = n;
-	gw->key_from_file = true;
-	return 0;
-}
 
 /* Many parked waiters are many open sockets. */
 static void raise_fd_limit(void)
@@ -75,31 +53,10 @@ int main(int argc, char **argv)
 		break;
 	}
 	fg_log_level = cfg.log_level;
-	gw.cfg = &cfg;
-	if (cfg.key_file && read_key_file(&gw, cfg.key_file)) {
+	if (fg_gateway_init(&gw, &cfg)) {
 		fg_config_finish(&cfg);
 		return 2;
 	}
-
-	uint8_t id[FG_GATEWAY_ID_LEN / 2];
-	if (RAND_bytes(id, sizeof(id)) != 1) {
-		fprintf(stderr, "fencegate: no randomness\n");
-		goto error_config;
-	}
-	for (size_t i = 0; i < sizeof(id); i++)
-		snprintf(&gw.id[2 * i], 3, "%02x", id[i]);
-	gw.store_opts = (struct fg_store_opts){
-		.host = cfg.redis_host,
-		.port = cfg.redis_port,
-		.connect_timeout_ms = cfg.redis_timeout_ms < 500 ? cfg.redis_timeout_ms : 500,
-		.command_timeout_ms = cfg.redis_timeout_ms,
-		.idle_forget_ms = cfg.idle_forget_ms,
-		.write_margin_ms = cfg.fence_margin_ms,
-	};
-	pthread_mutex_init(&gw.key_mu, NULL);
-	pthread_mutex_init(&gw.maint_mu, NULL);
-	pthread_cond_init(&gw.maint_cv, NULL);
-	gw.listen_fd = -1;
 	raise_fd_limit();
 	/* a stop request is the one event another thread activates */
 	if (evthread_use_pthreads() != 0 ||

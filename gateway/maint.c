@@ -22,70 +22,14 @@
 #define PERIOD_MS 1000
 #define PROBE_TIMEOUT_MS 500
 
-int fg_gateway_key(struct fg_gateway *gw, uint8_t out[FG_KEY_MAX], size_t *len)
-{
-	pthread_mutex_lock(&gw->key_mu);
-	size_t n = gw->key_len;
-	if (n)
-		memcpy(out, gw->key, n);
-	pthread_mutex_unlock(&gw->key_mu);
-	*len = n;
-	return n ? FG_OK : FG_ENOKEY;
-}
-
-/* Splits the upstream URL into host and port (no I/O). */
-static int upstream_addr(const char *url, char *host, size_t cap, char *port)
-{
-	const char *p;
-	const char *dflt;
-	if (strncmp(url, "https://", 8) == 0) {
-		p = url + 8;
-		dflt = "443";
-	} else {
-		p = url + 7;
-		dflt = "80";
-	}
-	const char *end = p + strcspn(p, "/?#");
-	const char *at = memchr(p, '@', (size_t)(end - p));
-	if (at)
-		p = at + 1;
-	const char *colon;
-	if (*p == '[') {
-		const char *rb = memchr(p, ']', (size_t)(end - p));
-		if (!rb)
-			return -1;
-		if ((size_t)(rb - p - 1) >= cap)
-			return -1;
-		memcpy(host, p + 1, (size_t)(rb - p - 1));
-		host[rb - p - 1] = '\0';
-		colon = rb + 1 < end && rb[1] == ':' ? rb + 1 : NULL;
-	} else {
-		colon = memchr(p, ':', (size_t)(end - p));
-		const char *hend = colon ? colon : end;
-		if ((size_t)(hend - p) >= cap || hend == p)
-			return -1;
-		memcpy(host, p, (size_t)(hend - p));
-		host[hend - p] = '\0';
-	}
-	if (colon && end - colon - 1 > 0 && end - colon - 1 < 6) {
-		memcpy(port, colon + 1, (size_t)(end - colon - 1));
-		port[end - colon - 1] = '\0';
-	} else {
-		strcpy(port, dflt);
-	}
-	return 0;
-}
-
 static int probe_upstream(struct fg_gateway *gw)
 {
-	char host[FG_HOST_MAX], port[8];
+	const struct fg_upstream *u = &gw->cfg->up;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
 	struct addrinfo *ai = NULL;
 	int up = 0;
 
-	if (!gw->cfg->upstream ||
-	    upstream_addr(gw->cfg->upstream, host, sizeof(host), port) ||
-	    getaddrinfo(host, port, &hints, &ai) != 0 || !ai)
+	if (!gw->cfg->upstream || getaddrinfo(u->host, u->port, &hints, &ai) != 0 || !ai)
 		return 0;
 	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	if (fd >= 0) {
@@ -127,10 +71,7 @@ static void sync_key(struct fg_gateway *gw, fg_store *st)
 	}
 	if (mine_len == agreed_len && memcmp(mine, agreed, mine_len) == 0)
 		return;
-	pthread_mutex_lock(&gw->key_mu);
-	memcpy(gw->key, agreed, agreed_len);
-	gw->key_len = agreed_len;
-	pthread_mutex_unlock(&gw->key_mu);
+	fg_gateway_set_key(gw, agreed, agreed_len);
 	if (mine_len)
 		fg_log_warn("the sequencer key in Redis changed; using the new one "
 			    "(earlier sequencers no longer verify)");

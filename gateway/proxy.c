@@ -150,8 +150,8 @@ struct fg_proxy {
 					 been lost) */
 	char aborted[ABORTED_RING][FG_WAITER_ID_MAX]; /* under mu */
 	unsigned naborted;
-	char base[2048];              /* upstream URL without a trailing '/' */
-	const char *base_path;        /* its path ("" or "/..."), into base */
+	const char *base;             /* upstream URL without a trailing '/' */
+	const char *base_path;        /* its path ("" or "/...") */
 };
 
 #define now_ms fg_clock_ms
@@ -744,16 +744,9 @@ struct fg_proxy *fg_proxy_create(struct fg_loop *loop)
 	px->gw = gw;
 	px->loop = loop;
 	px->queue_tail = &px->queue;
-	if (gw->cfg->upstream) {
-		snprintf(px->base, sizeof(px->base), "%s", gw->cfg->upstream);
-		size_t n = strlen(px->base);
-		while (n > 0 && px->base[n - 1] == '/')
-			px->base[--n] = '\0';
-	}
-	/* the base's path: what a forwarded Destination starts with */
-	const char *auth = strstr(px->base, "://");
-	auth = auth ? auth + 3 : px->base;
-	px->base_path = auth + strcspn(auth, "/");
+	/* "" without an upstream: requests are answered 502 */
+	px->base = gw->cfg->up.base;
+	px->base_path = gw->cfg->up.base_path;
 	pthread_mutex_init(&px->mu, NULL);
 	px->cmd_ev = event_new(loop->base, -1, 0, on_commands, px);
 	px->curl_timer = evtimer_new(loop->base, on_curl_timer, px);

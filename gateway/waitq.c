@@ -31,7 +31,6 @@
 #include "gateway.h"
 #include "log.h"
 #include "loop.h"
-#include "proxy.h"
 #include "waitq.h"
 
 enum kind { ACQ, OBS, ADM };
@@ -827,12 +826,6 @@ static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 		wake_admissions(wq, buf + 2);
 		return;
 	}
-	if (len > 2 && buf[0] == 'x' && buf[1] == ' ') {
-		/* the grant of this write was released: abort it */
-		if (wq->loop->px)
-			fg_proxy_abort_write(wq->loop->px, buf + 2);
-		return;
-	}
 	if (sscanf(buf, "%39s %llu %1s", id, &tok, mode) != 3)
 		return;
 
@@ -861,9 +854,9 @@ static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 	}
 }
 
-static void on_message(const char *chan, const char *msg, size_t len, void *arg)
+void fg_waitq_message(struct fg_waitq *wq, const char *chan, const char *msg,
+		      size_t len)
 {
-	struct fg_waitq *wq = arg;
 	if (strcmp(chan, wq->chan) == 0) {
 		if (msg)
 			on_grant_message(wq, msg, len);
@@ -880,13 +873,8 @@ static void on_message(const char *chan, const char *msg, size_t len, void *arg)
 	request_inspect(wq, wt);
 }
 
-/* The subscriber reconnected: grant, wake and abort messages may have been
- * lost. */
-static void on_resync(void *arg)
+void fg_waitq_resync(struct fg_waitq *wq)
 {
-	struct fg_waitq *wq = arg;
-	if (wq->loop->px)
-		fg_proxy_recheck_writes(wq->loop->px);
 	struct watch *wt, *tmp;
 	HASH_ITER(hh, wq->watches, wt, tmp) {
 		wt->confirmed = false;
@@ -917,8 +905,8 @@ struct fg_waitq *fg_waitq_create(struct fg_loop *loop)
 	wq->kick = event_new(wq->base, -1, 0, on_kick, wq);
 	if (!wq->kick)
 		goto error_kick;
-	wq->as = fg_astore_create(wq->base, &wq->gw->store_opts, on_message,
-				  on_resync, wq);
+	wq->as = fg_astore_create(wq->base, &wq->gw->store_opts,
+				  fg_loop_on_message, fg_loop_on_resync, loop);
 	if (!wq->as || fg_astore_subscribe(wq->as, wq->chan) != FG_OK)
 		goto error_astore;
 	return wq;

@@ -79,6 +79,15 @@ struct fg_waiter *fg_waiter_admit(struct fg_waitq *wq, const char *name,
 void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out,
 			 uint64_t *deadline_at);
 
+/** A message on the loop's channel or on a lock's event channel (msg
+ *  NULL: the subscription was confirmed). */
+void fg_waitq_message(struct fg_waitq *wq, const char *chan, const char *msg,
+		      size_t len);
+
+/** The subscriber reconnected: grant and wake messages may have been
+ *  lost; every waiter asks Redis again. */
+void fg_waitq_resync(struct fg_waitq *wq);
+
 /** Releases a grant whose answer never reached its client, from the loop
  *  (one hold: a re-entry gives back what it took). */
 void fg_waitq_give_back(struct fg_waitq *wq, const char *name,

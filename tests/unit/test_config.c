@@ -130,7 +130,7 @@ struct uint_setting {
 	{ n, offsetof(struct fg_config, f), lo, hi, d }
 
 static const struct uint_setting uints[] = {
-	UINT_SETTING("threads", threads, 1, 256, 8),
+	UINT_SETTING("threads", threads, 0, 256, 0),
 	UINT_SETTING("max-connections", max_connections, 16, 1000000, 16384),
 	UINT_SETTING("max-waiters", max_waiters, 1, 1000000, 20000),
 	UINT_SETTING("idle-forget-ms", idle_forget_ms, 0, 86400000, 600000),
@@ -354,7 +354,7 @@ static void test_uint_malformed(void **state)
 			fg_config_finish(&c);
 		}
 	}
-	LOAD_ERR("threads: '1e3' is not a whole number in 1..256",
+	LOAD_ERR("threads: '1e3' is not a whole number in 0..256",
 		 "--threads", "1e3");
 	LOAD_ERR("'12abc'", "--max-waiters=12abc");
 	LOAD_ERR("'99999999999'", "--idle_forget_ms", "99999999999");
@@ -445,7 +445,7 @@ static void test_missing_value(void **state)
 		assert_int_equal(fg_config_set(&c, "threads", NULL, err, sizeof(err)),
 				 -1);
 		assert_non_null(strstr(err, "needs a value"));
-		assert_int_equal(c.threads, 8);
+		assert_int_equal(c.threads, 0);
 		fg_config_finish(&c);
 	}
 }
@@ -921,8 +921,8 @@ static void test_file_errors(void **state)
 			  "unknown setting 'frobnicate'");
 	expect_file_error("threads\n", "1", "threads needs a value");
 	expect_file_error("threads   # no value\n", "1", "needs a value");
-	expect_file_error("\n\nthreads 0\n", "3",
-			  "threads: '0' is not a whole number in 1..256");
+	expect_file_error("\n\nthreads 257\n", "3",
+			  "threads: '257' is not a whole number in 0..256");
 	expect_file_error("threads 3 4\n", "1", "'3 4'");
 	expect_file_error("log-level loud\n", "1", "log-level: 'loud'");
 	expect_file_error("listen nohostport\n", "1", "listen: 'nohostport'");
@@ -945,7 +945,7 @@ static void test_file_stops_at_error(void **state)
 
 	(void)state;
 	assert_int_equal(read_text(&c, "bogus 1\nthreads 3\n", err, NULL), -1);
-	assert_int_equal(c.threads, 8);
+	assert_int_equal(c.threads, 0);
 	fg_config_finish(&c);
 }
 
@@ -1057,7 +1057,7 @@ static void test_flags_override_file(void **state)
 	fg_config_finish(&c);
 
 	/* A bad flag is an error even when the file is fine. */
-	LOAD_ERR("threads: '0'", "--config", path, "--threads", "0");
+	LOAD_ERR("threads: '257'", "--config", path, "--threads", "257");
 
 	free(eq);
 	remove_file(path);
@@ -1103,7 +1103,7 @@ static void test_help_version(void **state)
 	fg_config_init(&c);
 	assert_int_equal(load(&c, err, "--threads", "9", "--help", NULL),
 			 FG_CONFIG_EXIT);
-	assert_int_equal(c.threads, 8);
+	assert_int_equal(c.threads, 0);
 	fg_config_finish(&c);
 	fg_config_init(&c);
 	assert_int_equal(load(&c, err, "--threads", "0", "--version", NULL),

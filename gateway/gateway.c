@@ -1,0 +1,83 @@
+/*
+ * gateway.c - the services every loop shares: the settings, the gateway's
+ * id, the Redis connection options, the HMAC key and the health flags.
+ *
+ * Invariant: after fg_gateway_init() these are read-only, except the key
+ * (under key_mu, changed only by the maintenance thread) and the health
+ * flags (atomic); no loop owns any of them, so loops never wait on each
+ * other.
+ */
+#include <stdio.h>
+#include <string.h>
+
+#include <openssl/rand.h>
+
+#include "gateway.h"
+
+static int read_key_file(struct fg_gateway *gw, const char *path)
+{
+	FILE *f = fopen(path, "rb");
+	if (!f) {
+		fprintf(stderr, "fencegate: cannot read key file '%s'\n", path);
+		return -1;
+	}
+	uint8_t buf[FG_KEY_MAX + 1];
+	size_t n = fread(buf, 1, sizeof(buf), f);
+	fclose(f);
+	if (n < FG_KEY_MIN || n > FG_KEY_MAX) {
+		fprintf(stderr, "fencegate: key file '%s' must hold %d to %d bytes\n",
+			path, FG_KEY_MIN, FG_KEY_MAX);
+		return -1;
+	}
+	memcpy(gw->key, buf, n);
+	gw->key_len = n;
+	gw->key_from_file = true;
+	return 0;
+}
+
+int fg_gateway_init(struct fg_gateway *gw, struct fg_config *cfg)
+{
+	const struct fg_config *c = cfg;
+	gw->cfg = cfg;
+	gw->listen_fd = -1;
+	if (c->key_file && read_key_file(gw, c->key_file))
+		return -1;
+	uint8_t id[FG_GATEWAY_ID_LEN / 2];
+	if (RAND_bytes(id, sizeof(id)) != 1) {
+		fprintf(stderr, "fencegate: no randomness\n");
+		return -1;
+	}
+	for (size_t i = 0; i < sizeof(id); i++)
+		snprintf(&gw->id[2 * i], 3, "%02x", id[i]);
+	gw->store_opts = (struct fg_store_opts){
+		.host = c->redis_host,
+		.port = c->redis_port,
+		.connect_timeout_ms = c->redis_timeout_ms < 500 ? c->redis_timeout_ms : 500,
+		.command_timeout_ms = c->redis_timeout_ms,
+		.idle_forget_ms = c->idle_forget_ms,
+		.write_margin_ms = c->fence_margin_ms,
+	};
+	pthread_mutex_init(&gw->key_mu, NULL);
+	pthread_mutex_init(&gw->maint_mu, NULL);
+	pthread_cond_init(&gw->maint_cv, NULL);
+	return 0;
+}
+
+int fg_gateway_key(struct fg_gateway *gw, uint8_t out[FG_KEY_MAX], size_t *len)
+{
+	pthread_mutex_lock(&gw->key_mu);
+	size_t n = gw->key_len;
+	if (n)
+		memcpy(out, gw->key, n);
+	pthread_mutex_unlock(&gw->key_mu);
+	*len = n;
+	return n ? FG_OK : FG_ENOKEY;
+}
+
+void fg_gateway_set_key(struct fg_gateway *gw, const uint8_t *key, size_t len)
+{
+	pthread_mutex_lock(&gw->key_mu);
+	memcpy(gw->key, key, len);
+	gw->key_len = len;
+	pthread_mutex_unlock(&gw->key_mu);
+}
