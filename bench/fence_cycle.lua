@@ -1,13 +1,22 @@
--- wrk script: fencegate acquire+release cycles.
+-- wrk script: fencegate acquire+release cycles, any number of connections
+-- per wrk thread (run.sh uses -t2 -c32).
 --
--- Run with -t N -c N (one connection per wrk thread): the Lua state is per
--- thread, so each connection runs its own little state machine:
---   POST   /_fence/v1/locks/<name>  {"ttl_ms":30000}   -> 200 {"lease":...}
---   DELETE /_fence/v1/locks/<name>  Fence-Lease: lease -> 204
--- A cycle counts only when the DELETE answered 204. Every other answer is
--- counted as an error (by status) and the connection moves on to a fresh
--- lock name, so a lock left held by a failure can never stall the run.
--- Usage: wrk -t32 -c32 -d10s -s fence_cycle.lua URL -- <name-prefix>
+-- wrk keeps one Lua state per thread and does not say which connection a
+-- request() or response() belongs to, so the state is per thread:
+--   * the thread goes round a ring of its own lock names,
+--     <prefix>-<thread>-<0 .. ring-1>;
+--   * request(): if a granted lease waits for its release, DELETE it;
+--     otherwise POST an acquire of the next name in the ring;
+--   * response(): 200 carrying "name" and "lease" queues that lease for
+--     release; 204 completes one cycle.
+--     POST   /_fence/v1/locks/<name>  {"ttl_ms":30000}   -> 200 {"name":..,"lease":..}
+--     DELETE /_fence/v1/locks/<name>  Fence-Lease: lease -> 204
+-- A release may go out on another connection than its acquire (a lease is
+-- not tied to a connection). The ring is long, so a name comes round again
+-- only long after its release was answered; should it still be held (a
+-- release that failed), the acquire fails and counts as an error. Every
+-- answer other than the two above counts as an error, by status.
+-- Usage: wrk -t2 -c32 -d10s -s fence_cycle.lua URL -- <name-prefix> [ring]
 
 local threads = {}
 local next_id = 0
@@ -19,10 +28,11 @@ function setup(thread)
 end
 
 local prefix = "fgbench"
-local state = "acquire"
-local lease = nil
-local gen = 0
+local ring = 4096
+local slot = 0
+local held = {} -- {name, lease} granted, not yet sent for release
 cycles = 0
+acquires = 0
 errors = 0
 errs = {}
 errsummary = ""
@@ -30,14 +40,12 @@ sample = ""
 
 function init(args)
    if args[1] then prefix = args[1] end
-end
-
-local function lockname()
-   return prefix .. "-" .. tostring(id) .. "-" .. tostring(gen)
+   if args[2] then ring = tonumber(args[2]) or ring end
+   prefix = prefix .. "-" .. tostring(id) .. "-"
 end
 
 -- errs as "k=v,k=v" (a flat string travels between Lua states reliably)
-function errstr()
+local function errstr()
    local out = {}
    for k, v in pairs(errs) do table.insert(out, k .. "=" .. v) end
    return table.concat(out, ",")
@@ -49,47 +57,44 @@ local function fail(what, status, body)
    errs[k] = (errs[k] or 0) + 1
    errsummary = errstr()
    if sample == "" then
-      sample = what .. " " .. lockname() .. " -> " .. tostring(status) .. " " .. string.sub(body or "", 1, 200)
+      sample = what .. " -> " .. tostring(status) .. " " .. string.sub(body or "", 1, 200)
    end
-   gen = gen + 1 -- never reuse a name whose state we no longer know
-   state = "acquire"
 end
 
+local acq_hdr = { ["Content-Type"] = "application/json" }
+local acq_body = '{"ttl_ms":30000}'
+
 function request()
-   local path = "/_fence/v1/locks/" .. lockname()
-   if state == "acquire" then
-      return wrk.format("POST", path, { ["Content-Type"] = "application/json" }, '{"ttl_ms":30000}')
+   local h = table.remove(held)
+   if h then
+      return wrk.format("DELETE", "/_fence/v1/locks/" .. h[1], { ["Fence-Lease"] = h[2] })
    end
-   return wrk.format("DELETE", path, { ["Fence-Lease"] = lease })
+   slot = (slot + 1) % ring
+   return wrk.format("POST", "/_fence/v1/locks/" .. prefix .. tostring(slot), acq_hdr, acq_body)
 end
 
 function response(status, headers, body)
-   if state == "acquire" then
-      if status == 200 then
-         local l = string.match(body or "", '"lease"%s*:%s*"([^"]+)"')
-         if l then
-            lease = l
-            state = "release"
-         else
-            fail("acquire-nolease", status, body)
-         end
+   if status == 204 then
+      cycles = cycles + 1
+   elseif status == 200 then
+      local n = string.match(body or "", '"name"%s*:%s*"([^"]+)"')
+      local l = string.match(body or "", '"lease"%s*:%s*"([^"]+)"')
+      if n and l then
+         acquires = acquires + 1
+         table.insert(held, { n, l })
       else
-         fail("acquire", status, body)
+         fail("200-without-name-or-lease", status, body)
       end
    else
-      if status == 204 then
-         cycles = cycles + 1
-         state = "acquire"
-      else
-         fail("release", status, body)
-      end
+      fail("status", status, body)
    end
 end
 
 function done(summary, latency, requests)
-   local total, errtotal, kinds, samp = 0, 0, {}, ""
+   local total, nacq, errtotal, kinds, samp = 0, 0, 0, {}, ""
    for _, t in ipairs(threads) do
       total = total + (t:get("cycles") or 0)
+      nacq = nacq + (t:get("acquires") or 0)
       errtotal = errtotal + (t:get("errors") or 0)
       local s = t:get("errsummary") or ""
       for k, v in string.gmatch(s, "([^,=]+)=(%d+)") do
@@ -102,8 +107,8 @@ function done(summary, latency, requests)
    for k, v in pairs(kinds) do table.insert(kl, k .. "=" .. v) end
    local secs = summary.duration / 1e6
    local e = summary.errors
-   io.write(string.format("RESULT cycles=%d secs=%.3f cps=%.1f app_errors=%d sock_connect=%d sock_read=%d sock_write=%d sock_timeout=%d http_ge400=%d requests=%d req_p50_ms=%.3f req_p99_ms=%.3f\n",
-      total, secs, total / secs, errtotal, e.connect, e.read, e.write, e.timeout, e.status,
+   io.write(string.format("RESULT cycles=%d acquires=%d secs=%.3f cps=%.1f app_errors=%d sock_connect=%d sock_read=%d sock_write=%d sock_timeout=%d http_ge400=%d requests=%d req_p50_ms=%.3f req_p99_ms=%.3f\n",
+      total, nacq, secs, total / secs, errtotal, e.connect, e.read, e.write, e.timeout, e.status,
       summary.requests, latency:percentile(50) / 1000, latency:percentile(99) / 1000))
    io.write("ERRKINDS " .. table.concat(kl, ",") .. "\n")
    io.write("ERRSAMPLE " .. string.gsub(samp, "%s+", " ") .. "\n")

@@ -111,7 +111,7 @@ class Conn(asyncio.Protocol):
             return None  # read-until-close bodies are not expected here
         return (status, headers, body)
 
-    def send(self, method, path, headers=None, body=None):
+    def send(self, method, path, headers=None, body=None, ctype="application/json"):
         if self.closed or self.transport is None:
             raise HTTPError("connection closed")
         lines = ["%s %s HTTP/1.1" % (method, path), "Host: %s" % self.host]
@@ -121,7 +121,7 @@ class Conn(asyncio.Protocol):
         data = b""
         if body is not None:
             data = body.encode() if isinstance(body, str) else body
-            lines.append("Content-Type: application/json")
+            lines.append("Content-Type: %s" % ctype)
             lines.append("Content-Length: %d" % len(data))
         elif method in ("POST", "PUT"):
             lines.append("Content-Length: 0")
@@ -131,8 +131,8 @@ class Conn(asyncio.Protocol):
         self.transport.write(("\r\n".join(lines) + "\r\n\r\n").encode() + data)
         return f, t0
 
-    async def req(self, method, path, headers=None, body=None, timeout=30):
-        f, _ = self.send(method, path, headers, body)
+    async def req(self, method, path, headers=None, body=None, timeout=30, ctype="application/json"):
+        f, _ = self.send(method, path, headers, body, ctype)
         return await asyncio.wait_for(f, timeout)
 
     def close(self):

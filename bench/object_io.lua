@@ -1,18 +1,18 @@
 -- wrk script: 1 KiB object GETs or PUTs, optionally fenced (driven by run.sh).
 --
--- Each wrk thread works on one object, <path-prefix><id % nobj>, and sends
--- the same request over and over (a static request: no Lua runs per
--- request, so wrk costs the same for every target). With -t N -c N every
--- connection has its own object; with fewer threads a thread's connections
--- share one (fine for GET).
+-- The objects are <path-prefix>0 .. <path-prefix><nobj-1>; wrk thread t of
+-- <nthreads> owns those whose number is t modulo nthreads, and its
+-- connections take them in turn, one request each. The requests are made
+-- once in init(); request() only hands the next one out, so wrk costs the
+-- same per request whatever the target.
 --
 --   GET : GET <path-prefix><i>
---   PUT : PUT <path-prefix><i> with an <size>-byte body; when a token file is
+--   PUT : PUT <path-prefix><i> with a <size>-byte body; when a token file is
 --         given, also `Fencing-Token: <sequencer of object i>`. run.sh
 --         acquires the locks (one per object, named by the path without its
 --         leading '/') before the run and writes "<i> <sequencer>" lines.
 --
--- Usage: wrk -tN -cN -d10s -s object_io.lua URL -- <tag> GET|PUT <path-prefix> <nobj> [size] [token-file]
+-- Usage: wrk -tT -cC -d10s -s object_io.lua URL -- <tag> GET|PUT <path-prefix> <nobj> <nthreads> [size] [token-file]
 -- (<tag> is ignored: run.sh passes a different one for the warm-up run.)
 -- Answers >= 400 are counted by wrk itself (http_ge400 below).
 
@@ -30,31 +30,45 @@ local function die(msg)
    os.exit(2)
 end
 
+local reqs = {}
+local nreq = 0
+local k = 0
+
 function init(args)
    local method = args[2] or "GET"
    local prefix = args[3] or "/obj-"
    local nobj = tonumber(args[4] or "1") or 1
-   local size = tonumber(args[5] or "1024") or 1024
-   local tokfile = args[6]
-   local i = id % nobj
-   wrk.method = method
-   wrk.path = prefix .. tostring(i)
-   if method == "PUT" then
-      wrk.body = string.rep("x", size)
-      wrk.headers["Content-Type"] = "application/octet-stream"
-   end
+   local nthreads = tonumber(args[5] or "1") or 1
+   local size = tonumber(args[6] or "1024") or 1024
+   local tokfile = args[7]
+   local toks = {}
    if tokfile and tokfile ~= "" then
       local f = io.open(tokfile, "r")
       if not f then die("cannot open token file " .. tokfile) end
-      local tok = nil
       for line in f:lines() do
          local n, s = string.match(line, "^(%d+)%s+(%S+)")
-         if n and tonumber(n) == i then tok = s end
+         if n then toks[tonumber(n)] = s end
       end
       f:close()
-      if not tok then die("no sequencer for object " .. i .. " in " .. tokfile) end
-      wrk.headers["Fencing-Token"] = tok
    end
+   local body = nil
+   if method == "PUT" then body = string.rep("x", size) end
+   for i = id % nthreads, nobj - 1, nthreads do
+      local h = {}
+      if method == "PUT" then h["Content-Type"] = "application/octet-stream" end
+      if tokfile and tokfile ~= "" then
+         if not toks[i] then die("no sequencer for object " .. i .. " in " .. tokfile) end
+         h["Fencing-Token"] = toks[i]
+      end
+      table.insert(reqs, wrk.format(method, prefix .. tostring(i), h, body))
+   end
+   nreq = #reqs
+   if nreq == 0 then die("thread " .. id .. " has no object (nobj " .. nobj .. ", nthreads " .. nthreads .. ")") end
+end
+
+function request()
+   k = k % nreq + 1
+   return reqs[k]
 end
 
 function done(summary, latency, requests)

@@ -1,24 +1,35 @@
 #!/usr/bin/env bash
-# fencegate benchmark: fencegate vs etcd's lock API vs the raw Redis floor,
-# plus 10,000 blocked waiters (RSS) and release -> next-waiter handoff latency,
-# plus the fencing proxy: 1 KiB GET/PUT direct to a WebDAV nginx, through a
-# plain nginx reverse proxy and through fencegate (fenced PUTs), and a 1 GiB
-# fenced PUT + GET streamed through fencegate (MB/s, RSS growth).
+# fencegate benchmark, one run for every target of the project (issue 7):
+#   GET 1 KiB through fencegate vs nginx as a plain reverse proxy (req/s, and
+#     p50 added over going direct to the storage); fenced PUT 1 KiB through
+#     fencegate vs an unfenced PUT through the nginx proxy;
+#   lock cycles (acquire + release) vs etcd's lock API and a raw Redis floor;
+#   release -> next waiter with 1,000 queued; 10,000 blocked waiters (RSS);
+#   a 1 GiB fenced PUT and GET streamed through fencegate (RSS growth);
+#   Redis CPU per acquire, release and fenced PUT (INFO commandstats);
+#   CPU seconds and context switches of every process in every measured run,
+#   and with --profile where each process spends its time (perf).
+# It ends with one summary table: fencegate, its peer, the ratio, the
+# target, met or missed. Exits 1 when fencegate did not stay up to the end
+# (the table is printed all the same), 0 otherwise, whatever was missed.
 #
-#   bench/run.sh [--bin PATH] [--skip-fencegate] [--skip-proxy]
+#   bench/run.sh [--bin PATH] [--profile] [--skip-fencegate] [--skip-proxy]
 #
 # --bin defaults to build/gateway/fencegate under the repository root; the
 # script builds nothing. It starts its own redis-server, etcd, two nginx
 # (WebDAV storage, plain reverse proxy) and fencegate on free loopback ports
 # (state in a temp dir), and stops them by PID on exit.
-# Needs: redis-server, redis-cli, redis-benchmark, etcd, wrk, curl, python3;
-# nginx (with the dav module) for the proxy part, which is skipped without it.
+# fencegate gets --threads $FG_LOOPS and the nginx proxy as many workers.
+# Needs: redis-server, redis-cli, redis-benchmark, etcd, wrk, curl, python3,
+# nginx; perf with --profile (scripts/install-deps.sh --bench installs them).
 #
-# Knobs (environment): DURATION=10 WARMUP=2 CONNS=32 REDIS_N=400000
+# Knobs (environment): FG_LOOPS=$(nproc) WRK_THREADS=2 CONNS=32 DURATION=10
+#   WARMUP=2 GET_ROUNDS=2 PUT_ROUNDS=2 STORE_WORKERS=1 REDIS_N=400000
 #   WAITERS=10000 WAITER_LOCKS=10 HANDOFF_WAITERS=1000 HANDOFF_ROUNDS=500
-#   FG_THREADS=8 FG_MAX_CONN=16384 FG_MAX_WAITERS=20000 KEEP_TMP=0
-#   OBJ_SIZE=1024 GET_THREADS_FEW=2 PUT_ROUNDS=2 BIG_MB=1024 RSS_EVERY=0.2
-#   BIN_WAIT=120
+#   CALLS_N=20000 CALLS_PUTS=10000 OBJ_SIZE=1024 BIG_MB=1024 RSS_EVERY=0.2
+#   FG_MAX_CONN=16384 FG_MAX_WAITERS=20000 NAME_RING=4096 BIN_WAIT=120
+#   PROFILE=0 PERF_FREQ=999 PROFILE_RUNS="get-nginx-proxy-r1 get-fencegate-r1
+#   cycles-fencegate" KEEP_TMP=0
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -26,12 +37,14 @@ ROOT=$(cd "$HERE/.." && pwd)
 BIN="$ROOT/build/gateway/fencegate"
 SKIP_FG=0
 SKIP_PROXY=0
+PROFILE=${PROFILE:-0}
 
 usage() { awk 'NR > 1 && /^#/ { sub(/^# ?/, ""); print; next } NR > 1 { exit }' "${BASH_SOURCE[0]}"; }
 while [ $# -gt 0 ]; do
 	case "$1" in
 	--bin) [ $# -ge 2 ] || { usage >&2; exit 2; }; BIN=$2; shift 2 ;;
 	--bin=*) BIN=${1#--bin=}; shift ;;
+	--profile) PROFILE=1; shift ;;
 	--skip-fencegate) SKIP_FG=1; shift ;;
 	--skip-proxy) SKIP_PROXY=1; shift ;;
 	-h|--help) usage; exit 0 ;;
@@ -40,33 +53,55 @@ while [ $# -gt 0 ]; do
 done
 case "$BIN" in /*) ;; *) BIN="$PWD/$BIN" ;; esac
 
+if [ -n "${FG_THREADS:-}" ]; then
+	echo "run.sh: FG_THREADS is gone: set FG_LOOPS (fencegate's --threads, and the nginx proxy's workers)" >&2
+	exit 2
+fi
+FG_LOOPS=${FG_LOOPS:-$(nproc)}
+WRK_THREADS=${WRK_THREADS:-2}
+CONNS=${CONNS:-32}
 DURATION=${DURATION:-10}
 WARMUP=${WARMUP:-2}
-CONNS=${CONNS:-32}
+GET_ROUNDS=${GET_ROUNDS:-2}
+PUT_ROUNDS=${PUT_ROUNDS:-2}
+STORE_WORKERS=${STORE_WORKERS:-1}
 REDIS_N=${REDIS_N:-400000}
 WAITERS=${WAITERS:-10000}
 WAITER_LOCKS=${WAITER_LOCKS:-10}
 HANDOFF_WAITERS=${HANDOFF_WAITERS:-1000}
 HANDOFF_ROUNDS=${HANDOFF_ROUNDS:-500}
-FG_THREADS=${FG_THREADS:-8}   # fencegate's own default
-FG_MAX_CONN=${FG_MAX_CONN:-16384}
-FG_MAX_WAITERS=${FG_MAX_WAITERS:-20000}
-KEEP_TMP=${KEEP_TMP:-0}
+CALLS_N=${CALLS_N:-20000}
+CALLS_PUTS=${CALLS_PUTS:-10000}
 OBJ_SIZE=${OBJ_SIZE:-1024}
-GET_THREADS_FEW=${GET_THREADS_FEW:-2}
 BIG_MB=${BIG_MB:-1024}
 RSS_EVERY=${RSS_EVERY:-0.2}
+FG_MAX_CONN=${FG_MAX_CONN:-16384}
+FG_MAX_WAITERS=${FG_MAX_WAITERS:-20000}
+NAME_RING=${NAME_RING:-4096}
 BIN_WAIT=${BIN_WAIT:-120}
-PUT_ROUNDS=${PUT_ROUNDS:-2}
+PERF_FREQ=${PERF_FREQ:-999}
+PROFILE_RUNS=${PROFILE_RUNS:-get-nginx-proxy-r1 get-fencegate-r1 cycles-fencegate}
+KEEP_TMP=${KEEP_TMP:-0}
 NOBJ=$CONNS # one object (and, for fenced PUTs, one lock) per connection
 
-for tool in redis-server redis-cli redis-benchmark etcd wrk curl python3; do
-	command -v "$tool" >/dev/null || { echo "run.sh: $tool not found" >&2; exit 1; }
+for v in FG_LOOPS WRK_THREADS CONNS DURATION WARMUP GET_ROUNDS PUT_ROUNDS STORE_WORKERS CALLS_N CALLS_PUTS; do
+	case "${!v}" in '' | *[!0-9]*) echo "run.sh: $v must be a whole number, not '${!v}'" >&2; exit 2 ;; esac
 done
-if [ "$SKIP_PROXY" = 0 ] && ! command -v nginx >/dev/null; then
-	echo "run.sh: nginx not found: skipping the proxy part" >&2
-	SKIP_PROXY=1
-fi
+[ "$FG_LOOPS" -ge 1 ] && [ "$WRK_THREADS" -ge 1 ] && [ "$CONNS" -ge "$WRK_THREADS" ] &&
+	[ $((CONNS % WRK_THREADS)) = 0 ] || {
+	echo "run.sh: need FG_LOOPS >= 1, WRK_THREADS >= 1, and CONNS a multiple of WRK_THREADS (wrk gives each thread CONNS/WRK_THREADS)" >&2
+	exit 2
+}
+
+need=(redis-server redis-cli redis-benchmark etcd wrk curl python3)
+[ "$SKIP_PROXY" = 0 ] && need+=(nginx)
+[ "$PROFILE" = 1 ] && need+=(perf)
+for tool in "${need[@]}"; do
+	command -v "$tool" >/dev/null || {
+		echo "run.sh: $tool not found (scripts/install-deps.sh --bench installs the tools)" >&2
+		exit 1
+	}
+done
 # The binary may be mid-rebuild (briefly missing): wait a little for it.
 if [ "$SKIP_FG" = 0 ] && [ ! -x "$BIN" ]; then
 	echo "run.sh: waiting up to ${BIN_WAIT}s for $BIN to appear" >&2
@@ -87,6 +122,7 @@ fi
 
 TMP=$(mktemp -d "${TMPDIR:-/tmp}/fencegate-bench.XXXXXX")
 RUNID=$(date +%s)-$$
+T_START=$(date +%s)
 PIDS=()
 
 stop_pid() {
@@ -109,10 +145,14 @@ trap 'exit 130' INT
 trap 'exit 143' TERM
 
 say() { printf '%s\n' "$*"; }
-pname() { case "$1" in "${REDIS_PID:-}") echo redis ;; "${ETCD_PID:-}") echo etcd ;; "${FG_PID:-}") echo fencegate ;;
-	"${STORE_PID:-}") echo nginx-store ;; "${NPROXY_PID:-}") echo nginx-proxy ;; "${FGS_PID:-}") echo fencegate-stream ;; *) echo "pid$1" ;; esac; }
 hr() { say "------------------------------------------------------------------------"; }
 calc() { awk "BEGIN { $1 }"; }
+die() { echo "run.sh: $*" >&2; exit 1; }
+
+# The servers whose CPU is measured in every run: TRACK_NAMES[i] is TRACK_PIDS[i].
+TRACK_NAMES=()
+TRACK_PIDS=()
+track() { TRACK_NAMES+=("$1"); TRACK_PIDS+=("$2"); }
 
 # Free loopback ports: bind them all at once so they are distinct.
 # UPSTREAM_PORT is the WebDAV storage nginx (fencegate's --upstream), NPROXY_PORT
@@ -147,7 +187,25 @@ wait_for() { # wait_for SECONDS PID DESC CMD...
 say "fencegate benchmark  ($(date -u '+%Y-%m-%d %H:%M:%S UTC'))"
 say "machine: $(nproc) cores, $(uname -sr); $(grep -m1 'model name' /proc/cpuinfo | cut -d: -f2- | sed 's/^ *//')"
 say "tools: $(redis-server --version | awk '{print $1, $2, $3}'); etcd $(etcd --version | awk 'NR==1{print $3}'); $(wrk --version 2>&1 | awk 'NR==1{print $1, $2}'); $(python3 --version)"
+say "load: wrk -t$WRK_THREADS -c$CONNS for every HTTP run, ${WARMUP}s warm-up + ${DURATION}s measured; fencegate --threads $FG_LOOPS, nginx proxy $FG_LOOPS worker(s), storage nginx $STORE_WORKERS worker(s)"
 say "temp dir on: $(df -T "$TMP" | awk 'NR==2{print $2}') (etcd WAL fsyncs there); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+
+# ---- perf ----------------------------------------------------------------
+PERF_OK=0
+PERF_WHY=""
+if [ "$PROFILE" = 1 ]; then
+	if perf record -a -F "$PERF_FREQ" -o "$TMP/perf-check.data" -- sleep 0.2 >"$TMP/perf-check.log" 2>&1 &&
+		[ -n "$(perf report -i "$TMP/perf-check.data" --stdio -q --sort comm 2>/dev/null | head -n1)" ]; then
+		PERF_OK=1
+		say "profiles: perf $(perf --version | awk '{print $3}') records system-wide (-a -F $PERF_FREQ, event $(perf evlist -i "$TMP/perf-check.data" 2>/dev/null | head -n1))" \
+			"during: $PROFILE_RUNS (perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo ?))"
+	else
+		PERF_WHY=$(tr '\n' ' ' <"$TMP/perf-check.log" | cut -c1-300)
+		say "profiles: perf cannot record here (perf_event_paranoid $(cat /proc/sys/kernel/perf_event_paranoid 2>/dev/null || echo ?): $PERF_WHY);" \
+			"falling back to CPU seconds and context switches per process (printed for every run anyway)"
+	fi
+	rm -f "$TMP/perf-check.data"
+fi
 hr
 
 # ---- redis-server --------------------------------------------------------
@@ -155,7 +213,9 @@ redis-server --bind 127.0.0.1 --port "$REDIS_PORT" --save '' --appendonly no \
 	--daemonize no --dir "$TMP" --logfile '' >"$TMP/redis.log" 2>&1 &
 REDIS_PID=$!
 PIDS+=("$REDIS_PID")
+track redis "$REDIS_PID"
 wait_for 10 "$REDIS_PID" redis sh -c "redis-cli -h 127.0.0.1 -p $REDIS_PORT ping | grep -q PONG"
+rcli() { redis-cli -h 127.0.0.1 -p "$REDIS_PORT" "$@"; }
 say "redis-server  pid $REDIS_PID  127.0.0.1:$REDIS_PORT"
 
 # ---- etcd ----------------------------------------------------------------
@@ -168,28 +228,29 @@ etcd --name fgbench --data-dir "$TMP/etcd" \
 	--initial-cluster-state new >"$TMP/etcd.log" 2>&1 &
 ETCD_PID=$!
 PIDS+=("$ETCD_PID")
+track etcd "$ETCD_PID"
 wait_for 30 "$ETCD_PID" etcd sh -c "curl -sf $ETCD_URL/health | grep -q true"
 ETCD_API=""
 for p in /v3 /v3beta /v3alpha; do
 	code=$(curl -s -o /dev/null -w '%{http_code}' -XPOST "$ETCD_URL$p/lease/grant" -d '{"TTL":5}' || true)
 	if [ "$code" = 200 ]; then ETCD_API=$p; break; fi
 done
-[ -n "$ETCD_API" ] || { echo "run.sh: etcd JSON gateway answers neither /v3 nor /v3beta" >&2; exit 1; }
+[ -n "$ETCD_API" ] || die "etcd JSON gateway answers neither /v3 nor /v3beta"
 say "etcd          pid $ETCD_PID  $ETCD_URL  (JSON gateway at $ETCD_API/)"
 
 # ---- nginx: WebDAV storage, and a plain reverse proxy in front of it -----
 STORE_URL="http://127.0.0.1:$UPSTREAM_PORT"
 NPROXY_URL="http://127.0.0.1:$NPROXY_PORT"
 PROXY_OK=0
-# nginx_conf NAME SERVER-BLOCK [HTTP-EXTRA]: a self-contained nginx.conf whose
-# prefix, pid, logs and temp dirs all live in $TMP/NAME.
+# nginx_conf NAME WORKERS SERVER-BLOCK [HTTP-EXTRA]: a self-contained
+# nginx.conf whose prefix, pid, logs and temp dirs all live in $TMP/NAME.
 nginx_conf() {
 	local d="$TMP/$1"
 	mkdir -p "$d"
 	{
 		[ "$(id -u)" = 0 ] && echo "user root;"
 		cat <<EOF
-worker_processes 1;
+worker_processes $2;
 daemon off;
 pid $d/nginx.pid;
 lock_file $d/nginx.lock;
@@ -207,15 +268,15 @@ http {
 	fastcgi_temp_path $d/fastcgi;
 	uwsgi_temp_path $d/uwsgi;
 	scgi_temp_path $d/scgi;
-${3:-}
+${4:-}
 	server {
-$2
+$3
 	}
 }
 EOF
 	} >"$d/nginx.conf"
 }
-start_nginx() { # start_nginx NAME URL -> pid in NGINX_PID; on failure says why and returns 1
+start_nginx() { # start_nginx NAME URL -> pid in NGINX_PID; exits when it does not answer
 	local i
 	nginx -p "$TMP/$1/" -c "$TMP/$1/nginx.conf" -e "$TMP/$1.log" >>"$TMP/$1.log" 2>&1 &
 	NGINX_PID=$!
@@ -225,21 +286,24 @@ start_nginx() { # start_nginx NAME URL -> pid in NGINX_PID; on failure says why 
 		kill -0 "$NGINX_PID" 2>/dev/null || break
 		sleep 0.1
 	done
-	say "!! $1 did not start (the proxy part is skipped); its log:"
-	tail -n 20 "$TMP/$1.log" | sed 's/^/   /'
-	return 1
+	echo "run.sh: $1 did not start; its log:" >&2
+	tail -n 20 "$TMP/$1.log" | sed 's/^/   /' >&2
+	exit 1
 }
 if [ "$SKIP_PROXY" = 0 ]; then
 	mkdir -p "$TMP/dav"
-	nginx_conf nginx-store "		listen 127.0.0.1:$UPSTREAM_PORT;
+	nginx_conf nginx-store "$STORE_WORKERS" "		listen 127.0.0.1:$UPSTREAM_PORT;
 		root $TMP/dav;
 		sendfile on;
 		dav_methods PUT DELETE MKCOL COPY MOVE;
 		create_full_put_path on;
 		dav_access user:rw group:r all:r;"
-	start_nginx nginx-store "$STORE_URL" && PROXY_OK=1
+	start_nginx nginx-store "$STORE_URL"
 	STORE_PID=$NGINX_PID
-	nginx_conf nginx-proxy "		listen 127.0.0.1:$NPROXY_PORT;
+	track nginx-store "$STORE_PID"
+	# reuseport: one listening socket per worker, so the kernel spreads the
+	# connections over all of them
+	nginx_conf nginx-proxy "$FG_LOOPS" "		listen 127.0.0.1:$NPROXY_PORT reuseport;
 		location / {
 			proxy_pass http://fgb_store;
 			proxy_http_version 1.1;
@@ -250,14 +314,12 @@ if [ "$SKIP_PROXY" = 0 ]; then
 		keepalive 64;
 		keepalive_requests 1000000;
 	}"
-	if [ "$PROXY_OK" = 1 ]; then
-		start_nginx nginx-proxy "$NPROXY_URL" || PROXY_OK=0
-		NPROXY_PID=$NGINX_PID
-	fi
-	if [ "$PROXY_OK" = 1 ]; then
-		say "nginx storage pid $STORE_PID  $STORE_URL  (WebDAV, 1 worker; $(nginx -v 2>&1 | sed 's/^nginx version: //'))"
-		say "nginx proxy   pid $NPROXY_PID  $NPROXY_URL  (proxy_pass to the storage, upstream keepalive 64, 1 worker)"
-	fi
+	start_nginx nginx-proxy "$NPROXY_URL"
+	NPROXY_PID=$NGINX_PID
+	track nginx-proxy "$NPROXY_PID"
+	PROXY_OK=1
+	say "nginx storage pid $STORE_PID  $STORE_URL  (WebDAV, $STORE_WORKERS worker(s); $(nginx -v 2>&1 | sed 's/^nginx version: //'))"
+	say "nginx proxy   pid $NPROXY_PID  $NPROXY_URL  (proxy_pass to the storage, upstream keepalive 64, $FG_LOOPS worker(s), reuseport)"
 fi
 
 # ---- fencegate -----------------------------------------------------------
@@ -265,14 +327,15 @@ FG_URL="http://127.0.0.1:$FG_PORT"
 FG_OK=0
 if [ "$SKIP_FG" = 0 ]; then
 	"$BIN" --listen "127.0.0.1:$FG_PORT" --redis "127.0.0.1:$REDIS_PORT" \
-		--upstream "http://127.0.0.1:$UPSTREAM_PORT" --threads "$FG_THREADS" \
+		--upstream "http://127.0.0.1:$UPSTREAM_PORT" --threads "$FG_LOOPS" \
 		--max-connections "$FG_MAX_CONN" --max-waiters "$FG_MAX_WAITERS" \
 		--log-level error >"$TMP/fencegate.log" 2>&1 &
 	FG_PID=$!
 	PIDS+=("$FG_PID")
+	track fencegate "$FG_PID"
 	wait_for 15 "$FG_PID" fencegate sh -c \
 		"[ \"\$(curl -s -o /dev/null -w '%{http_code}' $FG_URL/_fence/v1/locks/fgbench-probe)\" != 000 ]"
-	say "fencegate     pid $FG_PID  $FG_URL  (--threads $FG_THREADS --max-connections $FG_MAX_CONN --max-waiters $FG_MAX_WAITERS; fd limit $(ulimit -n))"
+	say "fencegate     pid $FG_PID  $FG_URL  (--threads $FG_LOOPS --max-connections $FG_MAX_CONN --max-waiters $FG_MAX_WAITERS; fd limit $(ulimit -n)); $(ls /proc/"$FG_PID"/task | wc -l) threads"
 
 	# Smoke test: one acquire / inspect / release, shown verbatim.
 	name="fgbench-smoke-$RUNID"
@@ -295,99 +358,126 @@ if [ "$SKIP_FG" = 0 ]; then
 fi
 hr
 
+FG_DIED=""
 fg_alive() { # fg_alive PHASE
 	if [ "$FG_OK" = 1 ] && ! kill -0 "$FG_PID" 2>/dev/null; then
 		say "!! fencegate (pid $FG_PID) died during $1; last log lines:"
 		tail -n 20 "$TMP/fencegate.log" | sed 's/^/   /'
 		FG_OK=0
+		FG_DIED=$1
 	fi
 }
 field() { # field LINE KEY
 	printf '%s\n' "$1" | tr ' ' '\n' | sed -n "s/^$2=//p" | head -n1
 }
-
-# ---- 3. Redis floor ------------------------------------------------------
-say "[redis floor] redis-benchmark -c $CONNS -n $REDIS_N -r 100000 (no pipelining), same redis-server"
-REL_SHA=$(redis-cli -h 127.0.0.1 -p "$REDIS_PORT" script load \
-	"if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end")
-rb() {
-	redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c "$CONNS" -n "$REDIS_N" -r 100000 --csv "$@" |
-		awk -F'","' 'NR==2 { print $2 "," $5 "," $7 }' | tr -d '"'
+show() { # show FILE: its first 200 bytes on one line
+	head -c 200 "$1" 2>/dev/null | tr '\r\n' '  '
 }
-IFS=, read -r SET_RPS SET_P50 SET_P99 < <(rb set 'fg:bench:__rand_int__' x nx px 30000)
-IFS=, read -r EVAL_RPS EVAL_P50 EVAL_P99 < <(rb evalsha "$REL_SHA" 1 'fg:bench:__rand_int__' x)
-FLOOR=$(calc "printf \"%.1f\", 1 / (1 / $SET_RPS + 1 / $EVAL_RPS)")
-say "  SET NX PX 30000 : $SET_RPS req/s   (p50 $SET_P50 ms, p99 $SET_P99 ms)"
-say "  EVALSHA release : $EVAL_RPS req/s   (p50 $EVAL_P50 ms, p99 $EVAL_P99 ms)"
-say "  floor = 1/(1/set + 1/evalsha) = $FLOOR cycles/s"
-redis-cli -h 127.0.0.1 -p "$REDIS_PORT" eval \
-	"local n=0 for _,k in ipairs(redis.call('keys','fg:bench:*')) do n=n+redis.call('del',k) end return n" 0 >/dev/null
-hr
 
-# ---- 1. fencegate cycles -------------------------------------------------
+# ---- CPU per process per run, and perf ----------------------------------
 CLK_TCK=$(getconf CLK_TCK)
-cpu_ticks() { # utime+stime of a process and its children (nginx workers), in clock ticks (0 when gone)
+kids() { printf '%s\n' "$1"; pgrep -P "$1" 2>/dev/null || true; } # a pid and its children (nginx workers)
+cpu_ticks() { # utime+stime of a process and its children, in clock ticks (0 when gone)
 	local p t=0 v
-	for p in "$1" $(pgrep -P "$1" 2>/dev/null || true); do
+	for p in $(kids "$1"); do
 		v=$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "/proc/$p/stat" 2>/dev/null || echo 0)
 		t=$((t + ${v:-0}))
 	done
 	echo "$t"
 }
-task_ticks() { # task_ticks PID: "tid ticks" per thread
-	local t
-	for t in /proc/"$1"/task/*; do
-		awk -v tid="${t##*/}" '{ sub(/^.*\) /, ""); print tid, $12 + $13 }' "$t/stat" 2>/dev/null || true
-	done
+ctxsw() { # ctxsw PID -> "voluntary involuntary" context switches over its threads and its children's
+	local p
+	for p in $(kids "$1"); do cat /proc/"$p"/task/*/status 2>/dev/null || true; done |
+		awk '/^voluntary_ctxt_switches:/ { v += $2 } /^nonvoluntary_ctxt_switches:/ { n += $2 } END { print v + 0, n + 0 }'
 }
-run_wrk() { # run_wrk LABEL SCRIPT URL PREFIX [ARGS...]; echoes the RESULT line
-	# also writes $TMP/LABEL.cpu (CPU per process) and, while fencegate runs,
-	# $TMP/LABEL.fg (its busiest threads, and its VmRSS before -> after)
-	local label=$1 script=$2 url=$3 prefix=$4 out p t0 t1 cpu=""
-	shift 4
-	wrk -t"${WRK_THREADS:-$CONNS}" -c"$CONNS" -d"${WARMUP}s" --timeout 10s -s "$script" "$url" -- "warm-$prefix" "$@" \
+kfmt() { calc "v = $1; if (v >= 10000) printf \"%.0fk\", v / 1000; else if (v >= 1000) printf \"%.1fk\", v / 1000; else printf \"%d\", v"; }
+want_profile() { [ "$PROFILE" = 1 ] && [ "$PERF_OK" = 1 ] && [[ " $PROFILE_RUNS " == *" $1 "* ]]; }
+RUNS=()            # measured wrk runs, in order
+declare -A SUBJ=() # run -> the process under test (for CPU per request)
+declare -A CPU=()  # "run proc" -> CPU seconds; "run proc cs" -> context switches
+PROFILED=()
+run_wrk() { # run_wrk LABEL SUBJECT SCRIPT URL PREFIX [ARGS...]: RESULT line in WRK_LINE
+	# and in $TMP/LABEL.txt; CPU seconds and context switches per process in
+	# CPU[] and $TMP/LABEL.cpu; with --profile a system-wide perf record.
+	local label=$1 subj=$2 script=$3 url=$4 prefix=$5 i p t0 t1 line="" perf_pid=""
+	shift 5
+	wrk -t"$WRK_THREADS" -c"$CONNS" -d"${WARMUP}s" --timeout 10s -s "$script" "$url" -- "warm-$prefix" "$@" \
 		>"$TMP/$label-warm.txt" 2>&1 || true
-	declare -A c0
-	for p in "${PIDS[@]}"; do c0[$p]=$(cpu_ticks "$p"); done
-	local fg_rss0=""
-	if [ "${FG_OK:-0}" = 1 ]; then
-		task_ticks "$FG_PID" >"$TMP/$label.tasks0"
-		fg_rss0=$(awk '/^VmRSS:/ { print $2 }' "/proc/$FG_PID/status" 2>/dev/null || true)
+	local -a c0=() v0=() n0=()
+	local c v n
+	for i in "${!TRACK_PIDS[@]}"; do
+		c0[i]=$(cpu_ticks "${TRACK_PIDS[i]}")
+		read -r v n < <(ctxsw "${TRACK_PIDS[i]}")
+		v0[i]=$v
+		n0[i]=$n
+	done
+	if want_profile "$label"; then
+		: >"$TMP/$label.pids"
+		for i in "${!TRACK_PIDS[@]}"; do
+			printf '%s %s\n' "${TRACK_NAMES[i]}" "$(kids "${TRACK_PIDS[i]}" | paste -sd,)" >>"$TMP/$label.pids"
+		done
+		perf record -a -F "$PERF_FREQ" -o "$TMP/$label.perf" >"$TMP/$label.perf.log" 2>&1 &
+		perf_pid=$!
+		sleep 0.3
+		PROFILED+=("$label")
 	fi
 	read -r -a s0 < <(head -n1 /proc/stat)
 	t0=$(date +%s.%N)
-	wrk -t"${WRK_THREADS:-$CONNS}" -c"$CONNS" -d"${DURATION}s" --timeout 10s -s "$script" "$url" -- "$prefix" "$@" \
+	python3 "$HERE/rusage.py" "$TMP/$label.wrkru" \
+		wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DURATION}s" --timeout 10s -s "$script" "$url" -- "$prefix" "$@" \
 		>"$TMP/$label.txt" 2>&1 || true
 	t1=$(date +%s.%N)
 	read -r -a s1 < <(head -n1 /proc/stat)
-	for p in "${PIDS[@]}"; do
-		cpu+=" $(pname "$p") $(calc "printf \"%.0f%%\", ($(cpu_ticks "$p") - ${c0[$p]}) / $CLK_TCK / ($t1 - $t0) * 100")"
+	local secs
+	secs=$(calc "print $t1 - $t0")
+	: >"$TMP/$label.cpu"
+	for i in "${!TRACK_PIDS[@]}"; do
+		if ! kill -0 "${TRACK_PIDS[i]}" 2>/dev/null; then # gone (died): no figure
+			printf '%s - - -\n' "${TRACK_NAMES[i]}" >>"$TMP/$label.cpu"
+			continue
+		fi
+		c=$(cpu_ticks "${TRACK_PIDS[i]}")
+		read -r v n < <(ctxsw "${TRACK_PIDS[i]}")
+		printf '%s %s %s %s\n' "${TRACK_NAMES[i]}" "$(calc "printf \"%.2f\", ($c - ${c0[i]}) / $CLK_TCK")" \
+			$((v - v0[i])) $((n - n0[i])) >>"$TMP/$label.cpu"
 	done
+	if [ -n "$perf_pid" ]; then
+		kill -INT "$perf_pid" 2>/dev/null || true
+		wait "$perf_pid" 2>/dev/null || true
+	fi
+	[ -s "$TMP/$label.wrkru" ] && printf 'wrk %s\n' "$(cat "$TMP/$label.wrkru")" >>"$TMP/$label.cpu"
 	# whole box: fields 1..8 of the cpu line, idle = idle + iowait
-	local tot=0 idle i
+	local tot=0 idle
 	for i in 1 2 3 4 5 6 7 8; do tot=$((tot + s1[i] - s0[i])); done
 	idle=$((s1[4] - s0[4] + s1[5] - s0[5]))
-	cpu+="; whole box busy $(calc "printf \"%.0f%%\", ($tot - $idle) / $tot * 100 * $(nproc)") of $(($(nproc) * 100))%"
-	printf '%s\n' "$cpu" >"$TMP/$label.cpu"
-	if [ -n "$fg_rss0" ]; then
-		task_ticks "$FG_PID" >"$TMP/$label.tasks1"
-		{
-			printf 'threads busiest first:'
-			awk -v secs="$(calc "print $t1 - $t0")" -v hz="$CLK_TCK" \
-				'NR == FNR { a[$1] = $2; next } { printf " %.0f%%\n", ($2 - a[$1]) / hz / secs * 100 }' \
-				"$TMP/$label.tasks0" "$TMP/$label.tasks1" | sort -t' ' -k2 -rn | head -n 6 | tr -d '\n'
-			printf ' (of %s); VmRSS %s -> %s kB\n' "$(wc -l <"$TMP/$label.tasks1")" "$fg_rss0" \
-				"$(awk '/^VmRSS:/ { print $2 }' "/proc/$FG_PID/status" 2>/dev/null || true)"
-		} >"$TMP/$label.fg"
+	printf 'box %s %s\n' "$(calc "printf \"%.0f\", ($tot - $idle) / $tot * 100 * $(nproc)")" "$secs" >>"$TMP/$label.cpu"
+	while read -r p c v n; do
+		[ "$p" = box ] && { CPU["$label box"]=$c; CPU["$label secs"]=$v; continue; }
+		CPU["$label $p"]=$c
+		if [ "$c" = - ]; then CPU["$label $p cs"]=-; else CPU["$label $p cs"]=$((v + n)); fi
+	done <"$TMP/$label.cpu"
+	RUNS+=("$label")
+	SUBJ[$label]=$subj
+	line=$(grep '^RESULT ' "$TMP/$label.txt" || true)
+	if [ -z "$line" ]; then
+		say "  wrk produced no result; its output:"
+		sed 's/^/   /' "$TMP/$label.txt"
+	elif [ "${CPU["$label $subj"]:-}" = - ]; then
+		say "  $label: $subj died during the run; its figures are left out: $line"
+		line=""
 	fi
-	out=$(grep '^RESULT ' "$TMP/$label.txt" || true)
-	if [ -z "$out" ]; then
-		say "  wrk produced no result; its output:" >&2
-		sed 's/^/   /' "$TMP/$label.txt" >&2
-	fi
+	WRK_LINE=$line
+}
+cpu_line() { # cpu_line LABEL: one line of CPU seconds (context switches vol/invol) per process
+	local out="" p c v n
+	while read -r p c v n; do
+		if [ "$p" = box ]; then out+="; box busy ${c}% of $(($(nproc) * 100))%"; continue; fi
+		if [ "$c" = - ]; then out+=" $p gone"; continue; fi
+		out+=" $p ${c}s ($(kfmt "$v")/$(kfmt "$n"))"
+	done <"$TMP/$1.cpu"
 	printf '%s\n' "$out"
 }
-report_wrk() { # report_wrk LABEL RESULTLINE
+report_cycles() { # report_cycles LABEL RESULTLINE
 	local line=$2 kinds sample
 	say "  cycles/s $(field "$line" cps)   ($(field "$line" cycles) cycles in $(field "$line" secs) s;" \
 		"per-request p50 $(field "$line" req_p50_ms) ms, p99 $(field "$line" req_p99_ms) ms)"
@@ -395,47 +485,141 @@ report_wrk() { # report_wrk LABEL RESULTLINE
 		"socket connect/read/write/timeout $(field "$line" sock_connect)/$(field "$line" sock_read)/$(field "$line" sock_write)/$(field "$line" sock_timeout)"
 	kinds=$(sed -n 's/^ERRKINDS //p' "$TMP/$1.txt")
 	sample=$(sed -n 's/^ERRSAMPLE //p' "$TMP/$1.txt")
-	say "  CPU during the run (100% = one core):$(cat "$TMP/$1.cpu")"
+	say "  CPU s (context switches voluntary/involuntary):$(cpu_line "$1")"
 	[ -n "$kinds" ] && say "  error kinds: $kinds"
 	[ -n "$sample" ] && say "  first error: $sample"
 	return 0
 }
+errs_of() { # errs_of RESULTLINE -> app + socket errors + answers >= 400
+	local k t=0 v
+	for k in app_errors http_ge400 sock_connect sock_read sock_write sock_timeout; do
+		v=$(field "$1" "$k")
+		t=$((t + ${v:-0}))
+	done
+	echo "$t"
+}
 
-FG_CPS=""
+# ---- Redis floor ---------------------------------------------------------
+say "[redis floor] redis-benchmark -c $CONNS -n $REDIS_N -r 100000 (no pipelining), same redis-server"
+REL_SHA=$(rcli script load \
+	"if redis.call('get',KEYS[1])==ARGV[1] then return redis.call('del',KEYS[1]) else return 0 end")
+rb() {
+	redis-benchmark -h 127.0.0.1 -p "$REDIS_PORT" -c "$CONNS" -n "$REDIS_N" -r 100000 --csv "$@" |
+		awk -F'","' 'NR==2 { print $2 "," $5 "," $7 }' | tr -d '"'
+}
+IFS=, read -r SET_RPS SET_P50 SET_P99 < <(rb set 'fg:bench:__rand_int__' x nx px 30000)
+IFS=, read -r EVAL_RPS EVAL_P50 EVAL_P99 < <(rb evalsha "$REL_SHA" 1 'fg:bench:__rand_int__' x)
+[ -n "$SET_RPS" ] && [ -n "$EVAL_RPS" ] || die "redis-benchmark gave no figures"
+FLOOR=$(calc "printf \"%.1f\", 1 / (1 / $SET_RPS + 1 / $EVAL_RPS)")
+say "  SET NX PX 30000 : $SET_RPS req/s   (p50 $SET_P50 ms, p99 $SET_P99 ms)"
+say "  EVALSHA release : $EVAL_RPS req/s   (p50 $EVAL_P50 ms, p99 $EVAL_P99 ms)"
+say "  floor = 1/(1/set + 1/evalsha) = $FLOOR cycles/s"
+rcli eval "local n=0 for _,k in ipairs(redis.call('keys','fg:bench:*')) do n=n+redis.call('del',k) end return n" 0 >/dev/null
+rcli script flush >/dev/null
+hr
+
+# ---- lock cycles: fencegate, etcd ----------------------------------------
+FG_CPS="" FG_CYC_ERRS=""
 if [ "$FG_OK" = 1 ]; then
-	say "[fencegate] $CONNS connections (wrk -t$CONNS -c$CONNS), own lock per connection," \
-		"cycle = POST acquire (200) + DELETE release (204); ${WARMUP}s warm-up, ${DURATION}s run"
-	FG_LINE=$(run_wrk fencegate "$HERE/fence_cycle.lua" "$FG_URL" "fgb-$RUNID")
-	if [ -n "$FG_LINE" ]; then
-		report_wrk fencegate "$FG_LINE"
-		FG_CPS=$(field "$FG_LINE" cps)
-		FG_ERRS=$(($(field "$FG_LINE" app_errors) + $(field "$FG_LINE" sock_connect) + $(field "$FG_LINE" sock_read) + $(field "$FG_LINE" sock_write) + $(field "$FG_LINE" sock_timeout)))
+	say "[lock cycles, fencegate] wrk -t$WRK_THREADS -c$CONNS; each wrk thread goes round $NAME_RING lock names of its own;" \
+		"cycle = POST acquire (200) + DELETE release (204)"
+	run_wrk cycles-fencegate fencegate "$HERE/fence_cycle.lua" "$FG_URL" "fgb-$RUNID" "$NAME_RING"
+	if [ -n "$WRK_LINE" ]; then
+		report_cycles cycles-fencegate "$WRK_LINE"
+		FG_CPS=$(field "$WRK_LINE" cps)
+		FG_CYC_ERRS=$(errs_of "$WRK_LINE")
 	fi
 	fg_alive "the cycle benchmark"
 	hr
 fi
 
-# ---- 2. etcd lock API ----------------------------------------------------
-say "[etcd] $CONNS connections, own lock name per connection, ONE lease per connection" \
-	"(granted once, TTL 30, reused); cycle = $ETCD_API/lock/lock + $ETCD_API/lock/unlock; ${WARMUP}s warm-up, ${DURATION}s run"
-ETCD_LINE=$(run_wrk etcd "$HERE/etcd_cycle.lua" "$ETCD_URL" "fgb-$RUNID" "$ETCD_API")
-ETCD_CPS=""
-if [ -n "$ETCD_LINE" ]; then
-	report_wrk etcd "$ETCD_LINE"
-	ETCD_CPS=$(field "$ETCD_LINE" cps)
-	ETCD_ERRS=$(($(field "$ETCD_LINE" app_errors) + $(field "$ETCD_LINE" sock_connect) + $(field "$ETCD_LINE" sock_read) + $(field "$ETCD_LINE" sock_write) + $(field "$ETCD_LINE" sock_timeout)))
+say "[lock cycles, etcd] wrk -t$WRK_THREADS -c$CONNS; one lease per wrk thread (granted before, TTL 600, reused)," \
+	"each thread goes round $NAME_RING lock names of its own; cycle = $ETCD_API/lock/lock + $ETCD_API/lock/unlock"
+ETCD_LEASES=""
+for ((i = 0; i < WRK_THREADS; i++)); do
+	id=$(curl -s -XPOST "$ETCD_URL$ETCD_API/lease/grant" -d '{"TTL":600}' | sed -n 's/.*"ID":"\{0,1\}\([0-9][0-9]*\).*/\1/p')
+	[ -n "$id" ] || die "etcd granted no lease"
+	ETCD_LEASES+="${ETCD_LEASES:+,}$id"
+done
+run_wrk cycles-etcd etcd "$HERE/etcd_cycle.lua" "$ETCD_URL" "fgb-$RUNID" "$ETCD_API" "$ETCD_LEASES" "$NAME_RING"
+ETCD_CPS="" ETCD_ERRS=""
+if [ -n "$WRK_LINE" ]; then
+	report_cycles cycles-etcd "$WRK_LINE"
+	ETCD_CPS=$(field "$WRK_LINE" cps)
+	ETCD_ERRS=$(errs_of "$WRK_LINE")
 fi
 hr
 
-# ---- 5. waiters / 6. handoff ---------------------------------------------
+# ---- Redis CPU per call --------------------------------------------------
+# Redis's own account of the time it spent in the scripts fencegate runs
+# (EVALSHA today, EVAL on a script-cache miss, FCALL for a function
+# library), reset before each phase: usec / calls summed over those rows,
+# per operation that fencegate answered with success.
+SCRIPT_ROWS='^cmdstat_(evalsha|eval|fcall)(_ro)?:'
+declare -A RC=()
+calls_phase() { # calls_phase PHASE MODE ARGS...: RESETSTAT, fence_calls.py MODE, INFO commandstats
+	local phase=$1 out
+	shift
+	rcli config resetstat >/dev/null
+	out=$(python3 "$HERE/fence_calls.py" "$@" --port "$FG_PORT" --conns "$CONNS" 2>&1 || true)
+	rcli info commandstats | tr -d '\r' >"$TMP/cmdstat-$phase.txt"
+	local ok errs secs fatal sample
+	ok=$(printf '%s\n' "$out" | sed -n 's/^RESULT_OK=//p')
+	errs=$(printf '%s\n' "$out" | sed -n 's/^RESULT_ERRORS=//p')
+	secs=$(printf '%s\n' "$out" | sed -n 's/^RESULT_SECS=//p')
+	fatal=$(printf '%s\n' "$out" | sed -n 's/^RESULT_FATAL=//p')
+	sample=$(printf '%s\n' "$out" | sed -n 's/^RESULT_ERRSAMPLE=//p')
+	if [ -n "$fatal" ] || [ -z "$ok" ]; then
+		say "  $phase failed: ${fatal:-$(printf '%s' "$out" | tail -n 3 | tr '\n' ' ')}"
+		return 1
+	fi
+	RC[$phase ok]=$ok
+	RC[$phase errs]=$errs
+	# script rows: calls, usec; every other command (but INFO / CONFIG): calls, and the top ones
+	local sc su oc
+	read -r sc su oc < <(awk -F'[:,=]' -v re="$SCRIPT_ROWS" '
+		/^cmdstat_/ { calls = $3; usec = $5
+			if ($0 ~ re) { sc += calls; su += usec }
+			else if ($1 !~ /^cmdstat_(info|config)/) oc += calls }
+		END { print sc + 0, su + 0, oc + 0 }' "$TMP/cmdstat-$phase.txt")
+	RC[$phase scalls]=$sc
+	RC[$phase susec]=$su
+	RC[$phase ocalls]=$oc
+	RC[$phase inner]=$(awk -F'[:,=]' -v re="$SCRIPT_ROWS" -v n="${RC[$phase scalls]}" '
+		/^cmdstat_/ && $0 !~ re && $1 !~ /^cmdstat_(info|config)/ { sub(/^cmdstat_/, "", $1); print $3, $1 }' \
+		"$TMP/cmdstat-$phase.txt" | sort -rn | head -n 6 |
+		awk -v n="${RC[$phase scalls]}" '{ printf "%s%s %.2f", (NR > 1 ? ", " : ""), $2, (n > 0 ? $1 / n : 0) }')
+	say "  $phase: $ok ok, $errs failed in ${secs}s over $CONNS connections; Redis: script calls ${RC[$phase scalls]}," \
+		"script usec ${RC[$phase susec]}, other commands ${RC[$phase ocalls]}${sample:+; first failure: $sample}"
+}
+CALLS_OK=0
+if [ "$FG_OK" = 1 ] && [ "$PROXY_OK" = 1 ]; then
+	say "[redis cpu per call] CONFIG RESETSTAT, then INFO commandstats after each phase; script rows: evalsha, eval, fcall;" \
+		"$CALLS_N acquires of distinct locks, $CALLS_N releases of them, $CALLS_PUTS fenced ${OBJ_SIZE}-byte PUTs" \
+		"on $CONNS objects (locks acquired before the phase); exact counts, $CONNS connections"
+	calls_phase acquire acquire --n "$CALLS_N" --prefix "fgc-$RUNID-" --out "$TMP/calls-grants.txt" &&
+		calls_phase release release --in "$TMP/calls-grants.txt" &&
+		python3 "$HERE/fence_calls.py" acquire --port "$FG_PORT" --conns "$CONNS" --n "$NOBJ" \
+			--prefix "fgc-$RUNID/obj-" --out "$TMP/calls-objs.txt" >"$TMP/calls-objs.log" 2>&1 &&
+		calls_phase put put --in "$TMP/calls-objs.txt" --n "$CALLS_PUTS" --size "$OBJ_SIZE" &&
+		python3 "$HERE/fence_calls.py" release --port "$FG_PORT" --conns "$CONNS" \
+			--in "$TMP/calls-objs.txt" >"$TMP/calls-objs-release.log" 2>&1 &&
+		CALLS_OK=1
+	[ "$CALLS_OK" = 1 ] || say "  (the Redis CPU section did not complete; see above)"
+	fg_alive "the Redis CPU phases"
+	hr
+fi
+
+# ---- 10,000 waiters / handoff --------------------------------------------
 W_OUT=""
 H_OUT=""
+wres() { printf '%s\n' "$W_OUT" | sed -n "s/^RESULT_WAITERS_$1=//p" | head -n1; }
+hres() { printf '%s\n' "$H_OUT" | sed -n "s/^RESULT_HANDOFF_$1=//p" | head -n1; }
 if [ "$FG_OK" = 1 ]; then
 	say "[waiters] $WAITERS connections, each one blocking acquire {\"wait_ms\":120000,\"ttl_ms\":30000}" \
 		"on $WAITER_LOCKS held locks ($((WAITERS / WAITER_LOCKS)) each)"
 	W_OUT=$(python3 "$HERE/fence_waiters.py" waiters --port "$FG_PORT" --pid "$FG_PID" \
 		--prefix "fgw-$RUNID" --n "$WAITERS" --locks "$WAITER_LOCKS" 2> >(sed 's/^/ /' >&2) || true)
-	wres() { printf '%s\n' "$W_OUT" | sed -n "s/^RESULT_WAITERS_$1=//p" | head -n1; }
 	if [ -n "$(wres FATAL)" ]; then say "  waiter test failed: $(wres FATAL)"; fi
 	fg_alive "the waiter test"
 	hr
@@ -445,46 +629,45 @@ if [ "$FG_OK" = 1 ]; then
 		"(after 20 untimed): DELETE sent -> next waiter's 200 received; each granted waiter re-queues at once"
 	H_OUT=$(python3 "$HERE/fence_waiters.py" handoff --port "$FG_PORT" --prefix "fgh-$RUNID" \
 		--n "$HANDOFF_WAITERS" --rounds "$HANDOFF_ROUNDS" 2> >(sed 's/^/ /' >&2) || true)
-	hres() { printf '%s\n' "$H_OUT" | sed -n "s/^RESULT_HANDOFF_$1=//p" | head -n1; }
 	if [ -n "$(hres FATAL)" ]; then say "  handoff test failed: $(hres FATAL)"; fi
 	if [ -n "$(hres ERRSAMPLE)" ]; then say "  first handoff error: $(hres ERRSAMPLE)"; fi
 	fg_alive "the handoff test"
 	hr
 fi
-# ---- 7. fencing proxy: 1 KiB GET / PUT ----------------------------------
+
+# ---- fencing proxy: 1 KiB GET / PUT -------------------------------------
 # Objects <P_PATH>0 .. <P_PATH>NOBJ-1 on the storage nginx; a fenced PUT of one
 # carries the sequencer of the lock named by its path without the leading '/'.
 P_PATH="/fgp-$RUNID/obj-"
 declare -A IO=()
-io_run() { # io_run LABEL WRK-THREADS URL METHOD [TOKEN-FILE]: result line in IO[LABEL]
-	local label=$1 threads=$2 url=$3 method=$4
+io_run() { # io_run LABEL SUBJECT URL METHOD [TOKEN-FILE]: result line in IO[LABEL]
+	local label=$1 subj=$2 url=$3 method=$4
 	shift 4
-	IO[$label]=$(WRK_THREADS=$threads run_wrk "$label" "$HERE/object_io.lua" "$url" "$label" \
-		"$method" "$P_PATH" "$NOBJ" "$OBJ_SIZE" "$@")
-	local line=${IO[$label]}
+	run_wrk "$label" "$subj" "$HERE/object_io.lua" "$url" "$label" "$method" "$P_PATH" "$NOBJ" "$WRK_THREADS" "$OBJ_SIZE" "$@"
+	IO[$label]=$WRK_LINE
+	local line=$WRK_LINE
 	[ -n "$line" ] || return 0
 	printf '  %-28s %9s req/s   p50 %7s ms  p99 %7s ms   (%s requests; http>=400 %s, socket c/r/w/t %s/%s/%s/%s)\n' \
 		"$label" "$(field "$line" rps)" "$(field "$line" req_p50_ms)" "$(field "$line" req_p99_ms)" \
 		"$(field "$line" requests)" "$(field "$line" http_ge400)" "$(field "$line" sock_connect)" \
 		"$(field "$line" sock_read)" "$(field "$line" sock_write)" "$(field "$line" sock_timeout)"
-	say "  $(printf '%-28s' '') CPU (100% = one core):$(cat "$TMP/$label.cpu")"
-	case "$label" in *fencegate*) [ -s "$TMP/$label.fg" ] && say "  $(printf '%-28s' '') fencegate $(cat "$TMP/$label.fg")" ;; esac
+	say "  $(printf '%-28s' '') CPU s:$(cpu_line "$label")"
 	return 0
 }
-io_merge() { # io_merge LABEL PARTS...: IO[LABEL] = mean rps, p50, p99 and summed counts of the PARTS
+io_merge() { # io_merge LABEL PARTS...: IO[LABEL] = mean rps, ok_rps, p50, p99 and summed counts of the PARTS
 	local out=$1 l k n=0 line
 	shift
 	local -A acc=()
 	for l in "$@"; do
 		[ -n "${IO[$l]:-}" ] || continue
 		n=$((n + 1))
-		for k in rps req_p50_ms req_p99_ms requests http_ge400 sock_connect sock_read sock_write sock_timeout; do
+		for k in rps ok_rps req_p50_ms req_p99_ms requests http_ge400 sock_connect sock_read sock_write sock_timeout; do
 			acc[$k]=$(calc "print ${acc[$k]:-0} + $(iof "$l" "$k")")
 		done
 	done
 	[ "$n" -gt 0 ] || return 0
 	line="RESULT rounds=$n"
-	line+=" rps=$(calc "printf \"%.1f\", ${acc[rps]} / $n")"
+	for k in rps ok_rps; do line+=" $k=$(calc "printf \"%.1f\", ${acc[$k]} / $n")"; done
 	for k in req_p50_ms req_p99_ms; do line+=" $k=$(calc "printf \"%.3f\", ${acc[$k]} / $n")"; done
 	for k in requests http_ge400 sock_connect sock_read sock_write sock_timeout; do line+=" $k=${acc[$k]}"; done
 	IO[$out]=$line
@@ -506,13 +689,10 @@ fence_release() { # fence_release NAME LEASE -> HTTP status
 	curl -s -o "$TMP/release.last" -w '%{http_code}' -XDELETE -H "Fence-Lease: $2" \
 		"${LOCK_URL:-$FG_URL}/_fence/v1/locks/$1" || true
 }
-show() { # show FILE: its first 200 bytes on one line
-	head -c 200 "$1" 2>/dev/null | tr '\r\n' '  '
-}
 
 if [ "$PROXY_OK" = 1 ]; then
-	say "[proxy] 1 KiB objects (${OBJ_SIZE} B), $CONNS connections; direct = storage nginx $STORE_URL," \
-		"nginx-proxy = $NPROXY_URL, fencegate = $FG_URL; ${WARMUP}s warm-up, ${DURATION}s run each"
+	say "[proxy] ${OBJ_SIZE}-byte objects, wrk -t$WRK_THREADS -c$CONNS, $NOBJ objects (each wrk thread takes its own in turn);" \
+		"direct = storage nginx $STORE_URL, nginx-proxy = $NPROXY_URL, fencegate = $FG_URL"
 	[ "$FG_OK" = 1 ] && FG_RSS_P0=$(awk '/^VmRSS:/ { print $2 }' "/proc/$FG_PID/status" 2>/dev/null || true)
 	head -c "$OBJ_SIZE" /dev/zero | tr '\0' x >"$TMP/obj.bin"
 	bad=0
@@ -521,23 +701,30 @@ if [ "$PROXY_OK" = 1 ]; then
 		case "$code" in 201|204) ;; *) bad=$((bad + 1)); [ "$bad" = 1 ] && say "  pre-create PUT $P_PATH$i -> $code $(show "$TMP/put.last")" ;; esac
 	done
 	say "  pre-created $((NOBJ - bad))/$NOBJ objects $P_PATH{0..$((NOBJ - 1))} directly on the storage"
-	[ "$bad" = 0 ] || PROXY_OK=0
-fi
-if [ "$PROXY_OK" = 1 ]; then
+	[ "$bad" = 0 ] || die "could not create the objects on the storage"
 	say "  smoke: GET ${P_PATH}0 direct -> $(curl -s -o /dev/null -w '%{http_code} %{size_download} B' "$STORE_URL${P_PATH}0" || true)," \
 		"nginx-proxy -> $(curl -s -o /dev/null -w '%{http_code} %{size_download} B' "$NPROXY_URL${P_PATH}0" || true)"
 	[ "$FG_OK" = 1 ] && say "  smoke: GET ${P_PATH}0 via fencegate -> $(curl -s -o /dev/null -w '%{http_code} %{size_download} B' "$FG_URL${P_PATH}0" || true)"
-	say "[proxy GET, wrk -t$CONNS -c$CONNS]"
-	io_run get-direct "$CONNS" "$STORE_URL" GET
-	io_run get-nginx-proxy "$CONNS" "$NPROXY_URL" GET
-	if [ "$FG_OK" = 1 ]; then io_run get-fencegate "$CONNS" "$FG_URL" GET; fg_alive "the GET benchmark"; fi
-	say "[proxy GET, wrk -t$GET_THREADS_FEW -c$CONNS (wrk itself uses less CPU)]"
-	io_run get-direct-t$GET_THREADS_FEW "$GET_THREADS_FEW" "$STORE_URL" GET
-	io_run get-nginx-proxy-t$GET_THREADS_FEW "$GET_THREADS_FEW" "$NPROXY_URL" GET
-	if [ "$FG_OK" = 1 ]; then io_run get-fencegate-t$GET_THREADS_FEW "$GET_THREADS_FEW" "$FG_URL" GET; fg_alive "the GET benchmark"; fi
 
-	say "[proxy PUT, wrk -t$CONNS -c$CONNS; each connection PUTs its own object; via fencegate fenced: own lock per object," \
-		"acquired before the runs; $PUT_ROUNDS round(s), the order reversed every other round (storage-bound, so noisy)]"
+	say "[proxy GET] $GET_ROUNDS round(s), the order reversed every other round"
+	for ((r = 1; r <= GET_ROUNDS; r++)); do
+		order="direct nginx-proxy fencegate"
+		[ $((r % 2)) = 0 ] && order="fencegate nginx-proxy direct"
+		for t in $order; do
+			case $t in
+			direct) io_run get-direct-r$r nginx-store "$STORE_URL" GET ;;
+			nginx-proxy) io_run get-nginx-proxy-r$r nginx-proxy "$NPROXY_URL" GET ;;
+			fencegate)
+				if [ "$FG_OK" = 1 ]; then io_run get-fencegate-r$r fencegate "$FG_URL" GET; fg_alive "the GET benchmark"; fi ;;
+			esac
+		done
+	done
+	for t in direct nginx-proxy fencegate; do
+		io_merge get-$t $(for ((r = 1; r <= GET_ROUNDS; r++)); do echo get-$t-r$r; done)
+	done
+
+	say "[proxy PUT] each request PUTs an object of its wrk thread's; via fencegate fenced: own lock per object," \
+		"acquired before the runs; $PUT_ROUNDS round(s), the order reversed every other round"
 	PUT_FG=0
 	if [ "$FG_OK" = 1 ]; then
 		: >"$TMP/tokens.txt"
@@ -563,11 +750,11 @@ if [ "$PROXY_OK" = 1 ]; then
 		[ $((r % 2)) = 0 ] && order="fencegate-fenced nginx-proxy direct"
 		for t in $order; do
 			case $t in
-			direct) io_run put-direct-r$r "$CONNS" "$STORE_URL" PUT ;;
-			nginx-proxy) io_run put-nginx-proxy-r$r "$CONNS" "$NPROXY_URL" PUT ;;
+			direct) io_run put-direct-r$r nginx-store "$STORE_URL" PUT ;;
+			nginx-proxy) io_run put-nginx-proxy-r$r nginx-proxy "$NPROXY_URL" PUT ;;
 			fencegate-fenced)
 				if [ "$PUT_FG" = 1 ] && [ "$FG_OK" = 1 ]; then
-					io_run put-fencegate-fenced-r$r "$CONNS" "$FG_URL" PUT "$TMP/tokens.txt"
+					io_run put-fencegate-fenced-r$r fencegate "$FG_URL" PUT "$TMP/tokens.txt"
 					fg_alive "the fenced PUT benchmark"
 				fi ;;
 			esac
@@ -596,7 +783,7 @@ if [ "$PROXY_OK" = 1 ]; then
 	hr
 fi
 
-# ---- 8. fencing proxy: 1 GiB streamed through fencegate ------------------
+# ---- fencing proxy: 1 GiB streamed through fencegate ------------------
 # On a second fencegate started just for this (same flags, Redis and storage):
 # the main one has served 10,000 waiters and ~10^6 requests by now, and memory
 # it freed but kept would hide a growth.
@@ -620,7 +807,7 @@ if [ "$PROXY_OK" = 1 ] && [ "$SKIP_FG" = 0 ]; then
 	for ((i = 0; i < BIN_WAIT * 2; i++)); do [ -x "$BIN" ] && break; sleep 0.5; done
 	FGS_URL="http://127.0.0.1:$FGS_PORT"
 	"$BIN" --listen "127.0.0.1:$FGS_PORT" --redis "127.0.0.1:$REDIS_PORT" \
-		--upstream "$STORE_URL" --threads "$FG_THREADS" \
+		--upstream "$STORE_URL" --threads "$FG_LOOPS" \
 		--max-connections "$FG_MAX_CONN" --max-waiters "$FG_MAX_WAITERS" \
 		--log-level error >"$TMP/fencegate-stream.log" 2>&1 &
 	FGS_PID=$!
@@ -707,111 +894,158 @@ if [ "$FGS_OK" = 1 ]; then
 fi
 sleep 0.2 # let the helpers' stderr drain before the summary
 
+# ---- profiles ------------------------------------------------------------
+if [ "${#PROFILED[@]}" -gt 0 ]; then
+	say "PROFILES (perf, system-wide during the run, whose figures include its sampling; per process using 0.2 CPU s or more: its top 10 symbols by share of its own samples)"
+	for label in "${PROFILED[@]}"; do
+		[ -s "$TMP/$label.perf" ] || { say "[$label] perf wrote nothing: $(tr '\n' ' ' <"$TMP/$label.perf.log" | cut -c1-200)"; continue; }
+		say "[$label]"
+		{
+			cat "$TMP/$label.pids"
+			echo "wrk -"
+		} | while read -r p pids; do
+			c=${CPU["$label $p"]:-0}
+			[ "$c" != - ] && [ "$(calc "print ($c >= 0.2)")" = 1 ] || continue
+			if [ "$pids" = - ]; then filt=(--comm wrk); else filt=(--pid "$pids"); fi
+			# (perf's own --sort dso ignores --pid: the split by object is summed here)
+			perf report -i "$TMP/$label.perf" --stdio -q --no-children --percentage relative \
+				--sort dso,sym "${filt[@]}" >"$TMP/$label.$p.sym" 2>/dev/null || true
+			say "  $p (${c} CPU s in the run); by object: $(awk 'NF >= 3 { s[$2] += $1 } END { for (k in s) printf "%.1f %s\n", s[k], k }' \
+				"$TMP/$label.$p.sym" | sort -rn | head -n 5 | awk '{ printf "%s%s %s%%", (NR > 1 ? ", " : ""), $2, $1 }')"
+			awk 'NF >= 3 && n < 10 { n++; sym = $0; sub(/^ *[^ ]+ +[^ ]+ +/, "", sym); printf "    %7s  %-24s %s\n", $1, $2, sym }' \
+				"$TMP/$label.$p.sym" | cut -c1-120
+		done
+	done
+	hr
+elif [ "$PROFILE" = 1 ]; then
+	say "PROFILES: perf could not record here ($PERF_WHY); see CPU seconds and context switches per process below"
+	hr
+fi
+
+# ---- CPU per run ---------------------------------------------------------
+if [ "${#RUNS[@]}" -gt 0 ]; then
+	say "CPU SECONDS per process in each measured run (context switches, voluntary + involuntary, in brackets);"
+	say "the last column is the CPU of the process under test per request (per cycle for lock cycles)"
+	hdr=(run)
+	for p in "${TRACK_NAMES[@]}" wrk; do hdr+=("$p"); done
+	cw=12
+	printf '%-24s' "${hdr[0]}"
+	for p in "${hdr[@]:1}"; do printf " %${cw}s" "$p"; done
+	printf ' %6s %6s  %s\n' "secs" "box%" "under test: CPU per op"
+	for label in "${RUNS[@]}"; do
+		printf '%-24s' "$label"
+		for p in "${hdr[@]:1}"; do
+			c=${CPU["$label $p"]:-}
+			case "$c" in
+			'') printf " %${cw}s" - ;;
+			-) printf " %${cw}s" gone ;;
+			*) printf " %${cw}s" "$c ($(kfmt "${CPU["$label $p cs"]}"))" ;;
+			esac
+		done
+		ops=$(field "$(grep '^RESULT ' "$TMP/$label.txt" 2>/dev/null || true)" cycles)
+		unit=cycle
+		if [ -z "$ops" ]; then ops=$(field "$(grep '^RESULT ' "$TMP/$label.txt" 2>/dev/null || true)" requests); unit=req; fi
+		per=-
+		s=${SUBJ[$label]}
+		[ -n "$ops" ] && [ "$ops" != 0 ] && [ "${CPU["$label $s"]:--}" != - ] && per="$s $(calc "printf \"%.1f\", ${CPU["$label $s"]:-0} / $ops * 1e6") us/$unit"
+		printf ' %6.1f %6s  %s\n' "${CPU["$label secs"]:-0}" "${CPU["$label box"]:-}" "$per"
+	done
+	hr
+fi
+
+# ---- Redis CPU per call --------------------------------------------------
+if [ "$CALLS_OK" = 1 ]; then
+	say "REDIS CPU PER CALL (INFO commandstats after CONFIG RESETSTAT; script = evalsha + eval + fcall rows;"
+	say "other = every other command's calls, those the scripts make and any sent directly, per script call)"
+	printf '%-12s %7s %9s %12s %11s %10s  %s\n' phase ops "calls/op" "script us/op" "us/call" "other/call" "other commands per script call (top)"
+	for ph in acquire release put; do
+		n=${RC[$ph ok]}
+		sc=${RC[$ph scalls]}
+		printf '%-12s %7s %9s %12s %11s %10s  %s\n' "$([ "$ph" = put ] && echo "fenced PUT" || echo "$ph")" "$n" \
+			"$(calc "printf \"%.2f\", $sc / $n")" "$(calc "printf \"%.1f\", ${RC[$ph susec]} / $n")" \
+			"$(calc "if ($sc > 0) printf \"%.1f\", ${RC[$ph susec]} / $sc; else print \"-\"")" \
+			"$(calc "if ($sc > 0) printf \"%.1f\", ${RC[$ph ocalls]} / $sc; else print \"-\"")" "${RC[$ph inner]}"
+	done
+	hr
+fi
+
 # ---- summary -------------------------------------------------------------
-verdict() { # verdict VALUE OP TARGET -> PASS/FAIL/n/a
-	if [ -z "$1" ] || [ "$1" = nan ]; then echo "n/a"; return; fi
-	calc "print (($1 $2 $3) ? \"PASS\" : \"FAIL\")"
+verdict() { # verdict VALUE OP TARGET -> met/missed/n/a
+	if [ -z "$1" ] || [ "$1" = nan ] || [ "$1" = - ]; then echo "n/a"; return; fi
+	calc "print (($1 $2 $3) ? \"met\" : \"missed\")"
 }
 num() { [ -n "$1" ] && echo "$1" || echo "-"; }
-ROW='%-50s %26s %9s %6s\n'
-RATIO_ETCD=""
-RATIO_FLOOR=""
-if [ -n "$FG_CPS" ] && [ -n "$ETCD_CPS" ]; then RATIO_ETCD=$(calc "printf \"%.2f\", $FG_CPS / $ETCD_CPS"); fi
-if [ -n "$FG_CPS" ] && [ -n "$FLOOR" ]; then RATIO_FLOOR=$(calc "printf \"%.3f\", $FG_CPS / $FLOOR"); fi
-
+# ratio A B -> A/B unrounded (for the verdict); shown with two decimals by r2
+ratio() { [ -n "$1" ] && [ -n "$2" ] && calc "if ($2 > 0) printf \"%.6f\", $1 / $2" || true; }
+r2() { [ -n "$1" ] && calc "printf \"%.2f\", $1" || echo "-"; }
+ROW='%-44s %12s   %-32s %6s  %-10s %s\n'
+FG_GET=$(iof get-fencegate ok_rps)
+NP_GET=$(iof get-nginx-proxy ok_rps)
+P50_D=$(iof get-direct req_p50_ms)
+P50_N=$(iof get-nginx-proxy req_p50_ms)
+P50_F=$(iof get-fencegate req_p50_ms)
+ADDED=""
+[ -n "$P50_F" ] && [ -n "$P50_D" ] && ADDED=$(calc "printf \"%.3f\", $P50_F - $P50_D")
+FG_PUT=$(iof put-fencegate-fenced ok_rps)
+NP_PUT=$(iof put-nginx-proxy ok_rps)
+R_GET=$(ratio "$FG_GET" "$NP_GET")
+R_PUT=$(ratio "$FG_PUT" "$NP_PUT")
+R_ETCD=$(ratio "$FG_CPS" "$ETCD_CPS")
+R_FLOOR=$(ratio "$FG_CPS" "$FLOOR")
+H_P99=$(hres P99_MS)
 say ""
-say "SUMMARY ($CONNS connections, ${DURATION}s runs, $(nproc) cores, everything on this box)"
-printf "$ROW" "measure" "value" "target" ""
-printf "$ROW" "fencegate acquire+release cycles/s" "$(num "$FG_CPS")" "" ""
-printf "$ROW" "etcd lock+unlock cycles/s (1 lease/conn)" "$(num "$ETCD_CPS")" "" ""
-printf "$ROW" "redis floor cycles/s (SET NX PX + EVALSHA)" "$(num "$FLOOR")" "" ""
-printf "$ROW" "  redis SET NX PX req/s" "$(num "$SET_RPS")" "" ""
-printf "$ROW" "  redis EVALSHA req/s" "$(num "$EVAL_RPS")" "" ""
-printf "$ROW" "ratio fencegate / etcd" "$(num "$RATIO_ETCD")" ">= 4" "$(verdict "$RATIO_ETCD" '>=' 4)"
-printf "$ROW" "ratio fencegate / redis floor" "$(num "$RATIO_FLOOR")" ">= 0.40" "$(verdict "$RATIO_FLOOR" '>=' 0.40)"
-printf "$ROW" "errors in fencegate / etcd cycle runs" "$(num "${FG_ERRS:-}") / $(num "${ETCD_ERRS:-}")" "0" ""
-if [ -n "$W_OUT" ] && [ -n "$(wres RSS_KB)" ]; then
+say "SUMMARY: issue 7 targets, all from this one run  (fencegate --threads $FG_LOOPS, nginx proxy $FG_LOOPS worker(s);"
+say "wrk -t$WRK_THREADS -c$CONNS; ${DURATION}s runs, GET x$GET_ROUNDS and PUT x$PUT_ROUNDS rounds averaged; $(nproc) cores, everything on this box;" \
+	"$((($(date +%s) - T_START) / 60))m$((($(date +%s) - T_START) % 60))s)"
+# shellcheck disable=SC2059
+printf "$ROW" "measure" "fencegate" "peer" "ratio" "target" "result"
+printf "$ROW" "GET ${OBJ_SIZE} B through the proxy, req/s" "$(num "$FG_GET")" "nginx proxy $(num "$NP_GET")" "$(r2 "$R_GET")" ">= 0.9x" "$(verdict "$R_GET" '>=' 0.9)"
+ADDED_N=""
+[ -n "$P50_N" ] && [ -n "$P50_D" ] && ADDED_N=$(calc "printf \"%.3f\", $P50_N - $P50_D")
+printf "$ROW" "  GET p50 ms (direct to storage $(num "$P50_D"))" "$(num "$P50_F")" "nginx proxy $(num "$P50_N")" "" "" ""
+printf "$ROW" "GET p50 added over direct, ms" "$(num "$ADDED")" "nginx proxy $(num "$ADDED_N")" "" "<= 0.5 ms" "$(verdict "$ADDED" '<=' 0.5)"
+printf "$ROW" "fenced PUT ${OBJ_SIZE} B, req/s" "$(num "$FG_PUT")" "nginx proxy PUT $(num "$NP_PUT")" "$(r2 "$R_PUT")" ">= 0.7x" "$(verdict "$R_PUT" '>=' 0.7)"
+printf "$ROW" "lock cycles (acquire + release)/s" "$(num "$FG_CPS")" "etcd lock API $(num "$ETCD_CPS")" "$(r2 "$R_ETCD")" ">= 4x" "$(verdict "$R_ETCD" '>=' 4)"
+printf "$ROW" "lock cycles (acquire + release)/s" "$(num "$FG_CPS")" "Redis floor $(num "$FLOOR")" "$(r2 "$R_FLOOR")" ">= 0.35x" "$(verdict "$R_FLOOR" '>=' 0.35)"
+printf "$ROW" "release -> next waiter p99 ms, $(num "$(hres WAITERS)") queued" "$(num "$H_P99")" "p50 $(num "$(hres P50_MS)"), max $(num "$(hres MAX_MS)") (no peer)" "" "< 2 ms" "$(verdict "$H_P99" '<' 2)"
+W_RSS_MB=""
+if [ -n "$(wres RSS_KB)" ]; then
 	W_RSS_MB=$(calc "printf \"%.1f\", $(wres RSS_KB) / 1024")
-	W_BASE_MB=$(calc "printf \"%.1f\", $(wres BASE_RSS_KB) / 1024")
-	[ "$(wres ALLQUEUED)" = 1 ] || W_RSS_NOTE=" (NOT all queued)"
-	printf "$ROW" "waiters queued (seen in GET .../locks/<name>)" "$(wres QUEUED)/$(wres TARGET)" "$(wres TARGET)" \
-		"$(verdict "$(wres QUEUED)" '>=' "$(wres TARGET)")"
-	printf "$ROW" "fencegate VmRSS with them blocked, MB${W_RSS_NOTE:-}" "$W_RSS_MB" "< 150" "$(verdict "$W_RSS_MB" '<' 150)"
-	printf "$ROW" "  (VmRSS before, MB / fds with waiters)" "$W_BASE_MB / $(wres FDS)" "" ""
-	printf "$ROW" "  waiters still listed after they hung up" "$(wres LEFT_AFTER_CLOSE)" "(info)" ""
+	W_NOTE="idle $(calc "printf \"%.1f\", $(wres BASE_RSS_KB) / 1024") MB; queued $(wres QUEUED)/$(wres TARGET)"
+	W_RES=$(verdict "$W_RSS_MB" '<' 150)
+	[ "$(wres ALLQUEUED)" = 1 ] || W_RES="missed (not all queued)"
 fi
-if [ -n "$H_OUT" ] && [ -n "$(hres P99_MS)" ]; then
-	printf "$ROW" "handoff latency p50 ms ($(hres N) releases, $(hres WAITERS) queued)" "$(hres P50_MS)" "" ""
-	printf "$ROW" "handoff latency p99 ms" "$(hres P99_MS)" "< 5" "$(verdict "$(hres P99_MS)" '<' 5)"
-	printf "$ROW" "  handoff max ms / errors" "$(hres MAX_MS) / $(hres ERRORS)" "" ""
+printf "$ROW" "$WAITERS blocked waiters, VmRSS MB" "$(num "$W_RSS_MB")" "${W_NOTE:-}" "" "< 150 MB" "${W_RES:-n/a}"
+printf "$ROW" "$BIG_MB MiB fenced PUT, RSS growth MB" "$(num "$BIG_PUT_GROW")" "$(num "$BIG_PUT_MBPS") MB/s (direct $(num "$BIG_D_PUT_MBPS"))" "" "< 32 MB" "$(verdict "$BIG_PUT_GROW" '<' 32)"
+printf "$ROW" "$BIG_MB MiB GET, RSS growth MB" "$(num "$BIG_GET_GROW")" "$(num "$BIG_GET_MBPS") MB/s (direct $(num "$BIG_D_GET_MBPS"))" "" "< 32 MB" "$(verdict "$BIG_GET_GROW" '<' 32)"
+# failed requests would flatter a req/s figure: count them
+sum_errs() { # sum_errs LABEL...: errors over the IO runs that have figures
+	local l t=0
+	for l in "$@"; do
+		if [ -n "${IO[$l]:-}" ]; then t=$((t + $(errs_of "${IO[$l]}"))); fi
+	done
+	echo "$t"
+}
+E_FG=""
+if [ "$SKIP_FG" = 0 ]; then E_FG=$((${FG_CYC_ERRS:-0} + $(sum_errs get-fencegate put-fencegate-fenced))); fi
+E_PEER=$((${ETCD_ERRS:-0} + $(sum_errs get-direct get-nginx-proxy put-direct put-nginx-proxy)))
+printf "$ROW" "failed requests in the runs above" "$(num "$E_FG")" "peers $E_PEER" "" "0" "$(verdict "$E_FG" '==' 0)"
+if [ "$CALLS_OK" = 1 ]; then
+	printf "$ROW" "Redis CPU per acquire / release, us" "$(calc "printf \"%.1f / %.1f\", ${RC[acquire susec]} / ${RC[acquire ok]}, ${RC[release susec]} / ${RC[release ok]}")" \
+		"per fenced PUT $(calc "printf \"%.1f\", ${RC[put susec]} / ${RC[put ok]}")" "" "(info)" ""
 fi
-if [ "$SKIP_PROXY" = 0 ]; then
-	T=$GET_THREADS_FEW
-	three() { # three KEY LABEL1 LABEL2 LABEL3 -> "a / b / c"
-		echo "$(num "$(iof "$2" "$1")") / $(num "$(iof "$3" "$1")") / $(num "$(iof "$4" "$1")")"
-	}
-	ratio() { # ratio LABEL-A LABEL-B -> rps(A) / rps(B)
-		local a b
-		a=$(iof "$1" rps)
-		b=$(iof "$2" rps)
-		if [ -n "$a" ] && [ -n "$b" ]; then calc "printf \"%.3f\", $a / $b"; fi
-	}
-	added() { # added LABEL -> p50(LABEL) - p50 of the direct run with the same wrk threads
-		local a b direct=get-direct${2:-}
-		a=$(iof "$1" req_p50_ms)
-		b=$(iof "$direct" req_p50_ms)
-		if [ -n "$a" ] && [ -n "$b" ]; then calc "printf \"%.3f\", $a - $b"; fi
-	}
-	sum_errs() { # sum_errs LABEL...: http>=400 + socket errors over the runs
-		local l t=0 k v seen=0
-		for l in "$@"; do
-			[ -n "${IO[$l]:-}" ] && seen=1
-			for k in http_ge400 sock_connect sock_read sock_write sock_timeout; do
-				v=$(iof "$l" "$k")
-				t=$((t + ${v:-0}))
-			done
-		done
-		[ "$seen" = 1 ] && echo "$t" || echo "-"
-	}
-	R_GET=$(ratio get-fencegate get-nginx-proxy)
-	R_GET_T=$(ratio get-fencegate-t$T get-nginx-proxy-t$T)
-	R_PUT=$(ratio put-fencegate-fenced put-nginx-proxy)
-	A_FG=$(added get-fencegate)
-	A_NP=$(added get-nginx-proxy)
-	A_FG_T=$(added get-fencegate-t$T -t$T)
-	A_NP_T=$(added get-nginx-proxy-t$T -t$T)
-	say "proxy, ${OBJ_SIZE} B objects; columns: direct to storage nginx / via nginx proxy / via fencegate"
-	printf "$ROW" "GET req/s (wrk -t$CONNS -c$CONNS)" "$(three rps get-direct get-nginx-proxy get-fencegate)" "" ""
-	printf "$ROW" "  GET p50 ms" "$(three req_p50_ms get-direct get-nginx-proxy get-fencegate)" "" ""
-	printf "$ROW" "  GET p99 ms" "$(three req_p99_ms get-direct get-nginx-proxy get-fencegate)" "" ""
-	printf "$ROW" "GET req/s (wrk -t$T -c$CONNS)" "$(three rps get-direct-t$T get-nginx-proxy-t$T get-fencegate-t$T)" "" ""
-	printf "$ROW" "  GET p50 ms" "$(three req_p50_ms get-direct-t$T get-nginx-proxy-t$T get-fencegate-t$T)" "" ""
-	printf "$ROW" "  GET p99 ms" "$(three req_p99_ms get-direct-t$T get-nginx-proxy-t$T get-fencegate-t$T)" "" ""
-	printf "$ROW" "PUT req/s (wrk -t$CONNS; fg fenced; mean of $PUT_ROUNDS)" "$(three rps put-direct put-nginx-proxy put-fencegate-fenced)" "" ""
-	printf "$ROW" "  PUT p50 ms" "$(three req_p50_ms put-direct put-nginx-proxy put-fencegate-fenced)" "" ""
-	printf "$ROW" "  PUT p99 ms" "$(three req_p99_ms put-direct put-nginx-proxy put-fencegate-fenced)" "" ""
-	printf "$ROW" "ratio fencegate GET / nginx-proxy GET (-t$CONNS)" "$(num "$R_GET")" ">= 0.9" "$(verdict "$R_GET" '>=' 0.9)"
-	printf "$ROW" "ratio fencegate GET / nginx-proxy GET (-t$T)" "$(num "$R_GET_T")" ">= 0.9" "$(verdict "$R_GET_T" '>=' 0.9)"
-	printf "$ROW" "ratio fencegate fenced PUT / nginx-proxy PUT" "$(num "$R_PUT")" ">= 0.7" "$(verdict "$R_PUT" '>=' 0.7)"
-	printf "$ROW" "GET p50 added over direct, fencegate (-t$CONNS) ms" "$(num "$A_FG")" "< 0.5" "$(verdict "$A_FG" '<' 0.5)"
-	printf "$ROW" "  same, nginx proxy (-t$CONNS) ms" "$(num "$A_NP")" "(info)" ""
-	printf "$ROW" "GET p50 added over direct, fencegate (-t$T) ms" "$(num "$A_FG_T")" "< 0.5" "$(verdict "$A_FG_T" '<' 0.5)"
-	printf "$ROW" "  same, nginx proxy (-t$T) ms" "$(num "$A_NP_T")" "(info)" ""
-	printf "$ROW" "errors in the proxy runs (http>=400 + socket)" \
-		"$(sum_errs get-direct get-direct-t$T put-direct) / $(sum_errs get-nginx-proxy get-nginx-proxy-t$T put-nginx-proxy) / $(sum_errs get-fencegate get-fencegate-t$T put-fencegate-fenced)" "0" ""
-	BIG_GROW=""
-	if [ -n "$BIG_PUT_GROW" ] && [ -n "$BIG_GET_GROW" ]; then
-		BIG_GROW=$(calc "printf \"%.1f\", ($BIG_PUT_GROW > $BIG_GET_GROW) ? $BIG_PUT_GROW : $BIG_GET_GROW")
+if [ -n "${FG_RSS_P0:-}" ] && [ -n "${FG_RSS_P1:-}" ]; then
+	printf "$ROW" "fencegate VmRSS after the 1 KiB runs, MB" "$(calc "printf \"%.1f\", $FG_RSS_P1 / 1024")" "before them $(calc "printf \"%.1f\", $FG_RSS_P0 / 1024")" "" "(info)" ""
+fi
+if [ "$SKIP_FG" = 0 ]; then
+	if [ -n "$FG_DIED" ]; then UP="no: died during $FG_DIED"; elif [ "$FG_OK" = 1 ]; then UP=yes; else UP="no: failed its smoke test"; fi
+	if [ "$UP" = yes ]; then
+		printf "$ROW" "fencegate up from start to end" yes "" "" "yes" met
+	else
+		printf "$ROW" "fencegate up from start to end" no "${UP#no: }" "" "yes" missed
 	fi
-	printf "$ROW" "$BIG_MB MiB fenced PUT via fencegate, MB/s" "$(num "$BIG_PUT_MBPS")" "" ""
-	printf "$ROW" "$BIG_MB MiB GET via fencegate, MB/s" "$(num "$BIG_GET_MBPS")" "" ""
-	printf "$ROW" "  same direct to storage PUT / GET, MB/s" "$(num "$BIG_D_PUT_MBPS") / $(num "$BIG_D_GET_MBPS")" "(info)" ""
-	printf "$ROW" "VmRSS growth over idle, PUT / GET MB (fresh fg)" "$(num "$BIG_PUT_GROW") / $(num "$BIG_GET_GROW")" "< 32" "$(verdict "$BIG_GROW" '<' 32)"
-	if [ -n "${FG_RSS_P0:-}" ] && [ -n "${FG_RSS_P1:-}" ]; then
-		printf "$ROW" "main fencegate VmRSS before -> after 1 KiB runs MB" \
-			"$(calc "printf \"%.1f -> %.1f\", $FG_RSS_P0 / 1024, $FG_RSS_P1 / 1024")" "(info)" ""
+	if [ "$UP" != yes ]; then
+		say "fencegate measurements incomplete (see above)"
+		exit 1
 	fi
-fi
-if [ "$SKIP_FG" = 0 ] && [ "$FG_OK" != 1 ]; then
-	say "fencegate measurements incomplete (see above)"
 fi

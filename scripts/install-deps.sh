@@ -14,7 +14,9 @@ pkgs=(
   clang libclang-rt-14-dev
 )
 if [ "${1:-}" = "--bench" ]; then
-  pkgs+=(etcd-server wrk)
+  # bench/run.sh: etcd's lock API as a peer, the load generator, and perf
+  # for its --profile
+  pkgs+=(etcd-server wrk linux-perf)
 fi
 
 missing=()
