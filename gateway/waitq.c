@@ -28,6 +28,7 @@
 #include <uthash.h>
 #include <utlist.h>
 
+#include "clock.h"
 #include "gateway.h"
 #include "log.h"
 #include "loop.h"
@@ -109,12 +110,6 @@ struct fg_waitq {
 	bool stopping_loop;      /* the loop is answering everyone: keep watches */
 };
 
-static uint64_t mono_ms(void)
-{
-	struct timespec ts;
-	clock_gettime(CLOCK_MONOTONIC, &ts);
-	return (uint64_t)ts.tv_sec * 1000u + (uint64_t)ts.tv_nsec / 1000000u;
-}
 
 static struct timeval tv_of(int64_t ms)
 {
@@ -476,7 +471,7 @@ static void schedule_tick(struct fg_waitq *wq, struct watch *wt, int64_t in_ms)
 	int64_t hb = wq->gw->cfg->waiter_liveness_ms / 3;
 	if (in_ms < 0 || in_ms > hb)
 		in_ms = hb;
-	uint64_t at = mono_ms() + (uint64_t)in_ms;
+	uint64_t at = fg_clock_ms() + (uint64_t)in_ms;
 	if (evtimer_pending(wt->tick, NULL) && wt->tick_at <= at)
 		return;
 	wt->tick_at = at;
@@ -660,7 +655,7 @@ static void poll_admit(struct fg_waitq *wq, struct fg_waiter *w)
 		return;
 	}
 	w->ops++;
-	w->asked_ms = mono_ms();
+	w->asked_ms = fg_clock_ms();
 	if (fg_alock_admit(wq->as, w->name, w->tok0, w->write_id, w->margin_ms,
 			   w->longest_ms, on_admit_reply, w) != FG_OK) {
 		w->ops--;
