@@ -45,6 +45,8 @@ struct fg_astore {
 	fg_resync_cb *on_resync;
 	void *arg;
 	int closing;
+	uint64_t sent;      /* commands sent on `cmd`, across reconnects */
+	uint64_t load_at;   /* `sent` when the library was last sent to load */
 };
 
 /* One call in flight: owns copies of its arguments. */
@@ -61,6 +63,7 @@ struct aop {
 	struct event *timer;
 	int answered;
 	int retried;
+	uint64_t sent_at;   /* as->sent when the call was (last) sent */
 };
 
 static void conn_start(struct conn *cn);
@@ -300,6 +303,7 @@ static void answer(struct aop *op, int err, const redisReply *r)
 }
 
 static int send_op(struct aop *op);
+static int send_load(fg_astore *as);
 
 static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
@@ -310,10 +314,13 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 		aop_free(op);
 		return;
 	}
-	if (r && fg__reply_noscript(r) && !op->retried) {
+	if (r && fg__reply_nofunction(r) && !op->retried) {
+		/* Every call in flight when the library went missing comes
+		 * back like this; the first one loads it, and every retry is
+		 * sent after that load on the same connection. */
 		op->retried = 1;
-		fg__call_to_eval(&op->call);
-		if (send_op(op) == FG_OK)
+		if ((op->as->load_at >= op->sent_at || send_load(op->as) == FG_OK) &&
+		    send_op(op) == FG_OK)
 			return;
 		r = NULL;
 	}
@@ -347,6 +354,24 @@ static int send_op(struct aop *op)
 	if (redisAsyncCommandArgv(as->cmd.ac, on_reply, op, op->call.argc,
 				  op->call.argv, op->call.argvlen) != REDIS_OK)
 		return FG_EUNAVAIL;
+	op->sent_at = ++as->sent;
+	return FG_OK;
+}
+
+/* Sends FUNCTION LOAD REPLACE; its reply is not waited for: the calls sent
+ * after it on the connection find the library (or fail, if Redis refused
+ * it). */
+static int send_load(fg_astore *as)
+{
+	const char *argv[FG__LOAD_ARGC];
+	size_t len[FG__LOAD_ARGC];
+	if (!as->cmd.up || !as->cmd.ac)
+		return FG_EUNAVAIL;
+	fg__load_argv(argv, len);
+	if (redisAsyncCommandArgv(as->cmd.ac, NULL, NULL, FG__LOAD_ARGC, argv,
+				  len) != REDIS_OK)
+		return FG_EUNAVAIL;
+	as->load_at = ++as->sent;
 	return FG_OK;
 }
 

@@ -6,46 +6,32 @@
  * front go through it, so they cannot drift apart.
  */
 #include <inttypes.h>
-#include <pthread.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
 
 #include <hiredis/hiredis.h>
-#include <openssl/sha.h>
 
 #include "lockcore-private.h"
 
-extern const char fg__lua_acquire[], fg__lua_renew[], fg__lua_release[],
-	fg__lua_inspect[], fg__lua_check[], fg__lua_tick[], fg__lua_dequeue[],
-	fg__lua_admit[], fg__lua_extend[], fg__lua_finish[];
+extern const char fg__lua_library[];
+extern const char fg__fn_acquire[], fg__fn_renew[], fg__fn_release[],
+	fg__fn_inspect[], fg__fn_check[], fg__fn_tick[], fg__fn_dequeue[],
+	fg__fn_admit[], fg__fn_extend[], fg__fn_finish[];
 
-static const char *const lua_text[FG__LUA_COUNT] = {
-	[FG__LUA_ACQUIRE] = fg__lua_acquire,
-	[FG__LUA_RENEW] = fg__lua_renew,
-	[FG__LUA_RELEASE] = fg__lua_release,
-	[FG__LUA_INSPECT] = fg__lua_inspect,
-	[FG__LUA_CHECK] = fg__lua_check,
-	[FG__LUA_TICK] = fg__lua_tick,
-	[FG__LUA_DEQUEUE] = fg__lua_dequeue,
-	[FG__LUA_ADMIT] = fg__lua_admit,
-	[FG__LUA_EXTEND] = fg__lua_extend,
-	[FG__LUA_FINISH] = fg__lua_finish,
+static const char *const fn_name[FG__LUA_COUNT] = {
+	[FG__LUA_ACQUIRE] = fg__fn_acquire,
+	[FG__LUA_RENEW] = fg__fn_renew,
+	[FG__LUA_RELEASE] = fg__fn_release,
+	[FG__LUA_INSPECT] = fg__fn_inspect,
+	[FG__LUA_CHECK] = fg__fn_check,
+	[FG__LUA_TICK] = fg__fn_tick,
+	[FG__LUA_DEQUEUE] = fg__fn_dequeue,
+	[FG__LUA_ADMIT] = fg__fn_admit,
+	[FG__LUA_EXTEND] = fg__fn_extend,
+	[FG__LUA_FINISH] = fg__fn_finish,
 };
-
-static char lua_sha[FG__LUA_COUNT][SHA_DIGEST_LENGTH * 2 + 1];
-static pthread_once_t sha_once = PTHREAD_ONCE_INIT;
-
-static void compute_shas(void)
-{
-	for (int i = 0; i < FG__LUA_COUNT; i++) {
-		unsigned char md[SHA_DIGEST_LENGTH];
-		SHA1((const unsigned char *)lua_text[i], strlen(lua_text[i]), md);
-		for (int j = 0; j < SHA_DIGEST_LENGTH; j++)
-			snprintf(&lua_sha[i][j * 2], 3, "%02x", md[j]);
-	}
-}
 
 static void push(struct fg__call *c, const char *s, size_t len)
 {
@@ -63,12 +49,11 @@ void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 {
 	static const char suffix[FG__NKEYS] = { 's', 'q', 'w', 'f' };
 
-	pthread_once(&sha_once, compute_shas);
 	c->lua = lua;
 	c->argc = 0;
 	c->nnums = 0;
-	push(c, "EVALSHA", 7);
-	push(c, lua_sha[lua], SHA_DIGEST_LENGTH * 2);
+	push(c, "FCALL", 5);
+	push(c, fn_name[lua], strlen(fn_name[lua]));
 	push(c, "4", 1);
 	for (int i = 0; i < FG__NKEYS; i++) {
 		int n = snprintf(c->keys[i], sizeof(c->keys[i]), "fg:{%s}:%c",
@@ -93,18 +78,22 @@ void fg__call_num(struct fg__call *c, uint64_t n)
 	push(c, buf, (size_t)len);
 }
 
-void fg__call_to_eval(struct fg__call *c)
+void fg__load_argv(const char *argv[FG__LOAD_ARGC],
+		   size_t argvlen[FG__LOAD_ARGC])
 {
-	c->argv[0] = "EVAL";
-	c->argvlen[0] = 4;
-	c->argv[1] = lua_text[c->lua];
-	c->argvlen[1] = strlen(lua_text[c->lua]);
+	argv[0] = "FUNCTION";
+	argv[1] = "LOAD";
+	argv[2] = "REPLACE";
+	argv[3] = fg__lua_library;
+	for (int i = 0; i < FG__LOAD_ARGC; i++)
+		argvlen[i] = strlen(argv[i]);
 }
 
-int fg__reply_noscript(const redisReply *r)
+int fg__reply_nofunction(const redisReply *r)
 {
+	static const char msg[] = "ERR Function not found";
 	return r && r->type == REDIS_REPLY_ERROR &&
-	       strncmp(r->str, "NOSCRIPT", 8) == 0;
+	       strncmp(r->str, msg, sizeof(msg) - 1) == 0;
 }
 
 uint64_t fg__mono_ms(void)

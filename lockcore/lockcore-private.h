@@ -46,15 +46,27 @@ struct fg__call {
 	int nnums;
 };
 
-/** Starts a call: EVALSHA sha 4 <keys of name> idle name. */
+/*
+ * The scripts are one Redis function library (FUNCTION LOAD), named after
+ * its content: fencegate_<version>, with one function fg_<script>_<version>
+ * per script. A reply "Function not found" (Redis restarted empty, lost
+ * its functions, or never had this version) is answered by loading the
+ * library on that connection and sending the call once more; loading is
+ * idempotent.
+ */
+
+/** Starts a call: FCALL fg_<script>_<version> 4 <keys of name> idle name. */
 void fg__call_init(struct fg__call *call, enum fg__lua lua, const char *name,
 		   unsigned idle_forget_ms);
 void fg__call_str(struct fg__call *call, const char *s, size_t len);
 void fg__call_num(struct fg__call *call, uint64_t n);
-/** Turns the call into EVAL <script text> (after NOSCRIPT). */
-void fg__call_to_eval(struct fg__call *call);
-/** True when the reply is Redis' NOSCRIPT error. */
-int fg__reply_noscript(const struct redisReply *r);
+
+#define FG__LOAD_ARGC 4
+/** The command that loads the library: FUNCTION LOAD REPLACE <text>. */
+void fg__load_argv(const char *argv[FG__LOAD_ARGC],
+		   size_t argvlen[FG__LOAD_ARGC]);
+/** True when the reply is Redis' "Function not found" error. */
+int fg__reply_nofunction(const struct redisReply *r);
 
 /* Replies -> results. FG_OK, or FG_EPROTO for an unexpected shape. */
 int fg__parse_grant(const struct redisReply *r, struct fg_grant *out);

@@ -113,14 +113,39 @@ static redisReply *command(fg_store *st, int argc, const char **argv,
 	return r;
 }
 
-/* Runs a script call, loading the script on NOSCRIPT. Caller frees. */
+/* Loads the function library and sends the call again, in one round trip
+ * (pipelined). NULL means the connection is gone (and was dropped); a
+ * refused load shows as the call's error. */
+static redisReply *load_and_run(fg_store *st, struct fg__call *c)
+{
+	const char *argv[FG__LOAD_ARGC];
+	size_t len[FG__LOAD_ARGC];
+	redisReply *loaded = NULL, *r = NULL;
+
+	if (ensure(st) != FG_OK)
+		return NULL;
+	fg__load_argv(argv, len);
+	if (redisAppendCommandArgv(st->rc, FG__LOAD_ARGC, argv, len) != REDIS_OK ||
+	    redisAppendCommandArgv(st->rc, c->argc, c->argv, c->argvlen) != REDIS_OK ||
+	    redisGetReply(st->rc, (void **)&loaded) != REDIS_OK ||
+	    redisGetReply(st->rc, (void **)&r) != REDIS_OK) {
+		if (loaded)
+			freeReplyObject(loaded);
+		drop(st);
+		return NULL;
+	}
+	freeReplyObject(loaded);
+	return r;
+}
+
+/* Runs a script call, loading the library when Redis does not have it.
+ * Caller frees. */
 static int run(fg_store *st, struct fg__call *c, redisReply **out)
 {
 	redisReply *r = command(st, c->argc, c->argv, c->argvlen);
-	if (r && fg__reply_noscript(r)) {
+	if (r && fg__reply_nofunction(r)) {
 		freeReplyObject(r);
-		fg__call_to_eval(c);
-		r = command(st, c->argc, c->argv, c->argvlen);
+		r = load_and_run(st, c);
 	}
 	if (!r)
 		return FG_EUNAVAIL;

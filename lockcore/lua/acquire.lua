@@ -1,5 +1,5 @@
 -- acquire: re-enter, grant now, or queue.
--- ARGV: 3 lease, 4 mode, 5 ttl, 6 lock-delay, 7 wait, 8 waiter id,
+-- args: 3 lease, 4 mode, 5 ttl, 6 lock-delay, 7 wait, 8 waiter id,
 --       9 gateway id, 10 liveness, 11 max waiters, 12 re-entry lease or '',
 --       13 '1' if value, 14 value, 15 '1' if owner, 16 owner
 -- Reply: {'granted', token, mode, holds, ttl} | {'queued', wake_in} |
@@ -11,6 +11,7 @@ local RE = ARGV[12]
 local VAL = (ARGV[13] == '1') and ARGV[14] or nil
 local OWN = (ARGV[15] == '1') and ARGV[16] or nil
 
+begin(KEYS, ARGV, RE ~= '' and RE or nil)
 advance()
 local reply
 if RE ~= '' then
@@ -38,16 +39,15 @@ else
   elseif queued >= MAXW then
     reply = {'toomany'}
   else
-    local seq = redis.call('HINCRBY', S, 'qs', 1)
+    local seq = num(st.qs) + 1
     local dl = NOW + WAIT
     redis.call('ZADD', Q, seq, WID)
     redis.call('HSET', W, WID, cjson.encode({g = GW, m = MODE, t = TTL, ld = LD,
       l = LEASE, dl = fmt(dl), v = VAL, o = OWN}))
-    put('qn', queued + 1, 'g:' .. GW, fmt(NOW + LIVE))
+    put('qs', seq, 'qn', queued + 1, 'g:' .. GW, fmt(NOW + LIVE))
     if dl > num(st.qd) then put('qd', fmt(dl)) end
     dirty = true
     reply = {'queued', wake_in()}
   end
 end
-keep()
-return reply
+return done(reply)

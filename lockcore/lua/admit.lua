@@ -10,11 +10,12 @@
 -- time. A write told to wait leaves its gateway's name (aw), so the end of
 -- a write wakes it (finish.lua) rather than its polling. See
 -- docs/safety.md section 3.
--- ARGV: 3 token, 4 write id, 5 margin ms, 6 longest write ms
+-- args: 3 token, 4 write id, 5 margin ms, 6 longest write ms
 -- Reply: {'admitted', deadline_in_ms, token} | {'wait', ms, current} |
 --        {'stale'|'expiring'|'forged', current}
 local TOK, WID = tonumber(ARGV[3]), ARGV[4]
 local MARGIN, LONGEST = tonumber(ARGV[5]), tonumber(ARGV[6])
+begin(KEYS, ARGV)
 advance()
 local cur = current()
 local reply
@@ -24,14 +25,17 @@ elseif not live(TOK) then
   reply = {'stale', cur}
 else
   if num(st.ft) ~= TOK then
-    redis.call('ZREMRANGEBYSCORE', F, '-inf', NOW)
-    local last = redis.call('ZRANGE', F, -1, -1, 'WITHSCORES')
-    if last[2] then
-      wait_for_writes(WID)
-      reply = {'wait', tonumber(last[2]) - NOW, cur}
-    else
-      put('ft', fmt(TOK))
+    -- The first write under this token: F holds only older ones.
+    if st.ft then
+      local last = redis.call('ZRANGE', F, -1, -1, 'WITHSCORES')
+      if last[2] and tonumber(last[2]) > NOW then
+        wait_for_writes(WID)
+        reply = {'wait', tonumber(last[2]) - NOW, cur}
+      elseif last[1] then
+        redis.call('DEL', F)
+      end
     end
+    if not reply then put('ft', fmt(TOK)) end
   end
   if not reply then
     local dl = num(st.x) - MARGIN
@@ -40,10 +44,9 @@ else
       reply = {'expiring', cur}
     else
       redis.call('ZADD', F, fmt(dl + MARGIN), WID)
-      dirty = true
+      keep_new_f()
       reply = {'admitted', dl - NOW, TOK}
     end
   end
 end
-keep()
-return reply
+return done(reply)

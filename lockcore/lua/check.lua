@@ -1,7 +1,8 @@
 -- check: is TOKEN the live grant of the lock? (CheckSequencer)
--- ARGV: 3 token
+-- args: 3 token
 -- Reply: {'valid', token, mode} | {'stale'|'expired'|'forged', current}
 local TOK = tonumber(ARGV[3])
+begin(KEYS, ARGV)
 advance()
 local cur = current()
 local reply
@@ -14,5 +15,4 @@ elseif TOK < cur then
 else
   reply = {'expired', cur}
 end
-keep()
-return reply
+return done(reply)

@@ -1,9 +1,10 @@
 -- dequeue: a waiter gives up (deadline, client gone), or asks (peek).
 -- It leaves before the lock moves on, so a waiter at its deadline is not
 -- granted on the way out.
--- ARGV: 3 waiter id, 4 its lease, 5 '1' to only peek
+-- args: 3 waiter id, 4 its lease, 5 '1' to only peek
 -- Reply: {'removed'} | {'queued'} | {'granted', token, mode, holds, ttl} | {'expired'}
 local WID, LEASE, PEEK = ARGV[3], ARGV[4], ARGV[5] == '1'
+begin(KEYS, ARGV, LEASE)
 local reply
 if redis.call('ZSCORE', Q, WID) then
   if PEEK then
@@ -25,5 +26,4 @@ else
     reply = {'expired'}
   end
 end
-keep()
-return reply
+return done(reply)

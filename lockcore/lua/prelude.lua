@@ -1,7 +1,9 @@
--- prelude.lua - shared by every lockcore script (prepended at build time).
+-- prelude.lua - the head of the fencegate function library: what every
+-- lockcore script shares. embed.py puts the `#!lua name=` line before it
+-- and registers each script after it as a function fg_<script>_<version>.
 --
 -- Keys of lock N, all under hash tag {N}:
---   S  fg:{N}:s  hash   c token counter (HINCRBY), m mode (x|s), t token of
+--   S  fg:{N}:s  hash   c token counter, m mode (x|s), t token of
 --                       the current/last grant, v value, o owner, ld
 --                       lock-delay of the grant (ms), d lock-delay ends (ms),
 --                       n holders, x latest and nx earliest holder expiry
@@ -14,51 +16,90 @@
 --   Q  fg:{N}:q  zset   waiter id -> arrival sequence (FIFO)
 --   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o}
 --   F  fg:{N}:f  zset   admitted write id -> recorded until (ms)
--- ARGV[1] idle-forget ms, ARGV[2] lock name; the rest is per script.
+-- Every function takes the keys S, Q, W, F and the arguments idle-forget
+-- ms, lock name; the rest is per script.
+--
+-- Per call: the helpers below work on library-level variables that begin()
+-- sets afresh at the start of every call (Redis runs one function at a
+-- time, so nothing of one call is seen by the next).
 --
 -- Invariants: n, x and nx describe exactly the h: fields; qn is the size
--- of Q; expiries are Redis TIME; numbers above 2^31 cross into redis.call
--- only through fmt() (tostring and cjson round them); S is read once
--- (HMGET) and written through put/del, so `st` is always what S holds;
--- every script ends with keep(), which moves the keys' expiry whenever what
--- they hold moved, so they outlive it by exactly the idle-forget time. A
--- free lock with no waiters is one key; an unused one is none.
-local S, Q, W, F = KEYS[1], KEYS[2], KEYS[3], KEYS[4]
-local IDLE = tonumber(ARGV[1])
-local NAME = ARGV[2]
-local tm = redis.call('TIME')
-local NOW = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-local NOW_US = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+-- of Q; F holds writes only while ft is set; expiries are Redis TIME;
+-- numbers above 2^31 cross into redis.call only through fmt() (tostring
+-- and cjson round them); S is read once (HMGET) and every change of S goes
+-- through put/del into one HSET and one HDEL at the end of the call
+-- (done()), so `st` is always what S will hold; every script ends with
+-- done(), whose keep() moves the keys' expiry whenever what they hold
+-- moved, so they outlive it by exactly the idle-forget time. A free lock
+-- with no waiters is one key; an unused one is none.
+local S, Q, W, F, IDLE, NAME, NOW, NOW_US
+local st       -- the fields of FIELDS as S holds them (false: absent)
+local pend     -- field -> value, or false to delete: written by done()
+local pre      -- h:/g: fields read so far (false: absent)
+local dirty    -- the keys' horizon moved, or keys were created
+local ftop     -- latest record of F when known (false: F is empty)
 local HANDOFF_MAX = 1000
+local FIELDS = {'c', 'm', 't', 'v', 'o', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'qs',
+  'qd', 'ft', 'ob', 'aw'}
 
 local function fmt(n) return string.format('%.0f', n) end
 local function num(v) return tonumber(v or 0) or 0 end
 
-local FIELDS = {'c', 'm', 't', 'v', 'o', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'qd', 'ft', 'ob', 'aw'}
-local st = {}
-do
-  local got = redis.call('HMGET', S, unpack(FIELDS))
-  for i, f in ipairs(FIELDS) do st[f] = got[i] end
+-- Starts a call: its keys, arguments, Redis' clock and the state hash.
+-- LEASE, when given, is read with it (the holder the call is about).
+local function begin(keys, args, lease)
+  S, Q, W, F = keys[1], keys[2], keys[3], keys[4]
+  IDLE, NAME = tonumber(args[1]), args[2]
+  local tm = redis.call('TIME')
+  NOW = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
+  NOW_US = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
+  st, pend, pre, dirty, ftop = {}, {}, {}, false, nil
+  local got
+  if lease then
+    got = redis.call('HMGET', S, 'h:' .. lease, unpack(FIELDS))
+    pre['h:' .. lease] = got[1]
+    for i, f in ipairs(FIELDS) do st[f] = got[i + 1] end
+  else
+    got = redis.call('HMGET', S, unpack(FIELDS))
+    for i, f in ipairs(FIELDS) do st[f] = got[i] end
+  end
 end
-local dirty = false   -- the keys' horizon moved, or keys were created
 
--- put('f', v, 'g', w, ...): one HSET for all, and the cache.
+-- h: and g: fields are not in `st`.
+local function perfield(f)
+  local p = string.sub(f, 1, 2)
+  return p == 'h:' or p == 'g:'
+end
+
+-- put('f', v, 'g', w, ...): into the cache and the pending write.
 local function put(...)
   local a = {...}
   for i = 1, #a, 2 do
-    if string.sub(a[i], 1, 2) ~= 'h:' and string.sub(a[i], 1, 2) ~= 'g:' then
-      st[a[i]] = a[i + 1]
+    pend[a[i]] = a[i + 1]
+    if not perfield(a[i]) then st[a[i]] = a[i + 1] end
+  end
+end
+local function del_list(fs)
+  for _, f in ipairs(fs) do
+    if perfield(f) then
+      pend[f] = false
+    else
+      if st[f] or pend[f] then pend[f] = false end
+      st[f] = false
     end
   end
-  redis.call('HSET', S, unpack(a))
 end
-local function del(...)
-  local gone = {}
-  for _, f in ipairs({...}) do
-    if string.sub(f, 1, 2) == 'h:' or st[f] then gone[#gone + 1] = f end
-    st[f] = false
+local function del(...) del_list({...}) end
+
+-- An h: or g: field as S will hold it (nil: absent).
+local function hget(f)
+  local v = pend[f]
+  if v == nil then v = pre[f] end
+  if v == nil then
+    v = redis.call('HGET', S, f)
+    pre[f] = v
   end
-  if #gone > 0 then redis.call('HDEL', S, unpack(gone)) end
+  return v or nil
 end
 
 local function held() return num(st.n) > 0 end
@@ -76,12 +117,9 @@ end
 -- every token issued before, since no lock is granted a million times a
 -- second. See docs/safety.md section 1.
 local function next_token()
-  local t = redis.call('HINCRBY', S, 'c', 1)
-  if t < NOW_US then
-    t = NOW_US
-    redis.call('HSET', S, 'c', fmt(t))
-  end
-  st.c = fmt(t)
+  local t = num(st.c) + 1
+  if t < NOW_US then t = NOW_US end
+  put('c', fmt(t))
   return t
 end
 
@@ -96,7 +134,7 @@ local function forged(tok) return tok > math.max(current(), NOW_US) end
 
 -- A holder: {n = holds, ttl = ms, exp = ms} or nil.
 local function holder(lease)
-  local v = redis.call('HGET', S, 'h:' .. lease)
+  local v = hget('h:' .. lease)
   if not v then return nil end
   local n, ttl, exp = string.match(v, '^(%d+):(%d+):(%d+)$')
   return {n = tonumber(n), ttl = tonumber(ttl), exp = tonumber(exp)}
@@ -108,22 +146,26 @@ local function hval(n, ttl, exp) return n .. ':' .. ttl .. ':' .. fmt(exp) end
 -- latest such expiry.
 local function recount()
   local all = redis.call('HGETALL', S)
-  local n, x, nx, gone, last = 0, 0, 0, {}, 0
+  local hs = {}
   for i = 1, #all, 2 do
-    local f = all[i]
-    if string.sub(f, 1, 2) == 'h:' then
-      local e = tonumber(string.match(all[i + 1], ':(%d+)$'))
-      if e <= NOW then
-        gone[#gone + 1] = f
-        if e > last then last = e end
-      else
-        n = n + 1
-        if e > x then x = e end
-        if nx == 0 or e < nx then nx = e end
-      end
+    if string.sub(all[i], 1, 2) == 'h:' then hs[all[i]] = all[i + 1] end
+  end
+  for f, v in pairs(pend) do
+    if string.sub(f, 1, 2) == 'h:' then hs[f] = v or nil end
+  end
+  local n, x, nx, gone, last = 0, 0, 0, {}, 0
+  for f, v in pairs(hs) do
+    local e = tonumber(string.match(v, ':(%d+)$'))
+    if e <= NOW then
+      gone[#gone + 1] = f
+      if e > last then last = e end
+    else
+      n = n + 1
+      if e > x then x = e end
+      if nx == 0 or e < nx then nx = e end
     end
   end
-  if #gone > 0 then redis.call('HDEL', S, unpack(gone)) end
+  del_list(gone)
   if n > 0 then
     put('n', n, 'x', fmt(x), 'nx', fmt(nx))
   else
@@ -133,9 +175,8 @@ local function recount()
 end
 
 local function set_meta(v, o)
-  if v and o then put('v', v, 'o', o)
-  elseif v then put('v', v)
-  elseif o then put('o', o) end
+  if v then put('v', v) end
+  if o then put('o', o) end
 end
 
 -- The last holder left. An end by expiry starts lock-delay; a release
@@ -208,8 +249,8 @@ local function handoff()
     popped = popped + 1
     if r then
       local gk = 'g:' .. r.g
-      if num(redis.call('HGET', S, gk)) < NOW then
-        redis.call('HDEL', S, gk)
+      if num(hget(gk)) < NOW then
+        del(gk)
       elseif tonumber(r.dl) >= NOW then
         local t
         if held() then t = join(r.l, r.t) else t = grant_new(r.l, r.m, r.t, r.ld) end
@@ -229,7 +270,7 @@ end
 
 local function advance()
   purge()
-  if num(st.d) > NOW or num(st.qn) == 0 then return false end
+  if num(st.qn) == 0 or num(st.d) > NOW then return false end
   return handoff()
 end
 
@@ -255,49 +296,101 @@ local function wait_for_writes(wid)
 end
 
 -- A write of F ended: every gateway with writes waiting asks again (once).
-local function wake_writers()
-  if not st.aw then return end
-  for gw in string.gmatch(st.aw, '%S+') do
+local function wake_writers(aw)
+  for gw in string.gmatch(aw, '%S+') do
     redis.call('PUBLISH', 'fg:gw:' .. gw, 'w ' .. NAME)
   end
-  del('aw')
 end
 
 -- The grant of F's writes ended by release: each write is recorded until
--- `untl` at the most, and its gateway aborts it upstream.
+-- `untl` at the most, and its gateway aborts it upstream. When no write is
+-- left to record, F and ft go.
 local function end_writes(untl)
   local all = redis.call('ZRANGE', F, 0, -1, 'WITHSCORES')
+  local top = false
   for i = 1, #all, 2 do
     local wid, score = all[i], tonumber(all[i + 1])
     if score > NOW then
-      if score > untl then redis.call('ZADD', F, fmt(untl), wid) end
+      if score > untl then
+        redis.call('ZADD', F, fmt(untl), wid)
+        score = untl
+      end
+      if not top or score > top then top = score end
       local gw = gateway_of(wid)
       if gw then redis.call('PUBLISH', 'fg:gw:' .. gw, 'x ' .. wid) end
     end
   end
-  wake_writers()
+  if not top then
+    if #all > 0 then redis.call('DEL', F) end
+    del('ft')
+  end
+  ftop = top
+  if st.aw then
+    wake_writers(st.aw)
+    del('aw')
+  end
   dirty = true
 end
 
--- Moves every existing key's expiry to IDLE ms past the lock's horizon:
--- its grant's expiry, its lock-delay, its waiters' and writes' deadlines.
+-- The lock's horizon without F: its grant's expiry, its lock-delay, its
+-- waiters' deadlines, its observers.
+local function horizon()
+  local h = NOW
+  if held() and num(st.x) > h then h = num(st.x) end
+  if num(st.d) > h then h = num(st.d) end
+  if num(st.qn) > 0 and num(st.qd) > h then h = num(st.qd) end
+  if num(st.ob) > h then h = num(st.ob) end
+  return h
+end
+
+-- Moves every existing key's expiry to IDLE ms past the lock's horizon,
+-- its writes' records included.
 local function keep()
-  if not dirty then return end
-  local horizon = NOW
-  if held() and num(st.x) > horizon then horizon = num(st.x) end
-  if num(st.d) > horizon then horizon = num(st.d) end
-  local queued = num(st.qn) > 0
-  if queued and num(st.qd) > horizon then horizon = num(st.qd) end
-  if st.ft then
+  local h = horizon()
+  if st.ft and ftop == nil then
     local top = redis.call('ZRANGE', F, -1, -1, 'WITHSCORES')
-    if top[2] and tonumber(top[2]) > horizon then horizon = tonumber(top[2]) end
+    ftop = top[2] and tonumber(top[2]) or false
   end
-  if num(st.ob) > horizon then horizon = num(st.ob) end
-  local ms = fmt(horizon - NOW + IDLE)
+  if st.ft and ftop and ftop > h then h = ftop end
+  local ms = fmt(h - NOW + IDLE)
   redis.call('PEXPIRE', S, ms)
-  if queued then
+  if num(st.qn) > 0 then
     redis.call('PEXPIRE', Q, ms)
     redis.call('PEXPIRE', W, ms)
   end
-  if st.ft then redis.call('PEXPIRE', F, ms) end
+  if st.ft and ftop then redis.call('PEXPIRE', F, ms) end
+end
+
+-- CMD S with the list's items as arguments (in slices: unpack is bounded;
+-- even-sized, so HSET's pairs stay whole).
+local function hcall(cmd, list)
+  for i = 1, #list, 1000 do
+    redis.call(cmd, S, unpack(list, i, math.min(i + 999, #list)))
+  end
+end
+
+-- Ends every call that began: writes S, then moves the keys' expiry if
+-- their horizon moved. Returns the reply.
+local function done(reply)
+  local hs, hd = {}, {}
+  for f, v in pairs(pend) do
+    if v then
+      hs[#hs + 1] = f
+      hs[#hs + 1] = v
+    else
+      hd[#hd + 1] = f
+    end
+  end
+  hcall('HSET', hs)
+  hcall('HDEL', hd)
+  if dirty then keep() end
+  return reply
+end
+
+-- A write was recorded in F under the live grant, no later than the
+-- grant's expiry: the horizon did not move. F has an expiry unless this
+-- call created it; then it gets the lock's.
+local function keep_new_f()
+  if dirty then return end
+  redis.call('PEXPIRE', F, fmt(horizon() - NOW + IDLE), 'NX')
 end

@@ -4,9 +4,10 @@
 -- for the margin from now (the storage may still be applying one whose
 -- last byte left) and its gateway is told to abort it upstream, so the
 -- next holder never waits on them.
--- ARGV: 3 lease, 4 margin ms
+-- args: 3 lease, 4 margin ms
 -- Reply: {'granted', token, mode, holds left, ttl} | {'expired'}
 local LEASE, MARGIN = ARGV[3], tonumber(ARGV[4])
+begin(KEYS, ARGV, LEASE)
 advance()
 local reply
 local h = holder(LEASE)
@@ -27,5 +28,4 @@ else
     dirty = true
   end
 end
-keep()
-return reply
+return done(reply)

@@ -1,8 +1,9 @@
 -- renew: extend a held lease; optionally proclaim a new value.
--- ARGV: 3 lease, 4 ttl (0: the lease's own), 5 '1' if value, 6 value
+-- args: 3 lease, 4 ttl (0: the lease's own), 5 '1' if value, 6 value
 -- Reply: {'granted', token, mode, holds, ttl} | {'expired'}
 local LEASE, TTL = ARGV[3], tonumber(ARGV[4])
 local VAL = (ARGV[5] == '1') and ARGV[6] or nil
+begin(KEYS, ARGV, LEASE)
 advance()
 local reply
 local h = holder(LEASE)
@@ -14,5 +15,4 @@ else
   set_meta(VAL, nil)
   reply = {'granted', tonumber(st.t), st.m, h.n, ttl}
 end
-keep()
-return reply
+return done(reply)
