@@ -3,6 +3,7 @@ Redis that lost it (FUNCTION FLUSH, or a restart without data) gets it
 again from the first call that misses it, on the blocking and on the
 asynchronous connections alike, and the call itself succeeds."""
 
+import os
 import re
 from harness import TestCase, slack, wait_until
 
@@ -78,9 +79,10 @@ class FunctionLibraryTests(TestCase):
 
     def test_wait_loop_reloads_once_for_calls_in_flight(self):
         # Waiters on several locks whose holders expire together: the
-        # gateway's wait loop ticks each lock (asynchronous connection)
-        # and finds the library gone. One load serves them all, and every
-        # waiter is granted.
+        # gateway's event loops tick each lock (asynchronous connections)
+        # and find the library gone. One load per loop's connection serves
+        # all its calls in flight, and every waiter is granted. The shared
+        # gateway runs one loop per core (its default).
         names = [self.lock_name() for _ in range(6)]
         for n in names:
             self.acquire_ok(n, ttl_ms=700)
@@ -92,8 +94,10 @@ class FunctionLibraryTests(TestCase):
         for w in ws:
             r = w.result(slack(5.0))
             self.assertEqual(r.status, 200, r)
-        self.assertEqual(function_loads(self.redis) - before, 1,
-                         "the wait loop loaded the library more than once")
+        loads = function_loads(self.redis) - before
+        self.assertGreaterEqual(loads, 1)
+        self.assertLessEqual(loads, os.cpu_count() or 1,
+                             "a loop loaded the library more than once")
         for n, w in zip(names, ws):
             self.release_ok(n, w.resp.json["lease"])
 
