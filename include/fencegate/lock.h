@@ -1,16 +1,17 @@
 /*
  * fencegate/lock.h - lock semantics over Redis (lockcore).
  *
- * Every state change of a lock is one Lua script run atomically by Redis
- * (EVALSHA, falling back to EVAL on NOSCRIPT). Every key of lock N shares
+ * Every state change of a lock is one Lua function run atomically by Redis
+ * 7 (FCALL into the fencegate function library, loaded again when Redis
+ * lacks it). Every key of lock N shares
  * the hash tag {N}, so a Redis Cluster keeps a lock in one slot. Time is
  * Redis' clock (TIME inside the scripts, PEXPIRE on the keys): a gateway's
  * clock never decides whether a lease is alive.
  *
  * Two front ends run the same scripts: fg_store is a blocking connection
- * (one per gateway worker thread), fg_astore an asynchronous one on a
- * libevent loop (the gateway's wait loop). Neither is thread-safe; each
- * belongs to the thread that created it.
+ * (the gateway's maintenance thread), fg_astore an asynchronous one on a
+ * libevent base (one per gateway event loop: the request path). Neither
+ * is thread-safe; each belongs to the thread that created it.
  */
 #ifndef FENCEGATE_LOCK_H
 #define FENCEGATE_LOCK_H
