@@ -93,7 +93,7 @@ static void check_config(const struct fg_config *c)
 	PROPERTY(c->redis_host[0] != '\0' && in((unsigned)c->redis_port, 1, 65535));
 	PROPERTY(strnlen(c->listen_host, FG_HOST_MAX) < FG_HOST_MAX);
 	PROPERTY(strnlen(c->redis_host, FG_HOST_MAX) < FG_HOST_MAX);
-	PROPERTY(in(c->threads, 1, 256));
+	PROPERTY(in(c->threads, 0, 256));
 	PROPERTY(in(c->max_connections, 16, 1000000));
 	PROPERTY(in(c->max_waiters, 1, 1000000));
 	PROPERTY(in(c->idle_forget_ms, 0, 86400000));
@@ -108,9 +108,18 @@ static void check_config(const struct fg_config *c)
 	PROPERTY(in(c->fence_margin_ms, 0, 600000));
 	PROPERTY(in(c->write_max_ms, 100, 86400000));
 	PROPERTY(c->forward_token <= 1);
-	if (c->upstream)
+	if (c->upstream) {
 		PROPERTY(strncasecmp(c->upstream, "http://", 7) == 0 ||
 			 strncasecmp(c->upstream, "https://", 8) == 0);
+		/* the one reading of the URL: a host, a port, and a base that
+		 * is the URL less its trailing slashes */
+		size_t bl = strlen(c->up.base);
+		PROPERTY(c->up.host[0] != '\0' && c->up.port[0] != '\0');
+		PROPERTY(bl > 0 && strncmp(c->up.base, c->upstream, bl) == 0);
+		for (const char *p = c->upstream + bl; *p; p++)
+			PROPERTY(*p == '/');
+		PROPERTY(c->up.base_path[0] == '\0' || c->up.base_path[0] == '/');
+	}
 	if (c->write_methods)
 		PROPERTY(method_list(c->write_methods));
 	if (c->read_methods)
