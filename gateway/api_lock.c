@@ -10,6 +10,7 @@
  * (fg_api_resume()), the one place a response may be queued.
  */
 #include <inttypes.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -318,6 +319,18 @@ enum MHD_Result fg_api_resume(struct fg_req *req, struct MHD_Connection *c)
 	}
 }
 
+/* Has the peer closed or reset? Asked of the kernel, whatever is left
+ * unread (a parked connection is not read by libmicrohttpd). */
+static bool client_gone(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci)
+		return false;
+	struct pollfd p = { .fd = ci->connect_fd, .events = POLLRDHUP };
+	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
+}
+
 static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_grant g;
@@ -326,6 +339,13 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 	case FG_WAIT_PENDING:
 		return MHD_YES;
 	case FG_WAIT_GRANTED:
+		/* A grant and the client's leaving can arrive in the same turn
+		 * of the loop (the gateway was held up): a grant for a client
+		 * already gone goes back now, not at its expiry. */
+		if (client_gone(c)) {
+			fg_waitq_give_back(req->loop->wq, req->name, req->lease);
+			return MHD_NO;
+		}
 		return respond_grant(req, c, req->name, req->lease, &g);
 	case FG_WAIT_TIMEOUT:
 		return fg_respond_error(c, FG_E_LOCK_HELD,
