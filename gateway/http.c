@@ -202,13 +202,14 @@ struct MHD_Daemon *fg_http_daemon(struct fg_loop *loop)
 	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
 			 MHD_USE_ERROR_LOG | MHD_USE_TURBO;
 	unsigned limit = cfg->max_connections / loop->gw->nloops;
+	loop->max_connections = limit ? limit : 1u;
 	/* The connection's memory pool holds the request head, so it is the
 	 * bound on header sizes (431/413 or a close past it). */
 	size_t pool = cfg->max_header_bytes + 4096;
 	struct MHD_Daemon *d = MHD_start_daemon(
 		flags, 0, NULL, NULL, on_request, loop,
 		MHD_OPTION_LISTEN_SOCKET, (MHD_socket)loop->gw->listen_fd,
-		MHD_OPTION_CONNECTION_LIMIT, limit ? limit : 1u,
+		MHD_OPTION_CONNECTION_LIMIT, loop->max_connections,
 		MHD_OPTION_CONNECTION_TIMEOUT, (unsigned)cfg->client_timeout_s,
 		MHD_OPTION_CONNECTION_MEMORY_LIMIT, pool,
 		MHD_OPTION_URI_LOG_CALLBACK, on_uri, loop,

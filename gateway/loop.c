@@ -43,12 +43,26 @@ static void arm_http_timer(struct fg_loop *loop)
 	evtimer_add(loop->mhd_timer, &tv);
 }
 
+static unsigned connections(struct fg_loop *loop)
+{
+	const union MHD_DaemonInfo *di =
+		MHD_get_daemon_info(loop->daemon, MHD_DAEMON_INFO_CURRENT_CONNECTIONS);
+	return di ? di->num_connections : 0;
+}
+
 static void on_http(evutil_socket_t fd, short what, void *arg)
 {
 	struct fg_loop *loop = arg;
 	(void)fd;
 	(void)what;
+	bool full = connections(loop) >= loop->max_connections;
 	MHD_run(loop->daemon);
+	/* A daemon at its connection limit stops watching the listening
+	 * socket and watches it again only on its next run: when this run
+	 * closed connections, run once more, or connections waiting in the
+	 * backlog would wait for an event that never comes. */
+	if (full && connections(loop) < loop->max_connections)
+		MHD_run(loop->daemon);
 	arm_http_timer(loop);
 }
 

@@ -34,6 +34,7 @@ struct fg_loop {
 	uint64_t seq;                /* waiter and write ids */
 	struct event_base *base;
 	struct MHD_Daemon *daemon;
+	unsigned max_connections;    /* the daemon's share of the limit */
 	struct event *mhd_io;        /* the daemon's epoll fd is readable */
 	struct event *mhd_timer;     /* the daemon's own timeouts */
 	struct event *stop_ev;
