@@ -74,6 +74,18 @@ void fg_api_call_free(struct fg_req *req)
 	req->call = NULL;
 }
 
+bool fg_api_holds_grant(struct fg_req *req)
+{
+	if (req->granted)
+		return true; /* answered, maybe not delivered */
+	if (req->waiter &&
+	    fg_waiter_result(req->waiter, NULL, NULL) == FG_WAIT_GRANTED)
+		return true;
+	const struct fg_api_call *call = req->call;
+	return call && call->kind == CALL_ACQUIRE && call->replied &&
+	       !call->err && call->g.status == FG_GRANTED;
+}
+
 static void replied(struct fg_req *req, int err)
 {
 	if (err == FG_EUNAVAIL)
@@ -341,11 +353,10 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 	case FG_WAIT_GRANTED:
 		/* A grant and the client's leaving can arrive in the same turn
 		 * of the loop (the gateway was held up): a grant for a client
-		 * already gone goes back now, not at its expiry. */
-		if (client_gone(c)) {
-			fg_waitq_give_back(req->loop->wq, req->name, req->lease);
+		 * already gone is not answered, and goes back when the request
+		 * completes (http.c), not at its expiry. */
+		if (client_gone(c))
 			return MHD_NO;
-		}
 		return respond_grant(req, c, req->name, req->lease, &g);
 	case FG_WAIT_TIMEOUT:
 		return fg_respond_error(c, FG_E_LOCK_HELD,

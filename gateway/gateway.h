@@ -115,6 +115,9 @@ enum MHD_Result fg_api_dispatch(struct fg_req *req, struct MHD_Connection *c,
 				size_t path_len);
 /** A suspended request was resumed: answer from its waiter or its call. */
 enum MHD_Result fg_api_resume(struct fg_req *req, struct MHD_Connection *c);
+/** Was the lock granted to this request (by its acquire or its wait),
+ *  whether or not the answer was sent? */
+bool fg_api_holds_grant(struct fg_req *req);
 /** Frees what the request's lock call holds (request completed). */
 void fg_api_call_free(struct fg_req *req);
 

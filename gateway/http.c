@@ -51,7 +51,10 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)c;
 	if (!req)
 		return;
-	if (req->granted && toe != MHD_REQUEST_TERMINATED_COMPLETED_OK)
+	/* A grant whose answer was not delivered goes back now: the client
+	 * may have left before the answer was even written (libmicrohttpd
+	 * saw the close first). */
+	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && fg_api_holds_grant(req))
 		fg_waitq_give_back(loop->wq, req->name, req->lease);
 	fg_waiter_drop(loop->wq, req->waiter);
 	fg_api_call_free(req);
