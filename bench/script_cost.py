@@ -1,7 +1,7 @@
 #!/usr/bin/env python3
-"""measure_cost.py - Redis CPU per lock script call, through a real gateway.
+"""script_cost.py - Redis CPU per lock script call, through a real gateway.
 
-    python3 lockcore/measure_cost.py --bin build/gateway/fencegate [-n 20000] [--rounds 5]
+    python3 bench/script_cost.py --bin build/gateway/fencegate [-n 20000] [--rounds 5]
 
 Starts a private redis-server, a stand-in upstream and one fencegate (the
 integration harness's; Redis pinned to one core, the rest to the others, so
