@@ -60,8 +60,7 @@ struct fg_api_call {
 	struct fg_lock_info info;  /* owns value and owner */
 	struct fg_check chk;
 	struct fg_seq seq;         /* check: the sequencer checked */
-	bool held0, has0;          /* inspect: observe while these hold */
-	uint64_t tok0;
+	uint64_t tok0;             /* inspect: `after`, or UINT64_MAX without it */
 	uint32_t wait_ms;
 };
 
@@ -460,10 +459,7 @@ static enum MHD_Result inspect(struct fg_req *req, struct MHD_Connection *c,
 	call->wait_ms = (uint32_t)wait;
 	/* Observe: with `after`, wait while the lock is held under that
 	 * token; without it, wait while nothing changes. */
-	call->held0 = call->has0 = as != NULL;
-	call->tok0 = after;
-	if (!as)
-		call->tok0 = UINT64_MAX; /* taken from the answer */
+	call->tok0 = as ? after : UINT64_MAX; /* without: from the answer */
 	return sent_or_respond(c, req->loop->as
 		? fg_alock_inspect(req->loop->as, name, on_info, req) : FG_EUNAVAIL);
 }
