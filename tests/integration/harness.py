@@ -36,6 +36,8 @@ class Config:
     log_level = None      # passed as --log-level when set
     redis_server = None   # resolved path of redis-server
     slow = 1.0            # multiplier for timing slack (sanitizer builds)
+    redis_mode = "single"  # "single": one redis-server; "cluster": a Redis
+                           # Cluster (topology.RedisCluster) in its place
 
 
 def tmp_root():
@@ -51,6 +53,30 @@ def slack(seconds):
 
 class SetupError(Exception):
     """The environment could not be set up: counts as a test failure."""
+
+
+def cluster_mode():
+    return Config.redis_mode == "cluster"
+
+
+def single_redis(reason):
+    """Marks a test (or a class) that needs one redis-server process of its
+    own: run.py leaves it out in cluster mode, says so with `reason`, and
+    does not count it as passed."""
+    def mark(obj):
+        obj.single_redis_reason = reason
+        return obj
+    return mark
+
+
+def own_topology(reason):
+    """Marks a test class that starts its own Redis topology (a Sentinel
+    set, a cluster) whatever the mode: it runs in the default pass, and
+    run.py lists it as run there when the mode is cluster."""
+    def mark(obj):
+        obj.own_topology_reason = reason
+        return obj
+    return mark
 
 
 # Failures found outside any single test (e.g. a sanitizer report printed
@@ -287,11 +313,16 @@ class Process:
 class RedisServer(Process):
     """A private redis-server on a free loopback port, no persistence."""
 
-    def __init__(self, port=None):
+    def __init__(self, port=None, extra_args=()):
         self.port = port or free_port()
+        self.extra_args = list(extra_args)
         self.dir = tempfile.mkdtemp(prefix="redis-", dir=tmp_root())
         self.logpath = os.path.join(self.dir, "redis.log")
         self.proc = None
+
+    def url(self):
+        """What a gateway's --redis names this server by."""
+        return "127.0.0.1:%d" % self.port
 
     @staticmethod
     def executable():
@@ -308,7 +339,7 @@ class RedisServer(Process):
             self.proc = spawn([exe, "--port", str(self.port),
                                "--bind", "127.0.0.1", "--save", "",
                                "--appendonly", "no", "--daemonize", "no",
-                               "--dir", self.dir],
+                               "--dir", self.dir] + self.extra_args,
                               stdout=log, stderr=subprocess.STDOUT,
                               cwd=self.dir)
         if not wait_until(self.ping, timeout, 0.02):
@@ -338,6 +369,43 @@ class RedisServer(Process):
     def lock_keys(self, name):
         """Every key of lock `name` (they all carry the hash tag {name})."""
         return self.keys("*{" + glob_escape(name) + "}*")
+
+    def restart_empty(self):
+        """Kills this server and starts a new, empty one on the same port;
+        returns the new one."""
+        self.kill()
+        return RedisServer(self.port, self.extra_args).start()
+
+
+# What a gateway given a Redis port by a test is pointed at: the URL of the
+# "redis" object that owns the port (a cluster registers its port here).
+_REDIS_URLS = {}
+
+
+def register_redis_url(port, url):
+    _REDIS_URLS[port] = url
+
+
+def redis_url(port):
+    """The --redis value for a Redis the tests know by its port. In cluster
+    mode a port no cluster registered is named as a cluster seed all the
+    same, so that every gateway runs in cluster mode."""
+    url = _REDIS_URLS.get(port)
+    if url is not None:
+        return url
+    if cluster_mode():
+        return "redis-cluster://127.0.0.1:%d" % port
+    return "127.0.0.1:%d" % port
+
+
+def new_redis():
+    """The Redis a test environment uses: one redis-server, or in cluster
+    mode a RedisCluster (not started)."""
+    if cluster_mode():
+        import topology
+        return topology.RedisCluster()
+    return RedisServer()
+
 
 # ---------------------------------------------------------------------------
 # the upstream stand-in
@@ -617,7 +685,7 @@ class Gateway(Process):
         a = [self.executable()]
         if self.add_defaults:
             a += ["--listen", "127.0.0.1:%d" % self.port,
-                  "--redis", "127.0.0.1:%d" % self.redis_port,
+                  "--redis", redis_url(self.redis_port),
                   "--upstream", "http://127.0.0.1:%d" % self.upstream_port]
             if Config.log_level:
                 a += ["--log-level", Config.log_level]
@@ -685,7 +753,7 @@ class Env:
 
     def __init__(self, flags=(), gateways=1, redis=True, upstream=True,
                  gateway_flags=None):
-        self.redis = RedisServer()
+        self.redis = new_redis()
         self.upstream = Upstream()
         self.start_redis = redis
         self.start_upstream = upstream

@@ -2,12 +2,21 @@
 """run.py - the fencegate integration suite's runner.
 
     python3 tests/integration/run.py --bin build/gateway/fencegate [-k substr]
+                                     [--redis-mode single|cluster]
 
 Loads every test_*.py beside this file, runs the tests whose id contains
 the -k substring (all of them without -k), prints each result, the
 fencegate stderr tail of every failing test, and as its last line exactly
 "N passed, N failed". Exits 1 if anything failed (or nothing ran).
 Nothing is ever skipped: a test that cannot run fails.
+
+--redis-mode cluster runs the same suite with a Redis Cluster (three
+masters, three replicas: topology.RedisCluster) wherever a test environment
+has a Redis, and every gateway given `--redis redis-cluster://...`. A test
+marked @harness.single_redis(reason) needs one redis-server process and is
+left out; so are the classes marked @harness.own_topology(reason), which
+start their own Sentinel set or cluster and run in the default pass. Each
+left-out test is listed with its reason, and none counts as passed.
 """
 
 import argparse
@@ -116,6 +125,14 @@ class Result(unittest.TestResult):
         self._record(test, None, "UNEXPECTED SUCCESS")
 
 
+def single_redis_reason(test):
+    """The reason a test needs one redis-server, if it is marked so (on its
+    method or its class)."""
+    method = getattr(test, getattr(test, "_testMethodName", ""), None)
+    return getattr(method, "single_redis_reason", None) or \
+        getattr(type(test), "single_redis_reason", None)
+
+
 def iter_tests(suite):
     for t in suite:
         if isinstance(t, unittest.TestSuite):
@@ -138,12 +155,17 @@ def main():
                          "FG_TEST_SLOW or 1.0)")
     ap.add_argument("--keep-tmp", action="store_true",
                     help="keep the temporary directory (logs)")
+    ap.add_argument("--redis-mode", choices=("single", "cluster"),
+                    default="single",
+                    help="single: one redis-server per environment (the "
+                         "default); cluster: a Redis Cluster in its place")
     args = ap.parse_args()
 
     harness.Config.bin = os.path.abspath(args.bin)
     harness.Config.log_level = args.log_level
     harness.Config.slow = args.slow or float(os.environ.get("FG_TEST_SLOW")
                                              or 1.0)
+    harness.Config.redis_mode = args.redis_mode
     tmp = harness.tmp_root()
 
     def on_signal(signum, frame):
@@ -165,9 +187,28 @@ def main():
             suite.addTests(loader.loadTestsFromModule(mod))
 
     selected = unittest.TestSuite()
+    left_out = []        # (test id, reason)
+    elsewhere = {}       # class id -> reason
     for t in iter_tests(suite):
         if args.substr is None or any(s in t.id() for s in args.substr):
+            if harness.cluster_mode():
+                topo = getattr(type(t), "own_topology_reason", None)
+                if topo:
+                    cid = t.id().rsplit(".", 1)[0]
+                    elsewhere[cid] = topo
+                    continue
+                reason = single_redis_reason(t)
+                if reason:
+                    left_out.append((t.id(), reason))
+                    continue
             selected.addTest(t)
+    if harness.cluster_mode():
+        print("redis mode: cluster (three masters, three replicas)")
+        for cid, reason in sorted(elsewhere.items()):
+            print("not run in cluster mode: %s (%s)" % (cid, reason))
+        for tid, reason in left_out:
+            print("left out in cluster mode: %s: %s" % (tid, reason))
+        sys.stdout.flush()
 
     result = Result(verbose=True)
     t0 = time.monotonic()
@@ -195,6 +236,9 @@ def main():
     if result.testsRun == 0:
         print("no test matched")
         failed = max(failed, 1)
+    if left_out:
+        print("%d left out in cluster mode (not counted as passed)"
+              % len(left_out))
     print("%d passed, %d failed" % (len(result.passed), failed))
     sys.exit(1 if failed else 0)
 

@@ -43,7 +43,7 @@ import urllib.parse
 import uuid
 
 import harness
-from harness import (LOCKS, RedisServer, SetupError, file_tail, free_port,
+from harness import (LOCKS, SetupError, file_tail, free_port,
                      slack, spawn, stop_process, kill_process, wait_until)
 
 DAV_EXT_MODULE = "ngx_http_dav_ext_module.so"
@@ -348,7 +348,7 @@ class StoreEnv:
                 gateway_flags = [list(f) + kf for f in gateway_flags]
             else:
                 flags = list(flags) + kf
-        self.redis = RedisServer()
+        self.redis = harness.new_redis()
         self.nginx = Nginx()
         self.start_nginx = start_nginx
         per = gateway_flags or [list(flags)] * gateways

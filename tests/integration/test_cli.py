@@ -182,7 +182,7 @@ class CliTests(TestCase):
     # -- config file ------------------------------------------------------
 
     def test_config_file_supplies_listen_redis_and_upstream(self):
-        redis = harness.RedisServer().start()
+        redis = harness.new_redis().start()
         self.addCleanup(redis.stop)
         up = harness.Upstream().start()
         self.addCleanup(up.stop)
@@ -192,10 +192,10 @@ class CliTests(TestCase):
                           "\n"
                           "listen 127.0.0.1:%d\n"
                           "   # indented comment\n"
-                          "redis 127.0.0.1:%d\n"
+                          "redis %s\n"
                           "upstream http://127.0.0.1:%d\n"
                           "lock-delay-ms 0\n"
-                          % (port, redis.port, up.port))
+                          % (port, redis.url(), up.port))
         g = Gateway(redis.port, up.port, ["--config", path], port=port,
                     add_defaults=False)
         self.log_paths.append(g.logpath)
@@ -207,16 +207,16 @@ class CliTests(TestCase):
         self.assertEqual(r.json, {"redis": "up", "upstream": "up"})
 
     def test_config_file_options_take_effect(self):
-        redis = harness.RedisServer().start()
+        redis = harness.new_redis().start()
         self.addCleanup(redis.stop)
         up = harness.Upstream().start()
         self.addCleanup(up.stop)
         port = harness.free_port()
         path = self.write("gw.conf",
-                          "listen 127.0.0.1:%d\nredis 127.0.0.1:%d\n"
+                          "listen 127.0.0.1:%d\nredis %s\n"
                           "upstream http://127.0.0.1:%d\n"
                           "max-waiters 1\n"
-                          % (port, redis.port, up.port))
+                          % (port, redis.url(), up.port))
         g = Gateway(redis.port, up.port, ["--config", path], port=port,
                     add_defaults=False)
         self.log_paths.append(g.logpath)
@@ -232,7 +232,7 @@ class CliTests(TestCase):
                           "too_many_waiters")
 
     def test_flags_override_the_config_file(self):
-        redis = harness.RedisServer().start()
+        redis = harness.new_redis().start()
         self.addCleanup(redis.stop)
         up = harness.Upstream().start()
         self.addCleanup(up.stop)
@@ -243,7 +243,7 @@ class CliTests(TestCase):
                           % (cfg_port, harness.free_port(), up.port))
         g = Gateway(redis.port, up.port,
                     ["--config", path, "--listen", "127.0.0.1:%d" % flag_port,
-                     "--redis", "127.0.0.1:%d" % redis.port],
+                     "--redis", redis.url()],
                     port=flag_port, add_defaults=False)
         self.log_paths.append(g.logpath)
         self.addCleanup(self._stop_gateway, g)
@@ -256,7 +256,7 @@ class CliTests(TestCase):
             self.health_on(cfg_port)
 
     def test_flags_before_config_also_override_it(self):
-        redis = harness.RedisServer().start()
+        redis = harness.new_redis().start()
         self.addCleanup(redis.stop)
         up = harness.Upstream().start()
         self.addCleanup(up.stop)
@@ -264,7 +264,7 @@ class CliTests(TestCase):
         path = self.write("gw.conf", "redis 127.0.0.1:%d\n"
                           % harness.free_port())
         g = Gateway(redis.port, up.port,
-                    ["--redis", "127.0.0.1:%d" % redis.port,
+                    ["--redis", redis.url(),
                      "--listen", "127.0.0.1:%d" % port,
                      "--upstream", "http://127.0.0.1:%d" % up.port,
                      "--config", path], port=port, add_defaults=False)

@@ -10,7 +10,7 @@ import threading
 import time
 
 import harness
-from harness import LOCKS, RedisServer, TestCase, Upstream, slack, wait_until
+from harness import LOCKS, TestCase, Upstream, slack, wait_until
 
 REDIS_TIMEOUT_MS = 500
 
@@ -36,11 +36,9 @@ class PrivateEnvTestCase(TestCase):
         return env
 
     def restart_redis_empty(self):
-        """Kills Redis and starts a new, empty one on the same port."""
-        port = self.redis.port
-        self.redis.kill()
-        fresh = RedisServer(port)
-        fresh.start()
+        """Kills Redis and starts a new, empty one on the same port (in
+        cluster mode: a new, empty cluster on the same ports)."""
+        fresh = self.redis.restart_empty()
         self.env.redis = fresh
         self.redis = fresh
         return fresh
