@@ -389,7 +389,10 @@ def register_redis_url(port, url):
 def redis_url(port):
     """The --redis value for a Redis the tests know by its port. In cluster
     mode a port no cluster registered is named as a cluster seed all the
-    same, so that every gateway runs in cluster mode."""
+    same, so that every gateway runs in cluster mode. A string is a URL
+    already."""
+    if isinstance(port, str):
+        return port
     url = _REDIS_URLS.get(port)
     if url is not None:
         return url

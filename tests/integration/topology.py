@@ -15,7 +15,9 @@ directories are under harness.tmp_root(). A missing redis-server,
 redis-sentinel or redis-cli is a SetupError, never a skip.
 """
 
+import json
 import os
+import random
 import re
 import shutil
 import subprocess
@@ -791,3 +793,353 @@ class RedisCluster:
     def per_node(self, *args):
         """[(node, reply)] of a command sent to every master."""
         return [(self.node(p), r) for p, r in self._on_masters(*args)]
+
+
+# ---------------------------------------------------------------------------
+# load: acquire / fenced write / release cycles, every answer recorded
+
+
+class RecordingUpstream(harness.UpstreamHandler):
+    """An upstream that answers 200 "upstream ok" and records, in arrival
+    order, every request: method, path, the Fencing-Token the gateway
+    forwarded (--forward-token yes), the body."""
+
+    def _answer(self):
+        body = harness.read_request_body(self)
+        self.server.records.append({
+            "method": self.command, "path": self.path,
+            "token": self.headers.get("Fencing-Token"), "body": body,
+            "t": time.monotonic()})
+        out = b"upstream ok\n"
+        self.send_response(200)
+        self.send_header("Content-Type", "text/plain")
+        self.send_header("Content-Length", str(len(out)))
+        self.end_headers()
+        self.wfile.write(out)
+
+    do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = _answer
+
+
+class Op:
+    """One request of the load and its answer."""
+    __slots__ = ("kind", "name", "gw", "t_sent", "t_recv", "status", "code",
+                 "token", "grant_sent", "detail")
+
+    def __init__(self, kind, name, gw, grant_sent=None, token=None):
+        self.kind, self.name, self.gw = kind, name, gw
+        self.grant_sent, self.token = grant_sent, token
+        self.t_sent = self.t_recv = self.status = self.code = None
+        self.detail = None
+
+    def __repr__(self):
+        return "<%s %s via :%d at %.3f-%.3f: %s %s token %s %s>" % (
+            self.kind, self.name, self.gw, self.t_sent, self.t_recv or -1,
+            self.status, self.code, self.token, self.detail or "")
+
+
+class LockLoad:
+    """Worker threads, each looping: acquire a lock (one of `names`, on
+    one gateway), PUT /<name> with its sequencer (through the next
+    gateway), release it (first gateway). Every answer is kept as an Op."""
+
+    def __init__(self, gateways, names, threads=4, ttl_ms=5000, wait_ms=300,
+                 write=True, timeout=None):
+        self.gateways = list(gateways)
+        self.names = list(names)
+        self.n_threads = threads
+        self.ttl_ms, self.wait_ms, self.write = ttl_ms, wait_ms, write
+        self.timeout = timeout or slack(10.0)
+        self.ops = []
+        self._lock = threading.Lock()
+        self._stop = threading.Event()
+        self._threads = []
+
+    def start(self):
+        for i in range(self.n_threads):
+            t = threading.Thread(target=self._work, args=(i,), daemon=True)
+            t.start()
+            self._threads.append(t)
+        return self
+
+    def stop(self):
+        self._stop.set()
+        for t in self._threads:
+            t.join(self.timeout + slack(5.0))
+        stuck = [t for t in self._threads if t.is_alive()]
+        if stuck:
+            raise AssertionError("%d load threads did not stop" % len(stuck))
+
+    def _request(self, op, gw, method, path, **kw):
+        op.t_sent = time.monotonic()
+        try:
+            r = harness.http_request(gw.port, method, path,
+                                     timeout=self.timeout, **kw)
+        except Exception as e:        # judged by the checks
+            op.t_recv = time.monotonic()
+            op.detail = repr(e)
+            r = None
+        else:
+            op.t_recv = time.monotonic()
+            op.status = r.status
+            try:
+                body = json.loads(r.body) if r.body[:1] == b"{" else None
+            except ValueError:
+                body = None
+            if isinstance(body, dict):
+                op.code = body.get("error")
+            if r.status == 503 and r.header("Retry-After") is None:
+                op.detail = "503 without Retry-After"
+        with self._lock:
+            self.ops.append(op)
+        return r
+
+    def _work(self, i):
+        rnd = random.Random(i)
+        k = i
+        while not self._stop.is_set():
+            name = rnd.choice(self.names)
+            ga = self.gateways[k % len(self.gateways)]
+            gb = self.gateways[(k + 1) % len(self.gateways)]
+            k += 1
+            op = Op("acquire", name, ga.port)
+            r = self._request(op, ga, "POST", harness.LOCKS + name,
+                              body={"ttl_ms": self.ttl_ms,
+                                    "wait_ms": self.wait_ms})
+            if r is None or r.status != 200:
+                if r is not None and r.status == 503:
+                    time.sleep(0.05)
+                continue
+            try:
+                g = r.json
+                op.token = g["token"]
+                bad = _bad_grant(g, name)
+            except (AssertionError, KeyError, TypeError) as e:
+                bad = "not a grant: %r (%r)" % (r, e)
+            if bad:
+                op.detail = bad
+                continue
+            if self.write:
+                w = Op("write", name, gb.port, op.t_sent, g["token"])
+                self._request(w, gb, "PUT", "/" + name,
+                              raw=("%s %d" % (name, g["token"])).encode(),
+                              headers={"Fencing-Token": g["sequencer"]})
+            rel = Op("release", name, ga.port, op.t_sent, g["token"])
+            self._request(rel, ga, "DELETE", harness.LOCKS + name,
+                          headers={"Fence-Lease": g["lease"]})
+
+    # -- what happened ------------------------------------------------------
+
+    def snapshot(self):
+        with self._lock:
+            return list(self.ops)
+
+    def grants(self):
+        return [o for o in self.snapshot()
+                if o.kind == "acquire" and o.status == 200]
+
+    def unavailable(self, since, names=None):
+        """The 503 answers to requests that ended after `since` (of `names`
+        only, if given)."""
+        return [o for o in self.snapshot() if o.status == 503 and
+                o.t_recv >= since and (names is None or o.name in names)]
+
+    def successes_after(self, t, gw_port=None):
+        return [o for o in self.snapshot() if o.t_sent >= t and
+                (gw_port is None or o.gw == gw_port) and
+                ((o.kind == "acquire" and o.status == 200) or
+                 (o.kind == "write" and o.status == 200) or
+                 (o.kind == "release" and o.status == 204))]
+
+
+def _bad_grant(g, name):
+    if not isinstance(g, dict):
+        return "grant is not an object"
+    if g.get("name") != name:
+        return "grant names %r, not %r" % (g.get("name"), name)
+    t = g.get("token")
+    if not isinstance(t, int) or isinstance(t, bool) or not 0 < t < 2 ** 53:
+        return "bad token %r" % (t,)
+    if not isinstance(g.get("lease"), str) or \
+            not harness.LEASE_RE.match(g["lease"]):
+        return "bad lease %r" % (g.get("lease"),)
+    if not isinstance(g.get("sequencer"), str) or \
+            not g["sequencer"].startswith("fg1."):
+        return "bad sequencer %r" % (g.get("sequencer"),)
+    if g.get("mode") != "exclusive" or g.get("holds") != 1:
+        return "bad mode/holds %r/%r" % (g.get("mode"), g.get("holds"))
+    return None
+
+
+ALLOWED = {
+    # kind: {status: error code (None: no JSON error)}
+    "acquire": {200: None, 409: "lock_held", 503: "lock_store_unavailable"},
+    "write": {200: None, 503: "lock_store_unavailable"},
+    "release": {204: None, 503: "lock_store_unavailable"},
+}
+
+
+def check_load(ops, records, lost_grant_ok=lambda op: False,
+               unavailable_ok=lambda op: True):
+    """Problems found in a load's answers and what reached the upstream:
+
+    - every answer is one the API allows for it (a 409 stale_token write
+      or a 410 lease_expired release only where lost_grant_ok(op) says the
+      grant may have been lost; a 503 only where unavailable_ok(op));
+    - every grant is well formed;
+    - per lock, no token is granted twice, and a grant asked for after
+      another grant's answer came has a greater token;
+    - per path, the upstream got writes in non-decreasing token order,
+      each carrying the token its body names, and every write answered
+      200 reached it.
+    """
+    problems = []
+    for o in ops:
+        allowed = ALLOWED[o.kind]
+        if o.status is None:
+            problems.append("no answer: %r" % o)
+        elif o.detail:
+            problems.append("%r" % o)
+        elif o.status == 503 and not unavailable_ok(o):
+            problems.append("unavailable where it must not be: %r" % o)
+        elif o.status in allowed and o.code == allowed[o.status]:
+            pass
+        elif o.kind == "write" and o.status == 409 and \
+                o.code == "stale_token" and lost_grant_ok(o):
+            pass
+        elif o.kind == "release" and o.status == 410 and \
+                o.code == "lease_expired" and lost_grant_ok(o):
+            pass
+        else:
+            problems.append("unexpected answer: %r" % o)
+    problems += check_tokens([o for o in ops if o.kind == "acquire" and
+                              o.status == 200 and o.token is not None])
+    problems += check_upstream(records, [o for o in ops if o.kind == "write"
+                                         and o.status == 200])
+    return problems
+
+
+def check_tokens(grants):
+    """No token twice per lock; a grant asked for after another grant of
+    the lock was answered has a greater token."""
+    problems = []
+    by_name = {}
+    for g in grants:
+        by_name.setdefault(g.name, []).append(g)
+    for name, gs in by_name.items():
+        seen = {}
+        for g in gs:
+            if g.token in seen:
+                problems.append("token %d of %s granted twice: %r and %r"
+                                % (g.token, name, seen[g.token], g))
+            seen[g.token] = g
+        done = sorted(gs, key=lambda g: g.t_recv)
+        j, best = 0, None
+        for g in sorted(gs, key=lambda g: g.t_sent):
+            while j < len(done) and done[j].t_recv < g.t_sent:
+                if best is None or done[j].token > best.token:
+                    best = done[j]
+                j += 1
+            if best is not None and g.token <= best.token:
+                problems.append("%s: token went backwards: %r was asked for "
+                                "after %r was granted" % (name, g, best))
+    return problems
+
+
+def check_upstream(records, ok_writes):
+    problems = []
+    last = {}
+    got = set()
+    for r in records:
+        if r["method"] != "PUT":
+            continue
+        path = r["path"]
+        try:
+            tok = int(r["token"])
+        except (TypeError, ValueError):
+            problems.append("a write reached the upstream without its "
+                            "token: %r" % r)
+            continue
+        body = r["body"].decode("utf-8", "replace")
+        if body != "%s %d" % (path[1:], tok):
+            problems.append("upstream got %r with token %d" % (body, tok))
+        if path in last and tok < last[path]:
+            problems.append("%s: the upstream got token %d after %d"
+                            % (path, tok, last[path]))
+        last[path] = max(tok, last.get(path, 0))
+        got.add((path, tok))
+    for w in ok_writes:
+        if ("/" + w.name, w.token) not in got:
+            problems.append("write answered 200 never reached the upstream: "
+                            "%r" % w)
+    return problems
+
+
+# ---------------------------------------------------------------------------
+# the base of the topology tests
+
+
+class TopologyCase(harness.TestCase):
+    """Each test starts its own topology, upstream and gateways; the
+    topology's logs are shown with the gateways' when a test fails."""
+
+    uses_shared_env = False
+
+    def setUp(self):
+        super().setUp()
+        self.topo_logs = []
+
+    def own(self, topo):
+        """Starts a topology, stopped at cleanup; returns it."""
+        self.addCleanup(topo.stop)
+        nodes = list(getattr(topo, "nodes", [])) + \
+            list(getattr(topo, "sentinels", []))
+        self.topo_logs += nodes
+        topo.start()
+        return topo
+
+    def recording_upstream(self):
+        up = harness.Upstream(handler=RecordingUpstream).start()
+        self.addCleanup(up.stop)
+        return up
+
+    def gateways(self, url, upstream, n=2, flags=()):
+        gws = [self.start_gateway(url, upstream.port,
+                                  ["--forward-token", "yes"] + list(flags))
+               for _ in range(n)]
+        for g in gws:
+            if not g.wait_healthy(slack(10.0)):
+                self.fail("gateway on %s never became healthy:\n%s"
+                          % (url, g.log_tail()))
+        return gws
+
+    def retrying(self, fn, what, timeout=None):
+        """Calls fn until it answers something other than 503 (a client
+        honouring Retry-After, a little faster); returns that answer."""
+        deadline = time.monotonic() + (timeout or slack(10.0))
+        while True:
+            r = fn()
+            if r.status != 503:
+                return r
+            if time.monotonic() > deadline:
+                self.fail("%s still 503 after %.0f s: %r"
+                          % (what, timeout or slack(10.0), r))
+            time.sleep(0.1)
+
+    def run_load(self, load):
+        """Starts a load; it is stopped at cleanup whatever happens."""
+        load.start()
+        self.addCleanup(lambda: load._stop.set())
+        return load
+
+    def assert_no_problems(self, problems, what):
+        if problems:
+            self.fail("%s: %d problems, the first ones:\n  %s"
+                      % (what, len(problems), "\n  ".join(problems[:12])))
+
+    def failure_logs(self):
+        out = [super().failure_logs()]
+        for n in self.topo_logs:
+            out.append("--- tail of %s (port %d) ---\n%s"
+                       % (os.path.relpath(n.logpath, harness.tmp_root()),
+                          n.port, file_tail(n.logpath, 15)))
+        return "\n".join(out)
