@@ -647,7 +647,7 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *priv)
 		redisAsyncCommandArgv(ac, on_undone, NULL, c.argc, c.argv,
 				      c.argvlen);
 	}
-	answer(op, FG_EUNAVAIL, NULL);
+	answer(op, r ? FG_EREPLICAS : FG_EUNAVAIL, NULL);
 	aop_free(op);
 }
 

@@ -247,7 +247,7 @@ void fg_astore_follow(fg_astore *as);
  *  request path of a gateway event loop. A call that fails at once
  *  returns negative and never calls cb; the arguments are copied. With
  *  replicas set (fg_store_opts), an acquire's grant is answered only once
- *  WAIT counted them; otherwise it is released and cb gets FG_EUNAVAIL. */
+ *  WAIT counted them; otherwise it is released and cb gets FG_EREPLICAS. */
 int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		     fg_grant_cb *cb, void *arg);
 int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
