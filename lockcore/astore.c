@@ -129,6 +129,8 @@ static void on_connect(const redisAsyncContext *ac, int status)
 		return; /* a context this connection already let go of */
 	if (status != REDIS_OK) {
 		cn->ac = NULL; /* hiredis frees it after this callback */
+		if (cn->is_sub)
+			cn->as->spread++; /* another master next time */
 		fg_topo_suspect(cn->as->topo);
 		schedule_retry(cn);
 		return;
@@ -150,6 +152,8 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 		return;
 	cn->up = 0;
 	cn->ac = NULL;
+	if (cn->is_sub)
+		cn->as->spread++;
 	fg_topo_suspect(cn->as->topo);
 	schedule_retry(cn);
 }
