@@ -47,7 +47,8 @@ static enum MHD_Result not_allowed(struct MHD_Connection *c, const char *allow)
 
 /* ---- lock calls in flight ------------------------------------------ */
 
-enum call_kind { CALL_ACQUIRE, CALL_RENEW, CALL_RELEASE, CALL_INSPECT, CALL_CHECK };
+enum call_kind { CALL_ACQUIRE, CALL_CONFIRM, CALL_RENEW, CALL_RELEASE,
+		 CALL_INSPECT, CALL_CHECK };
 
 /* A lock call of one request, and what its answer needs. Freed with the
  * request (fg_api_call_free()). */
@@ -305,6 +306,18 @@ static enum MHD_Result checked(struct fg_req *req, struct MHD_Connection *c);
 
 static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c);
 
+/* A waiter's grant with redis-replicas set: answered once WAIT counted
+ * the replicas (fg_alock_confirm()); a grant they fell short of was given
+ * back, and one lost meanwhile (a failover) is not answered as held. */
+static enum MHD_Result confirmed(struct fg_req *req, struct MHD_Connection *c)
+{
+	struct fg_grant g = req->call->g;
+	if (g.status != FG_GRANTED)
+		return fg_respond_store_error(c, FG_EUNAVAIL);
+	g.holds = 1;
+	return respond_grant(req, c, req->name, req->lease, &g);
+}
+
 enum MHD_Result fg_api_resume(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_api_call *call = req->call;
@@ -318,6 +331,8 @@ enum MHD_Result fg_api_resume(struct fg_req *req, struct MHD_Connection *c)
 	switch (call->kind) {
 	case CALL_ACQUIRE:
 		return acquired(req, c);
+	case CALL_CONFIRM:
+		return confirmed(req, c);
 	case CALL_RENEW:
 		return renewed(req, c);
 	case CALL_RELEASE:
@@ -356,6 +371,14 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 		 * completes (http.c), not at its expiry. */
 		if (client_gone(c))
 			return MHD_NO;
+		if (req->gw->cfg->redis_replicas) {
+			if (!call_new(req, CALL_CONFIRM))
+				return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+			return sent_or_respond(c, req->loop->as
+				? fg_alock_confirm(req->loop->as, req->name, req->lease,
+						   on_grant, req)
+				: FG_EUNAVAIL);
+		}
 		return respond_grant(req, c, req->name, req->lease, &g);
 	case FG_WAIT_TIMEOUT:
 		return fg_respond_error(c, FG_E_LOCK_HELD,

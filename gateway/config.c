@@ -37,7 +37,11 @@ struct setting {
 static const struct setting settings[] = {
 	{ "listen", K_HOSTPORT_LISTEN, 0, 0, 0, "HOST:PORT  address to serve on (127.0.0.1:8080)" },
 	{ "upstream", K_STRING, offsetof(struct fg_config, upstream), 0, 0, "URL        the storage behind the gateway (http:// or https://)" },
-	{ "redis", K_HOSTPORT_REDIS, 0, 0, 0, "HOST:PORT  the Redis holding lock state (127.0.0.1:6379)" },
+	{ "redis", K_HOSTPORT_REDIS, 0, 0, 0, "ADDRESS    the Redis holding lock state: HOST:PORT (127.0.0.1:6379),\n"
+	  "                      redis-sentinel://HOST:PORT[,HOST:PORT...]/MASTER, or\n"
+	  "                      redis-cluster://HOST:PORT[,HOST:PORT...] (seed nodes)" },
+	U(redis_replicas, 0, 16, "N          answer a grant only once WAIT says N replicas have it (0)"),
+	U(redis_replicas_timeout_ms, 1, 60000, "MS         WAIT's bound; below redis-timeout-ms (100)"),
 	{ "key-file", K_STRING, offsetof(struct fg_config, key_file), 0, 0, "FILE       sequencer HMAC key, 16-64 bytes (default: agreed through Redis)" },
 	U(threads, 0, 256, "N          event loops, one thread each; 0 = one per core (0)"),
 	U(max_connections, 16, 1000000, "N          concurrent client connections (16384)"),
@@ -85,6 +89,11 @@ void fg_config_init(struct fg_config *c)
 	c->listen_port = 8080;
 	strcpy(c->redis_host, "127.0.0.1");
 	c->redis_port = 6379;
+	c->redis.mode = FG_REDIS_DIRECT;
+	strcpy(c->redis.seeds[0].host, "127.0.0.1");
+	c->redis.seeds[0].port = 6379;
+	c->redis.nseeds = 1;
+	c->redis_replicas_timeout_ms = 100;
 	c->threads = 0; /* one loop per core */
 	c->max_connections = 16384;
 	c->max_waiters = 20000;
@@ -359,12 +368,26 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 	case K_HOSTPORT_REDIS: {
 		char host[FG_HOST_MAX];
 		int port;
-		if (fg_parse_hostport(value, host, sizeof(host), &port)) {
+		struct fg_redis_addr a;
+		char why[256];
+		if (strstr(value, "://")) {
+			if (fg_redis_addr_parse(value, &a, why, sizeof(why))) {
+				say(err, n, "redis: %s", why);
+				return -1;
+			}
+		} else if (fg_parse_hostport(value, host, sizeof(host), &port)) {
 			say(err, n, "redis: '%s' is not HOST:PORT", value);
 			return -1;
+		} else {
+			memset(&a, 0, sizeof(a));
+			a.mode = FG_REDIS_DIRECT;
+			memcpy(a.seeds[0].host, host, sizeof(a.seeds[0].host));
+			a.seeds[0].port = port;
+			a.nseeds = 1;
 		}
-		memcpy(c->redis_host, host, sizeof(host));
-		c->redis_port = port;
+		c->redis = a;
+		memcpy(c->redis_host, a.seeds[0].host, sizeof(c->redis_host));
+		c->redis_port = a.seeds[0].port;
 		return 0;
 	}
 	case K_STRING: {
@@ -553,6 +576,13 @@ enum fg_config_result fg_config_load(struct fg_config *c, int argc,
 		}
 		if (fg_config_set(c, name, value, err, n))
 			return FG_CONFIG_ERROR;
+	}
+	if (c->redis_replicas && c->redis_replicas_timeout_ms >= c->redis_timeout_ms) {
+		/* a grant whose WAIT outlived the call could not be undone */
+		say(err, n, "redis-replicas-timeout-ms (%u) must be below "
+		    "redis-timeout-ms (%u)", c->redis_replicas_timeout_ms,
+		    c->redis_timeout_ms);
+		return FG_CONFIG_ERROR;
 	}
 	return FG_CONFIG_OK;
 }

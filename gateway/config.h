@@ -9,6 +9,7 @@
 #ifndef FENCEGATE_CONFIG_H
 #define FENCEGATE_CONFIG_H
 
+#include "fencegate/topo.h"
 #include <stddef.h>
 
 #define FG_HOST_MAX 256
@@ -33,8 +34,11 @@ struct fg_config {
 	int listen_port;
 	char *upstream;            /* URL, or NULL: no upstream configured */
 	struct fg_upstream up;     /* the upstream URL's parts, when set */
-	char redis_host[FG_HOST_MAX];
+	struct fg_redis_addr redis; /* one Redis, Sentinels, or cluster seeds */
+	char redis_host[FG_HOST_MAX]; /* its first address (for logs) */
 	int redis_port;
+	unsigned redis_replicas;       /* WAIT for this many before a grant */
+	unsigned redis_replicas_timeout_ms;
 	char *key_file;            /* NULL: the key is agreed on through Redis */
 	unsigned threads;
 	unsigned max_connections;

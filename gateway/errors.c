@@ -126,6 +126,11 @@ enum MHD_Result fg_respond_store_error(struct MHD_Connection *c, int err)
 	case FG_EUNAVAIL:
 	case FG_ENOKEY:
 		return fg_respond_error(c, FG_E_LOCK_STORE_UNAVAILABLE, NULL, NULL);
+	case FG_EREPLICAS:
+		return fg_respond_error(c, FG_E_LOCK_STORE_UNAVAILABLE,
+					"fewer Redis replicas than redis-replicas "
+					"acknowledged the grant in time; it was "
+					"given back", NULL);
 	default:
 		return fg_respond_error(c, FG_E_INTERNAL, fg_strerror(err), NULL);
 	}

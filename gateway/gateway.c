@@ -10,6 +10,9 @@
 #include <stdio.h>
 #include <string.h>
 
+#include <sys/eventfd.h>
+#include <unistd.h>
+
 #include <openssl/rand.h>
 
 #include "gateway.h"
@@ -49,18 +52,35 @@ int fg_gateway_init(struct fg_gateway *gw, struct fg_config *cfg)
 	}
 	for (size_t i = 0; i < sizeof(id); i++)
 		snprintf(&gw->id[2 * i], 3, "%02x", id[i]);
+	unsigned connect_ms = c->redis_timeout_ms < 500 ? c->redis_timeout_ms : 500;
+	gw->topo = fg_topo_create(&c->redis, connect_ms, c->redis_timeout_ms);
+	gw->maint_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
+	if (!gw->topo || gw->maint_fd < 0) {
+		fprintf(stderr, "fencegate: out of memory or descriptors\n");
+		fg_topo_destroy(gw->topo);
+		return -1;
+	}
 	gw->store_opts = (struct fg_store_opts){
-		.host = c->redis_host,
-		.port = c->redis_port,
-		.connect_timeout_ms = c->redis_timeout_ms < 500 ? c->redis_timeout_ms : 500,
+		.topo = gw->topo,
+		.connect_timeout_ms = connect_ms,
 		.command_timeout_ms = c->redis_timeout_ms,
 		.idle_forget_ms = c->idle_forget_ms,
 		.write_margin_ms = c->fence_margin_ms,
+		.replicas = c->redis_replicas,
+		.replicas_timeout_ms = c->redis_replicas_timeout_ms,
 	};
 	pthread_mutex_init(&gw->key_mu, NULL);
-	pthread_mutex_init(&gw->maint_mu, NULL);
-	pthread_cond_init(&gw->maint_cv, NULL);
 	return 0;
+}
+
+void fg_gateway_finish(struct fg_gateway *gw)
+{
+	fg_topo_destroy(gw->topo);
+	gw->topo = NULL;
+	if (gw->maint_fd >= 0)
+		close(gw->maint_fd);
+	gw->maint_fd = -1;
+	pthread_mutex_destroy(&gw->key_mu);
 }
 
 int fg_gateway_key(struct fg_gateway *gw, uint8_t out[FG_KEY_MAX], size_t *len)

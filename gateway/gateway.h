@@ -22,6 +22,7 @@
 #include <microhttpd.h>
 
 #include "fencegate/lock.h"
+#include "fencegate/topo.h"
 #include "config.h"
 #include "fence.h"
 
@@ -50,11 +51,11 @@ struct fg_gateway {
 	atomic_int upstream_up;
 
 
+	fg_topo *topo;                   /* where Redis is; refreshed by maint */
+
 	pthread_t maint;
-	pthread_mutex_t maint_mu;
-	pthread_cond_t maint_cv;
-	bool maint_now;                  /* probe again now (under maint_mu) */
-	bool stopping;
+	int maint_fd;                    /* eventfd: look again now */
+	atomic_bool stopping;
 };
 
 /* Per-request state, allocated when the request line is read and freed in
@@ -90,6 +91,8 @@ struct fg_req {
 /** Reads the key file (if any), picks the gateway's id, fills the Redis
  *  options. 0, or -1 after printing why (the process exits 2). */
 int fg_gateway_init(struct fg_gateway *gw, struct fg_config *cfg);
+/** Frees what fg_gateway_init() made (after every loop and maint ended). */
+void fg_gateway_finish(struct fg_gateway *gw);
 /** Sets the HMAC key in force (the maintenance thread). */
 void fg_gateway_set_key(struct fg_gateway *gw, const uint8_t *key, size_t len);
 /** Copies the HMAC key in force. FG_OK, or FG_ENOKEY before it is known. */

@@ -105,6 +105,21 @@ void fg_loop_on_resync(void *arg)
 	fg_waitq_resync(loop->wq);
 }
 
+/* The topology moved: the loop's connections follow it now, not at its
+ * next call, so none stays on a demoted master. */
+static void on_follow(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_loop *loop = arg;
+	(void)fd;
+	(void)what;
+	fg_astore_follow(loop->as);
+}
+
+void fg_loop_follow(struct fg_loop *loop)
+{
+	event_active(loop->follow_ev, EV_READ, 0);
+}
+
 /* ---- stopping ---------------------------------------------------------- */
 
 static void on_exit_timer(evutil_socket_t fd, short what, void *arg)
@@ -169,7 +184,9 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 	loop->stop_ev = event_new(loop->base, -1, 0, on_stop, loop);
 	loop->exit_timer = evtimer_new(loop->base, on_exit_timer, loop);
 	loop->mhd_timer = evtimer_new(loop->base, on_http, loop);
-	if (!loop->stop_ev || !loop->exit_timer || !loop->mhd_timer)
+	loop->follow_ev = event_new(loop->base, -1, 0, on_follow, loop);
+	if (!loop->stop_ev || !loop->exit_timer || !loop->mhd_timer ||
+	    !loop->follow_ev)
 		goto error_events;
 	loop->wq = fg_waitq_create(loop);
 	if (!loop->wq)
@@ -204,6 +221,8 @@ error_waitq:
 error_events:
 	if (loop->stop_ev)
 		event_free(loop->stop_ev);
+	if (loop->follow_ev)
+		event_free(loop->follow_ev);
 	if (loop->exit_timer)
 		event_free(loop->exit_timer);
 	if (loop->mhd_timer)
@@ -245,6 +264,7 @@ void fg_loop_destroy(struct fg_loop *loop)
 	fg_waitq_destroy(loop->wq);
 	event_free(loop->mhd_io);
 	event_free(loop->stop_ev);
+	event_free(loop->follow_ev);
 	event_free(loop->exit_timer);
 	event_free(loop->mhd_timer);
 	event_base_free(loop->base);

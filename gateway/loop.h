@@ -38,6 +38,7 @@ struct fg_loop {
 	struct event *mhd_io;        /* the daemon's epoll fd is readable */
 	struct event *mhd_timer;     /* the daemon's own timeouts */
 	struct event *stop_ev;
+	struct event *follow_ev;     /* the Redis topology moved */
 	struct event *exit_timer;
 	struct fg_waitq *wq;         /* waiters; owns the Redis connections */
 	fg_astore *as;               /* = the wait queue's, for calls */
@@ -49,6 +50,10 @@ struct fg_loop {
 /** Builds loop `index` (base, Redis, waiters, upstream, daemon), not yet
  *  running. NULL on failure. Caller owns the result. */
 struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index);
+
+/** From any thread: the Redis topology moved; the loop's connections
+ *  follow it. */
+void fg_loop_follow(struct fg_loop *loop);
 
 /** Starts the loop's thread. 0 or -1. */
 int fg_loop_start(struct fg_loop *loop);

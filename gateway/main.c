@@ -120,6 +120,7 @@ error_listen:
 error_curl:
 	curl_global_cleanup();
 error_config:
+	fg_gateway_finish(&gw);
 	fg_config_finish(&cfg);
 	return rc;
 }

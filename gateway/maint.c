@@ -1,11 +1,15 @@
 /*
  * maint.c - the maintenance thread: the HMAC key and the health flags.
  *
- * Once a second (and at once on start) it agrees on the sequencer key
- * through Redis unless a key file gave one, and notes whether Redis and
- * the upstream answer. A loop whose Redis call failed marks Redis down at
- * once and has it asked again now. Invariant: gw->key changes only here (or once in
- * main from the key file), always under gw->key_mu, and is never logged.
+ * Once a second (and at once on start) it finds where Redis is (the
+ * Sentinels' master, the cluster's slot map: fencegate/topo.h), agrees on
+ * the sequencer key through Redis unless a key file gave one, and notes
+ * whether Redis and the upstream answer. A loop whose Redis call failed
+ * marks Redis down at once and has all of it asked again now; while Redis
+ * is down or moving, it looks every RETRY_MS. When the topology moves,
+ * every loop is told. Invariant: gw->key changes only here (or once in
+ * main from the key file), always under gw->key_mu, and is never logged;
+ * the topology is discovered only here.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -16,10 +20,14 @@
 #include <time.h>
 #include <unistd.h>
 
+#include "clock.h"
 #include "gateway.h"
 #include "log.h"
+#include "loop.h"
 
 #define PERIOD_MS 1000
+#define RETRY_MS 100        /* while Redis is down or its topology moving */
+#define REFRESH_MIN_MS 50
 #define PROBE_TIMEOUT_MS 500
 
 static int probe_upstream(struct fg_gateway *gw)
@@ -79,13 +87,66 @@ static void sync_key(struct fg_gateway *gw, fg_store *st)
 		fg_log_info("sequencer key agreed through Redis");
 }
 
+/* Wakes the maintenance thread (any thread, any time). */
+static void wake(struct fg_gateway *gw)
+{
+	uint64_t one = 1;
+	ssize_t n = write(gw->maint_fd, &one, sizeof(one));
+	(void)n; /* a full counter is a wake-up already pending */
+}
+
+static void on_suspect(void *arg)
+{
+	wake(arg);
+}
+
 void fg_maint_redis_failed(struct fg_gateway *gw)
 {
 	atomic_store(&gw->redis_up, 0);
-	pthread_mutex_lock(&gw->maint_mu);
-	gw->maint_now = true;
-	pthread_cond_signal(&gw->maint_cv);
-	pthread_mutex_unlock(&gw->maint_mu);
+	wake(gw);
+}
+
+/* Sleeps until ms pass, a wake-up, or a Sentinel announcing a switch. */
+static void nap(struct fg_gateway *gw, int ms)
+{
+	struct pollfd p[2] = {
+		{ .fd = gw->maint_fd, .events = POLLIN },
+		{ .fd = fg_topo_watch_fd(gw->topo), .events = POLLIN },
+	};
+	nfds_t n = p[1].fd >= 0 ? 2 : 1;
+	if (poll(p, n, ms) <= 0)
+		return;
+	if (p[0].revents) {
+		uint64_t v;
+		ssize_t r = read(gw->maint_fd, &v, sizeof(v));
+		(void)r;
+	}
+	if (n == 2 && p[1].revents && fg_topo_watch_read(gw->topo)) {
+		fg_log_info("a Sentinel announced a new master");
+		fg_topo_suspect(gw->topo);
+	}
+}
+
+/* Finds the masters again when asked to (or once a period), and tells
+ * every loop when they moved. At most one refresh per REFRESH_MIN_MS, so
+ * a flood of failing calls costs Redis one look, not one each. */
+static int discover(struct fg_gateway *gw, uint64_t *last_ms, bool periodic)
+{
+	uint64_t now = fg_clock_ms();
+	if (!fg_topo_suspected(gw->topo) && !periodic)
+		return 0;
+	if (now - *last_ms < REFRESH_MIN_MS)
+		return 1; /* asked for again soon */
+	*last_ms = now;
+	uint64_t gen = fg_topo_gen(gw->topo);
+	int err = fg_topo_refresh(gw->topo);
+	if (fg_topo_gen(gw->topo) != gen) {
+		fg_log_info("redis topology changed (generation %llu)",
+			    (unsigned long long)fg_topo_gen(gw->topo));
+		for (unsigned i = 0; i < gw->nloops; i++)
+			fg_loop_follow(gw->loops[i]);
+	}
+	return err != FG_OK;
 }
 
 static void *maint_main(void *arg)
@@ -93,33 +154,39 @@ static void *maint_main(void *arg)
 	struct fg_gateway *gw = arg;
 	fg_store *st = fg_store_create(&gw->store_opts);
 	int was_redis = -1, was_up = -1;
+	uint64_t last_refresh = 0, last_probe = 0;
 
-	pthread_mutex_lock(&gw->maint_mu);
-	while (!gw->stopping) {
-		pthread_mutex_unlock(&gw->maint_mu);
-		int redis = st && fg_store_ping(st) == FG_OK;
-		if (redis && !gw->key_from_file)
-			sync_key(gw, st);
-		atomic_store(&gw->redis_up, redis);
-		if (redis != was_redis)
-			fg_log_info("redis %s:%d is %s", gw->cfg->redis_host,
-				    gw->cfg->redis_port, redis ? "up" : "down");
-		was_redis = redis;
-		if (gw->cfg->upstream) {
+	fg_topo_set_hook(gw->topo, on_suspect, gw);
+	while (!atomic_load(&gw->stopping)) {
+		uint64_t now = fg_clock_ms();
+		bool periodic = now - last_probe >= PERIOD_MS;
+		int again = discover(gw, &last_refresh, periodic) ||
+			    fg_topo_suspected(gw->topo);
+		int redis = atomic_load(&gw->redis_up);
+		if (periodic || !redis) {
+			last_probe = now;
+			redis = st && fg_store_ping(st) == FG_OK;
+			if (redis && !gw->key_from_file)
+				sync_key(gw, st);
+			atomic_store(&gw->redis_up, redis);
+			if (redis != was_redis)
+				fg_log_info("redis %s:%d%s is %s", gw->cfg->redis_host,
+					    gw->cfg->redis_port,
+					    gw->cfg->redis.mode == FG_REDIS_SENTINEL ? " (sentinel)" :
+					    gw->cfg->redis.mode == FG_REDIS_CLUSTER ? " (cluster)" : "",
+					    redis ? "up" : "down");
+			was_redis = redis;
+		}
+		if (periodic && gw->cfg->upstream) {
 			int up = probe_upstream(gw);
 			if (up != was_up)
 				fg_log_info("upstream is %s", up ? "up" : "down");
 			was_up = up;
 		}
-		struct timespec ts;
-		clock_gettime(CLOCK_REALTIME, &ts);
-		ts.tv_sec += PERIOD_MS / 1000;
-		pthread_mutex_lock(&gw->maint_mu);
-		if (!gw->stopping && !gw->maint_now)
-			pthread_cond_timedwait(&gw->maint_cv, &gw->maint_mu, &ts);
-		gw->maint_now = false;
+		/* while Redis is down or moving, look again soon */
+		nap(gw, again || !redis ? RETRY_MS : PERIOD_MS);
 	}
-	pthread_mutex_unlock(&gw->maint_mu);
+	fg_topo_set_hook(gw->topo, NULL, NULL);
 	fg_store_destroy(st);
 	return NULL;
 }
@@ -131,9 +198,7 @@ int fg_maint_start(struct fg_gateway *gw)
 
 void fg_maint_stop(struct fg_gateway *gw)
 {
-	pthread_mutex_lock(&gw->maint_mu);
-	gw->stopping = true;
-	pthread_cond_signal(&gw->maint_cv);
-	pthread_mutex_unlock(&gw->maint_mu);
+	atomic_store(&gw->stopping, true);
+	wake(gw);
 	pthread_join(gw->maint, NULL);
 }

@@ -1,15 +1,23 @@
 /*
- * astore.c - the asynchronous Redis connections of the gateway's wait loop.
+ * astore.c - the asynchronous Redis connections of one gateway event loop.
  *
- * Two connections on one libevent base: `cmd` runs the lock scripts, `sub`
- * holds the subscriptions. Both reconnect by themselves.
+ * Command connections (one to the master, or one per cluster master) run
+ * the lock scripts; `sub` holds the subscriptions. All reconnect by
+ * themselves, to wherever the topology (fencegate/topo.h) says the
+ * masters are now: a loop follows a failover or a slot move at its next
+ * call, or when told (fg_astore_follow()).
  *
- * Invariant: every accepted call gets its callback exactly once — with the
- * reply, or with FG_EUNAVAIL when the connection drops or the reply takes
- * longer than command_timeout_ms (hiredis 0.14 async has no timeouts of its
- * own; a Redis that stops answering must not strand a waiter). A late reply
- * after a timeout is discarded, and the connection that was late is
- * dropped, so later replies cannot be misattributed.
+ * Invariants: every accepted call gets its callback exactly once — with
+ * the reply, or with FG_EUNAVAIL when the connection drops or the reply
+ * takes longer than command_timeout_ms (hiredis 0.14 async has no timeouts
+ * of its own; a Redis that stops answering must not strand a waiter). A
+ * late reply after a timeout is discarded, and the connection that was
+ * late is dropped, so later replies cannot be misattributed. A call is
+ * sent again only after a reply that says it did not run (MOVED, ASK,
+ * TRYAGAIN, a missing function library), never after a lost connection.
+ * With replicas set, a grant reaches its callback only after WAIT counted
+ * them; a grant WAIT falls short of is released before FG_EUNAVAIL is
+ * answered.
  */
 #include <stdlib.h>
 #include <string.h>
@@ -19,34 +27,45 @@
 #include <hiredis/hiredis.h>
 #include <hiredis/adapters/libevent.h>
 
+#include "fencegate/topo.h"
 #include "lockcore-private.h"
 
 #define RETRY_MS 200
+#define MAX_HOPS 16        /* redirections and TRYAGAINs of one call */
+#define TRYAGAIN_MS 10     /* a slot in migration: ask again after this */
 
 struct conn {
 	struct fg_astore *as;
 	redisAsyncContext *ac;
+	struct fg_redis_node node;
 	int up;
 	int is_sub;
+	int pinned;         /* a cluster master's: keeps its node */
+	int retired;        /* its node left the topology: not restarted */
 	struct event *retry;
+	uint64_t epoch;     /* grows with every connect: one Redis session */
+	uint64_t sent;      /* commands sent, across reconnects */
+	uint64_t load_at;   /* `sent` when the library was last sent to load */
+	struct conn *next;
 };
 
 struct fg_astore {
 	struct event_base *base;
-	char *host;
-	int port;
+	fg_topo *topo;
 	unsigned command_timeout_ms;
 	unsigned idle;
 	unsigned margin;     /* write_margin_ms */
-	struct conn cmd, sub;
+	unsigned replicas, replicas_timeout_ms;
+	struct fg_topo_view view;
+	struct conn *conns;  /* command connections */
+	struct conn sub;
+	unsigned spread;     /* which cluster node `sub` prefers */
 	char **chans;
 	size_t nchans, capchans;
 	fg_message_cb *on_message;
 	fg_resync_cb *on_resync;
 	void *arg;
 	int closing;
-	uint64_t sent;      /* commands sent on `cmd`, across reconnects */
-	uint64_t load_at;   /* `sent` when the library was last sent to load */
 };
 
 /* One call in flight: owns copies of its arguments. */
@@ -61,17 +80,33 @@ struct aop {
 	fg_check_cb *ccb;
 	void *arg;
 	struct event *timer;
+	struct event *again;   /* TRYAGAIN's pause */
 	int answered;
-	int retried;
-	uint64_t sent_at;   /* as->sent when the call was (last) sent */
+	int retried;           /* the library was loaded for it */
+	int hops;
+	unsigned slot;
+	struct conn *conn;     /* where it is in flight, or NULL */
+	uint64_t sent_at;      /* conn->sent when it was (last) sent */
+	uint64_t epoch;        /* conn->epoch then */
+	int has_to, ask;       /* a redirection to `to` (ASK: once) */
+	struct fg_redis_node to;
+	char *undo_lease;      /* acked: "<lease>\0<name>", released if WAIT
+				  falls short */
+	struct fg_grant g;     /* acked: the grant WAIT is asked about */
 };
 
 static void conn_start(struct conn *cn);
+static void follow(fg_astore *as);
+
+static int same_node(const struct fg_redis_node *a, const struct fg_redis_node *b)
+{
+	return a->port == b->port && strcmp(a->host, b->host) == 0;
+}
 
 static void schedule_retry(struct conn *cn)
 {
 	struct timeval tv = { 0, RETRY_MS * 1000 };
-	if (!cn->as->closing)
+	if (!cn->as->closing && !cn->retired)
 		evtimer_add(cn->retry, &tv);
 }
 
@@ -79,7 +114,10 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 {
 	(void)fd;
 	(void)what;
-	conn_start(arg);
+	struct conn *cn = arg;
+	follow(cn->as);
+	if (!cn->ac)
+		conn_start(cn);
 }
 
 static void subscribe_one(struct conn *cn, const char *chan);
@@ -87,8 +125,13 @@ static void subscribe_one(struct conn *cn, const char *chan);
 static void on_connect(const redisAsyncContext *ac, int status)
 {
 	struct conn *cn = ac->data;
+	if (cn->ac != ac)
+		return; /* a context this connection already let go of */
 	if (status != REDIS_OK) {
 		cn->ac = NULL; /* hiredis frees it after this callback */
+		if (cn->is_sub)
+			cn->as->spread++; /* another master next time */
+		fg_topo_suspect(cn->as->topo);
 		schedule_retry(cn);
 		return;
 	}
@@ -105,15 +148,39 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 {
 	struct conn *cn = ac->data;
 	(void)status;
+	if (cn->ac != ac)
+		return;
 	cn->up = 0;
 	cn->ac = NULL;
+	if (cn->is_sub)
+		cn->as->spread++;
+	fg_topo_suspect(cn->as->topo);
 	schedule_retry(cn);
+}
+
+/* Where an unpinned connection goes now: the master, or for `sub` in a
+ * cluster one of the masters. 0, or -1 while nobody knows. */
+static int pick(struct conn *cn)
+{
+	const struct fg_topo_view *v = &cn->as->view;
+	if (!v->nnodes)
+		return -1;
+	size_t i = v->slots ? cn->as->spread % v->nnodes : 0;
+	cn->node = v->nodes[i];
+	return 0;
 }
 
 static void conn_start(struct conn *cn)
 {
 	fg_astore *as = cn->as;
-	redisAsyncContext *ac = redisAsyncConnect(as->host, as->port);
+	if (cn->retired || as->closing)
+		return;
+	evtimer_del(cn->retry);
+	if (!cn->pinned && pick(cn)) {
+		schedule_retry(cn);
+		return;
+	}
+	redisAsyncContext *ac = redisAsyncConnect(cn->node.host, cn->node.port);
 	if (!ac || ac->err) {
 		if (ac)
 			redisAsyncFree(ac);
@@ -122,14 +189,26 @@ static void conn_start(struct conn *cn)
 	}
 	ac->data = cn;
 	cn->ac = ac;
+	cn->epoch++;
 	if (redisLibeventAttach(ac, as->base) != REDIS_OK) {
-		redisAsyncFree(ac);
 		cn->ac = NULL;
+		redisAsyncFree(ac);
 		schedule_retry(cn);
 		return;
 	}
 	redisAsyncSetConnectCallback(ac, on_connect);
 	redisAsyncSetDisconnectCallback(ac, on_disconnect);
+}
+
+/* Drops the session (calls in flight on it answer FG_EUNAVAIL). Safe
+ * inside one of its own callbacks: hiredis then frees it on return. */
+static void conn_drop(struct conn *cn)
+{
+	redisAsyncContext *ac = cn->ac;
+	cn->ac = NULL;
+	cn->up = 0;
+	if (ac)
+		redisAsyncFree(ac);
 }
 
 static int conn_init(struct conn *cn, fg_astore *as, int is_sub)
@@ -142,13 +221,80 @@ static int conn_init(struct conn *cn, fg_astore *as, int is_sub)
 
 static void conn_finish(struct conn *cn)
 {
-	if (cn->ac) {
-		redisAsyncContext *ac = cn->ac;
-		cn->ac = NULL;
-		redisAsyncFree(ac);
-	}
+	conn_drop(cn);
 	if (cn->retry)
 		event_free(cn->retry);
+}
+
+/* The command connection to a cluster master, made when first needed. */
+static struct conn *conn_for(fg_astore *as, const struct fg_redis_node *node)
+{
+	struct conn *cn;
+	for (cn = as->conns; cn; cn = cn->next)
+		if (cn->pinned && same_node(&cn->node, node))
+			break;
+	if (!cn) {
+		cn = calloc(1, sizeof(*cn));
+		if (!cn || conn_init(cn, as, 0)) {
+			free(cn);
+			return NULL;
+		}
+		cn->pinned = 1;
+		cn->node = *node;
+		cn->next = as->conns;
+		as->conns = cn;
+	}
+	if (cn->retired) {
+		cn->retired = 0;
+		conn_start(cn);
+	} else if (!cn->ac && !evtimer_pending(cn->retry, NULL)) {
+		conn_start(cn);
+	}
+	return cn;
+}
+
+static int in_view(const fg_astore *as, const struct fg_redis_node *n)
+{
+	for (size_t i = 0; i < as->view.nnodes; i++)
+		if (same_node(&as->view.nodes[i], n))
+			return 1;
+	return 0;
+}
+
+/* Takes the topology's current view if it moved: connections to servers
+ * that are no longer masters are dropped, so nothing keeps writing to a
+ * demoted master. */
+static void follow(fg_astore *as)
+{
+	if (fg_topo_gen(as->topo) == as->view.gen)
+		return;
+	struct fg_topo_view v;
+	if (fg_topo_view(as->topo, &v))
+		return;
+	fg_topo_view_finish(&as->view);
+	as->view = v;
+	for (struct conn *cn = as->conns; cn; cn = cn->next) {
+		if (cn->pinned ? in_view(as, &cn->node)
+			       : (cn->ac && v.nnodes && same_node(&cn->node, &v.nodes[0])))
+			continue;
+		if (cn->pinned)
+			cn->retired = 1;
+		conn_drop(cn);
+		conn_start(cn);
+	}
+	if (v.slots)
+		for (size_t i = 0; i < v.nnodes; i++)
+			conn_for(as, &v.nodes[i]);
+	if (!as->sub.ac || !in_view(as, &as->sub.node)) {
+		conn_drop(&as->sub);
+		conn_start(&as->sub);
+	}
+}
+
+void fg_astore_follow(fg_astore *as)
+{
+	if (as)
+		follow(as);
 }
 
 fg_astore *fg_astore_create(struct event_base *base,
@@ -160,21 +306,35 @@ fg_astore *fg_astore_create(struct event_base *base,
 	if (!as)
 		return NULL;
 	as->base = base;
-	as->host = strdup(o->host);
-	as->port = o->port;
+	as->topo = o->topo;
 	as->command_timeout_ms = o->command_timeout_ms ? o->command_timeout_ms : 2000;
 	as->idle = o->idle_forget_ms;
 	as->margin = o->write_margin_ms;
+	as->replicas = o->replicas;
+	as->replicas_timeout_ms = o->replicas_timeout_ms;
 	as->on_message = on_message;
 	as->on_resync = on_resync;
 	as->arg = arg;
-	if (!as->host || conn_init(&as->cmd, as, 0) || conn_init(&as->sub, as, 1)) {
-		fg_astore_destroy(as);
-		return NULL;
+	as->spread = (unsigned)rand();
+	if (conn_init(&as->sub, as, 1))
+		goto error;
+	if (fg_topo_mode(as->topo) != FG_REDIS_CLUSTER) {
+		as->conns = calloc(1, sizeof(*as->conns));
+		if (!as->conns || conn_init(as->conns, as, 0))
+			goto error;
 	}
-	conn_start(&as->cmd);
+	if (fg_topo_view(as->topo, &as->view))
+		goto error;
+	if (as->view.slots)
+		for (size_t i = 0; i < as->view.nnodes; i++)
+			conn_for(as, &as->view.nodes[i]);
+	else if (as->conns)
+		conn_start(as->conns);
 	conn_start(&as->sub);
 	return as;
+error:
+	fg_astore_destroy(as);
+	return NULL;
 }
 
 void fg_astore_destroy(fg_astore *as)
@@ -182,12 +342,17 @@ void fg_astore_destroy(fg_astore *as)
 	if (!as)
 		return;
 	as->closing = 1;
-	conn_finish(&as->cmd);
+	while (as->conns) {
+		struct conn *cn = as->conns;
+		as->conns = cn->next;
+		conn_finish(cn);
+		free(cn);
+	}
 	conn_finish(&as->sub);
 	for (size_t i = 0; i < as->nchans; i++)
 		free(as->chans[i]);
 	free(as->chans);
-	free(as->host);
+	fg_topo_view_finish(&as->view);
 	free(as);
 }
 
@@ -232,6 +397,8 @@ int fg_astore_subscribe(fg_astore *as, const char *channel)
 	char *copy = strdup(channel);
 	if (!copy)
 		return FG_ENOMEM;
+	if (as->nchans == 0) /* the loop's own channel: spreads the loops */
+		as->spread = fg_keyslot(channel, strlen(channel));
 	as->chans[as->nchans++] = copy;
 	if (as->sub.up)
 		subscribe_one(&as->sub, channel);
@@ -257,7 +424,20 @@ int fg_astore_unsubscribe(fg_astore *as, const char *channel)
 
 int fg_astore_ready(const fg_astore *as)
 {
-	return as && as->cmd.up && as->sub.up;
+	if (!as || !as->sub.up || !as->view.nnodes)
+		return 0;
+	if (as->view.slots) {
+		for (size_t i = 0; i < as->view.nnodes; i++) {
+			const struct conn *cn;
+			for (cn = as->conns; cn; cn = cn->next)
+				if (cn->pinned && same_node(&cn->node, &as->view.nodes[i]))
+					break;
+			if (!cn || !cn->up)
+				return 0;
+		}
+		return 1;
+	}
+	return as->conns && as->conns->up;
 }
 
 /* ---- script calls ---------------------------------------------------- */
@@ -266,6 +446,9 @@ static void aop_free(struct aop *op)
 {
 	if (op->timer)
 		event_free(op->timer);
+	if (op->again)
+		event_free(op->again);
+	free(op->undo_lease);
 	free(op->buf);
 	free(op);
 }
@@ -278,8 +461,10 @@ static void answer(struct aop *op, int err, const redisReply *r)
 	evtimer_del(op->timer);
 	if (op->kind == 0) {
 		struct fg_grant g;
-		if (!err)
+		if (!err && r)
 			err = fg__parse_grant(r, &g);
+		else if (!err)
+			g = op->g;
 		if (op->gcb)
 			op->gcb(err, err ? NULL : &g, op->arg);
 	} else if (op->kind == 1) {
@@ -303,13 +488,179 @@ static void answer(struct aop *op, int err, const redisReply *r)
 }
 
 static int send_op(struct aop *op);
-static int send_load(fg_astore *as);
+static int send_load(struct conn *cn);
+
+/* Where the call goes: a redirection's target, the owner of its slot, or
+ * the master. NULL when no server is known for it. */
+static struct conn *route(struct aop *op)
+{
+	fg_astore *as = op->as;
+	follow(as);
+	if (op->has_to)
+		return conn_for(as, &op->to);
+	if (!as->view.slots)
+		return as->conns;
+	uint16_t idx = as->view.slots[op->slot];
+	if (idx == FG_SLOT_NONE || idx >= as->view.nnodes)
+		return NULL;
+	return conn_for(as, &as->view.nodes[idx]);
+}
+
+/* MOVED: the slot lives on `to` from now on, for this loop at once (the
+ * refresh the topology is asked for brings the rest of the map). */
+static void moved(fg_astore *as, unsigned slot, const struct fg_redis_node *to)
+{
+	if (!as->view.slots)
+		return;
+	size_t i = 0;
+	while (i < as->view.nnodes && !same_node(&as->view.nodes[i], to))
+		i++;
+	if (i == as->view.nnodes) {
+		if (i >= FG_SLOT_NONE)
+			return;
+		struct fg_redis_node *n = realloc(as->view.nodes, (i + 1) * sizeof(*n));
+		if (!n)
+			return;
+		as->view.nodes = n;
+		n[i] = *to;
+		as->view.nnodes++;
+	}
+	as->view.slots[slot] = (uint16_t)i;
+}
+
+/* Parses "MOVED <slot> <host>:<port>" and "ASK <slot> <host>:<port>". */
+static int redirection(const redisReply *r, int *ask, unsigned *slot,
+		       struct fg_redis_node *to)
+{
+	char host[FG_REDIS_HOST_MAX];
+	int port;
+	if (strncmp(r->str, "MOVED ", 6) == 0)
+		*ask = 0;
+	else if (strncmp(r->str, "ASK ", 4) == 0)
+		*ask = 1;
+	else
+		return 0;
+	const char *p = strchr(r->str, ' ') + 1;
+	char *end;
+	unsigned long s = strtoul(p, &end, 10);
+	const char *colon = strrchr(end, ':');
+	if (*end != ' ' || s >= FG_SLOTS || !colon)
+		return 0;
+	size_t hl = (size_t)(colon - end - 1);
+	if (hl == 0 || hl >= sizeof(host))
+		return 0;
+	memcpy(host, end + 1, hl);
+	host[hl] = '\0';
+	port = atoi(colon + 1);
+	if (port <= 0 || port > 65535)
+		return 0;
+	*slot = (unsigned)s;
+	memcpy(to->host, host, hl + 1);
+	to->port = port;
+	return 1;
+}
+
+static void on_again(evutil_socket_t fd, short what, void *arg)
+{
+	struct aop *op = arg;
+	(void)fd;
+	(void)what;
+	if (send_op(op) != FG_OK) {
+		answer(op, FG_EUNAVAIL, NULL);
+		aop_free(op);
+	}
+}
+
+static int errorish(const redisReply *r, const char *prefix)
+{
+	return strncmp(r->str, prefix, strlen(prefix)) == 0;
+}
+
+/* A reply that says the call did not run and where or when to send it
+ * again. 1 when it was sent again (or will be), 0 to answer now. */
+static int redirected(struct aop *op, struct conn *cn, const redisReply *r)
+{
+	fg_astore *as = op->as;
+	int ask;
+	unsigned slot;
+	struct fg_redis_node to;
+	if (op->hops >= MAX_HOPS)
+		return 0;
+	if (redirection(r, &ask, &slot, &to)) {
+		op->hops++;
+		if (!ask) {
+			moved(as, slot, &to);
+			fg_topo_suspect(as->topo);
+		}
+		op->to = to;
+		op->has_to = 1;
+		op->ask = ask;
+		return send_op(op) == FG_OK;
+	}
+	if (errorish(r, "TRYAGAIN")) {
+		/* the lock's keys are part on one node, part on another
+		 * while its slot moves: the move finishes in milliseconds */
+		op->hops++;
+		if (!op->again)
+			op->again = evtimer_new(as->base, on_again, op);
+		struct timeval tv = { 0, TRYAGAIN_MS * 1000 };
+		return op->again && evtimer_add(op->again, &tv) == 0;
+	}
+	if (errorish(r, "READONLY") || errorish(r, "MASTERDOWN") ||
+	    errorish(r, "CLUSTERDOWN") || errorish(r, "LOADING")) {
+		/* a demoted master, or a node that cannot serve: find the
+		 * master again; a replica is never written to */
+		fg_topo_suspect(as->topo);
+		if (errorish(r, "READONLY")) {
+			conn_drop(cn);
+			schedule_retry(cn);
+		}
+	}
+	return 0;
+}
+
+static void on_undone(redisAsyncContext *ac, void *reply, void *priv)
+{
+	(void)ac;
+	(void)reply;
+	(void)priv;
+}
+
+/* WAIT's answer about the grant of op: enough replicas have it, or it is
+ * released and the caller told Redis is unavailable. */
+static void on_wait(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct aop *op = priv;
+	redisReply *r = reply;
+	op->conn = NULL;
+	if (op->answered) {
+		aop_free(op);
+		return;
+	}
+	if (r && r->type == REDIS_REPLY_INTEGER &&
+	    r->integer >= (long long)op->as->replicas) {
+		answer(op, FG_OK, NULL);
+		aop_free(op);
+		return;
+	}
+	if (r && op->undo_lease) {
+		/* undo_lease holds "<lease>\0<name>" */
+		struct fg__call c;
+		fg__build_release(&c, op->undo_lease + strlen(op->undo_lease) + 1,
+				  op->undo_lease, op->as->margin, op->as->idle);
+		redisAsyncCommandArgv(ac, on_undone, NULL, c.argc, c.argv,
+				      c.argvlen);
+	}
+	answer(op, r ? FG_EREPLICAS : FG_EUNAVAIL, NULL);
+	aop_free(op);
+}
 
 static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 {
 	struct aop *op = priv;
 	redisReply *r = reply;
-	(void)ac;
+	struct conn *cn = ac->data;
+	op->conn = NULL;
 	if (op->answered) { /* timed out earlier; this reply is discarded */
 		aop_free(op);
 		return;
@@ -319,12 +670,38 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 		 * back like this; the first one loads it, and every retry is
 		 * sent after that load on the same connection. */
 		op->retried = 1;
-		if ((op->as->load_at >= op->sent_at || send_load(op->as) == FG_OK) &&
+		if ((cn->load_at >= op->sent_at || send_load(cn) == FG_OK) &&
 		    send_op(op) == FG_OK)
 			return;
 		r = NULL;
 	}
+	if (r && r->type == REDIS_REPLY_ERROR && redirected(op, cn, r))
+		return;
+	if (op->ask || op->has_to) {
+		/* ASK holds for one call; a MOVED is in the map by now */
+		op->has_to = op->ask = 0;
+	}
 	int err = (!r || r->type == REDIS_REPLY_ERROR) ? FG_EUNAVAIL : FG_OK;
+	if (!r)
+		fg_topo_suspect(op->as->topo);
+	if (!err && op->undo_lease && op->as->replicas) {
+		if (fg__parse_grant(r, &op->g) == FG_OK &&
+		    op->g.status == FG_GRANTED) {
+			/* WAIT counts the replicas that have this session's
+			 * writes so far, the grant included */
+			char n[16], ms[16];
+			snprintf(n, sizeof(n), "%u", op->as->replicas);
+			snprintf(ms, sizeof(ms), "%u", op->as->replicas_timeout_ms);
+			const char *argv[] = { "WAIT", n, ms };
+			size_t len[] = { 4, strlen(n), strlen(ms) };
+			if (cn->ac == ac && cn->epoch == op->epoch &&
+			    redisAsyncCommandArgv(ac, on_wait, op, 3, argv, len) == REDIS_OK) {
+				op->conn = cn;
+				return;
+			}
+			err = FG_EUNAVAIL;
+		}
+	}
 	answer(op, err, r);
 	aop_free(op);
 }
@@ -332,46 +709,53 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 static void on_timeout(evutil_socket_t fd, short what, void *arg)
 {
 	struct aop *op = arg;
-	fg_astore *as = op->as;
 	(void)fd;
 	(void)what;
 	answer(op, FG_EUNAVAIL, NULL);
+	if (!op->conn) { /* between two sends (TRYAGAIN): ours to free */
+		aop_free(op);
+		return;
+	}
 	/* The op stays owned by hiredis' callback list: freeing the
 	 * connection (not a graceful disconnect, which would wait for the
 	 * very reply that is late) calls on_reply(NULL) for every pending
-	 * call, which frees them, and on_disconnect, which reconnects. */
-	if (as->cmd.ac) {
-		redisAsyncContext *ac = as->cmd.ac;
-		redisAsyncFree(ac);
-	}
+	 * call, which frees them, this one included; then it reconnects. */
+	struct conn *cn = op->conn;
+	conn_drop(cn);
+	conn_start(cn);
 }
 
 static int send_op(struct aop *op)
 {
-	fg_astore *as = op->as;
-	if (!as->cmd.up || !as->cmd.ac)
+	struct conn *cn = route(op);
+	if (!cn || !cn->ac)
 		return FG_EUNAVAIL;
-	if (redisAsyncCommandArgv(as->cmd.ac, on_reply, op, op->call.argc,
+	if (op->ask &&
+	    redisAsyncCommand(cn->ac, NULL, NULL, "ASKING") != REDIS_OK)
+		return FG_EUNAVAIL;
+	if (redisAsyncCommandArgv(cn->ac, on_reply, op, op->call.argc,
 				  op->call.argv, op->call.argvlen) != REDIS_OK)
 		return FG_EUNAVAIL;
-	op->sent_at = ++as->sent;
+	op->conn = cn;
+	op->sent_at = ++cn->sent;
+	op->epoch = cn->epoch;
 	return FG_OK;
 }
 
 /* Sends FUNCTION LOAD REPLACE; its reply is not waited for: the calls sent
  * after it on the connection find the library (or fail, if Redis refused
  * it). */
-static int send_load(fg_astore *as)
+static int send_load(struct conn *cn)
 {
 	const char *argv[FG__LOAD_ARGC];
 	size_t len[FG__LOAD_ARGC];
-	if (!as->cmd.up || !as->cmd.ac)
+	if (!cn->ac)
 		return FG_EUNAVAIL;
 	fg__load_argv(argv, len);
-	if (redisAsyncCommandArgv(as->cmd.ac, NULL, NULL, FG__LOAD_ARGC, argv,
+	if (redisAsyncCommandArgv(cn->ac, NULL, NULL, FG__LOAD_ARGC, argv,
 				  len) != REDIS_OK)
 		return FG_EUNAVAIL;
-	as->load_at = ++as->sent;
+	cn->load_at = ++cn->sent;
 	return FG_OK;
 }
 
@@ -398,6 +782,8 @@ static int submit(fg_astore *as, struct aop *op)
 	struct timeval tv = { as->command_timeout_ms / 1000,
 			      (as->command_timeout_ms % 1000) * 1000 };
 	op->as = as;
+	/* argv[3] is the lock's first key: every key of it shares the slot */
+	op->slot = fg_keyslot(op->call.argv[3], op->call.argvlen[3]);
 	int err = own(op);
 	if (!err) {
 		op->timer = evtimer_new(as->base, on_timeout, op);
@@ -410,6 +796,19 @@ static int submit(fg_astore *as, struct aop *op)
 		return err;
 	}
 	evtimer_add(op->timer, &tv);
+	return FG_OK;
+}
+
+/* The grant op will answer only once WAIT counted the replicas, and
+ * release lease on lock name if they fall short. */
+static int acked(struct aop *op, const char *name, const char *lease)
+{
+	size_t nl = strlen(name), ll = strlen(lease);
+	op->undo_lease = malloc(ll + 1 + nl + 1);
+	if (!op->undo_lease)
+		return FG_ENOMEM;
+	memcpy(op->undo_lease, lease, ll + 1);
+	memcpy(op->undo_lease + ll + 1, name, nl + 1);
 	return FG_OK;
 }
 
@@ -432,7 +831,26 @@ int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 	struct aop *op = grant_op(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
+	if (as->replicas && acked(op, req->name,
+				  req->reenter ? req->reenter : req->lease)) {
+		aop_free(op);
+		return FG_ENOMEM;
+	}
 	fg__build_acquire(&op->call, req, as->idle);
+	return submit(as, op);
+}
+
+int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
+		     fg_grant_cb *cb, void *arg)
+{
+	struct aop *op = grant_op(cb, arg);
+	if (!op)
+		return FG_ENOMEM;
+	if (as->replicas && acked(op, name, lease)) {
+		aop_free(op);
+		return FG_ENOMEM;
+	}
+	fg__build_renew(&op->call, name, lease, 0, NULL, 0, as->idle);
 	return submit(as, op);
 }
 

@@ -402,6 +402,7 @@ const char *fg_strerror(int err)
 	case FG_EPROTO: return "unexpected reply from the lock store";
 	case FG_EINVAL: return "invalid argument";
 	case FG_ENOKEY: return "sequencer key not loaded";
+	case FG_EREPLICAS: return "too few Redis replicas acknowledged the grant";
 	}
 	return "unknown error";
 }

@@ -16,17 +16,27 @@
 #include <hiredis/hiredis.h>
 #include <openssl/rand.h>
 
+#include "fencegate/topo.h"
 #include "lockcore-private.h"
 
+#define STORE_CONNS 8
+
+/* A connection to one server, made when first needed. */
+struct sconn {
+	struct fg_redis_node node;
+	redisContext *rc;
+	uint64_t next_try_ms;
+};
+
 struct fg_store {
-	char *host;
-	int port;
+	fg_topo *topo;
 	unsigned connect_timeout_ms;
 	unsigned command_timeout_ms;
 	unsigned idle_forget_ms;
 	unsigned write_margin_ms;
-	redisContext *rc;
-	uint64_t next_try_ms;
+	struct fg_topo_view view;   /* refreshed when the topology moves */
+	struct sconn conns[STORE_CONNS];
+	size_t nconns;
 };
 
 static struct timeval tv_ms(unsigned ms)
@@ -40,12 +50,7 @@ fg_store *fg_store_create(const struct fg_store_opts *o)
 	fg_store *st = calloc(1, sizeof(*st));
 	if (!st)
 		return NULL;
-	st->host = strdup(o->host);
-	if (!st->host) {
-		free(st);
-		return NULL;
-	}
-	st->port = o->port;
+	st->topo = o->topo;
 	st->connect_timeout_ms = o->connect_timeout_ms ? o->connect_timeout_ms : 500;
 	st->command_timeout_ms = o->command_timeout_ms ? o->command_timeout_ms : 2000;
 	st->idle_forget_ms = o->idle_forget_ms;
@@ -53,22 +58,22 @@ fg_store *fg_store_create(const struct fg_store_opts *o)
 	return st;
 }
 
+static void drop(struct sconn *sc)
+{
+	if (sc->rc) {
+		redisFree(sc->rc);
+		sc->rc = NULL;
+	}
+}
+
 void fg_store_destroy(fg_store *st)
 {
 	if (!st)
 		return;
-	if (st->rc)
-		redisFree(st->rc);
-	free(st->host);
+	for (size_t i = 0; i < st->nconns; i++)
+		drop(&st->conns[i]);
+	fg_topo_view_finish(&st->view);
 	free(st);
-}
-
-static void drop(fg_store *st)
-{
-	if (st->rc) {
-		redisFree(st->rc);
-		st->rc = NULL;
-	}
 }
 
 /* Redis never speaks unasked, so an idle connection that is readable has
@@ -81,57 +86,161 @@ static bool dead(const redisContext *rc)
 	return poll(&pfd, 1, 0) != 0;
 }
 
-static int ensure(fg_store *st)
+/* The connection to `node`, made or reused; NULL when it cannot be had
+ * now. The oldest of STORE_CONNS goes when a new server is needed. */
+static struct sconn *conn_to(fg_store *st, const struct fg_redis_node *node)
 {
-	if (st->rc && dead(st->rc))
-		drop(st);
-	if (st->rc)
-		return FG_OK;
-	uint64_t now = fg__mono_ms();
-	if (now < st->next_try_ms)
-		return FG_EUNAVAIL;
-	st->rc = redisConnectWithTimeout(st->host, st->port,
-					 tv_ms(st->connect_timeout_ms));
-	if (!st->rc || st->rc->err ||
-	    redisSetTimeout(st->rc, tv_ms(st->command_timeout_ms)) != REDIS_OK) {
-		drop(st);
-		st->next_try_ms = now + st->connect_timeout_ms;
-		return FG_EUNAVAIL;
+	struct sconn *sc = NULL;
+	for (size_t i = 0; i < st->nconns && !sc; i++)
+		if (st->conns[i].node.port == node->port &&
+		    strcmp(st->conns[i].node.host, node->host) == 0)
+			sc = &st->conns[i];
+	if (!sc) {
+		if (st->nconns == STORE_CONNS) {
+			drop(&st->conns[0]);
+			memmove(&st->conns[0], &st->conns[1],
+				(STORE_CONNS - 1) * sizeof(st->conns[0]));
+			st->nconns--;
+		}
+		sc = &st->conns[st->nconns++];
+		memset(sc, 0, sizeof(*sc));
+		sc->node = *node;
 	}
+	if (sc->rc && dead(sc->rc))
+		drop(sc);
+	if (sc->rc)
+		return sc;
+	uint64_t now = fg__mono_ms();
+	if (now < sc->next_try_ms)
+		return NULL;
+	sc->rc = redisConnectWithTimeout(node->host, node->port,
+					 tv_ms(st->connect_timeout_ms));
+	if (!sc->rc || sc->rc->err ||
+	    redisSetTimeout(sc->rc, tv_ms(st->command_timeout_ms)) != REDIS_OK) {
+		drop(sc);
+		sc->next_try_ms = now + st->connect_timeout_ms;
+		fg_topo_suspect(st->topo);
+		return NULL;
+	}
+	return sc;
+}
+
+/* The master that holds `key` (any master for NULL), by the current view. */
+static int node_for(fg_store *st, const char *key, size_t keylen,
+		    struct fg_redis_node *out)
+{
+	if (st->view.gen != fg_topo_gen(st->topo)) {
+		fg_topo_view_finish(&st->view);
+		if (fg_topo_view(st->topo, &st->view))
+			return FG_ENOMEM;
+	}
+	size_t idx = 0;
+	if (st->view.slots && key) {
+		idx = st->view.slots[fg_keyslot(key, keylen)];
+		if (idx == FG_SLOT_NONE)
+			return FG_EUNAVAIL;
+	}
+	if (idx >= st->view.nnodes)
+		return FG_EUNAVAIL;
+	*out = st->view.nodes[idx];
 	return FG_OK;
 }
 
-/* One command; NULL means the connection is gone (and was dropped). */
-static redisReply *command(fg_store *st, int argc, const char **argv,
-			   const size_t *argvlen)
+/* "MOVED <slot> <host>:<port>" or "ASK ...": the server named. */
+static int redirect_of(const redisReply *r, struct fg_redis_node *to, int *ask)
 {
-	if (ensure(st) != FG_OK)
+	if (r->type != REDIS_REPLY_ERROR)
+		return 0;
+	if (strncmp(r->str, "MOVED ", 6) == 0)
+		*ask = 0;
+	else if (strncmp(r->str, "ASK ", 4) == 0)
+		*ask = 1;
+	else
+		return 0;
+	const char *sp = strrchr(r->str, ' ');
+	const char *colon = sp ? strrchr(sp, ':') : NULL;
+	if (!colon || (size_t)(colon - sp - 1) >= sizeof(to->host))
+		return 0;
+	memcpy(to->host, sp + 1, (size_t)(colon - sp - 1));
+	to->host[colon - sp - 1] = '\0';
+	to->port = atoi(colon + 1);
+	return to->port > 0;
+}
+
+/* One command about `key` (NULL: not about a key); NULL means the server
+ * could not be reached or the connection is gone (and was dropped). A
+ * redirection is followed once; a connection failure, a redirection and
+ * -READONLY each ask for a refresh of the topology. */
+static redisReply *command_on(fg_store *st, const char *key, size_t keylen,
+			      int argc, const char **argv, const size_t *argvlen,
+			      struct sconn **used)
+{
+	struct fg_redis_node node;
+	if (node_for(st, key, keylen, &node))
 		return NULL;
-	redisReply *r = redisCommandArgv(st->rc, argc, argv, argvlen);
-	if (!r)
-		drop(st);
-	return r;
+	for (int hop = 0; hop < 2; hop++) {
+		struct sconn *sc = conn_to(st, &node);
+		if (!sc)
+			return NULL;
+		redisReply *r = redisCommandArgv(sc->rc, argc, argv, argvlen);
+		if (!r) {
+			drop(sc);
+			fg_topo_suspect(st->topo);
+			return NULL;
+		}
+		*used = sc;
+		int ask = 0;
+		if (hop == 0 && redirect_of(r, &node, &ask)) {
+			freeReplyObject(r);
+			fg_topo_suspect(st->topo);
+			if (ask) {
+				struct sconn *to = conn_to(st, &node);
+				redisReply *a = to ? redisCommand(to->rc, "ASKING") : NULL;
+				if (!a)
+					return NULL;
+				freeReplyObject(a);
+			}
+			continue;
+		}
+		if (r->type == REDIS_REPLY_ERROR &&
+		    (strncmp(r->str, "READONLY", 8) == 0 ||
+		     strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+		     strncmp(r->str, "MASTERDOWN", 10) == 0)) {
+			drop(sc);
+			fg_topo_suspect(st->topo);
+		}
+		return r;
+	}
+	return NULL;
+}
+
+static redisReply *command(fg_store *st, const char *key, size_t keylen,
+			   int argc, const char **argv, const size_t *argvlen)
+{
+	struct sconn *used;
+	return command_on(st, key, keylen, argc, argv, argvlen, &used);
 }
 
 /* Loads the function library and sends the call again, in one round trip
- * (pipelined). NULL means the connection is gone (and was dropped); a
- * refused load shows as the call's error. */
-static redisReply *load_and_run(fg_store *st, struct fg__call *c)
+ * (pipelined), on the connection that lacked it. NULL means the
+ * connection is gone (and was dropped); a refused load shows as the
+ * call's error. */
+static redisReply *load_and_run(struct sconn *sc, struct fg__call *c)
 {
 	const char *argv[FG__LOAD_ARGC];
 	size_t len[FG__LOAD_ARGC];
 	redisReply *loaded = NULL, *r = NULL;
 
-	if (ensure(st) != FG_OK)
+	if (!sc->rc)
 		return NULL;
 	fg__load_argv(argv, len);
-	if (redisAppendCommandArgv(st->rc, FG__LOAD_ARGC, argv, len) != REDIS_OK ||
-	    redisAppendCommandArgv(st->rc, c->argc, c->argv, c->argvlen) != REDIS_OK ||
-	    redisGetReply(st->rc, (void **)&loaded) != REDIS_OK ||
-	    redisGetReply(st->rc, (void **)&r) != REDIS_OK) {
+	if (redisAppendCommandArgv(sc->rc, FG__LOAD_ARGC, argv, len) != REDIS_OK ||
+	    redisAppendCommandArgv(sc->rc, c->argc, c->argv, c->argvlen) != REDIS_OK ||
+	    redisGetReply(sc->rc, (void **)&loaded) != REDIS_OK ||
+	    redisGetReply(sc->rc, (void **)&r) != REDIS_OK) {
 		if (loaded)
 			freeReplyObject(loaded);
-		drop(st);
+		drop(sc);
 		return NULL;
 	}
 	freeReplyObject(loaded);
@@ -142,10 +251,12 @@ static redisReply *load_and_run(fg_store *st, struct fg__call *c)
  * Caller frees. */
 static int run(fg_store *st, struct fg__call *c, redisReply **out)
 {
-	redisReply *r = command(st, c->argc, c->argv, c->argvlen);
+	struct sconn *sc = NULL;
+	redisReply *r = command_on(st, c->argv[3], c->argvlen[3], c->argc,
+				   c->argv, c->argvlen, &sc);
 	if (r && fg__reply_nofunction(r)) {
 		freeReplyObject(r);
-		r = load_and_run(st, c);
+		r = load_and_run(sc, c);
 	}
 	if (!r)
 		return FG_EUNAVAIL;
@@ -161,13 +272,26 @@ static int run(fg_store *st, struct fg__call *c, redisReply **out)
 
 int fg_store_ping(fg_store *st)
 {
-	const char *argv[] = { "PING" };
-	size_t len[] = { 4 };
-	redisReply *r = command(st, 1, argv, len);
-	int ok = r && r->type == REDIS_REPLY_STATUS;
-	if (r)
-		freeReplyObject(r);
-	return ok ? FG_OK : FG_EUNAVAIL;
+	/* every master of the view answers, or Redis is not all there */
+	struct fg_redis_node node;
+	if (node_for(st, NULL, 0, &node) || !st->view.nnodes)
+		return FG_EUNAVAIL;
+	if (st->view.slots)
+		for (size_t s = 0; s < FG_SLOTS; s++)
+			if (st->view.slots[s] == FG_SLOT_NONE)
+				return FG_EUNAVAIL;
+	for (size_t i = 0; i < st->view.nnodes; i++) {
+		struct sconn *sc = conn_to(st, &st->view.nodes[i]);
+		redisReply *r = sc ? redisCommand(sc->rc, "PING") : NULL;
+		int ok = r && r->type == REDIS_REPLY_STATUS;
+		if (r)
+			freeReplyObject(r);
+		else if (sc)
+			drop(sc);
+		if (!ok)
+			return FG_EUNAVAIL;
+	}
+	return FG_OK;
 }
 
 int fg_store_sync_key(fg_store *st, const uint8_t *ours, size_t ours_len,
@@ -191,13 +315,13 @@ int fg_store_sync_key(fg_store *st, const uint8_t *ours, size_t ours_len,
 	}
 	const char *set[] = { "SET", "fg:hmac-key", enc, "NX" };
 	size_t setlen[] = { 3, 11, ours_len * 2, 2 };
-	redisReply *r = command(st, 4, set, setlen);
+	redisReply *r = command(st, set[1], setlen[1], 4, set, setlen);
 	if (!r)
 		return FG_EUNAVAIL;
 	freeReplyObject(r);
 	const char *get[] = { "GET", "fg:hmac-key" };
 	size_t getlen[] = { 3, 11 };
-	r = command(st, 2, get, getlen);
+	r = command(st, get[1], getlen[1], 2, get, getlen);
 	if (!r)
 		return FG_EUNAVAIL;
 	int err = FG_EPROTO;

@@ -16,6 +16,8 @@ enum fg_err {
 	FG_EPROTO = -3,   /* Redis answered something the scripts never return */
 	FG_EINVAL = -4,   /* argument out of the documented range */
 	FG_ENOKEY = -5,   /* the HMAC key is not loaded yet */
+	FG_EREPLICAS = -6, /* fewer replicas than asked for took a grant in
+			      time (WAIT); the grant was given back */
 };
 
 /** Short static text for an fg_err, for logs. Never NULL. */

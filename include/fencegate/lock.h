@@ -34,9 +34,11 @@ struct event_base;
 #define FG_GATEWAY_ID_LEN 16 /* hex characters */
 #define FG_WAITER_ID_MAX 40
 
+struct fg_topo;
+
 struct fg_store_opts {
-	const char *host;            /* Redis host (copied) */
-	int port;
+	struct fg_topo *topo;        /* where Redis is (fencegate/topo.h); not
+					owned, outlives every store */
 	unsigned connect_timeout_ms; /* bound on connect() */
 	unsigned command_timeout_ms; /* bound on one command's round trip */
 	unsigned idle_forget_ms;     /* a lock free this long leaves no keys */
@@ -44,6 +46,9 @@ struct fg_store_opts {
 					write whose last byte was sent: a
 					released grant's writes keep their
 					place in the order this long */
+	unsigned replicas;           /* a grant is answered only once WAIT
+					says this many replicas have it */
+	unsigned replicas_timeout_ms; /* WAIT's bound */
 };
 
 /* ---- blocking connection ------------------------------------------- */
@@ -234,14 +239,26 @@ int fg_astore_ready(const fg_astore *as);
 int fg_astore_subscribe(fg_astore *as, const char *channel);
 int fg_astore_unsubscribe(fg_astore *as, const char *channel);
 
+/** The topology moved (fg_topo_gen()): follow it now rather than at the
+ *  next call. Loop thread. */
+void fg_astore_follow(fg_astore *as);
+
 /** fg_lock_acquire, fg_lock_renew and fg_lock_check, asynchronously: the
  *  request path of a gateway event loop. A call that fails at once
- *  returns negative and never calls cb; the arguments are copied. */
+ *  returns negative and never calls cb; the arguments are copied. With
+ *  replicas set (fg_store_opts), an acquire's grant is answered only once
+ *  WAIT counted them; otherwise it is released and cb gets FG_EREPLICAS. */
 int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		     fg_grant_cb *cb, void *arg);
 int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
 		   uint32_t ttl_ms, const char *value, size_t value_len,
 		   fg_grant_cb *cb, void *arg);
+/** A waiter's grant (heard of by message) made good: with replicas set, a
+ *  renewal of the lease (to the ttl it was granted with) followed by WAIT,
+ *  as for an acquire; without, just the renewal. g->status is FG_GRANTED
+ *  or FG_EXPIRED (the grant is gone). */
+int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
+		     fg_grant_cb *cb, void *arg);
 typedef void fg_check_cb(int err, const struct fg_check *c, void *arg);
 int fg_alock_check(fg_astore *as, const char *name, uint64_t token,
 		   fg_check_cb *cb, void *arg);
