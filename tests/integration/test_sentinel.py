@@ -15,6 +15,11 @@ from topology import (LockLoad, SentinelSet, TopologyCase, check_load,
 
 REDIS_TIMEOUT = ["--redis-timeout-ms", "1000"]
 
+# A gateway asks the Sentinels again once a second (docs/safety.md, section
+# 9): a master demoted while alive can take its grants until then, and
+# those grants are lost with what it wrote.
+LOOK_AGAIN_S = 1.0
+
 
 def fcall_stats(node):
     """(calls, rejected calls) of FCALL on one Redis."""
@@ -82,7 +87,7 @@ class SentinelTests(TopologyCase):
 
     # -- a grant the failover loses ----------------------------------------
 
-    def test_grant_lost_in_failover_is_refused_stale_and_the_next_token_is_greater(self):
+    def test_grant_lost_in_failover_is_refused_as_stale(self):
         s = self.sentinel()
         up = self.recording_upstream()
         (gw,) = self.gateways(s.url(), up, 1, REDIS_TIMEOUT)
@@ -255,8 +260,16 @@ class SentinelTests(TopologyCase):
                         "the gateways answered 503 long after the switch")
         self.assert_no_problems(check_load(
             load.snapshot(), up.records,
-            lost_grant_ok=lambda o: o.grant_sent < t_new and o.t_recv > t0,
+            lost_grant_ok=lambda o: o.t_recv > t0 and
+            o.grant_sent < t_new + slack(LOOK_AGAIN_S + 0.5),
             unavailable_ok=lambda o: o.t_recv >= t0), "load")
+        lost = [o for o in load.snapshot() if o.status in (409, 410) and
+                o.kind != "acquire"]
+        if lost:
+            print("sentinel manual failover: %d writes/releases of grants "
+                  "the demoted master took after the switch (last grant "
+                  "asked for %.2f s after the new master was named)"
+                  % (len(lost), max(o.grant_sent for o in lost) - t_new))
         readonly = node_info(old.port, "errorstats").get(
             "errorstat_READONLY", "count=0")
         # gateways keep working on the new master: no -READONLY loop

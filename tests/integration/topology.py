@@ -549,12 +549,22 @@ class RedisCluster:
         return [n for n in self.nodes if n.port in ports]
 
     def replicas_of(self, master):
-        out = []
-        for a, b, port, reps in self.refresh_slots():
-            if port == master.port:
-                out += [self.node(p) for p in reps if p not in
-                        [x.port for x in out]]
-        return out
+        """The live nodes replicating `master`, as CLUSTER NODES says (CLUSTER
+        SLOTS leaves out a replica until its offset has been gossiped)."""
+        mid = master.node_id()
+        for n in self.live_nodes():
+            try:
+                text = node_command(n.port, "CLUSTER", "NODES").decode()
+            except (OSError, RespError):
+                continue
+            out = []
+            for line in text.splitlines():
+                f = line.split()
+                if len(f) > 3 and f[3] == mid and "fail" not in f[2]:
+                    port = int(f[1].split("@")[0].rsplit(":", 1)[1])
+                    out.append(self.node(port))
+            return out
+        raise SetupError("no cluster node answers CLUSTER NODES")
 
     def slots_of(self, node):
         """Every slot `node` serves, sorted."""
