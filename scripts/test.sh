@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # The whole test suite: installs what it needs, builds fencegate twice
 # (plain with -Werror, then with AddressSanitizer + UndefinedBehaviorSanitizer),
-# runs the unit tests and the integration tests against each build, then
+# runs the unit tests and the integration tests against each build (the plain
+# build's once more with a Redis Cluster in place of every redis-server), then
 # builds the libFuzzer harnesses with clang and runs each over its corpus for
 # a few seconds (FUZZ_SECONDS, default 10), and ends with one line:
 # `N passed, N failed`.
@@ -58,8 +59,9 @@ count_runner() { # label hide-regex command...
   echo "$label: $line"
 }
 
-count_integration() { # binary label
-  count_runner "integration ($2)" '^(ok|PASS) ' python3 tests/integration/run.py --bin "$1"
+count_integration() { # binary label [run.py options...]
+  local bin=$1 label=$2; shift 2
+  count_runner "integration ($label)" '^(ok|PASS) ' python3 tests/integration/run.py --bin "$bin" "$@"
 }
 
 count_fuzz() { # builddir seconds
@@ -80,6 +82,7 @@ echo "== plain build (-Wall -Wextra -Werror)"
 if build build-test -Dwerror=true --buildtype=debugoptimized; then
   count_meson build-test
   count_integration "$top/build-test/gateway/fencegate" plain
+  count_integration "$top/build-test/gateway/fencegate" "plain, Redis Cluster" --redis-mode cluster
 else
   echo "build failed"; failed=$((failed + 1))
 fi

@@ -284,6 +284,24 @@ class SentinelTests(TopologyCase):
             "requests after recovery still reached the demoted master")
         self.assertLess(time.monotonic() - later, slack(2.0))
 
+    # -- start-up ----------------------------------------------------------
+
+    def test_gateway_started_before_the_sentinels_finds_the_master_when_they_start(self):
+        s = SentinelSet()
+        up = self.recording_upstream()
+        gw = self.start_gateway(s.url(), up.port, REDIS_TIMEOUT)
+        h = self.health(gw)
+        self.assertEqual(h.status, 503, h)
+        self.assertEqual(h.json, {"redis": "down", "upstream": "up"})
+        self.own(s)
+        self.assertTrue(gw.wait_healthy(slack(10.0)), "the gateway did not "
+                        "find the master within 10 s of the Sentinels "
+                        "starting: %r" % self.health(gw))
+        name = self.lock_name()
+        g = self.acquire_ok(name, gw=gw)
+        self.assertEqual(s.master_node().command(
+            "HGET", "fg:{%s}:s" % name, "t"), str(g["token"]).encode())
+
     # -- the URL -----------------------------------------------------------
 
     def test_sentinel_alias_scheme_writes_to_the_master_the_sentinels_name(self):
