@@ -15,6 +15,8 @@
  * late is dropped, so later replies cannot be misattributed. A call is
  * sent again only after a reply that says it did not run (MOVED, ASK,
  * TRYAGAIN, a missing function library), never after a lost connection.
+ * When the topology moves, the loop is told through on_resync, as when
+ * the subscription reconnects: what a failed master held may be gone.
  * With replicas set, a grant reaches its callback only after WAIT counted
  * them; a grant WAIT falls short of is released before FG_EUNAVAIL is
  * answered.
@@ -60,6 +62,7 @@ struct fg_astore {
 	struct conn *conns;  /* command connections */
 	struct conn sub;
 	unsigned spread;     /* which cluster node `sub` prefers */
+	struct event *moved_ev; /* the view moved: on_resync, from the loop */
 	char **chans;
 	size_t nchans, capchans;
 	fg_message_cb *on_message;
@@ -129,6 +132,8 @@ static void on_connect(const redisAsyncContext *ac, int status)
 		return; /* a context this connection already let go of */
 	if (status != REDIS_OK) {
 		cn->ac = NULL; /* hiredis frees it after this callback */
+		if (cn->is_sub)
+			cn->as->spread++; /* another master next time */
 		fg_topo_suspect(cn->as->topo);
 		schedule_retry(cn);
 		return;
@@ -150,6 +155,8 @@ static void on_disconnect(const redisAsyncContext *ac, int status)
 		return;
 	cn->up = 0;
 	cn->ac = NULL;
+	if (cn->is_sub)
+		cn->as->spread++;
 	fg_topo_suspect(cn->as->topo);
 	schedule_retry(cn);
 }
@@ -267,6 +274,12 @@ static void follow(fg_astore *as)
 	struct fg_topo_view v;
 	if (fg_topo_view(as->topo, &v))
 		return;
+	/* A master that failed may have taken with it the records of the
+	 * writes this loop runs and the places of its waiters (docs/safety.md
+	 * section 9): the loop asks about all of them again, on the new
+	 * masters, as when its subscription reconnects. */
+	if (as->view.nnodes)
+		event_active(as->moved_ev, EV_READ, 0);
 	fg_topo_view_finish(&as->view);
 	as->view = v;
 	for (struct conn *cn = as->conns; cn; cn = cn->next) {
@@ -285,6 +298,15 @@ static void follow(fg_astore *as)
 		conn_drop(&as->sub);
 		conn_start(&as->sub);
 	}
+}
+
+static void on_moved(evutil_socket_t fd, short what, void *arg)
+{
+	fg_astore *as = arg;
+	(void)fd;
+	(void)what;
+	if (as->on_resync)
+		as->on_resync(as->arg);
 }
 
 void fg_astore_follow(fg_astore *as)
@@ -312,7 +334,8 @@ fg_astore *fg_astore_create(struct event_base *base,
 	as->on_resync = on_resync;
 	as->arg = arg;
 	as->spread = (unsigned)rand();
-	if (conn_init(&as->sub, as, 1))
+	as->moved_ev = event_new(base, -1, 0, on_moved, as);
+	if (!as->moved_ev || conn_init(&as->sub, as, 1))
 		goto error;
 	if (fg_topo_mode(as->topo) != FG_REDIS_CLUSTER) {
 		as->conns = calloc(1, sizeof(*as->conns));
@@ -345,6 +368,8 @@ void fg_astore_destroy(fg_astore *as)
 		free(cn);
 	}
 	conn_finish(&as->sub);
+	if (as->moved_ev)
+		event_free(as->moved_ev);
 	for (size_t i = 0; i < as->nchans; i++)
 		free(as->chans[i]);
 	free(as->chans);
@@ -595,8 +620,8 @@ static int redirected(struct aop *op, struct conn *cn, const redisReply *r)
 	}
 	if (errorish(r, "TRYAGAIN")) {
 		/* the lock's keys are part on one node, part on another
-		 * while its slot moves: the move finishes in milliseconds */
-		op->hops++;
+		 * while its slot moves: the move finishes in milliseconds,
+		 * and the call's own timeout bounds the asking */
 		if (!op->again)
 			op->again = evtimer_new(as->base, on_again, op);
 		struct timeval tv = { 0, TRYAGAIN_MS * 1000 };

@@ -9,7 +9,7 @@ pkgs=(
   libmicrohttpd-dev libhiredis-dev libssl-dev libjansson-dev libevent-dev
   libcurl4-openssl-dev libcmocka-dev uthash-dev
   # run, test, demo
-  redis-server redis-tools curl nginx libnginx-mod-http-dav-ext
+  redis-server redis-tools redis-sentinel curl nginx libnginx-mod-http-dav-ext
   # fuzz harnesses (libFuzzer's runtime lives in libclang-rt-14-dev)
   clang libclang-rt-14-dev
 )

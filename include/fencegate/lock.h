@@ -217,7 +217,8 @@ typedef void fg_info_cb(int err, const struct fg_lock_info *info, void *arg);
 /** A message on a subscribed channel. */
 typedef void fg_message_cb(const char *channel, const char *msg, size_t len,
 			   void *arg);
-/** The subscriber (re)connected: messages may have been lost before. */
+/** The subscriber (re)connected, or the masters moved: messages, or what
+ *  a failed master held, may have been lost before. */
 typedef void fg_resync_cb(void *arg);
 
 /**
