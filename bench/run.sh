@@ -7,18 +7,28 @@
 #   release -> next waiter with 1,000 queued; 10,000 blocked waiters (RSS);
 #   a 1 GiB fenced PUT and GET streamed through fencegate (RSS growth);
 #   Redis CPU per acquire, release and fenced PUT (INFO commandstats);
+#   lock cycles on a three-master Redis Cluster against the one-Redis cycles
+#     (cycles/s, Redis CPU per cycle on each node, share of FCALLs per node);
+#   the cost of replica acknowledgement (--redis-replicas 1, a primary and
+#     one replica): added acquire latency and the cycles/s ratio;
+#   Redis CPU per message of cluster-wide PUBLISH vs sharded SPUBLISH on the
+#     three-master cluster, one subscriber connected (informational);
 #   CPU seconds and context switches of every process in every measured run,
 #   and with --profile where each process spends its time (perf).
 # It ends with one summary table: fencegate, its peer, the ratio, the
-# target, met or missed. Exits 1 when fencegate did not stay up to the end
-# (the table is printed all the same), 0 otherwise, whatever was missed.
+# target, met or missed. Exits 1 when a fencegate did not stay up to the end
+# of its runs or the cluster or replica one did not start (the table is
+# printed all the same), 0 otherwise, whatever was missed.
 #
 #   bench/run.sh [--bin PATH] [--profile] [--skip-fencegate] [--skip-proxy]
 #
 # --bin defaults to build/gateway/fencegate under the repository root; the
 # script builds nothing. It starts its own redis-server, etcd, two nginx
 # (WebDAV storage, plain reverse proxy) and fencegate on free loopback ports
-# (state in a temp dir), and stops them by PID on exit.
+# (state in a temp dir), and later, each for its own runs, a three-master
+# Redis Cluster with a fencegate on it, and a Redis primary with one replica
+# with a fencegate on it (--redis-replicas 0, then 1); it stops every one of
+# them by PID when its runs end, and whatever is left on exit.
 # fencegate gets --threads $FG_LOOPS and the nginx proxy as many workers.
 # Needs: redis-server, redis-cli, redis-benchmark, etcd, wrk, curl, python3,
 # nginx; perf with --profile (scripts/install-deps.sh --bench installs them).
@@ -29,7 +39,8 @@
 #   CALLS_N=20000 CALLS_PUTS=10000 OBJ_SIZE=1024 BIG_MB=1024 RSS_EVERY=0.2
 #   FG_MAX_CONN=16384 FG_MAX_WAITERS=20000 NAME_RING=4096 BIN_WAIT=120
 #   PROFILE=0 PERF_FREQ=999 PROFILE_RUNS="get-nginx-proxy-r1 get-fencegate-r1
-#   cycles-fencegate" KEEP_TMP=0
+#   cycles-fencegate" KEEP_TMP=0 ACK_N=5000 PUBSUB_N=200000 PUBSUB_CLIENTS=8
+#   PUBSUB_PIPELINE=16
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -82,9 +93,14 @@ BIN_WAIT=${BIN_WAIT:-120}
 PERF_FREQ=${PERF_FREQ:-999}
 PROFILE_RUNS=${PROFILE_RUNS:-get-nginx-proxy-r1 get-fencegate-r1 cycles-fencegate}
 KEEP_TMP=${KEEP_TMP:-0}
+ACK_N=${ACK_N:-5000}
+PUBSUB_N=${PUBSUB_N:-200000}
+PUBSUB_CLIENTS=${PUBSUB_CLIENTS:-8}
+PUBSUB_PIPELINE=${PUBSUB_PIPELINE:-16}
 NOBJ=$CONNS # one object (and, for fenced PUTs, one lock) per connection
 
-for v in FG_LOOPS WRK_THREADS CONNS DURATION WARMUP GET_ROUNDS PUT_ROUNDS STORE_WORKERS CALLS_N CALLS_PUTS; do
+for v in FG_LOOPS WRK_THREADS CONNS DURATION WARMUP GET_ROUNDS PUT_ROUNDS STORE_WORKERS CALLS_N CALLS_PUTS \
+	ACK_N PUBSUB_N PUBSUB_CLIENTS PUBSUB_PIPELINE; do
 	case "${!v}" in '' | *[!0-9]*) echo "run.sh: $v must be a whole number, not '${!v}'" >&2; exit 2 ;; esac
 done
 [ "$FG_LOOPS" -ge 1 ] && [ "$WRK_THREADS" -ge 1 ] && [ "$CONNS" -ge "$WRK_THREADS" ] &&
@@ -157,11 +173,15 @@ track() { TRACK_NAMES+=("$1"); TRACK_PIDS+=("$2"); }
 # Free loopback ports: bind them all at once so they are distinct.
 # UPSTREAM_PORT is the WebDAV storage nginx (fencegate's --upstream), NPROXY_PORT
 # the plain nginx reverse proxy in front of it, FGS_PORT a second, fresh
-# fencegate for the streaming test.
-read -r REDIS_PORT ETCD_PORT ETCD_PEER_PORT FG_PORT UPSTREAM_PORT NPROXY_PORT FGS_PORT < <(python3 - <<'EOF'
+# fencegate for the streaming test. CL_PORT1..3 are the cluster nodes (CL_BUS1..3
+# their cluster bus, set explicitly: port + 10000 may be taken or out of range),
+# FGC_PORT the fencegate on the cluster; PRI_PORT and REP_PORT the primary and
+# its replica, ACK_PORT0 and ACK_PORT1 the fencegates on them.
+read -r REDIS_PORT ETCD_PORT ETCD_PEER_PORT FG_PORT UPSTREAM_PORT NPROXY_PORT FGS_PORT \
+	CL_PORT1 CL_PORT2 CL_PORT3 CL_BUS1 CL_BUS2 CL_BUS3 FGC_PORT PRI_PORT REP_PORT ACK_PORT0 ACK_PORT1 < <(python3 - <<'EOF'
 import socket
 socks = []
-for _ in range(7):
+for _ in range(18):
     s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
 print(" ".join(str(s.getsockname()[1]) for s in socks))
 EOF
@@ -392,25 +412,72 @@ ctxsw() { # ctxsw PID -> "voluntary involuntary" context switches over its threa
 }
 kfmt() { calc "v = $1; if (v >= 10000) printf \"%.0fk\", v / 1000; else if (v >= 1000) printf \"%.1fk\", v / 1000; else printf \"%d\", v"; }
 want_profile() { [ "$PROFILE" = 1 ] && [ "$PERF_OK" = 1 ] && [[ " $PROFILE_RUNS " == *" $1 "* ]]; }
-RUNS=()            # measured wrk runs, in order
+RUNS=()            # measured runs (wrk and the other measured commands), in order
 declare -A SUBJ=() # run -> the process under test (for CPU per request)
 declare -A CPU=()  # "run proc" -> CPU seconds; "run proc cs" -> context switches
 PROFILED=()
+# RUN_HOOK, when set, names a function run as `$RUN_HOOK before LABEL` just
+# before a measured run starts (after its warm-up) and `$RUN_HOOK after LABEL`
+# just after it ends (redis_hook below reads the Redis nodes' own figures).
+RUN_HOOK=""
+run_hook() { if [ -n "$RUN_HOOK" ]; then "$RUN_HOOK" "$@"; fi; }
+M_C0=() M_V0=() M_N0=() M_S0=() M_T0=""
+measure_begin() { # CPU ticks and context switches of every tracked process, then /proc/stat and the time
+	local i v n
+	M_C0=() M_V0=() M_N0=()
+	for i in "${!TRACK_PIDS[@]}"; do
+		M_C0[i]=$(cpu_ticks "${TRACK_PIDS[i]}")
+		read -r v n < <(ctxsw "${TRACK_PIDS[i]}")
+		M_V0[i]=$v
+		M_N0[i]=$n
+	done
+}
+measure_start() { read -r -a M_S0 < <(head -n1 /proc/stat); M_T0=$(date +%s.%N); }
+measure_end() { # measure_end LABEL SUBJECT CLIENT RUSAGE-FILE [PERF-PID]: $TMP/LABEL.cpu, CPU[], RUNS, SUBJ
+	local label=$1 subj=$2 client=$3 ru=$4 perf_pid=${5:-} t1 secs i c v n p
+	local -a s1=()
+	t1=$(date +%s.%N)
+	read -r -a s1 < <(head -n1 /proc/stat)
+	run_hook after "$label"
+	secs=$(calc "print $t1 - $M_T0")
+	: >"$TMP/$label.cpu"
+	for i in "${!TRACK_PIDS[@]}"; do
+		if ! kill -0 "${TRACK_PIDS[i]}" 2>/dev/null; then # gone (died): no figure
+			printf '%s - - -\n' "${TRACK_NAMES[i]}" >>"$TMP/$label.cpu"
+			continue
+		fi
+		c=$(cpu_ticks "${TRACK_PIDS[i]}")
+		read -r v n < <(ctxsw "${TRACK_PIDS[i]}")
+		printf '%s %s %s %s\n' "${TRACK_NAMES[i]}" "$(calc "printf \"%.2f\", ($c - ${M_C0[i]}) / $CLK_TCK")" \
+			$((v - M_V0[i])) $((n - M_N0[i])) >>"$TMP/$label.cpu"
+	done
+	if [ -n "$perf_pid" ]; then
+		kill -INT "$perf_pid" 2>/dev/null || true
+		wait "$perf_pid" 2>/dev/null || true
+	fi
+	[ -s "$ru" ] && printf '%s %s\n' "$client" "$(cat "$ru")" >>"$TMP/$label.cpu"
+	# whole box: fields 1..8 of the cpu line, idle = idle + iowait
+	local tot=0 idle
+	for i in 1 2 3 4 5 6 7 8; do tot=$((tot + s1[i] - M_S0[i])); done
+	idle=$((s1[4] - M_S0[4] + s1[5] - M_S0[5]))
+	printf 'box %s %s\n' "$(calc "printf \"%.0f\", ($tot - $idle) / $tot * 100 * $(nproc)")" "$secs" >>"$TMP/$label.cpu"
+	while read -r p c v n; do
+		[ "$p" = box ] && { CPU["$label box"]=$c; CPU["$label secs"]=$v; continue; }
+		CPU["$label $p"]=$c
+		if [ "$c" = - ]; then CPU["$label $p cs"]=-; else CPU["$label $p cs"]=$((v + n)); fi
+	done <"$TMP/$label.cpu"
+	RUNS+=("$label")
+	SUBJ[$label]=$subj
+}
 run_wrk() { # run_wrk LABEL SUBJECT SCRIPT URL PREFIX [ARGS...]: RESULT line in WRK_LINE
 	# and in $TMP/LABEL.txt; CPU seconds and context switches per process in
 	# CPU[] and $TMP/LABEL.cpu; with --profile a system-wide perf record.
-	local label=$1 subj=$2 script=$3 url=$4 prefix=$5 i p t0 t1 line="" perf_pid=""
+	local label=$1 subj=$2 script=$3 url=$4 prefix=$5 i line="" perf_pid=""
 	shift 5
 	wrk -t"$WRK_THREADS" -c"$CONNS" -d"${WARMUP}s" --timeout 10s -s "$script" "$url" -- "warm-$prefix" "$@" \
 		>"$TMP/$label-warm.txt" 2>&1 || true
-	local -a c0=() v0=() n0=()
-	local c v n
-	for i in "${!TRACK_PIDS[@]}"; do
-		c0[i]=$(cpu_ticks "${TRACK_PIDS[i]}")
-		read -r v n < <(ctxsw "${TRACK_PIDS[i]}")
-		v0[i]=$v
-		n0[i]=$n
-	done
+	run_hook before "$label"
+	measure_begin
 	if want_profile "$label"; then
 		: >"$TMP/$label.pids"
 		for i in "${!TRACK_PIDS[@]}"; do
@@ -421,43 +488,11 @@ run_wrk() { # run_wrk LABEL SUBJECT SCRIPT URL PREFIX [ARGS...]: RESULT line in 
 		sleep 0.3
 		PROFILED+=("$label")
 	fi
-	read -r -a s0 < <(head -n1 /proc/stat)
-	t0=$(date +%s.%N)
+	measure_start
 	python3 "$HERE/rusage.py" "$TMP/$label.wrkru" \
 		wrk -t"$WRK_THREADS" -c"$CONNS" -d"${DURATION}s" --timeout 10s -s "$script" "$url" -- "$prefix" "$@" \
 		>"$TMP/$label.txt" 2>&1 || true
-	t1=$(date +%s.%N)
-	read -r -a s1 < <(head -n1 /proc/stat)
-	local secs
-	secs=$(calc "print $t1 - $t0")
-	: >"$TMP/$label.cpu"
-	for i in "${!TRACK_PIDS[@]}"; do
-		if ! kill -0 "${TRACK_PIDS[i]}" 2>/dev/null; then # gone (died): no figure
-			printf '%s - - -\n' "${TRACK_NAMES[i]}" >>"$TMP/$label.cpu"
-			continue
-		fi
-		c=$(cpu_ticks "${TRACK_PIDS[i]}")
-		read -r v n < <(ctxsw "${TRACK_PIDS[i]}")
-		printf '%s %s %s %s\n' "${TRACK_NAMES[i]}" "$(calc "printf \"%.2f\", ($c - ${c0[i]}) / $CLK_TCK")" \
-			$((v - v0[i])) $((n - n0[i])) >>"$TMP/$label.cpu"
-	done
-	if [ -n "$perf_pid" ]; then
-		kill -INT "$perf_pid" 2>/dev/null || true
-		wait "$perf_pid" 2>/dev/null || true
-	fi
-	[ -s "$TMP/$label.wrkru" ] && printf 'wrk %s\n' "$(cat "$TMP/$label.wrkru")" >>"$TMP/$label.cpu"
-	# whole box: fields 1..8 of the cpu line, idle = idle + iowait
-	local tot=0 idle
-	for i in 1 2 3 4 5 6 7 8; do tot=$((tot + s1[i] - s0[i])); done
-	idle=$((s1[4] - s0[4] + s1[5] - s0[5]))
-	printf 'box %s %s\n' "$(calc "printf \"%.0f\", ($tot - $idle) / $tot * 100 * $(nproc)")" "$secs" >>"$TMP/$label.cpu"
-	while read -r p c v n; do
-		[ "$p" = box ] && { CPU["$label box"]=$c; CPU["$label secs"]=$v; continue; }
-		CPU["$label $p"]=$c
-		if [ "$c" = - ]; then CPU["$label $p cs"]=-; else CPU["$label $p cs"]=$((v + n)); fi
-	done <"$TMP/$label.cpu"
-	RUNS+=("$label")
-	SUBJ[$label]=$subj
+	measure_end "$label" "$subj" wrk "$TMP/$label.wrkru" "$perf_pid"
 	line=$(grep '^RESULT ' "$TMP/$label.txt" || true)
 	if [ -z "$line" ]; then
 		say "  wrk produced no result; its output:"
@@ -467,6 +502,15 @@ run_wrk() { # run_wrk LABEL SUBJECT SCRIPT URL PREFIX [ARGS...]: RESULT line in 
 		line=""
 	fi
 	WRK_LINE=$line
+}
+run_cmd() { # run_cmd LABEL SUBJECT CLIENT CMD...: CMD's output in $TMP/LABEL.txt; CPU as run_wrk does
+	local label=$1 subj=$2 client=$3
+	shift 3
+	run_hook before "$label"
+	measure_begin
+	measure_start
+	python3 "$HERE/rusage.py" "$TMP/$label.ru" "$@" >"$TMP/$label.txt" 2>&1 || true
+	measure_end "$label" "$subj" "$client" "$TMP/$label.ru"
 }
 cpu_line() { # cpu_line LABEL: one line of CPU seconds (context switches vol/invol) per process
 	local out="" p c v n
@@ -499,6 +543,173 @@ errs_of() { # errs_of RESULTLINE -> app + socket errors + answers >= 400
 	echo "$t"
 }
 
+# ---- Redis nodes' own figures around a run -------------------------------
+# redis_hook, as RUN_HOOK, reads for every port in RHOOK_PORTS: INFO cpu
+# (used_cpu_sys + used_cpu_user, the server's own account of its CPU, all its
+# threads) before and after the run, into $TMP/LABEL.redis-before / -after as
+# "port seconds"; and INFO commandstats after the run, reset (CONFIG
+# RESETSTAT) before it, into $TMP/LABEL.cmdstat-PORT.
+RHOOK_PORTS=()
+redis_cpu() { # redis_cpu PORT -> used_cpu_sys + used_cpu_user in seconds, or -
+	redis-cli -h 127.0.0.1 -p "$1" info cpu 2>/dev/null | tr -d '\r' |
+		awk -F: '/^used_cpu_(sys|user):/ { s += $2; n++ } END { if (n == 2) printf "%.6f\n", s; else print "-" }' || true
+}
+redis_hook() { # redis_hook before|after LABEL
+	local p
+	: >"$TMP/$2.redis-$1"
+	for p in "${RHOOK_PORTS[@]}"; do
+		[ "$1" = before ] && { redis-cli -h 127.0.0.1 -p "$p" config resetstat >/dev/null 2>&1 || true; }
+		printf '%s %s\n' "$p" "$(redis_cpu "$p")" >>"$TMP/$2.redis-$1"
+		[ "$1" = after ] && { redis-cli -h 127.0.0.1 -p "$p" info commandstats 2>/dev/null | tr -d '\r' >"$TMP/$2.cmdstat-$p" || true; }
+	done
+	return 0
+}
+cmd_calls() { # cmd_calls LABEL PORT REGEX -> "calls failed_calls" over the commandstats rows matching REGEX
+	awk -F'[:,=]' -v re="$3" '$0 ~ re { for (i = 2; i < NF; i += 2) { if ($i == "calls") c += $(i + 1); if ($i == "failed_calls") f += $(i + 1) } }
+		END { print c + 0, f + 0 }' "$TMP/$1.cmdstat-$2" 2>/dev/null || echo "0 0"
+}
+redis_delta() { # redis_delta LABEL PORT -> the node's Redis CPU seconds over the run, or -
+	local a b
+	a=$(awk -v p="$2" '$1 == p { print $2 }' "$TMP/$1.redis-before" 2>/dev/null || true)
+	b=$(awk -v p="$2" '$1 == p { print $2 }' "$TMP/$1.redis-after" 2>/dev/null || true)
+	if [ -z "$a" ] || [ -z "$b" ] || [ "$a" = - ] || [ "$b" = - ]; then echo -; return 0; fi
+	calc "printf \"%.6f\", $b - $a"
+}
+# redis_report LABEL OPS UNIT NAME:PORT...: prints the Redis CPU per OPS (per
+# node and in all) and each node's FCALL calls in the run; sets RR_US (per node,
+# "a / b / c"), RR_TOT (all nodes), RR_SHARE (each node's share of the FCALLs)
+redis_report() {
+	local label=$1 ops=$2 unit=$3 np name port d fc ff tot=0 known=1 ftot=0 fftot=0 i
+	shift 3
+	local -a names=() ds=() fcs=()
+	RR_US="" RR_TOT="" RR_SHARE=""
+	for np in "$@"; do
+		name=${np%%:*}
+		port=${np##*:}
+		d=$(redis_delta "$label" "$port")
+		read -r fc ff < <(cmd_calls "$label" "$port" '^cmdstat_fcall(_ro)?:')
+		names+=("$name")
+		ds+=("$d")
+		fcs+=("$fc")
+		ftot=$((ftot + fc))
+		fftot=$((fftot + ff))
+		if [ "$d" = - ]; then known=0; else tot=$(calc "print $tot + $d"); fi
+	done
+	if [ -z "$ops" ] || [ "$ops" = 0 ]; then
+		say "  Redis CPU per $unit: no $unit completed"
+		return 0
+	fi
+	local line="" sline=""
+	for i in "${!names[@]}"; do
+		if [ "${ds[i]}" = - ]; then
+			line+="${line:+, }${names[i]} -"
+			RR_US+="${RR_US:+ / }-"
+		else
+			line+="${line:+, }${names[i]} $(calc "printf \"%.1f\", ${ds[i]} / $ops * 1e6") us"
+			RR_US+="${RR_US:+ / }$(calc "printf \"%.1f\", ${ds[i]} / $ops * 1e6")"
+		fi
+		sline+="${sline:+, }${names[i]} ${fcs[i]} ($(calc "if ($ftot > 0) printf \"%.1f\", ${fcs[i]} / $ftot * 100; else print 0")%)"
+		RR_SHARE+="${RR_SHARE:+ / }$(calc "if ($ftot > 0) printf \"%.0f\", ${fcs[i]} / $ftot * 100; else print 0")%"
+	done
+	[ "$known" = 1 ] && RR_TOT=$(calc "printf \"%.1f\", $tot / $ops * 1e6")
+	say "  Redis CPU per $unit (INFO cpu, used_cpu_sys + used_cpu_user, over the run): $line${RR_TOT:+; all nodes $RR_TOT us}"
+	say "  FCALL calls in the run: $sline; $(calc "printf \"%.2f\", $ftot / $ops") per $unit, $fftot failed"
+}
+
+# ---- more Redis servers, more fencegates ---------------------------------
+start_redis() { # start_redis NAME PORT [ARGS...]: a redis-server on loopback, pid in RPID; 1 when it does not answer
+	local name=$1 port=$2 i
+	shift 2
+	mkdir -p "$TMP/$name"
+	redis-server --bind 127.0.0.1 --port "$port" --save '' --appendonly no --daemonize no \
+		--dir "$TMP/$name" --logfile '' "$@" >"$TMP/$name.log" 2>&1 &
+	RPID=$!
+	PIDS+=("$RPID")
+	for ((i = 0; i < 100; i++)); do
+		[ "$(redis-cli -h 127.0.0.1 -p "$port" ping 2>/dev/null || true)" = PONG ] && return 0
+		kill -0 "$RPID" 2>/dev/null || break
+		sleep 0.1
+	done
+	say "  !! $name did not start; its log:"
+	tail -n 20 "$TMP/$name.log" | sed 's/^/     /'
+	return 1
+}
+# start_fg NAME PORT REDIS-ADDRESS [ARGS...]: another fencegate with the first
+# one's flags (but --log-level warn), log in $TMP/NAME.log, pid in XPID; then
+# one acquire + release on it (the acquire tried again for up to 5 s while
+# the gateway finds its Redis). 1 when it does not answer or the smoke fails.
+start_fg() {
+	local name=$1 port=$2 addr=$3 i up=0 code="" rel="" lease="" url="http://127.0.0.1:$2"
+	shift 3
+	"$BIN" --listen "127.0.0.1:$port" --redis "$addr" --upstream "$STORE_URL" --threads "$FG_LOOPS" \
+		--max-connections "$FG_MAX_CONN" --max-waiters "$FG_MAX_WAITERS" --log-level warn "$@" \
+		>"$TMP/$name.log" 2>&1 &
+	XPID=$!
+	PIDS+=("$XPID")
+	for ((i = 0; i < 150; i++)); do
+		[ "$(curl -s -o /dev/null -w '%{http_code}' "$url/_fence/v1/locks/fgbench-probe" || true)" != 000 ] && { up=1; break; }
+		kill -0 "$XPID" 2>/dev/null || break
+		sleep 0.1
+	done
+	if [ "$up" = 1 ]; then
+		for ((i = 0; i < 50; i++)); do
+			code=$(curl -s -o "$TMP/$name.smoke" -w '%{http_code}' -XPOST -H 'Content-Type: application/json' \
+				"$url/_fence/v1/locks/fgbench-smoke-$RUNID" -d '{"ttl_ms":30000}' || true)
+			[ "$code" = 200 ] && break
+			kill -0 "$XPID" 2>/dev/null || break
+			sleep 0.1
+		done
+		lease=$(python3 -c 'import sys,json; print(json.load(open(sys.argv[1]))["lease"])' "$TMP/$name.smoke" 2>/dev/null || true)
+		rel=$(curl -s -o "$TMP/$name.smoke-rel" -w '%{http_code}' -XDELETE -H "Fence-Lease: $lease" \
+			"$url/_fence/v1/locks/fgbench-smoke-$RUNID" || true)
+		if [ "$code" = 200 ] && [ -n "$lease" ] && [ "$rel" = 204 ]; then
+			say "$(printf '%-13s' "$name") pid $XPID  $url  (--redis $addr${*:+ $*}; --threads $FG_LOOPS); smoke: acquire -> 200, release -> 204"
+			return 0
+		fi
+		say "  !! $name: smoke acquire -> ${code:-?} $(show "$TMP/$name.smoke"); release -> ${rel:-?} $(show "$TMP/$name.smoke-rel")"
+	else
+		say "  !! $name did not start"
+	fi
+	say "     its log:"
+	tail -n 20 "$TMP/$name.log" | sed 's/^/     /'
+	stop_pid "$XPID"
+	return 1
+}
+XFG_DIED="" # the other fencegates that died during their runs
+xfg_done() { # xfg_done NAME PID PHASE: note a death, stop it, and quote what it logged
+	local n
+	if ! kill -0 "$2" 2>/dev/null; then
+		say "  !! $1 (pid $2) died during $3; last log lines:"
+		tail -n 20 "$TMP/$1.log" | sed 's/^/     /'
+		XFG_DIED+="${XFG_DIED:+, }$1 during $3"
+	fi
+	stop_pid "$2"
+	n=$(grep -c . "$TMP/$1.log" 2>/dev/null || true)
+	if [ "${n:-0}" -gt 0 ]; then
+		say "  $1 logged $n line(s) at level warn or above; the first ones:"
+		head -n 5 "$TMP/$1.log" | cut -c1-200 | sed 's/^/     /'
+	else
+		say "  $1 logged nothing at level warn or above"
+	fi
+}
+# track_only NAME PID [NAME PID...]: measure only these processes in the runs
+# that follow; track_main goes back to the first set (redis, etcd, nginx, fencegate)
+MAIN_TRACK_NAMES=() MAIN_TRACK_PIDS=()
+track_only() {
+	if [ "${#MAIN_TRACK_NAMES[@]}" = 0 ]; then
+		MAIN_TRACK_NAMES=("${TRACK_NAMES[@]}")
+		MAIN_TRACK_PIDS=("${TRACK_PIDS[@]}")
+	fi
+	TRACK_NAMES=() TRACK_PIDS=()
+	while [ $# -ge 2 ]; do track "$1" "$2"; shift 2; done
+}
+track_main() {
+	if [ "${#MAIN_TRACK_NAMES[@]}" -gt 0 ]; then
+		TRACK_NAMES=("${MAIN_TRACK_NAMES[@]}")
+		TRACK_PIDS=("${MAIN_TRACK_PIDS[@]}")
+	fi
+}
+
 # ---- Redis floor ---------------------------------------------------------
 say "[redis floor] redis-benchmark -c $CONNS -n $REDIS_N -r 100000 (no pipelining), same redis-server"
 REL_SHA=$(rcli script load \
@@ -519,15 +730,20 @@ rcli script flush >/dev/null
 hr
 
 # ---- lock cycles: fencegate, etcd ----------------------------------------
-FG_CPS="" FG_CYC_ERRS=""
+FG_CPS="" FG_CYC_ERRS="" ONE_RUS=""
 if [ "$FG_OK" = 1 ]; then
 	say "[lock cycles, fencegate] wrk -t$WRK_THREADS -c$CONNS; each wrk thread goes round $NAME_RING lock names of its own;" \
 		"cycle = POST acquire (200) + DELETE release (204)"
+	RHOOK_PORTS=("$REDIS_PORT")
+	RUN_HOOK=redis_hook
 	run_wrk cycles-fencegate fencegate "$HERE/fence_cycle.lua" "$FG_URL" "fgb-$RUNID" "$NAME_RING"
+	RUN_HOOK=""
 	if [ -n "$WRK_LINE" ]; then
 		report_cycles cycles-fencegate "$WRK_LINE"
 		FG_CPS=$(field "$WRK_LINE" cps)
 		FG_CYC_ERRS=$(errs_of "$WRK_LINE")
+		redis_report cycles-fencegate "$(field "$WRK_LINE" cycles)" cycle "redis:$REDIS_PORT"
+		ONE_RUS=$RR_TOT
 	fi
 	fg_alive "the cycle benchmark"
 	hr
@@ -549,6 +765,222 @@ if [ -n "$WRK_LINE" ]; then
 	ETCD_ERRS=$(errs_of "$WRK_LINE")
 fi
 hr
+
+# ---- lock cycles on a three-master Redis Cluster -------------------------
+# Three cluster-enabled masters, no replicas; a fencegate on them (the first
+# one's loops) under the same cycle load as [lock cycles, fencegate]. Each
+# lock's scripts go to the master owning the slot of {NAME}.
+CL_OK=0 CL_CPS="" CL_ERRS="" CL_RUS="" CL_RUS_NODES="" CL_SHARE=""
+CL_PIDS=()
+CL_NAMES=(redis-c1 redis-c2 redis-c3)
+CL_PORTS=("$CL_PORT1" "$CL_PORT2" "$CL_PORT3")
+CL_BUSES=("$CL_BUS1" "$CL_BUS2" "$CL_BUS3")
+say "[redis cluster] three cluster-enabled redis-server masters (no replicas, --save '' --appendonly no)," \
+	"redis-cli --cluster create --cluster-replicas 0"
+for i in 0 1 2; do
+	start_redis "${CL_NAMES[i]}" "${CL_PORTS[i]}" --cluster-enabled yes --cluster-port "${CL_BUSES[i]}" \
+		--cluster-config-file "$TMP/${CL_NAMES[i]}/nodes.conf" || break
+	CL_PIDS+=("$RPID")
+done
+if [ "${#CL_PIDS[@]}" = 3 ]; then
+	if redis-cli --cluster create "127.0.0.1:$CL_PORT1" "127.0.0.1:$CL_PORT2" "127.0.0.1:$CL_PORT3" \
+		--cluster-replicas 0 --cluster-yes >"$TMP/cluster-create.log" 2>&1; then
+		for ((i = 0; i < 200; i++)); do
+			n=0
+			for p in "${CL_PORTS[@]}"; do
+				redis-cli -h 127.0.0.1 -p "$p" cluster info 2>/dev/null | tr -d '\r' | grep -qx 'cluster_state:ok' && n=$((n + 1))
+			done
+			[ "$n" = 3 ] && { CL_OK=1; break; }
+			sleep 0.1
+		done
+		[ "$CL_OK" = 1 ] || say "  !! the cluster did not reach cluster_state:ok on all three nodes within 20 s"
+	else
+		say "  !! redis-cli --cluster create failed:"
+		tail -n 10 "$TMP/cluster-create.log" | sed 's/^/     /'
+	fi
+fi
+if [ "$CL_OK" = 1 ]; then
+	for i in 0 1 2; do
+		say "$(printf '%-13s' "${CL_NAMES[i]}") pid ${CL_PIDS[i]}  127.0.0.1:${CL_PORTS[i]} (bus ${CL_BUSES[i]}), slots" \
+			"$(redis-cli -h 127.0.0.1 -p "${CL_PORTS[i]}" cluster nodes | tr -d '\r' | awk '$3 ~ /myself/ { for (i = 9; i <= NF; i++) printf "%s%s", (i > 9 ? "," : ""), $i }')"
+	done
+	say "  cluster_state:ok on all three nodes"
+fi
+CL_NODES="127.0.0.1:$CL_PORT1,127.0.0.1:$CL_PORT2,127.0.0.1:$CL_PORT3"
+if [ "$CL_OK" = 1 ] && [ "$SKIP_FG" = 0 ]; then
+	if start_fg fg-cluster "$FGC_PORT" "redis-cluster://$CL_NODES"; then
+		FGC_PID=$XPID
+		say "[lock cycles, 3-master cluster] the load of [lock cycles, fencegate] (wrk -t$WRK_THREADS -c$CONNS, fence_cycle.lua," \
+			"ring of $NAME_RING names per wrk thread) on fg-cluster; Redis figures from each node"
+		track_only redis-c1 "${CL_PIDS[0]}" redis-c2 "${CL_PIDS[1]}" redis-c3 "${CL_PIDS[2]}" fg-cluster "$FGC_PID"
+		RHOOK_PORTS=("${CL_PORTS[@]}")
+		RUN_HOOK=redis_hook
+		run_wrk cycles-cluster fg-cluster "$HERE/fence_cycle.lua" "http://127.0.0.1:$FGC_PORT" "fgk-$RUNID" "$NAME_RING"
+		RUN_HOOK=""
+		track_main
+		if [ -n "$WRK_LINE" ]; then
+			report_cycles cycles-cluster "$WRK_LINE"
+			CL_CPS=$(field "$WRK_LINE" cps)
+			CL_ERRS=$(errs_of "$WRK_LINE")
+			redis_report cycles-cluster "$(field "$WRK_LINE" cycles)" cycle \
+				"redis-c1:$CL_PORT1" "redis-c2:$CL_PORT2" "redis-c3:$CL_PORT3"
+			CL_RUS=$RR_TOT CL_RUS_NODES=$RR_US CL_SHARE=$RR_SHARE
+		fi
+		xfg_done fg-cluster "$FGC_PID" "the cluster cycle benchmark"
+	else
+		XFG_DIED+="${XFG_DIED:+, }fg-cluster did not start"
+	fi
+fi
+[ "$CL_OK" = 1 ] && hr
+
+# ---- cluster-wide PUBLISH vs sharded SPUBLISH ----------------------------
+# Informs a design choice: fencegate's grant and wake messages are PUBLISHed,
+# which the cluster bus forwards to every node. PS_CH hashes to one master
+# (PS_OWNER); both commands are sent to it by redis-benchmark (pipelined, so
+# the message, not the client's round trip, dominates). PUBLISH's subscriber
+# sits on another node (as a loop's subscription mostly does: a lock's master
+# is seldom the one its gateway subscribed on); SSUBSCRIBE must be on the owner.
+PS_PUB_US="" PS_SPUB_US="" PS_PUB_NODES="" PS_SPUB_NODES=""
+pubsub_run() { # pubsub_run LABEL PUBLISH|SPUBLISH SUBSCRIBER-PORT: Redis CPU per message, all nodes, in PS_US
+	local label=$1 cmd=$2 sport=$3 kind=subscribe spid i got rps tot=0 d line="" known=1
+	[ "$cmd" = SPUBLISH ] && kind=ssubscribe
+	PS_US="" PS_NODES=""
+	python3 "$HERE/subscribe_count.py" "$sport" "$kind" "$PS_CH" "$TMP/$label.count" >"$TMP/$label.sub" 2>&1 &
+	spid=$!
+	PIDS+=("$spid")
+	for ((i = 0; i < 50; i++)); do
+		grep -q '^ready' "$TMP/$label.sub" 2>/dev/null && break
+		kill -0 "$spid" 2>/dev/null || break
+		sleep 0.1
+	done
+	if ! grep -q '^ready' "$TMP/$label.sub" 2>/dev/null; then
+		say "  !! the $kind subscriber did not start: $(show "$TMP/$label.sub")"
+		stop_pid "$spid"
+		return 0
+	fi
+	track_only redis-c1 "${CL_PIDS[0]}" redis-c2 "${CL_PIDS[1]}" redis-c3 "${CL_PIDS[2]}" subscriber "$spid"
+	RHOOK_PORTS=("${CL_PORTS[@]}")
+	RUN_HOOK=redis_hook
+	run_cmd "$label" "" redis-benchmark redis-benchmark -h 127.0.0.1 -p "$PS_OWNER" -c "$PUBSUB_CLIENTS" \
+		-n "$PUBSUB_N" -P "$PUBSUB_PIPELINE" --csv "$cmd" "$PS_CH" msg
+	RUN_HOOK=""
+	track_main
+	sleep 0.3 # the last messages reach the subscriber
+	stop_pid "$spid"
+	got=$(cat "$TMP/$label.count" 2>/dev/null || echo "?")
+	rps=$(awk -F'","' 'NR == 2 { print $2 }' "$TMP/$label.txt" | tr -d '"')
+	for i in 0 1 2; do
+		d=$(redis_delta "$label" "${CL_PORTS[i]}")
+		if [ "$d" = - ]; then known=0; line+="${line:+, }${CL_NAMES[i]} -"; PS_NODES+="${PS_NODES:+ / }-"; continue; fi
+		tot=$(calc "print $tot + $d")
+		line+="${line:+, }${CL_NAMES[i]} $(calc "printf \"%.2f\", $d / $PUBSUB_N * 1e6")"
+		PS_NODES+="${PS_NODES:+ / }$(calc "printf \"%.2f\", $d / $PUBSUB_N * 1e6")"
+	done
+	[ "$known" = 1 ] && PS_US=$(calc "printf \"%.2f\", $tot / $PUBSUB_N * 1e6")
+	say "  $cmd to $(cl_name "$PS_OWNER"), $kind on $(cl_name "$sport"): $PUBSUB_N messages at ${rps:-?}/s," \
+		"subscriber received $got; Redis CPU us per message: $line${PS_US:+; all nodes $PS_US}"
+	[ -n "$rps" ] || say "  redis-benchmark gave no figure: $(show "$TMP/$label.txt")"
+	say "  CPU s (context switches voluntary/involuntary):$(cpu_line "$label")"
+}
+cl_name() { local i; for i in 0 1 2; do [ "${CL_PORTS[i]}" = "$1" ] && { echo "${CL_NAMES[i]}"; return 0; }; done; echo "$1"; }
+if [ "$CL_OK" = 1 ]; then
+	PS_CH="fg:bench:ps-$RUNID"
+	out=$(redis-cli -h 127.0.0.1 -p "$CL_PORT1" spublish "$PS_CH" probe 2>&1 || true)
+	case "$out" in MOVED*) PS_OWNER=${out##*:} ;; *) PS_OWNER=$CL_PORT1 ;; esac
+	PS_OTHER=$CL_PORT1
+	[ "$PS_OWNER" = "$CL_PORT1" ] && PS_OTHER=$CL_PORT2
+	say "[cluster pub/sub] redis-benchmark -c $PUBSUB_CLIENTS -P $PUBSUB_PIPELINE -n $PUBSUB_N '<cmd> $PS_CH msg'" \
+		"(slot $(redis-cli -h 127.0.0.1 -p "$CL_PORT1" cluster keyslot "$PS_CH"), owner $(cl_name "$PS_OWNER")); one subscriber;" \
+		"Redis CPU from INFO cpu of all three nodes around each run"
+	pubsub_run pubsub-publish PUBLISH "$PS_OTHER"
+	PS_PUB_US=$PS_US PS_PUB_NODES=$PS_NODES
+	pubsub_run pubsub-spublish SPUBLISH "$PS_OWNER"
+	PS_SPUB_US=$PS_US PS_SPUB_NODES=$PS_NODES
+fi
+for ((i = ${#CL_PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${CL_PIDS[i]}"; done
+[ "$CL_OK" = 1 ] && hr
+
+# ---- the cost of replica acknowledgement ---------------------------------
+# A primary and one replica; a fencegate on the primary with --redis-replicas
+# 0, then one with --redis-replicas 1 (every grant waits for WAIT 1 1000 before
+# it is answered). Each: a sequential acquire + release loop on one connection
+# (the unloaded acquire latency), then the cycle load of [lock cycles, fencegate].
+declare -A ACK=()
+ACK_PORTS=("$ACK_PORT0" "$ACK_PORT1")
+ares() { sed -n "s/^RESULT_$2=//p" "$TMP/$1.txt" | head -n1; } # ares LABEL KEY: a RESULT_KEY= line of acquire_latency.py
+ACK_ERRS=0
+ACK_RS_OK=0
+if [ "$SKIP_FG" = 0 ]; then
+	say "[replica acknowledgement] a primary and one replica (--replicaof) on loopback; fencegate on the primary with" \
+		"--redis-replicas 0, then --redis-replicas 1 --redis-replicas-timeout-ms 1000"
+	if start_redis redis-pri "$PRI_PORT"; then
+		PRI_PID=$RPID
+		if start_redis redis-rep "$REP_PORT" --replicaof 127.0.0.1 "$PRI_PORT"; then
+			REP_PID=$RPID
+			for ((i = 0; i < 200; i++)); do
+				redis-cli -h 127.0.0.1 -p "$PRI_PORT" info replication 2>/dev/null | tr -d '\r' | grep -q '^slave0:.*state=online' &&
+					{ ACK_RS_OK=1; break; }
+				sleep 0.1
+			done
+			if [ "$ACK_RS_OK" = 1 ]; then
+				say "redis-pri     pid $PRI_PID  127.0.0.1:$PRI_PORT; redis-rep pid $REP_PID  127.0.0.1:$REP_PORT," \
+					"$(redis-cli -h 127.0.0.1 -p "$PRI_PORT" info replication | tr -d '\r' | grep '^slave0:')"
+			else
+				say "  !! the replica did not come online within 20 s"
+			fi
+		fi
+	fi
+fi
+if [ "$ACK_RS_OK" = 1 ]; then
+	for r in 0 1; do
+		args=(--redis-replicas "$r")
+		[ "$r" = 1 ] && args+=(--redis-replicas-timeout-ms 1000)
+		aport=${ACK_PORTS[r]}
+		if ! start_fg fg-ack$r "$aport" "127.0.0.1:$PRI_PORT" "${args[@]}"; then
+			XFG_DIED+="${XFG_DIED:+, }fg-ack$r did not start"
+			continue
+		fi
+		apid=$XPID
+		track_only redis-pri "$PRI_PID" redis-rep "$REP_PID" fg-ack$r "$apid"
+		say "[replica ack, --redis-replicas $r] sequential: $ACK_N acquire + release cycles on one connection (after 200 untimed)"
+		run_cmd ack$r-seq fg-ack$r python3 python3 "$HERE/acquire_latency.py" --port "$aport" --n "$ACK_N" \
+			--prefix "fga$r-$RUNID-"
+		if [ -n "$(ares ack$r-seq N)" ]; then
+			for k in N CPS ACQ_P50_US ACQ_P99_US ACQ_MEAN_US REL_P50_US REL_P99_US ERRORS; do ACK[$r $k]=$(ares ack$r-seq "$k"); done
+			printf 'RESULT cycles=%s\n' "${ACK[$r N]}" >>"$TMP/ack$r-seq.txt"
+			ACK_ERRS=$((ACK_ERRS + ${ACK[$r ERRORS]:-0}))
+			say "  acquire p50 ${ACK[$r ACQ_P50_US]} us, p99 ${ACK[$r ACQ_P99_US]} us, mean ${ACK[$r ACQ_MEAN_US]} us;" \
+				"release p50 ${ACK[$r REL_P50_US]} us, p99 ${ACK[$r REL_P99_US]} us; ${ACK[$r N]} cycles at ${ACK[$r CPS]}/s; errors ${ACK[$r ERRORS]}"
+			[ -n "$(ares ack$r-seq ERRSAMPLE)" ] && say "  first error: $(ares ack$r-seq ERRSAMPLE)"
+		else
+			say "  the sequential loop gave no figures: $(tail -n 3 "$TMP/ack$r-seq.txt" | tr '\n' ' ')"
+			ACK_ERRS=$((ACK_ERRS + 1))
+		fi
+		say "  CPU s (context switches voluntary/involuntary):$(cpu_line ack$r-seq)"
+		say "[replica ack, --redis-replicas $r] cycles: the load of [lock cycles, fencegate]; Redis figures from the primary and the replica"
+		RHOOK_PORTS=("$PRI_PORT" "$REP_PORT")
+		RUN_HOOK=redis_hook
+		run_wrk cycles-ack$r fg-ack$r "$HERE/fence_cycle.lua" "http://127.0.0.1:$aport" "fga$r-$RUNID" "$NAME_RING"
+		RUN_HOOK=""
+		track_main
+		if [ -n "$WRK_LINE" ]; then
+			report_cycles cycles-ack$r "$WRK_LINE"
+			ACK[$r cycles_cps]=$(field "$WRK_LINE" cps)
+			ACK[$r cycles_p50]=$(field "$WRK_LINE" req_p50_ms)
+			ACK_ERRS=$((ACK_ERRS + $(errs_of "$WRK_LINE")))
+			redis_report cycles-ack$r "$(field "$WRK_LINE" cycles)" cycle "redis-pri:$PRI_PORT" "redis-rep:$REP_PORT"
+			ACK[$r rus]=$RR_US
+			read -r waits _ < <(cmd_calls cycles-ack$r "$PRI_PORT" '^cmdstat_wait:')
+			say "  WAIT calls on the primary: $waits ($(calc "printf \"%.2f\", $waits / $(field "$WRK_LINE" cycles)") per cycle)"
+		else
+			ACK_ERRS=$((ACK_ERRS + 1))
+		fi
+		xfg_done fg-ack$r "$apid" "the replica acknowledgement runs"
+	done
+fi
+[ -n "${REP_PID:-}" ] && stop_pid "$REP_PID"
+[ -n "${PRI_PID:-}" ] && stop_pid "$PRI_PID"
+[ "$SKIP_FG" = 0 ] && hr
 
 # ---- Redis CPU per call --------------------------------------------------
 # Redis's own account of the time it spent in the scripts fencegate runs
@@ -925,14 +1357,19 @@ fi
 # ---- CPU per run ---------------------------------------------------------
 if [ "${#RUNS[@]}" -gt 0 ]; then
 	say "CPU SECONDS per process in each measured run (context switches, voluntary + involuntary, in brackets);"
-	say "the last column is the CPU of the process under test per request (per cycle for lock cycles)"
-	hdr=(run)
-	for p in "${TRACK_NAMES[@]}" wrk; do hdr+=("$p"); done
+	say "the last column is the CPU of the process under test per request (per cycle for lock cycles);"
+	say "a new header starts the runs that measured another set of processes"
 	cw=12
-	printf '%-24s' "${hdr[0]}"
-	for p in "${hdr[@]:1}"; do printf " %${cw}s" "$p"; done
-	printf ' %6s %6s  %s\n' "secs" "box%" "under test: CPU per op"
+	prev=""
 	for label in "${RUNS[@]}"; do
+		hdr=(run)
+		for p in $(awk '$1 != "box" { print $1 }' "$TMP/$label.cpu"); do hdr+=("$p"); done
+		if [ "${hdr[*]}" != "$prev" ]; then
+			printf '%-24s' "${hdr[0]}"
+			for p in "${hdr[@]:1}"; do printf " %${cw}s" "$p"; done
+			printf ' %6s %6s  %s\n' "secs" "box%" "under test: CPU per op"
+			prev="${hdr[*]}"
+		fi
 		printf '%-24s' "$label"
 		for p in "${hdr[@]:1}"; do
 			c=${CPU["$label $p"]:-}
@@ -1037,6 +1474,43 @@ fi
 if [ -n "${FG_RSS_P0:-}" ] && [ -n "${FG_RSS_P1:-}" ]; then
 	printf "$ROW" "fencegate VmRSS after the 1 KiB runs, MB" "$(calc "printf \"%.1f\", $FG_RSS_P1 / 1024")" "before them $(calc "printf \"%.1f\", $FG_RSS_P0 / 1024")" "" "(info)" ""
 fi
+# Redis beyond one server (informational): the cluster against one Redis, the
+# price of a replica's acknowledgement, and PUBLISH against SPUBLISH
+if [ "$SKIP_FG" = 0 ]; then
+	printf "$ROW" "lock cycles, 1 Redis, cycles/s" "$(num "$FG_CPS")" "Redis $(num "$ONE_RUS") us/cycle" \
+		"$([ -n "$FG_CPS" ] && echo 1.00)" "(info)" ""
+	printf "$ROW" "lock cycles, 3-master cluster, cycles/s" "$(num "$CL_CPS")" "Redis $(num "$CL_RUS") us/cycle, 3 nodes" \
+		"$(r2 "$(ratio "$CL_CPS" "$FG_CPS")")" "(info)" ""
+	CL_PER=""
+	if [ -n "$CL_RUS_NODES" ]; then
+		IFS=/ read -r -a cl_us <<<"${CL_RUS_NODES// /}"
+		IFS=/ read -r -a cl_sh <<<"${CL_SHARE// /}"
+		for i in "${!cl_us[@]}"; do CL_PER+="${CL_PER:+ / }${cl_us[i]} ${cl_sh[i]:-}"; done
+	fi
+	printf "$ROW" "  Redis us/cycle per node, FCALL share" "" "$(num "$CL_PER")" "" "" ""
+	ACK_ADD=""
+	[ -n "${ACK[1 ACQ_P50_US]:-}" ] && [ -n "${ACK[0 ACQ_P50_US]:-}" ] &&
+		ACK_ADD=$(calc "printf \"%.0f\", ${ACK[1 ACQ_P50_US]} - ${ACK[0 ACQ_P50_US]}")
+	printf "$ROW" "replica ack: acquire p50 added, us" "$(num "$ACK_ADD")" \
+		"p50 $(num "${ACK[0 ACQ_P50_US]:-}") -> $(num "${ACK[1 ACQ_P50_US]:-}"), p99 $(num "${ACK[0 ACQ_P99_US]:-}") -> $(num "${ACK[1 ACQ_P99_US]:-}")" \
+		"" "(info)" ""
+	printf "$ROW" "replica ack: cycles/s, --redis-replicas 1" "$(num "${ACK[1 cycles_cps]:-}")" \
+		"--redis-replicas 0: $(num "${ACK[0 cycles_cps]:-}")" "$(r2 "$(ratio "${ACK[1 cycles_cps]:-}" "${ACK[0 cycles_cps]:-}")")" "(info)" ""
+	printf "$ROW" "replica ack: sequential cycles/s, replicas 1" "$(num "${ACK[1 CPS]:-}")" \
+		"--redis-replicas 0: $(num "${ACK[0 CPS]:-}")" "$(r2 "$(ratio "${ACK[1 CPS]:-}" "${ACK[0 CPS]:-}")")" "(info)" ""
+fi
+printf "$ROW" "cluster PUBLISH vs SPUBLISH, Redis us/msg" "$(num "$PS_PUB_US")" "SPUBLISH $(num "$PS_SPUB_US") (3 nodes)" \
+	"$(r2 "$(ratio "$PS_PUB_US" "$PS_SPUB_US")")" "(info)" ""
+printf "$ROW" "  us/msg per node: PUBLISH; SPUBLISH" "" "$(num "${PS_PUB_NODES// /}"); $(num "${PS_SPUB_NODES// /}")" "" "" ""
+if [ "$SKIP_FG" = 0 ]; then
+	E_X=$((${CL_ERRS:-0} + ACK_ERRS))
+	printf "$ROW" "failed requests, cluster and replica runs" "$E_X" "" "" "0" "$(verdict "$E_X" '==' 0)"
+	if [ -n "$XFG_DIED" ]; then
+		printf "$ROW" "cluster and replica fencegates up" no "$XFG_DIED" "" "yes" missed
+	else
+		printf "$ROW" "cluster and replica fencegates up" yes "" "" "yes" met
+	fi
+fi
 if [ "$SKIP_FG" = 0 ]; then
 	if [ -n "$FG_DIED" ]; then UP="no: died during $FG_DIED"; elif [ "$FG_OK" = 1 ]; then UP=yes; else UP="no: failed its smoke test"; fi
 	if [ "$UP" = yes ]; then
@@ -1046,6 +1520,10 @@ if [ "$SKIP_FG" = 0 ]; then
 	fi
 	if [ "$UP" != yes ]; then
 		say "fencegate measurements incomplete (see above)"
+		exit 1
+	fi
+	if [ -n "$XFG_DIED" ]; then
+		say "cluster or replica measurements incomplete: $XFG_DIED"
 		exit 1
 	fi
 fi

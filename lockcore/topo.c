@@ -277,11 +277,11 @@ fg_topo *fg_topo_create(const struct fg_redis_addr *addr,
 	pthread_mutex_init(&t->mu, NULL);
 	atomic_init(&t->gen, 1);
 	atomic_init(&t->suspected, 0);
-	t->cur.gen = 1;
 	if (addr->mode == FG_REDIS_DIRECT && one_node(&t->cur, &addr->seeds[0])) {
 		fg_topo_destroy(t);
 		return NULL;
 	}
+	t->cur.gen = 1; /* after one_node(), which starts the view afresh */
 	return t;
 }
 

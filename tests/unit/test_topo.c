@@ -215,6 +215,7 @@ static void test_direct_topology_is_complete_at_once(void **state)
 	struct fg_topo_view v;
 	assert_int_equal(fg_topo_view(t, &v), FG_OK);
 	assert_int_equal(v.nnodes, 1);
+	assert_int_equal(v.gen, fg_topo_gen(t)); /* a copy is current */
 	assert_null(v.slots);
 	assert_int_equal(v.nodes[0].port, 6399);
 	fg_topo_view_finish(&v);
