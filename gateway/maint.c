@@ -154,15 +154,17 @@ static void *maint_main(void *arg)
 	struct fg_gateway *gw = arg;
 	fg_store *st = fg_store_create(&gw->store_opts);
 	int was_redis = -1, was_up = -1;
-	uint64_t last_refresh = 0, last_probe = 0;
+	uint64_t last_refresh = 0, last_probe = 0, last_upstream = 0;
 
 	fg_topo_set_hook(gw->topo, on_suspect, gw);
 	while (!atomic_load(&gw->stopping)) {
 		uint64_t now = fg_clock_ms();
 		bool periodic = now - last_probe >= PERIOD_MS;
-		int again = discover(gw, &last_refresh, periodic) ||
-			    fg_topo_suspected(gw->topo);
 		int redis = atomic_load(&gw->redis_up);
+		/* while Redis is down, where it is may be what changed (a
+		 * gateway started before its Sentinels or its cluster) */
+		int again = discover(gw, &last_refresh, periodic || !redis) ||
+			    fg_topo_suspected(gw->topo);
 		if (periodic || !redis) {
 			last_probe = now;
 			redis = st && fg_store_ping(st) == FG_OK;
@@ -177,7 +179,8 @@ static void *maint_main(void *arg)
 					    redis ? "up" : "down");
 			was_redis = redis;
 		}
-		if (periodic && gw->cfg->upstream) {
+		if (now - last_upstream >= PERIOD_MS && gw->cfg->upstream) {
+			last_upstream = now;
 			int up = probe_upstream(gw);
 			if (up != was_up)
 				fg_log_info("upstream is %s", up ? "up" : "down");

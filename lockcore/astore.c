@@ -640,11 +640,15 @@ static int redirected(struct aop *op, struct conn *cn, const redisReply *r)
 	return 0;
 }
 
+/* The grant WAIT fell short of is released: only now is the caller told,
+ * so nobody sees it held after the refusal. */
 static void on_undone(redisAsyncContext *ac, void *reply, void *priv)
 {
+	struct aop *op = priv;
 	(void)ac;
-	(void)reply;
-	(void)priv;
+	op->conn = NULL;
+	answer(op, reply ? FG_EREPLICAS : FG_EUNAVAIL, NULL);
+	aop_free(op);
 }
 
 /* WAIT's answer about the grant of op: enough replicas have it, or it is
@@ -669,10 +673,15 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *priv)
 		struct fg__call c;
 		fg__build_release(&c, op->undo_lease + strlen(op->undo_lease) + 1,
 				  op->undo_lease, op->as->margin, op->as->idle);
-		redisAsyncCommandArgv(ac, on_undone, NULL, c.argc, c.argv,
-				      c.argvlen);
+		if (redisAsyncCommandArgv(ac, on_undone, op, c.argc, c.argv,
+					  c.argvlen) == REDIS_OK) {
+			op->conn = ac->data;
+			return;
+		}
 	}
-	answer(op, r ? FG_EREPLICAS : FG_EUNAVAIL, NULL);
+	/* the session is gone: the grant stays until its lease runs out,
+	 * unanswered, so nobody holds it */
+	answer(op, FG_EUNAVAIL, NULL);
 	aop_free(op);
 }
 

@@ -140,8 +140,10 @@ static int node_for(fg_store *st, const char *key, size_t keylen,
 		if (idx == FG_SLOT_NONE)
 			return FG_EUNAVAIL;
 	}
-	if (idx >= st->view.nnodes)
+	if (idx >= st->view.nnodes) {
+		fg_topo_suspect(st->topo); /* nobody known yet: look again */
 		return FG_EUNAVAIL;
+	}
 	*out = st->view.nodes[idx];
 	return FG_OK;
 }
