@@ -1,0 +1,162 @@
+/*
+ * cli.c - global options and the helpers every subcommand reads its
+ * arguments with (see cli.h).
+ * Invariant: a value that is out of range or not what its option takes is
+ * refused here, with the option's name, before anything is sent.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "cli.h"
+#include "duration.h"
+#include "exits.h"
+#include "msg.h"
+#include "take.h"
+
+void fg_cli_init(struct fg_cli *cli)
+{
+	const char *env = getenv("FENCEGATE_URL");
+
+	memset(cli, 0, sizeof(*cli));
+	cli->client.base = env && *env ? env : FG_DEFAULT_GATEWAY;
+	cli->client.timeout_ms = FG_DEFAULT_TIMEOUT_MS;
+	cli->client.connect_timeout_ms = FG_CONNECT_TIMEOUT_MAX_MS;
+}
+
+int fg_cli_duration(const char *name, const char *value, uint64_t min,
+		    uint64_t max, uint64_t *ms, char *msg, size_t msglen)
+{
+	char why[128], a[32], b[32];
+	uint64_t v;
+
+	if (fg_duration_parse(value, &v, why, sizeof(why)) < 0) {
+		snprintf(msg, msglen, "%s: '%s' is not a duration (%s); "
+			 "examples: 500ms, 30s, 2m, 1h", name, value, why);
+		return -1;
+	}
+	if (v < min || v > max) {
+		snprintf(msg, msglen, "%s must be between %s and %s", name,
+			 fg_duration_format(min, a, sizeof(a)),
+			 fg_duration_format(max, b, sizeof(b)));
+		return -1;
+	}
+	*ms = v;
+	return 0;
+}
+
+int fg_cli_wait(const char *name, const char *value, uint64_t *ms, char *msg,
+		size_t msglen)
+{
+	if (strcmp(value, "forever") == 0) {
+		*ms = FG_WAIT_FOREVER;
+		return 0;
+	}
+	return fg_cli_duration(name, value, 0, FG_WAIT_FOREVER - 1, ms, msg,
+			       msglen);
+}
+
+int fg_cli_global(struct fg_cli *cli, int id, const char *name,
+		  const char *value, char *msg, size_t msglen)
+{
+	switch (id) {
+	case FG_OPT_GATEWAY:
+		cli->client.base = value;
+		return 0;
+	case FG_OPT_TIMEOUT:
+		if (fg_cli_duration(name, value, 1, 3600000,
+				    &cli->client.timeout_ms, msg, msglen) < 0)
+			return -1;
+		cli->client.connect_timeout_ms =
+			cli->client.timeout_ms < FG_CONNECT_TIMEOUT_MAX_MS ?
+			cli->client.timeout_ms : FG_CONNECT_TIMEOUT_MAX_MS;
+		return 0;
+	case FG_OPT_JSON:
+		cli->json = true;
+		return 0;
+	case FG_OPT_HELP:
+		cli->help = true;
+		return 0;
+	case FG_OPT_VERSION:
+		cli->version = true;
+		return 0;
+	}
+	return 1;
+}
+
+int fg_cli_check(const struct fg_cli *cli, char *msg, size_t msglen)
+{
+	const char *u = cli->client.base;
+
+	if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
+		snprintf(msg, msglen, "the gateway URL '%s' must start with "
+			 "http:// or https://", u);
+		return -1;
+	}
+	for (const char *p = u; *p; p++) {
+		if ((unsigned char)*p <= ' ' || *p == 0x7f) {
+			snprintf(msg, msglen, "the gateway URL must not "
+				 "contain blanks or control characters");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int fg_cli_text(const char *name, const char *value, char *msg,
+		size_t msglen)
+{
+	/* jansson checks UTF-8 the way it will when the body is built */
+	json_t *t = json_string(value);
+
+	if (!t) {
+		snprintf(msg, msglen, "%s must be UTF-8 text", name);
+		return -1;
+	}
+	json_decref(t);
+	return 0;
+}
+
+int fg_cli_lease_ok(const char *lease, char *msg, size_t msglen)
+{
+	if (!*lease) {
+		snprintf(msg, msglen, "the lease is empty");
+		return -1;
+	}
+	for (const char *p = lease; *p; p++) {
+		if ((unsigned char)*p <= ' ' || (unsigned char)*p >= 0x7f) {
+			/* never echo it: it may be a real lease, mistyped */
+			snprintf(msg, msglen, "the lease contains a blank or a "
+				 "byte that is not printable ASCII");
+			return -1;
+		}
+	}
+	return 0;
+}
+
+int fg_cli_usage_error(const struct fg_cli *cli, const char *msg)
+{
+	fg_say("%s", msg);
+	if (cli->cmd)
+		fprintf(stderr, "Try 'fencectl %s --help'.\n", cli->cmd);
+	else
+		fprintf(stderr, "Try 'fencectl --help'.\n");
+	return FG_EXIT_USAGE;
+}
+
+int fg_cli_print_help(const char *s)
+{
+	fputs(s, stdout);
+	return FG_EXIT_OK;
+}
+
+void fg_cli_print_json(const json_t *j)
+{
+	char *s = json_dumps(j, JSON_COMPACT | JSON_ENCODE_ANY);
+
+	if (s) {
+		printf("%s\n", s);
+		free(s);
+	}
+	fflush(stdout);
+}

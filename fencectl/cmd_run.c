@@ -1,0 +1,234 @@
+/*
+ * cmd_run.c - `lock` and `elect`: take a lock, run a command while it is
+ * held, give it back.
+ *
+ * Order: signals are caught first (sigs.h), so that from the first call on
+ * a Ctrl-C or a SIGTERM ends the wait cleanly; then the lock is taken
+ * (take.c), the command runs under the lease (supervise.c), and the lease
+ * is released whatever the command did. The exit status is the
+ * command's, or fencectl's own when it could not get that far or the
+ * lease was lost (exits.h).
+ * Invariant: the lease leaves this file only in the renew and release
+ * calls; the command's environment gets the lock, token and sequencer,
+ * never the lease.
+ */
+#include <errno.h>
+#include <inttypes.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+
+#include "api.h"
+#include "cli.h"
+#include "duration.h"
+#include "exits.h"
+#include "msg.h"
+#include "sigs.h"
+#include "supervise.h"
+#include "take.h"
+
+#define DEFAULT_KILL_AFTER_MS 10000
+
+enum {
+	OPT_TTL = FG_OPT_FIRST_OWN,
+	OPT_WAIT,
+	OPT_SHARED,
+	OPT_OWNER,
+	OPT_VALUE,
+	OPT_LOCK_DELAY,
+	OPT_KILL_AFTER,
+	OPT_PROCESS_GROUP,
+};
+
+struct run {
+	struct fg_cli *cli;
+	struct fg_take take;
+	uint64_t kill_after_ms;
+	bool own_group;
+};
+
+static int on_option(void *ctx, int id, const char *name, const char *value,
+		     char *msg, size_t msglen)
+{
+	struct run *r = ctx;
+	struct fg_acquire_args *a = &r->take.args;
+	uint64_t v;
+
+	int g = fg_cli_global(r->cli, id, name, value, msg, msglen);
+	if (g <= 0)
+		return g;
+	switch (id) {
+	case OPT_TTL:
+		return fg_cli_duration(name, value, FG_TTL_MIN_MS,
+				       FG_TTL_MAX_MS, &a->ttl_ms, msg, msglen);
+	case OPT_WAIT:
+		return fg_cli_wait(name, value, &r->take.wait_ms, msg,
+					  msglen);
+	case OPT_SHARED:
+		a->shared = true;
+		return 0;
+	case OPT_OWNER:
+		a->owner = value;
+		return fg_cli_text(name, value, msg, msglen);
+	case OPT_VALUE:
+		a->value = value;
+		return fg_cli_text(name, value, msg, msglen);
+	case OPT_LOCK_DELAY:
+		if (fg_cli_duration(name, value, 0, FG_LOCK_DELAY_MAX_MS, &v,
+				    msg, msglen) < 0)
+			return -1;
+		a->lock_delay_ms = (int64_t)v;
+		return 0;
+	case OPT_KILL_AFTER:
+		return fg_cli_duration(name, value, 0, 86400000,
+				       &r->kill_after_ms, msg, msglen);
+	case OPT_PROCESS_GROUP:
+		r->own_group = true;
+		return 0;
+	}
+	snprintf(msg, msglen, "%s is not an option of this command", name);
+	return -1;
+}
+
+static void set_env(const char *key, const char *value)
+{
+	if (setenv(key, value, 1) < 0)
+		fg_say("cannot set %s for the command: %s", key,
+		       strerror(errno));
+}
+
+/* Takes the lock, runs the command under it, gives it back. */
+static int run_locked(struct run *r, char **cmd)
+{
+	const struct fg_client *cl = &r->cli->client;
+	const char *name = r->take.name;
+	struct fg_grant g;
+	sigset_t saved;
+	char why[512], token[32];
+	int sig, rc;
+
+	int sigfd = fg_sig_open(&saved);
+	if (sigfd < 0) {
+		fg_say("cannot catch signals: %s", strerror(errno));
+		return FG_EXIT_OSERR;
+	}
+	rc = fg_take(cl, &r->take, sigfd, &g, &sig);
+	if (rc != FG_EXIT_OK)
+		goto out_signals;
+
+	/* a signal that came with the grant: give it back, run nothing */
+	struct signalfd_siginfo si;
+	while ((sig = fg_sig_next(sigfd, &si)) != 0 && !fg_sig_ends(sig))
+		;
+	if (sig) {
+		fg_give_back(cl, name, g.lease, why, sizeof(why));
+		rc = 128 + sig;
+		goto out_grant;
+	}
+
+	snprintf(token, sizeof(token), "%" PRIu64, g.token);
+	set_env("FENCE_LOCK", g.name);
+	set_env("FENCE_TOKEN", token);
+	set_env("FENCE_SEQUENCER", g.sequencer);
+	set_env("FENCEGATE_URL", cl->base);
+
+	struct fg_supervise s = {
+		.client = cl,
+		.name = name,
+		.grant = &g,
+		.kill_after_ms = r->kill_after_ms,
+		.own_group = r->own_group,
+		.argv = cmd,
+		.sigfd = sigfd,
+		.child_mask = &saved,
+	};
+	struct fg_supervised out;
+	rc = fg_supervise(&s, &out);
+
+	/* a lost lease has run out (or the gateway said it is gone): there
+	 * is nothing to release, and a gateway that could not be reached
+	 * would only hold up the exit */
+	if (!out.lost && fg_give_back(cl, name, g.lease, why,
+				      sizeof(why)) != FG_EXIT_OK)
+		fg_say("could not release lock '%s': %s", name, why);
+out_grant:
+	fg_grant_finish(&g);
+out_signals:
+	/* the mask stays: a signal that came after the command ended must
+	 * not turn its status into fencectl's death by that signal */
+	close(sigfd);
+	return rc;
+}
+
+static const struct fg_opt lock_opts[] = {
+	{ "ttl", 0, true, OPT_TTL },
+	{ "wait", 0, true, OPT_WAIT },
+	{ "shared", 0, false, OPT_SHARED },
+	{ "owner", 0, true, OPT_OWNER },
+	{ "value", 0, true, OPT_VALUE },
+	{ "lock-delay", 0, true, OPT_LOCK_DELAY },
+	{ "kill-after", 0, true, OPT_KILL_AFTER },
+	{ "process-group", 0, false, OPT_PROCESS_GROUP },
+	FG_GLOBAL_OPTS
+};
+
+static const struct fg_opt elect_opts[] = {
+	{ "ttl", 0, true, OPT_TTL },
+	{ "wait", 0, true, OPT_WAIT },
+	{ "owner", 0, true, OPT_OWNER },
+	{ "lock-delay", 0, true, OPT_LOCK_DELAY },
+	{ "kill-after", 0, true, OPT_KILL_AFTER },
+	{ "process-group", 0, false, OPT_PROCESS_GROUP },
+	FG_GLOBAL_OPTS
+};
+
+static int run_cmd(struct fg_cli *cli, int argc, char **argv, bool elect)
+{
+	struct run r = {
+		.cli = cli,
+		.take = {
+			.args = { .lock_delay_ms = -1 },
+			.wait_ms = FG_WAIT_FOREVER,
+			.confirm = true,
+		},
+		.kill_after_ms = DEFAULT_KILL_AFTER_MS,
+	};
+	struct fg_args a;
+	char msg[512];
+	size_t npos = elect ? 2 : 1;
+
+	if (fg_opts_parse(elect ? elect_opts : lock_opts, argc, argv, npos,
+			  true, on_option, &r, &a, msg, sizeof(msg)) < 0)
+		return fg_cli_usage_error(cli, msg);
+	if (cli->help)
+		return fg_cli_print_help(elect ? fg_help_elect : fg_help_lock);
+	if (fg_cli_check(cli, msg, sizeof(msg)) < 0)
+		return fg_cli_usage_error(cli, msg);
+	if (a.npos < npos)
+		return fg_cli_usage_error(cli, elect ?
+			"elect needs an election name and a value" :
+			"lock needs a lock name");
+	if (!a.pos[0][0])
+		return fg_cli_usage_error(cli, "the lock name is empty");
+	if (!a.cmd)
+		return fg_cli_usage_error(cli, "no command to run (put it "
+					  "after --)");
+	r.take.name = a.pos[0];
+	if (elect) {
+		r.take.args.value = a.pos[1];
+		if (fg_cli_text("the value", a.pos[1], msg, sizeof(msg)) < 0)
+			return fg_cli_usage_error(cli, msg);
+	}
+	return run_locked(&r, a.cmd);
+}
+
+int fg_cmd_lock(struct fg_cli *cli, int argc, char **argv)
+{
+	return run_cmd(cli, argc, argv, false);
+}
+
+int fg_cmd_elect(struct fg_cli *cli, int argc, char **argv)
+{
+	return run_cmd(cli, argc, argv, true);
+}

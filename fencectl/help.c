@@ -1,0 +1,185 @@
+/*
+ * help.c - the text of `fencectl --help` and of each subcommand's --help.
+ * Invariant: every option a subcommand's table accepts is named in its
+ * help, and docs/fencectl.1 says the same.
+ */
+#include "cli.h"
+
+#define GLOBAL_HELP \
+"Global options (before or after the command):\n" \
+"  --gateway URL   the gateway (default: $FENCEGATE_URL, else\n" \
+"                  " FG_DEFAULT_GATEWAY ")\n" \
+"  --timeout D     bound on each call to the gateway, beyond any wait it\n" \
+"                  asks for (default 10s; connecting: at most 5s of it)\n" \
+"  --json          print the gateway's JSON answers\n" \
+"  -h, --help      show this help\n"
+
+#define DURATIONS_HELP \
+"Durations (D): 500ms, 30s, 2m, 1h, 1m30s, 1.5s; a plain number counts\n" \
+"seconds.\n"
+
+const char fg_help_main[] =
+"Usage: fencectl [OPTIONS] COMMAND [ARGS]\n"
+"\n"
+"Leased, fenced locks from a fencegate gateway, on the command line.\n"
+"\n"
+"Commands:\n"
+"  lock NAME [OPTIONS] -- CMD [ARG]...\n"
+"                        run CMD while holding lock NAME\n"
+"  elect NAME VALUE [OPTIONS] -- CMD [ARG]...\n"
+"                        run CMD while leader of election NAME\n"
+"  acquire NAME          take a lock; print its lease, token and sequencer\n"
+"  renew NAME            extend a lease\n"
+"  release NAME          give a lease back\n"
+"  inspect NAME          show a lock's state; --watch follows it\n"
+"  check [SEQUENCER]     ask whether a sequencer is current\n"
+"  help [COMMAND]        show a command's help\n"
+"\n"
+GLOBAL_HELP
+"  --version       show the version\n"
+"\n"
+DURATIONS_HELP
+"\n"
+"Exit status:\n"
+"  0    success; for lock and elect, CMD's status (128+N if signal N\n"
+"       ended it; 126 CMD cannot run, 127 CMD not found)\n"
+"  1    check: the sequencer is not valid\n"
+"  64   bad usage\n"
+"  65   the gateway refused the request as invalid (a bad lock name, a\n"
+"       value too long)\n"
+"  69   the gateway is unavailable (no answer, a timeout, 5xx)\n"
+"  70   out of memory\n"
+"  71   a system call failed (fork, pipe, signalfd)\n"
+"  75   the lock was not granted within --wait\n"
+"  76   an answer fencectl does not understand\n"
+"  79   the lease was lost, or does not hold the lock\n"
+"\n"
+"See fencectl(1).\n";
+
+const char fg_help_lock[] =
+"Usage: fencectl lock NAME [OPTIONS] [--] CMD [ARG]...\n"
+"\n"
+"Takes lock NAME, waiting for it as long as --wait allows, runs CMD while\n"
+"renewing the lease in the background, and releases the lock when CMD\n"
+"exits. CMD's environment has FENCE_LOCK, FENCE_TOKEN, FENCE_SEQUENCER\n"
+"(send it as the Fencing-Token header of writes) and FENCEGATE_URL.\n"
+"\n"
+"If the lease is lost (a renewal is answered 410, or no renewal succeeds\n"
+"before the lease would run out), CMD gets SIGTERM, then SIGKILL after\n"
+"--kill-after, and fencectl exits with 79. Signals sent to fencectl\n"
+"(HUP, INT, QUIT, TERM, USR1, USR2, ALRM, WINCH) are passed on to CMD.\n"
+"The exit status is CMD's.\n"
+"\n"
+"Options:\n"
+"  --ttl D          lease length (default 30s; 100ms to 1h); renewed\n"
+"                   every third of it\n"
+"  --wait D         how long to wait for the lock (default: forever;\n"
+"                   0 tries once; 'forever')\n"
+"  --shared         a shared grant (its sequencer cannot fence writes)\n"
+"  --owner TEXT     shown by inspect while the lock is held\n"
+"  --value TEXT     the lock's value while held\n"
+"  --lock-delay D   lock-delay of this grant (0 to 1h)\n"
+"  --kill-after D   SIGKILL this long after the SIGTERM of a lost lease\n"
+"                   (default 10s)\n"
+"  --process-group  run CMD in a process group of its own and signal the\n"
+"                   whole group (CMD then cannot read the terminal)\n"
+"\n"
+GLOBAL_HELP
+"\n"
+DURATIONS_HELP;
+
+const char fg_help_elect[] =
+"Usage: fencectl elect NAME VALUE [OPTIONS] [--] CMD [ARG]...\n"
+"\n"
+"Campaigns in election NAME with VALUE (for example this node's address):\n"
+"waits as long as it takes to become leader (the holder of lock NAME,\n"
+"whose value others read with inspect), then runs CMD as `lock` does:\n"
+"renewing, passing signals on, stopping CMD if leadership is lost (exit\n"
+"79), and resigning when CMD exits. The exit status is CMD's.\n"
+"\n"
+"Options:\n"
+"  --ttl D          lease length (default 30s; 100ms to 1h)\n"
+"  --wait D         give up after this long (default: forever)\n"
+"  --owner TEXT     shown by inspect while leader\n"
+"  --lock-delay D   lock-delay of this grant (0 to 1h)\n"
+"  --kill-after D   SIGKILL this long after the SIGTERM of a lost\n"
+"                   leadership (default 10s)\n"
+"  --process-group  run CMD in a process group of its own\n"
+"\n"
+GLOBAL_HELP
+"\n"
+DURATIONS_HELP;
+
+const char fg_help_acquire[] =
+"Usage: fencectl acquire NAME [OPTIONS]\n"
+"\n"
+"Takes lock NAME and prints FENCE_LOCK, FENCE_LEASE, FENCE_TOKEN and\n"
+"FENCE_SEQUENCER as exported shell variables, for eval; renew, release\n"
+"and check then find the lease and the sequencer there:\n"
+"\n"
+"  eval \"$(fencectl acquire orders/42 --ttl 1m)\"\n"
+"\n"
+"The lease is the only proof of ownership: keep it secret. Nothing renews\n"
+"it; see renew and release. With --json, prints the gateway's answer.\n"
+"\n"
+"Options:\n"
+"  --ttl D          lease length (default 30s; 100ms to 1h)\n"
+"  --wait D         how long to wait for the lock (default 0: try once;\n"
+"                   'forever')\n"
+"  --shared         a shared grant\n"
+"  --owner TEXT     shown by inspect while the lock is held\n"
+"  --value TEXT     the lock's value while held\n"
+"  --lock-delay D   lock-delay of this grant (0 to 1h)\n"
+"  --lease LEASE    re-enter the grant that holds this lease\n"
+"\n"
+GLOBAL_HELP
+"\n"
+DURATIONS_HELP;
+
+const char fg_help_renew[] =
+"Usage: fencectl renew NAME [OPTIONS]\n"
+"\n"
+"Extends the lease on lock NAME to now + its length. The lease comes from\n"
+"--lease, else from $FENCE_LEASE. Prints nothing unless --json.\n"
+"\n"
+"Options:\n"
+"  --lease LEASE    the lease (default: $FENCE_LEASE)\n"
+"  --ttl D          a new lease length (default: the current one)\n"
+"  --value TEXT     a new value for the lock\n"
+"\n"
+GLOBAL_HELP
+"\n"
+DURATIONS_HELP;
+
+const char fg_help_release[] =
+"Usage: fencectl release NAME [OPTIONS]\n"
+"\n"
+"Gives back one hold of the lease on lock NAME. The lease comes from\n"
+"--lease, else from $FENCE_LEASE. Prints nothing unless --json.\n"
+"\n"
+"Options:\n"
+"  --lease LEASE    the lease (default: $FENCE_LEASE)\n"
+"\n"
+GLOBAL_HELP;
+
+const char fg_help_inspect[] =
+"Usage: fencectl inspect NAME [--watch]\n"
+"\n"
+"Shows lock NAME's state: held, mode, token, holders, waiters, ttl_ms,\n"
+"and owner and value while held.\n"
+"\n"
+"Options:\n"
+"  -w, --watch      print one line (with --json: one JSON object) now\n"
+"                   and one more each time the lock is taken or\n"
+"                   given up (held or token changes), until interrupted\n"
+"\n"
+GLOBAL_HELP;
+
+const char fg_help_check[] =
+"Usage: fencectl check [SEQUENCER]\n"
+"\n"
+"Asks the gateway whether SEQUENCER (default: $FENCE_SEQUENCER) belongs\n"
+"to the grant that holds its lock now. Exits 0 when it does; otherwise\n"
+"prints why (stale, expired, forged, malformed) and exits 1.\n"
+"\n"
+GLOBAL_HELP;

@@ -1,0 +1,13 @@
+/*
+ * msg.h - fencectl's messages on stderr.
+ *
+ * Invariant: a lease never goes through here. Leases are secrets; only
+ * `acquire` prints one, on stdout, because the user asked for it.
+ */
+#ifndef FENCECTL_MSG_H
+#define FENCECTL_MSG_H
+
+/** "fencectl: <message>\n" on stderr, in one write. */
+void fg_say(const char *fmt, ...) __attribute__((format(printf, 1, 2)));
+
+#endif

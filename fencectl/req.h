@@ -1,0 +1,99 @@
+/*
+ * req.h - one HTTP call to the gateway, over libcurl, and what its answer
+ * means.
+ *
+ * Every call is bounded: a connect timeout, and a total timeout that is
+ * the client's timeout plus whatever wait the call asks the gateway for.
+ * Every socket is close-on-exec, so the command `lock` runs never inherits
+ * a connection to the gateway.
+ */
+#ifndef FENCECTL_REQ_H
+#define FENCECTL_REQ_H
+
+#include <stdint.h>
+
+#include <curl/curl.h>
+#include <jansson.h>
+
+struct fg_client {
+	const char *base;		/* gateway URL, e.g. http://127.0.0.1:8080 */
+	uint64_t connect_timeout_ms;
+	uint64_t timeout_ms;		/* bound on one call, beyond its wait */
+};
+
+/** What an answer means to fencectl, whatever the call. */
+enum fg_outcome {
+	FG_OK,			/* 2xx */
+	FG_HELD,		/* 409 lock_held */
+	FG_QUEUE_FULL,		/* 429 too_many_waiters */
+	FG_LEASE_GONE,		/* 410 lease_expired */
+	FG_REFUSED,		/* 400, 413, 431: the request is invalid */
+	FG_UNAVAILABLE,		/* no answer (refused, timed out), or 5xx */
+	FG_BAD_URL,		/* the gateway URL itself is unusable */
+	FG_UNEXPECTED,		/* anything else */
+	FG_NOMEM,
+};
+
+struct fg_req {
+	CURL *easy;
+	struct curl_slist *headers;
+	char *url;
+	char *body;
+	char *resp;
+	size_t resp_len;
+	char errbuf[CURL_ERROR_SIZE];
+	CURLcode result;
+	long status;		/* 0: no HTTP answer */
+	json_t *json;		/* the answer, when it is a JSON object */
+	uint64_t sent_ms;	/* monotonic: when the call started */
+	uint64_t done_ms;	/* monotonic: when it ended */
+};
+
+/**
+ * Prepares a call: method on url, with body (borrowed; JSON, or NULL for
+ * none) and a Fence-Lease header when lease is not NULL. timeout_ms bounds
+ * the whole call (0: the client's timeout). url is owned by r from here on,
+ * and freed by fg_req_finish() even when this fails. 0, or -1 when out of
+ * memory (r can still be finished).
+ */
+int fg_req_init(struct fg_req *r, const struct fg_client *cl,
+		const char *method, char *url, json_t *body, const char *lease,
+		uint64_t timeout_ms);
+
+/** Frees everything r holds. Accepts a zeroed or failed r. */
+void fg_req_finish(struct fg_req *r);
+
+/** Runs the call to its end (blocking; signals are not looked at). */
+void fg_req_perform(struct fg_req *r);
+
+/**
+ * Runs the call to its end, or until a signal that ends fencectl arrives
+ * on sigfd (see sigs.h; -1: none). 0 when the call ended, else the signal
+ * (the call is then abandoned, its connection closed).
+ */
+int fg_req_run(struct fg_req *r, int sigfd);
+
+/** For a caller that drives r->easy in its own multi handle: mark the
+ *  start, and record the end with curl's result. */
+void fg_req_started(struct fg_req *r);
+void fg_req_complete(struct fg_req *r, CURLcode result);
+
+enum fg_outcome fg_req_outcome(const struct fg_req *r);
+
+/**
+ * What happened, for people: "410 lease_expired: this lease does not hold
+ * the lock", "Failed to connect to 127.0.0.1 port 8080 ...: Connection
+ * refused". Written into buf[len], which is returned.
+ */
+const char *fg_req_describe(const struct fg_req *r, char *buf, size_t len);
+
+/** The exit status for an outcome that ends a subcommand. */
+int fg_outcome_exit(enum fg_outcome o);
+
+/** Integer field of r->json in [0, 2^53): 0, or -1 when absent or not. */
+int fg_req_uint(const struct fg_req *r, const char *key, uint64_t *out);
+
+/** String field of r->json, or NULL. */
+const char *fg_req_str(const struct fg_req *r, const char *key);
+
+#endif
