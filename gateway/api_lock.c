@@ -21,6 +21,7 @@
 #include "gateway.h"
 #include "jsonio.h"
 #include "loop.h"
+#include "metrics.h"
 #include "waitq.h"
 
 #define LOCKS_PREFIX "/_fence/v1/locks/"
@@ -168,6 +169,10 @@ static enum MHD_Result respond_grant(struct fg_req *req,
 	if (req->lease != lease)
 		snprintf(req->lease, sizeof(req->lease), "%s", lease);
 	req->granted = true;
+	req->rec.granted = true;
+	req->rec.mode = g->mode;
+	req->rec.has_token = true;
+	req->rec.token = g->token;
 	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:I, s:s, s:I}",
 			      "name", name, "lease", lease,
 			      "token", (json_int_t)g->token,
@@ -435,6 +440,8 @@ static enum MHD_Result renewed(struct fg_req *req, struct MHD_Connection *c)
 	const struct fg_grant *g = &req->call->g;
 	if (g->status != FG_GRANTED)
 		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
+	req->rec.has_token = true;
+	req->rec.token = g->token;
 	return fg_respond_json(c, MHD_HTTP_OK,
 		json_pack("{s:s, s:I, s:I}", "name", req->name,
 			  "token", (json_int_t)g->token,
@@ -577,23 +584,68 @@ static enum MHD_Result checked(struct fg_req *req, struct MHD_Connection *c)
 /* Answered from state kept anyway: what the maintenance thread last saw
  * (once a second) and whether this loop's Redis connections are up. A
  * health probe costs neither Redis nor the upstream anything. */
-static enum MHD_Result health(struct fg_req *req, struct MHD_Connection *c)
+static bool redis_ready(struct fg_req *req)
 {
-	struct fg_gateway *gw = req->gw;
 	uint8_t key[FG_KEY_MAX];
 	size_t keylen;
-	bool redis = atomic_load(&gw->redis_up) && fg_astore_ready(req->loop->as) &&
-		     fg_gateway_key(gw, key, &keylen) == FG_OK;
-	const char *up = "none";
-	bool upstream_ok = true;
-	if (gw->cfg->upstream) {
-		upstream_ok = atomic_load(&gw->upstream_up);
-		up = upstream_ok ? "up" : "down";
-	}
+	return atomic_load(&req->gw->redis_up) && fg_astore_ready(req->loop->as) &&
+	       fg_gateway_key(req->gw, key, &keylen) == FG_OK;
+}
+
+/* "none" when no upstream is configured (the gateway is a lock service). */
+static const char *upstream_state(struct fg_req *req, bool *ok)
+{
+	*ok = true;
+	if (!req->gw->cfg->upstream)
+		return "none";
+	*ok = atomic_load(&req->gw->upstream_up);
+	return *ok ? "up" : "down";
+}
+
+static enum MHD_Result health(struct fg_req *req, struct MHD_Connection *c)
+{
+	bool redis = redis_ready(req), upstream_ok;
+	const char *up = upstream_state(req, &upstream_ok);
 	json_t *o = json_pack("{s:s, s:s}", "redis", redis ? "up" : "down",
 			      "upstream", up);
 	return fg_respond_json(c, redis && upstream_ok ? MHD_HTTP_OK
 						       : MHD_HTTP_SERVICE_UNAVAILABLE, o);
+}
+
+/* Readiness (a load balancer's or Kubernetes' readinessProbe): can this
+ * gateway serve a lock call and a fenced write right now? The same
+ * conditions as health, plus not shutting down. */
+static enum MHD_Result readyz(struct fg_req *req, struct MHD_Connection *c)
+{
+	bool redis = redis_ready(req), upstream_ok;
+	const char *up = upstream_state(req, &upstream_ok);
+	bool stopping = atomic_load(&req->gw->draining);
+	bool ready = redis && upstream_ok && !stopping;
+	json_t *o = json_pack("{s:s, s:s, s:s}",
+			      "status", ready ? "ready" : "not_ready",
+			      "redis", redis ? "up" : "down", "upstream", up);
+	if (stopping)
+		json_object_set_new(o, "reason", json_string("shutting down"));
+	return fg_respond_json(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, o);
+}
+
+/* Liveness (a livenessProbe, a watchdog): the loop that took the request
+ * turns. Never depends on Redis or the upstream, whose outage a restart
+ * would not cure. */
+static enum MHD_Result livez(struct fg_req *req, struct MHD_Connection *c)
+{
+	(void)req;
+	return fg_respond_json(c, MHD_HTTP_OK, json_pack("{s:s}", "status", "alive"));
+}
+
+static enum MHD_Result metrics(struct fg_req *req, struct MHD_Connection *c)
+{
+	size_t len;
+	char *text = fg_metrics_render(req->gw, &len);
+	if (!text)
+		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	return fg_respond_text(c, MHD_HTTP_OK,
+			       "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
 /* ---- routing --------------------------------------------------------- */
@@ -617,6 +669,7 @@ enum MHD_Result fg_api_dispatch(struct fg_req *req, struct MHD_Connection *c,
 		char name[FG_NAME_MAX + 1];
 		if (decode_name(path + pl, len - pl, name))
 			return fg_respond_error(c, FG_E_BAD_LOCK_NAME, NULL, NULL);
+		snprintf(req->rec.lock, sizeof(req->rec.lock), "%s", name);
 		if (method_is(method, "POST"))
 			return acquire(req, c, name);
 		if (method_is(method, "PATCH"))
@@ -639,5 +692,19 @@ enum MHD_Result fg_api_dispatch(struct fg_req *req, struct MHD_Connection *c,
 			return not_allowed(c, "GET");
 		return health(req, c);
 	}
+	static const struct {
+		const char *path;
+		enum MHD_Result (*fn)(struct fg_req *, struct MHD_Connection *);
+	} gets[] = {
+		{ "/_fence/v1/livez", livez },
+		{ "/_fence/v1/readyz", readyz },
+		{ "/_fence/v1/metrics", metrics },
+	};
+	for (size_t i = 0; i < sizeof(gets) / sizeof(gets[0]); i++)
+		if (path_is(path, len, gets[i].path)) {
+			if (!method_is(method, "GET") && !method_is(method, "HEAD"))
+				return not_allowed(c, "GET");
+			return gets[i].fn(req, c);
+		}
 	return fg_respond_error(c, FG_E_NOT_FOUND, NULL, NULL);
 }

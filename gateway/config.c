@@ -22,7 +22,8 @@
 #include "fencegate/name.h"
 #include "log.h"
 
-enum kind { K_BOOL, K_UINT, K_HOSTPORT_LISTEN, K_HOSTPORT_REDIS, K_STRING, K_LOGLEVEL, K_ROUTE };
+enum kind { K_BOOL, K_UINT, K_HOSTPORT_LISTEN, K_HOSTPORT_REDIS, K_STRING, K_LOGLEVEL, K_ROUTE,
+	    K_LOGFORMAT };
 
 struct setting {
 	const char *name;
@@ -53,6 +54,9 @@ static const struct setting settings[] = {
 	U(max_header_bytes, 2048, 1048576, "BYTES      bound on a request's head (16384)"),
 	U(client_timeout_s, 1, 3600, "S          idle client connections are closed after this (30)"),
 	{ "log-level", K_LOGLEVEL, 0, 0, 0, "LEVEL      error, warn, info or debug (info)" },
+	{ "access-log", K_STRING, offsetof(struct fg_config, access_log), 0, 0, "FILE       one line per request: a file (reopened on SIGHUP), stdout,\n"
+	  "                      stderr, or off (off)" },
+	{ "access-log-format", K_LOGFORMAT, 0, 0, 0, "FORMAT     json or text (json)" },
 	U(upstream_connect_timeout_ms, 10, 600000, "MS         bound on connecting to the upstream (2000)"),
 	U(upstream_timeout_ms, 10, 3600000, "MS         bound on the upstream's response head (30000)"),
 	U(fence_margin_ms, 0, 600000, "MS         an admitted write must end this long before its lease (250)"),
@@ -116,6 +120,7 @@ void fg_config_finish(struct fg_config *c)
 		return;
 	free(c->upstream);
 	free(c->key_file);
+	free(c->access_log);
 	free(c->write_methods);
 	free(c->read_methods);
 	c->write_methods = c->read_methods = NULL;
@@ -124,7 +129,7 @@ void fg_config_finish(struct fg_config *c)
 		free(c->routes[i].lock);
 	}
 	free(c->routes);
-	c->upstream = c->key_file = NULL;
+	c->upstream = c->key_file = c->access_log = NULL;
 	c->routes = NULL;
 	c->nroutes = 0;
 }
@@ -431,6 +436,13 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 		say(err, n, "log-level: '%s' is not error, warn, info or debug", value);
 		return -1;
 	}
+	case K_LOGFORMAT:
+		if (strcmp(value, "json") == 0 || strcmp(value, "text") == 0) {
+			c->access_log_text = value[0] == 't';
+			return 0;
+		}
+		say(err, n, "access-log-format: '%s' is not json or text", value);
+		return -1;
 	case K_ROUTE:
 		return add_route(c, value, err, n);
 	}

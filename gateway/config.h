@@ -50,6 +50,8 @@ struct fg_config {
 	unsigned max_header_bytes;
 	unsigned client_timeout_s;
 	int log_level;
+	char *access_log;              /* a path, "stdout", "stderr", "off" or NULL */
+	int access_log_text;           /* 1: key=value text lines, 0: JSON */
 	unsigned upstream_connect_timeout_ms;
 	unsigned upstream_timeout_ms;  /* request sent -> response head */
 	unsigned fence_margin_ms;      /* a write ends this long before its lease */

@@ -2,7 +2,9 @@
  * errors.c - the table of error answers and the helpers that send them.
  *
  * Invariant: every non-2xx body the gateway writes is built here, as a JSON
- * object with "error" (a code of fg_errors[]) and "message".
+ * object with "error" (a code of fg_errors[]) and "message"; every answer
+ * the gateway makes itself is queued here and noted in the request's
+ * record (its status, its error code, its length).
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -10,6 +12,7 @@
 
 #include "fencegate/error.h"
 #include "errors.h"
+#include "record.h"
 
 const struct fg_errdef fg_errors[FG_E_COUNT] = {
 	[FG_E_BAD_LOCK_NAME] = { 400, "bad_lock_name",
@@ -39,7 +42,8 @@ const struct fg_errdef fg_errors[FG_E_COUNT] = {
 };
 
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
-				 json_t *obj, const char *allow, bool close)
+				 int error, json_t *obj, const char *allow,
+				 bool close)
 {
 	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
 	json_decref(obj);
@@ -61,6 +65,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
 	if (close)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
 	enum MHD_Result ret = MHD_queue_response(c, status, r);
+	fg_rec_answered(status, error, len);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -68,7 +73,7 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
 enum MHD_Result fg_respond_json(struct MHD_Connection *c, unsigned status,
 				json_t *obj)
 {
-	return send_json(c, status, obj, NULL, false);
+	return send_json(c, status, -1, obj, NULL, false);
 }
 
 enum MHD_Result fg_respond_empty(struct MHD_Connection *c, unsigned status)
@@ -78,6 +83,7 @@ enum MHD_Result fg_respond_empty(struct MHD_Connection *c, unsigned status)
 	if (!r)
 		return MHD_NO;
 	enum MHD_Result ret = MHD_queue_response(c, status, r);
+	fg_rec_answered(status, -1, 0);
 	MHD_destroy_response(r);
 	return ret;
 }
@@ -102,14 +108,14 @@ static json_t *error_body(enum fg_error e, const char *message, json_t *extra)
 enum MHD_Result fg_respond_error(struct MHD_Connection *c, enum fg_error e,
 				 const char *message, json_t *extra)
 {
-	return send_json(c, fg_errors[e].status, error_body(e, message, extra), NULL,
+	return send_json(c, fg_errors[e].status, (int)e, error_body(e, message, extra), NULL,
 			 false);
 }
 
 enum MHD_Result fg_respond_error_close(struct MHD_Connection *c, enum fg_error e,
 				       const char *message)
 {
-	return send_json(c, fg_errors[e].status, error_body(e, message, NULL), NULL,
+	return send_json(c, fg_errors[e].status, (int)e, error_body(e, message, NULL), NULL,
 			 true);
 }
 
@@ -117,7 +123,7 @@ enum MHD_Result fg_respond_not_allowed(struct MHD_Connection *c,
 				       const char *allow)
 {
 	return send_json(c, fg_errors[FG_E_METHOD_NOT_ALLOWED].status,
-			 error_body(FG_E_METHOD_NOT_ALLOWED, NULL, NULL), allow, false);
+			 FG_E_METHOD_NOT_ALLOWED, error_body(FG_E_METHOD_NOT_ALLOWED, NULL, NULL), allow, false);
 }
 
 enum MHD_Result fg_respond_store_error(struct MHD_Connection *c, int err)
@@ -134,4 +140,21 @@ enum MHD_Result fg_respond_store_error(struct MHD_Connection *c, int err)
 	default:
 		return fg_respond_error(c, FG_E_INTERNAL, fg_strerror(err), NULL);
 	}
+}
+
+enum MHD_Result fg_respond_text(struct MHD_Connection *c, unsigned status,
+				const char *content_type, char *text, size_t len)
+{
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		len, text, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(text);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	enum MHD_Result ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	fg_rec_answered(status, -1, len);
+	return ret;
 }

@@ -69,6 +69,11 @@ enum MHD_Result fg_respond_store_error(struct MHD_Connection *c, int err);
 enum MHD_Result fg_respond_json(struct MHD_Connection *c, unsigned status,
 				json_t *obj);
 
+/** Queues `text` (len bytes, malloc'ed: stolen, freed by libmicrohttpd
+ *  or here) with the given status and Content-Type. */
+enum MHD_Result fg_respond_text(struct MHD_Connection *c, unsigned status,
+				const char *content_type, char *text, size_t len);
+
 /** Queues an empty response (204 and the like). */
 enum MHD_Result fg_respond_empty(struct MHD_Connection *c, unsigned status);
 

@@ -65,6 +65,7 @@ static enum MHD_Result refuse(struct MHD_Connection *c, enum fg_error e,
 		    method, path, fg_errors[e].code, lock[0] ? lock : "-",
 		    (unsigned long long)token, cur);
 	json_t *extra = token ? token_fields(token, has_current, current) : NULL;
+	fg_rec_refused((int)e, lock, token, has_current, current);
 	return fg_respond_error(c, e, message, extra);
 }
 
@@ -162,17 +163,17 @@ static enum fg_fence_verdict check_local(struct fg_req *req,
 	}
 	if (n > 1) {
 		snprintf(msg, sizeof(msg), "more than one %s header", hname);
-		refuse(c, FG_E_MALFORMED_TOKEN, method, path, "", 0, false, 0, msg);
+		refuse(c, FG_E_MALFORMED_TOKEN, method, path, m->lock, 0, false, 0, msg);
 		return FG_FENCE_ANSWERED;
 	}
 	struct fg_seq *seq = &f->seq;
 	switch (fg_seq_decode(key, keylen, value, strlen(value), seq)) {
 	case FG_SEQ_MALFORMED:
 		snprintf(msg, sizeof(msg), "the %s is not a sequencer", hname);
-		refuse(c, FG_E_MALFORMED_TOKEN, method, path, "", 0, false, 0, msg);
+		refuse(c, FG_E_MALFORMED_TOKEN, method, path, m->lock, 0, false, 0, msg);
 		return FG_FENCE_ANSWERED;
 	case FG_SEQ_FORGED:
-		refuse(c, FG_E_FORGED_TOKEN, method, path, "", 0, false, 0, NULL);
+		refuse(c, FG_E_FORGED_TOKEN, method, path, m->lock, 0, false, 0, NULL);
 		return FG_FENCE_ANSWERED;
 	case FG_SEQ_VALID:
 		break;

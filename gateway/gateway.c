@@ -16,6 +16,7 @@
 #include <openssl/rand.h>
 
 #include "gateway.h"
+#include "metrics.h"
 
 static int read_key_file(struct fg_gateway *gw, const char *path)
 {
@@ -68,6 +69,7 @@ int fg_gateway_init(struct fg_gateway *gw, struct fg_config *cfg)
 		.write_margin_ms = c->fence_margin_ms,
 		.replicas = c->redis_replicas,
 		.replicas_timeout_ms = c->redis_replicas_timeout_ms,
+		.observe = fg_metrics_script,
 	};
 	pthread_mutex_init(&gw->key_mu, NULL);
 	return 0;

@@ -25,6 +25,7 @@
 #include "fencegate/topo.h"
 #include "config.h"
 #include "fence.h"
+#include "record.h"
 
 #define FG_BODY_MAX (64 * 1024)
 
@@ -56,6 +57,7 @@ struct fg_gateway {
 	pthread_t maint;
 	int maint_fd;                    /* eventfd: look again now */
 	atomic_bool stopping;
+	atomic_bool draining;            /* a stop signal came: not ready */
 };
 
 /* Per-request state, allocated when the request line is read and freed in
@@ -85,6 +87,7 @@ struct fg_req {
 	size_t dest_raw_len;
 	struct fg_xfer *xfer;      /* a proxied request's upstream transfer */
 	struct fg_api_call *call;  /* a lock call in flight or answered */
+	struct fg_rec rec;         /* for the access log and the metrics */
 };
 
 /* Shared services (gateway.c). */

@@ -40,6 +40,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	req->conn = c;
 	req->uri = strdup(uri);
 	fg_framing_note_target(req, uri);
+	fg_rec_begin(req, uri);
 	return req;
 }
 
@@ -57,6 +58,8 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && fg_api_holds_grant(req))
 		fg_waitq_give_back(loop->wq, req->name, req->lease);
 	fg_waiter_drop(loop->wq, req->waiter);
+	fg_proxy_note(req);
+	fg_rec_finish(req, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	fg_api_call_free(req);
 	fg_proxy_completed(req);
 	free(req->body);
@@ -104,6 +107,12 @@ static bool take_body(struct fg_req *req, const char *data, size_t n)
 	return true;
 }
 
+static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
+			      const char *method, const char *version,
+			      const char *upload, size_t *upload_size);
+
+/* The handler runs with the request as the thread's current one, so that
+ * whatever answer it queues is noted in the request's record. */
 static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 				  const char *url, const char *method,
 				  const char *version, const char *upload,
@@ -114,6 +123,16 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	(void)url;
 	if (!req || !req->uri)
 		return MHD_NO;
+	fg_rec_enter(req, method);
+	enum MHD_Result ret = handle(req, c, method, version, upload, upload_size);
+	fg_rec_leave();
+	return ret;
+}
+
+static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
+			      const char *method, const char *version,
+			      const char *upload, size_t *upload_size)
+{
 	if (req->refused) {
 		*upload_size = 0; /* answered, and the connection closes */
 		return MHD_YES;

@@ -8,6 +8,10 @@
  * and the gateway reports itself not ready (health 503) until they answer.
  * Exit codes: 0 after SIGINT/SIGTERM, 1 when the process cannot start
  * (e.g. the address is taken), 2 for bad settings.
+ *
+ * Under systemd (Type=notify) the process says READY=1 once every loop
+ * accepts, STOPPING=1 when a stop signal came (readiness turns 503 at the
+ * same moment). SIGHUP reopens the access log (logrotate).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -18,10 +22,13 @@
 
 #include <curl/curl.h>
 #include <event2/thread.h>
+#include <systemd/sd-daemon.h>
 
+#include "accesslog.h"
 #include "gateway.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 
 /* Many parked waiters are many open sockets. */
 static void raise_fd_limit(void)
@@ -53,7 +60,14 @@ int main(int argc, char **argv)
 		break;
 	}
 	fg_log_level = cfg.log_level;
+	fg_metrics_init();
+	if (fg_accesslog_open(&cfg, err, sizeof(err))) {
+		fprintf(stderr, "fencegate: %s\n", err);
+		fg_config_finish(&cfg);
+		return 2;
+	}
 	if (fg_gateway_init(&gw, &cfg)) {
+		fg_accesslog_close();
 		fg_config_finish(&cfg);
 		return 2;
 	}
@@ -70,6 +84,7 @@ int main(int argc, char **argv)
 	sigemptyset(&sigs);
 	sigaddset(&sigs, SIGINT);
 	sigaddset(&sigs, SIGTERM);
+	sigaddset(&sigs, SIGHUP);
 	pthread_sigmask(SIG_BLOCK, &sigs, NULL);
 	signal(SIGPIPE, SIG_IGN);
 
@@ -100,9 +115,20 @@ int main(int argc, char **argv)
 		    cfg.redis_port, cfg.upstream ? cfg.upstream : "none",
 		    gw.nloops, gw.id);
 
+	sd_notifyf(0, "READY=1\nMAINPID=%lu\nSTATUS=listening on %s:%d",
+		   (unsigned long)getpid(), cfg.listen_host, cfg.listen_port);
 	int sig = 0;
-	sigwait(&sigs, &sig);
+	for (;;) {
+		sigwait(&sigs, &sig);
+		if (sig != SIGHUP)
+			break;
+		sd_notify(0, "RELOADING=1");
+		fg_accesslog_reopen();
+		sd_notify(0, "READY=1");
+	}
 	fg_log_info("signal %d: shutting down", sig);
+	sd_notify(0, "STOPPING=1");
+	atomic_store(&gw.draining, true);
 	rc = 0;
 
 	/* Each loop answers its waiters (503), ends its transfers and closes
@@ -121,6 +147,7 @@ error_curl:
 	curl_global_cleanup();
 error_config:
 	fg_gateway_finish(&gw);
+	fg_accesslog_close();
 	fg_config_finish(&cfg);
 	return rc;
 }

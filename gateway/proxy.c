@@ -45,6 +45,7 @@
 #include "fence.h"
 #include "gateway.h"
 #include "log.h"
+#include "metrics.h"
 #include "loop.h"
 #include "proxy.h"
 #include "waitq.h"
@@ -111,12 +112,15 @@ struct fg_xfer {
 	uint64_t cur;
 	char *rs;
 	size_t rs_len;
+	uint64_t resp_sent;           /* body bytes handed to libmicrohttpd */
+	int64_t up_ns;                /* the transfer's duration, once ended */
 
 	/* proxy thread only */
 	CURL *easy;
 	struct curl_slist *req_headers;
 	bool added, read_paused, write_paused;
 	uint64_t started;
+	uint64_t started_ns;
 	struct fg_xfer *anext, *aprev;  /* active list */
 
 	/* under px->mu */
@@ -176,6 +180,7 @@ static void xfer_free(struct fg_xfer *x)
 	free(x->resp_connection);
 	pthread_mutex_destroy(&x->mu);
 	free(x);
+	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, -1);
 }
 
 static void xfer_get(struct fg_xfer *x)
@@ -478,6 +483,12 @@ static void ended(struct fg_proxy *px, struct fg_xfer *x, CURLcode code)
 	 * never begun, lets newer writes go at once. */
 	bool over = code == CURLE_OK || !x->added;
 	if (x->added) {
+		uint64_t ns = fg_rec_now_ns() - x->started_ns;
+		pthread_mutex_lock(&x->mu);
+		int status = x->headers_done ? x->status : 0;
+		x->up_ns = (int64_t)ns;
+		pthread_mutex_unlock(&x->mu);
+		fg_metrics_upstream(status, ns);
 		curl_multi_remove_handle(px->multi, x->easy);
 		x->added = false;
 		if (x->aprev)
@@ -532,6 +543,7 @@ static void run_commands(struct fg_proxy *px)
 			else if (curl_multi_add_handle(px->multi, x->easy) == CURLM_OK) {
 				x->added = true;
 				x->started = now_ms();
+				x->started_ns = fg_rec_now_ns();
 				x->aprev = NULL;
 				x->anext = px->active;
 				if (px->active)
@@ -1033,6 +1045,8 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	}
 	pthread_mutex_init(&x->mu, NULL);
+	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, 1);
+	x->up_ns = -1;
 	x->px = px;
 	x->refs = 2; /* the worker's (req->xfer) and the proxy thread's */
 	x->conn = c;
@@ -1139,6 +1153,7 @@ static ssize_t on_content(void *cls, uint64_t pos, char *buf, size_t max)
 		memcpy(buf, x->rs, n);
 		memmove(x->rs, x->rs + n, x->rs_len - n);
 		x->rs_len -= n;
+		x->resp_sent += n;
 		bool wake = x->write_wants_room;
 		x->write_wants_room = false;
 		pthread_mutex_unlock(&x->mu);
@@ -1241,6 +1256,7 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 	pthread_mutex_unlock(&x->mu);
 	enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);
 	MHD_destroy_response(r);
+	fg_rec_answered((unsigned)status, -1, 0); /* the body is counted as sent */
 	return ret;
 }
 
@@ -1248,10 +1264,32 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 static enum MHD_Result wait_admission(struct fg_req *req, struct MHD_Connection *c,
 				      const char *method);
 
+/* Notes a verdict that decides the request in its record. */
+static void note_verdict(struct fg_req *req, enum fg_fence_verdict v)
+{
+	struct fg_rec *r = &req->rec;
+	if (v == FG_FENCE_PENDING || v == FG_FENCE_WAIT)
+		return;
+	r->fenced = req->fence.n > 0 || v != FG_FENCE_PASS;
+	if (r->fenced)
+		r->admit_ns = (int64_t)(fg_rec_now_ns() - r->fence_t0_ns);
+	if (v == FG_FENCE_PASS)
+		r->decision = req->fence.n > 0 ? FG_DEC_CHECKED : FG_DEC_PASS;
+	else if (v == FG_FENCE_ADMITTED)
+		r->decision = FG_DEC_ADMITTED;
+	else if (r->decision == FG_DEC_NONE) {
+		/* answered without a refusal of its own: Redis down and the
+		 * like; its error is the reason */
+		r->decision = FG_DEC_REFUSED;
+		r->refusal = r->error;
+	}
+}
+
 static enum MHD_Result admitted_or_wait(struct fg_req *req, struct MHD_Connection *c,
 					const char *method,
 					enum fg_fence_verdict v)
 {
+	note_verdict(req, v);
 	switch (v) {
 	case FG_FENCE_PENDING:
 		return MHD_YES; /* suspended until Redis answers */
@@ -1353,6 +1391,7 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 			req->dest_raw = ws.dest_raw;
 			req->dest_raw_len = ws.dest_raw_len;
 		}
+		req->rec.fence_t0_ns = fg_rec_now_ns();
 		return admitted_or_wait(req, c, method,
 					fg_fence_check_or_respond(req, c, method, &ws,
 								  &req->fence));
@@ -1378,6 +1417,7 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 			n = *upload_size;
 		memcpy(x->rq + x->rq_len, upload, n);
 		x->rq_len += n;
+		req->rec.bytes_in += n;
 		*upload_size -= n;
 		if (*upload_size > 0) {
 			x->upload_suspended = true;
@@ -1409,6 +1449,18 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 	if (wake)
 		post(x, CMD_UNPAUSE_READ);
 	return respond(req, c);
+}
+
+void fg_proxy_note(struct fg_req *req)
+{
+	struct fg_xfer *x = req->xfer;
+	if (!x)
+		return;
+	pthread_mutex_lock(&x->mu);
+	req->rec.upstream_status = x->headers_done ? x->status : 0;
+	req->rec.upstream_ns = x->up_ns;
+	req->rec.bytes_out += x->resp_sent;
+	pthread_mutex_unlock(&x->mu);
 }
 
 void fg_proxy_completed(struct fg_req *req)

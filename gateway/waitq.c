@@ -32,6 +32,7 @@
 #include "gateway.h"
 #include "log.h"
 #include "loop.h"
+#include "metrics.h"
 #include "waitq.h"
 
 enum kind { ACQ, OBS, ADM };
@@ -121,8 +122,14 @@ static struct timeval tv_of(int64_t ms)
 
 /* ---- references ------------------------------------------------------ */
 
+static const enum fg_gauge gauge_of[] = {
+	[ACQ] = FG_GAUGE_WAIT_ACQUIRE, [OBS] = FG_GAUGE_WAIT_OBSERVE,
+	[ADM] = FG_GAUGE_WAIT_ADMIT,
+};
+
 static void waiter_free(struct fg_waiter *w)
 {
+	fg_metrics_gauge_add(gauge_of[w->kind], -1);
 	fg_lock_info_finish(&w->info);
 	free(w);
 }
@@ -160,6 +167,7 @@ static struct fg_waiter *waiter_new(struct fg_waitq *wq, enum kind kind,
 		return NULL;
 	w->wq = wq;
 	w->kind = kind;
+	fg_metrics_gauge_add(gauge_of[kind], 1);
 	w->wait_ms = wait_ms;
 	w->refs = 1;
 	w->fd = -1;

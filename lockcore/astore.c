@@ -23,6 +23,7 @@
  */
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <event2/event.h>
 #include <hiredis/async.h>
@@ -57,6 +58,8 @@ struct fg_astore {
 	unsigned command_timeout_ms;
 	unsigned idle;
 	unsigned margin;     /* write_margin_ms */
+	fg_script_observer *observe;
+	void *observe_arg;
 	unsigned replicas, replicas_timeout_ms;
 	struct fg_topo_view view;
 	struct conn *conns;  /* command connections */
@@ -96,9 +99,17 @@ struct aop {
 	char *undo_lease;      /* acked: "<lease>\0<name>", released if WAIT
 				  falls short */
 	struct fg_grant g;     /* acked: the grant WAIT is asked about */
+	uint64_t t0_ns;        /* monotonic, when it was submitted */
 };
 
 static void conn_start(struct conn *cn);
+
+static uint64_t mono_ns(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
+}
 static void follow(fg_astore *as);
 
 static int same_node(const struct fg_redis_node *a, const struct fg_redis_node *b)
@@ -330,6 +341,8 @@ fg_astore *fg_astore_create(struct event_base *base,
 	as->margin = o->write_margin_ms;
 	as->replicas = o->replicas;
 	as->replicas_timeout_ms = o->replicas_timeout_ms;
+	as->observe = o->observe;
+	as->observe_arg = o->observe_arg;
 	as->on_message = on_message;
 	as->on_resync = on_resync;
 	as->arg = arg;
@@ -480,6 +493,9 @@ static void answer(struct aop *op, int err, const redisReply *r)
 		return;
 	op->answered = 1;
 	evtimer_del(op->timer);
+	if (op->as && op->as->observe)
+		op->as->observe(op->as->observe_arg, op->call.lua, err,
+				mono_ns() - op->t0_ns);
 	if (op->kind == 0) {
 		struct fg_grant g;
 		if (!err && r)
@@ -809,6 +825,7 @@ static int own(struct aop *op)
 
 static int submit(fg_astore *as, struct aop *op)
 {
+	op->t0_ns = mono_ns();
 	struct timeval tv = { as->command_timeout_ms / 1000,
 			      (as->command_timeout_ms % 1000) * 1000 };
 	op->as = as;

@@ -33,6 +33,21 @@ static const char *const fn_name[FG__LUA_COUNT] = {
 	[FG__LUA_FINISH] = fg__fn_finish,
 };
 
+_Static_assert(FG__LUA_COUNT == FG_SCRIPT_COUNT,
+	       "fencegate/lock.h counts the scripts");
+
+const char *fg_script_name(unsigned script)
+{
+	static const char *const names[FG__LUA_COUNT] = {
+		[FG__LUA_ACQUIRE] = "acquire", [FG__LUA_RENEW] = "renew",
+		[FG__LUA_RELEASE] = "release", [FG__LUA_INSPECT] = "inspect",
+		[FG__LUA_CHECK] = "check", [FG__LUA_TICK] = "tick",
+		[FG__LUA_DEQUEUE] = "dequeue", [FG__LUA_ADMIT] = "admit",
+		[FG__LUA_EXTEND] = "extend", [FG__LUA_FINISH] = "finish",
+	};
+	return script < FG__LUA_COUNT ? names[script] : "unknown";
+}
+
 static void push(struct fg__call *c, const char *s, size_t len)
 {
 	/* The builders below push a fixed number of arguments each; this

@@ -4,7 +4,9 @@
 # loopback ports, and walks through (1) a lock being taken, renewed,
 # inspected and released with curl, and (2) the story fencegate exists for:
 # two clients, one paused past its lease, its stale write refused and the
-# data intact. Everything it started is stopped (by PID) when it ends.
+# data intact, and what the audit log says of it; (3) fencectl running a
+# command under a lock whose lease is lost; (4) the metrics of it all.
+# Everything it started is stopped (by PID) when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -41,7 +43,8 @@ pids+=($!)
 wait_for curl -s -o /dev/null "http://127.0.0.1:$sport/"
 
 build-release/gateway/fencegate --listen "127.0.0.1:$gport" --redis "127.0.0.1:$rport" \
-  --upstream "http://127.0.0.1:$sport" --log-level warn 2>"$work/fencegate.log" &
+  --upstream "http://127.0.0.1:$sport" --log-level warn \
+  --access-log "$work/access.log" 2>"$work/fencegate.log" &
 pids+=($!)
 gw="http://127.0.0.1:$gport"
 api="$gw/_fence/v1"
@@ -115,6 +118,36 @@ show curl -s "$gw/docs/report.txt"
 
 step "and the storage never saw A's stale write (its access log):"
 cat "$store/access.log"
+
+step "fencegate's audit log: every write to docs/report.txt, with its token and decision"
+python3 - "$work/access.log" <<'PY'
+import json, sys
+for line in open(sys.argv[1]):
+    l = json.loads(line)
+    if l["path"] == "/docs/report.txt" and l["method"] == "PUT":
+        print("%s %s %s -> %s  decision=%s token=%s%s upstream=%s" % (
+            l["time"], l["method"], l["path"], l["status"], l["decision"],
+            l["token"], " current=%s" % l["current"] if "current" in l else "",
+            l["upstream_status"]))
+PY
+
+echo
+echo "== 3. fencectl: a command under a lock, and a lease that is lost"
+export FENCEGATE_URL="$gw"
+step "fencectl lock jobs/nightly --ttl 2s -- <a job that runs for a minute>"
+build-release/fencectl/fencectl lock jobs/nightly --ttl 2s --kill-after 2s -- \
+  sh -c 'echo "job: running under token $FENCE_TOKEN"; trap "echo job: SIGTERM, stopping; exit 143" TERM; sleep 60 & wait' \
+  2>&1 &
+ctl=$!
+sleep 1.5
+step "the lock is wiped from Redis (an operator's FLUSHALL, a failover to a replica that never had it)"
+show redis-cli -p "$rport" --no-auth-warning del 'fg:{jobs/nightly}:s'
+rc=0; wait "$ctl" || rc=$?
+echo "fencectl exited with status $rc (the lease was lost: the job was stopped)"
+
+echo
+echo "== 4. the metrics (Prometheus text at $api/metrics)"
+curl -s "$api/metrics" | grep -E '^fencegate_(lock_grants_total|lock_expiries_total|fence_admitted_total|fence_refused_total\{reason="stale_token"\}|upstream_responses_total\{class="2xx"\}|redis_up)'
 
 if [ -t 0 ]; then
   printf '\nfencegate keeps running at http://127.0.0.1:%s — press Enter to stop.\n' "$gport"

@@ -7,9 +7,11 @@ pkgs=(
   # build
   gcc libc6-dev meson ninja-build pkg-config python3
   libmicrohttpd-dev libhiredis-dev libssl-dev libjansson-dev libevent-dev
-  libcurl4-openssl-dev libcmocka-dev uthash-dev
+  libcurl4-openssl-dev libcmocka-dev uthash-dev libsystemd-dev
   # run, test, demo
   redis-server redis-tools redis-sentinel curl nginx libnginx-mod-http-dav-ext
+  # promtool checks the metrics exposition in the tests
+  prometheus
   # fuzz harnesses (libFuzzer's runtime lives in libclang-rt-14-dev)
   clang libclang-rt-14-dev
 )

@@ -36,6 +36,21 @@ struct event_base;
 
 struct fg_topo;
 
+/* The lock scripts, for per-script measurements (fg_script_name()). */
+#define FG_SCRIPT_COUNT 10
+
+/**
+ * Told of every lock script call the asynchronous front answered: which
+ * script (0..FG_SCRIPT_COUNT-1), its lockcore error (FG_OK when Redis
+ * answered), and the nanoseconds from its send to its answer (WAIT for
+ * replicas included). Called on the loop's thread; must not block.
+ */
+typedef void fg_script_observer(void *arg, unsigned script, int err,
+				uint64_t ns);
+
+/** The script's name ("acquire", "renew", ...), or "unknown". Static. */
+const char *fg_script_name(unsigned script);
+
 struct fg_store_opts {
 	struct fg_topo *topo;        /* where Redis is (fencegate/topo.h); not
 					owned, outlives every store */
@@ -49,6 +64,8 @@ struct fg_store_opts {
 	unsigned replicas;           /* a grant is answered only once WAIT
 					says this many replicas have it */
 	unsigned replicas_timeout_ms; /* WAIT's bound */
+	fg_script_observer *observe; /* optional (asynchronous front only) */
+	void *observe_arg;
 };
 
 /* ---- blocking connection ------------------------------------------- */

@@ -26,6 +26,7 @@ harnesses=(
   "fuzz_config -max_len=8192"
   "fuzz_path -max_len=8192"
   "fuzz_destination -max_len=8192"
+  "fuzz_accesslog -max_len=8192"
 )
 
 # UBSan findings must stop the run; later flags win over the caller's.

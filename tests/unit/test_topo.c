@@ -98,8 +98,9 @@ static void test_addr_refusals(void **state)
 		"http://a:6379",
 		"redis://:6379",
 		"redis://[::1:6379",
-		"redis-cluster://1:1,2:2,3:3,4:4,5:5,6:6,7:7,8:8,9:9,10:10,"
-		"11:11,12:12,13:13,14:14,15:15,16:16,17:17",
+		/* 17 seeds, one more than allowed (one literal, split) */
+		("redis-cluster://1:1,2:2,3:3,4:4,5:5,6:6,7:7,8:8,9:9,10:10,"
+		 "11:11,12:12,13:13,14:14,15:15,16:16,17:17"),
 	};
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
 		struct fg_redis_addr a;

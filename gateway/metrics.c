@@ -1,0 +1,324 @@
+/*
+ * metrics.c - counters, histograms and gauges, and their rendering in
+ * Prometheus' text exposition format (version 0.0.4).
+ *
+ * Invariants: the metrics are process-wide and live for the whole process;
+ * every update is one or two relaxed atomic adds (no lock, no allocation),
+ * so a loop never waits on another to count; a scrape reads each value
+ * once and may see one request's counters half updated, never a torn
+ * number. Label values come from fixed tables only.
+ */
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+
+#include "errors.h"
+#include "gateway.h"
+#include "loop.h"
+#include "metrics.h"
+
+/* Histogram bounds, seconds: 100 µs to 30 s covers a Redis script on a
+ * quiet box and a large upload alike. */
+#define NB 17
+static const double bounds[NB] = {
+	0.0001, 0.00025, 0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05,
+	0.1, 0.25, 0.5, 1, 2.5, 5, 10, 30,
+};
+
+struct hist {
+	_Atomic uint64_t b[NB + 1];   /* per bucket, not cumulative; [NB]: +Inf */
+	_Atomic uint64_t sum_ns;
+};
+
+#define STATUS_MIN 100
+#define STATUS_N 500                   /* 100..599 */
+#define UP_CLASSES 6                   /* 1xx..5xx, and 0: no answer */
+
+static struct {
+	double start_time;
+	_Atomic uint64_t requests[FG_EP_COUNT][STATUS_N + 1]; /* [STATUS_N]: none */
+	struct hist request_seconds[FG_EP_COUNT];
+	_Atomic uint64_t bytes_in, bytes_out;
+	_Atomic uint64_t grants[2];        /* exclusive, shared */
+	_Atomic uint64_t renewals, releases, expiries;
+	_Atomic uint64_t admitted[2];      /* read, write */
+	_Atomic uint64_t refused[FG_E_COUNT];
+	struct hist admission_seconds;
+	_Atomic uint64_t upstream[UP_CLASSES];
+	struct hist upstream_seconds;
+	struct hist script_seconds[FG_SCRIPT_COUNT];
+	_Atomic uint64_t script_errors[FG_SCRIPT_COUNT];
+	_Atomic int64_t gauges[FG_GAUGE_COUNT];
+} m;
+
+#define ADD(x, n) atomic_fetch_add_explicit(&(x), (n), memory_order_relaxed)
+#define GET(x) atomic_load_explicit(&(x), memory_order_relaxed)
+
+static void observe(struct hist *h, uint64_t ns)
+{
+	double s = (double)ns / 1e9;
+	int i = 0;
+	while (i < NB && s > bounds[i])
+		i++;
+	ADD(h->b[i], 1);
+	ADD(h->sum_ns, ns);
+}
+
+void fg_metrics_init(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	m.start_time = (double)ts.tv_sec + (double)ts.tv_nsec / 1e9;
+}
+
+void fg_metrics_request(enum fg_endpoint r, unsigned status, uint64_t ns,
+			uint64_t bytes_in, uint64_t bytes_out)
+{
+	if ((unsigned)r >= FG_EP_COUNT)
+		r = FG_EP_OTHER;
+	unsigned i = status >= STATUS_MIN && status < STATUS_MIN + STATUS_N
+			     ? status - STATUS_MIN : STATUS_N;
+	ADD(m.requests[r][i], 1);
+	observe(&m.request_seconds[r], ns);
+	if (r == FG_EP_PROXY_READ || r == FG_EP_PROXY_WRITE) {
+		ADD(m.bytes_in, bytes_in);
+		ADD(m.bytes_out, bytes_out);
+	}
+}
+
+void fg_metrics_grant(enum fg_mode mode)
+{
+	ADD(m.grants[mode == FG_MODE_SHARED], 1);
+}
+
+void fg_metrics_renewal(void) { ADD(m.renewals, 1); }
+void fg_metrics_release(void) { ADD(m.releases, 1); }
+void fg_metrics_expiry(void) { ADD(m.expiries, 1); }
+
+void fg_metrics_fence(bool admitted, bool write, int refusal, uint64_t ns)
+{
+	if (admitted)
+		ADD(m.admitted[write], 1);
+	else if (refusal >= 0 && refusal < FG_E_COUNT)
+		ADD(m.refused[refusal], 1);
+	observe(&m.admission_seconds, ns);
+}
+
+void fg_metrics_upstream(int status, uint64_t ns)
+{
+	int c = status >= 100 && status < 600 ? status / 100 : 0;
+	ADD(m.upstream[c], 1);
+	observe(&m.upstream_seconds, ns);
+}
+
+void fg_metrics_script(void *arg, unsigned script, int err, uint64_t ns)
+{
+	(void)arg;
+	if (script >= FG_SCRIPT_COUNT)
+		return;
+	if (err)
+		ADD(m.script_errors[script], 1);
+	else
+		observe(&m.script_seconds[script], ns);
+}
+
+void fg_metrics_gauge_add(enum fg_gauge g, int delta)
+{
+	ADD(m.gauges[g], delta);
+}
+
+/* ---- rendering --------------------------------------------------------- */
+
+static void head(FILE *f, const char *name, const char *type, const char *help)
+{
+	fprintf(f, "# HELP %s %s\n# TYPE %s %s\n", name, help, name, type);
+}
+
+/* One histogram series; `labels` is "" or `k="v"` pairs without braces. */
+static void hist_series(FILE *f, const char *name, const char *labels,
+			struct hist *h)
+{
+	const char *sep = labels[0] ? "," : "";
+	uint64_t cum = 0;
+	for (int i = 0; i <= NB; i++) {
+		cum += GET(h->b[i]);
+		if (i < NB)
+			fprintf(f, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
+				bounds[i], (unsigned long long)cum);
+		else
+			fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels,
+				sep, (unsigned long long)cum);
+	}
+	const char *lb = labels[0] ? "{" : "", *rb = labels[0] ? "}" : "";
+	fprintf(f, "%s_sum%s%s%s %.9f\n", name, lb, labels, rb,
+		(double)GET(h->sum_ns) / 1e9);
+	fprintf(f, "%s_count%s%s%s %llu\n", name, lb, labels, rb,
+		(unsigned long long)cum);
+}
+
+static void counter(FILE *f, const char *name, const char *labels, uint64_t v)
+{
+	if (labels && labels[0])
+		fprintf(f, "%s{%s} %llu\n", name, labels, (unsigned long long)v);
+	else
+		fprintf(f, "%s %llu\n", name, (unsigned long long)v);
+}
+
+static void render_requests(FILE *f)
+{
+	char lb[96];
+	head(f, "fencegate_http_requests_total", "counter",
+	     "Requests completed, by endpoint and status code (code 0: no answer was sent).");
+	for (int r = 0; r < FG_EP_COUNT; r++)
+		for (int i = 0; i <= STATUS_N; i++) {
+			uint64_t v = GET(m.requests[r][i]);
+			if (!v)
+				continue;
+			snprintf(lb, sizeof(lb), "endpoint=\"%s\",code=\"%d\"",
+				 fg_endpoint_name((enum fg_endpoint)r),
+				 i == STATUS_N ? 0 : i + STATUS_MIN);
+			counter(f, "fencegate_http_requests_total", lb, v);
+		}
+	head(f, "fencegate_http_request_duration_seconds", "histogram",
+	     "From the request line to the request's completion, by endpoint.");
+	for (int r = 0; r < FG_EP_COUNT; r++) {
+		snprintf(lb, sizeof(lb), "endpoint=\"%s\"", fg_endpoint_name((enum fg_endpoint)r));
+		hist_series(f, "fencegate_http_request_duration_seconds", lb,
+			    &m.request_seconds[r]);
+	}
+	head(f, "fencegate_proxy_received_bytes_total", "counter",
+	     "Request body bytes read from clients of the proxy.");
+	counter(f, "fencegate_proxy_received_bytes_total", NULL, GET(m.bytes_in));
+	head(f, "fencegate_proxy_sent_bytes_total", "counter",
+	     "Response body bytes the proxy sent or queued to clients.");
+	counter(f, "fencegate_proxy_sent_bytes_total", NULL, GET(m.bytes_out));
+}
+
+static void render_locks(FILE *f)
+{
+	head(f, "fencegate_lock_grants_total", "counter",
+	     "Lock grants answered by this gateway (new grants, joins and re-entries), by mode.");
+	counter(f, "fencegate_lock_grants_total", "mode=\"exclusive\"", GET(m.grants[0]));
+	counter(f, "fencegate_lock_grants_total", "mode=\"shared\"", GET(m.grants[1]));
+	head(f, "fencegate_lock_renewals_total", "counter", "Leases renewed.");
+	counter(f, "fencegate_lock_renewals_total", NULL, GET(m.renewals));
+	head(f, "fencegate_lock_releases_total", "counter", "Holds released.");
+	counter(f, "fencegate_lock_releases_total", NULL, GET(m.releases));
+	head(f, "fencegate_lock_expiries_total", "counter",
+	     "Renewals and releases answered lease_expired: the lease had run out.");
+	counter(f, "fencegate_lock_expiries_total", NULL, GET(m.expiries));
+}
+
+static void render_fence(FILE *f)
+{
+	char lb[64];
+	head(f, "fencegate_fence_admitted_total", "counter",
+	     "Fenced requests whose sequencers checked and that went upstream, by kind.");
+	counter(f, "fencegate_fence_admitted_total", "kind=\"write\"", GET(m.admitted[1]));
+	counter(f, "fencegate_fence_admitted_total", "kind=\"read\"", GET(m.admitted[0]));
+	head(f, "fencegate_fence_refused_total", "counter",
+	     "Fenced requests refused before the upstream, by the refusal's error code.");
+	static const enum fg_error reasons[] = {
+		FG_E_TOKEN_REQUIRED, FG_E_MALFORMED_TOKEN, FG_E_FORGED_TOKEN,
+		FG_E_WRONG_LOCK, FG_E_WRONG_MODE, FG_E_STALE_TOKEN,
+	};
+	for (size_t i = 0; i < sizeof(reasons) / sizeof(reasons[0]); i++) {
+		snprintf(lb, sizeof(lb), "reason=\"%s\"", fg_errors[reasons[i]].code);
+		counter(f, "fencegate_fence_refused_total", lb, GET(m.refused[reasons[i]]));
+	}
+	head(f, "fencegate_fence_admission_duration_seconds", "histogram",
+	     "From the first check of a fenced request to its admission or refusal, "
+	     "waiting for older writes included.");
+	hist_series(f, "fencegate_fence_admission_duration_seconds", "",
+		    &m.admission_seconds);
+}
+
+static void render_upstream(FILE *f, struct fg_gateway *gw)
+{
+	static const char *const classes[UP_CLASSES] = {
+		"none", "1xx", "2xx", "3xx", "4xx", "5xx",
+	};
+	char lb[64];
+	head(f, "fencegate_upstream_responses_total", "counter",
+	     "Upstream transfers that ended, by the upstream's status class "
+	     "(none: it never answered).");
+	for (int i = 0; i < UP_CLASSES; i++) {
+		snprintf(lb, sizeof(lb), "class=\"%s\"", classes[i]);
+		counter(f, "fencegate_upstream_responses_total", lb, GET(m.upstream[i]));
+	}
+	head(f, "fencegate_upstream_duration_seconds", "histogram",
+	     "From handing a request to the upstream to the transfer's end.");
+	hist_series(f, "fencegate_upstream_duration_seconds", "", &m.upstream_seconds);
+	head(f, "fencegate_upstream_up", "gauge",
+	     "1 when the last probe of the upstream answered (also 1 with no upstream).");
+	fprintf(f, "fencegate_upstream_up %d\n",
+		!gw->cfg->upstream || atomic_load(&gw->upstream_up) ? 1 : 0);
+}
+
+static void render_redis(FILE *f, struct fg_gateway *gw)
+{
+	char lb[64];
+	head(f, "fencegate_redis_script_duration_seconds", "histogram",
+	     "Lock script calls that Redis answered, from send to answer, by script.");
+	for (unsigned s = 0; s < FG_SCRIPT_COUNT; s++) {
+		snprintf(lb, sizeof(lb), "script=\"%s\"", fg_script_name(s));
+		hist_series(f, "fencegate_redis_script_duration_seconds", lb,
+			    &m.script_seconds[s]);
+	}
+	head(f, "fencegate_redis_script_errors_total", "counter",
+	     "Lock script calls that failed (Redis unreachable, timed out, refused), by script.");
+	for (unsigned s = 0; s < FG_SCRIPT_COUNT; s++) {
+		snprintf(lb, sizeof(lb), "script=\"%s\"", fg_script_name(s));
+		counter(f, "fencegate_redis_script_errors_total", lb, GET(m.script_errors[s]));
+	}
+	head(f, "fencegate_redis_up", "gauge",
+	     "1 when the last probe of Redis answered and the signing key is known.");
+	fprintf(f, "fencegate_redis_up %d\n", atomic_load(&gw->redis_up) ? 1 : 0);
+}
+
+static void render_gauges(FILE *f)
+{
+	head(f, "fencegate_waiters", "gauge",
+	     "Requests parked in a wait, by kind (acquire, observe, admit: a write "
+	     "waiting for older writes).");
+	fprintf(f, "fencegate_waiters{kind=\"acquire\"} %lld\n",
+		(long long)GET(m.gauges[FG_GAUGE_WAIT_ACQUIRE]));
+	fprintf(f, "fencegate_waiters{kind=\"observe\"} %lld\n",
+		(long long)GET(m.gauges[FG_GAUGE_WAIT_OBSERVE]));
+	fprintf(f, "fencegate_waiters{kind=\"admit\"} %lld\n",
+		(long long)GET(m.gauges[FG_GAUGE_WAIT_ADMIT]));
+	head(f, "fencegate_upstream_transfers", "gauge",
+	     "Upstream transfers in flight.");
+	fprintf(f, "fencegate_upstream_transfers %lld\n",
+		(long long)GET(m.gauges[FG_GAUGE_TRANSFERS]));
+}
+
+char *fg_metrics_render(struct fg_gateway *gw, size_t *len)
+{
+	char *buf = NULL;
+	size_t n = 0;
+	FILE *f = open_memstream(&buf, &n);
+	if (!f)
+		return NULL;
+	head(f, "fencegate_build_info", "gauge", "The running version (always 1).");
+	fprintf(f, "fencegate_build_info{version=\"%s\"} 1\n", FG_VERSION);
+	head(f, "fencegate_start_time_seconds", "gauge",
+	     "When the process started, seconds since the Unix epoch.");
+	fprintf(f, "fencegate_start_time_seconds %.3f\n", m.start_time);
+	head(f, "fencegate_event_loops", "gauge", "Event loops serving requests.");
+	fprintf(f, "fencegate_event_loops %u\n", gw->nloops);
+	render_requests(f);
+	render_locks(f);
+	render_fence(f);
+	render_upstream(f, gw);
+	render_redis(f, gw);
+	render_gauges(f);
+	if (fclose(f) != 0) {
+		free(buf);
+		return NULL;
+	}
+	*len = n;
+	return buf;
+}

@@ -1,0 +1,65 @@
+/*
+ * metrics.h - the gateway's Prometheus metrics: process-wide counters,
+ * histograms and gauges, rendered in the text exposition format at
+ * GET /_fence/v1/metrics. Private to the gateway.
+ *
+ * Invariants: every label set is bounded and fixed in code (routes,
+ * status codes, refusal codes, script names, status classes), never a
+ * lock name, a path or anything else a client chose; updates are relaxed
+ * atomic adds from any thread, and never block.
+ */
+#ifndef FENCEGATE_METRICS_H
+#define FENCEGATE_METRICS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include "fencegate/lock.h"
+#include "record.h"
+
+struct fg_gateway;
+
+enum fg_gauge {
+	FG_GAUGE_WAIT_ACQUIRE,   /* blocking acquires parked */
+	FG_GAUGE_WAIT_OBSERVE,   /* observes (inspect long polls) parked */
+	FG_GAUGE_WAIT_ADMIT,     /* writes waiting for older writes to end */
+	FG_GAUGE_TRANSFERS,      /* upstream transfers in flight */
+	FG_GAUGE_COUNT,
+};
+
+/** Marks the start of the process (fencegate_start_time_seconds). */
+void fg_metrics_init(void);
+
+/** A request completed: its route, its status (0: none was sent) and
+ *  how long it took; the bytes of its bodies. */
+void fg_metrics_request(enum fg_endpoint r, unsigned status, uint64_t ns,
+			uint64_t bytes_in, uint64_t bytes_out);
+
+void fg_metrics_grant(enum fg_mode mode);
+void fg_metrics_renewal(void);
+void fg_metrics_release(void);
+/** A holder came back (renew, release) to a lease that had run out. */
+void fg_metrics_expiry(void);
+
+/** A fenced request was decided: admitted (a write, or a fenced read
+ *  that checked) or refused for `refusal` (enum fg_error), after `ns`
+ *  of checks and waiting for older writes. */
+void fg_metrics_fence(bool admitted, bool write, int refusal, uint64_t ns);
+
+/** An upstream transfer ended: the upstream's status (0: no answer) and
+ *  its duration. */
+void fg_metrics_upstream(int status, uint64_t ns);
+
+/** fg_script_observer for the Redis calls of every loop (arg unused). */
+void fg_metrics_script(void *arg, unsigned script, int err, uint64_t ns);
+
+void fg_metrics_gauge_add(enum fg_gauge g, int delta);
+
+/**
+ * Renders every metric in the text exposition format (version 0.0.4).
+ * Caller owns the result (free()); NULL when out of memory.
+ */
+char *fg_metrics_render(struct fg_gateway *gw, size_t *len);
+
+#endif

@@ -1,0 +1,107 @@
+/*
+ * record.h - what the gateway remembers of one request for its access
+ * line and its metrics. Private to the gateway.
+ *
+ * Invariants: a record is filled on the request's loop thread only, while
+ * the request lives, and read once, when it completes (fg_rec_finish());
+ * it holds names, numbers and codes, never a lease, a sequencer, a key or
+ * a query string, so neither the access log nor the metrics can leak one.
+ */
+#ifndef FENCEGATE_RECORD_H
+#define FENCEGATE_RECORD_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+#include <time.h>
+
+#include "fencegate/lock.h"
+#include "fencegate/name.h"
+
+struct fg_req;
+
+/* The bounded set of routes metrics are labelled with. */
+enum fg_endpoint {
+	FG_EP_OTHER,        /* an unknown path under /_fence/ */
+	FG_EP_ACQUIRE,
+	FG_EP_RENEW,
+	FG_EP_RELEASE,
+	FG_EP_INSPECT,
+	FG_EP_OBSERVE,      /* inspect with wait_ms: a long poll */
+	FG_EP_CHECK,
+	FG_EP_HEALTH,
+	FG_EP_LIVEZ,
+	FG_EP_READYZ,
+	FG_EP_METRICS,
+	FG_EP_PROXY_READ,
+	FG_EP_PROXY_WRITE,
+	FG_EP_COUNT,
+};
+
+/** The route's label value ("acquire", "proxy_write", ...). */
+const char *fg_endpoint_name(enum fg_endpoint r);
+
+enum fg_decision {
+	FG_DEC_NONE,      /* not a proxied request, or never decided */
+	FG_DEC_PASS,      /* an unfenced read */
+	FG_DEC_CHECKED,   /* a fenced read whose sequencers checked */
+	FG_DEC_ADMITTED,  /* a write admitted and forwarded */
+	FG_DEC_REFUSED,   /* refused before the upstream: rec.refusal says why */
+};
+
+struct fg_rec {
+	uint64_t t0_ns;            /* monotonic, at the request line */
+	struct timespec wall;      /* realtime, at the request line */
+	enum fg_endpoint endpoint;
+	bool proxied;
+	char method[16];           /* "OTHER" when longer */
+	char client[48];           /* the peer's address (access log only) */
+	unsigned status;           /* of the answer queued; 0: none was */
+	bool aborted;              /* the connection ended before the
+				      answer was sent whole */
+	int error;                 /* enum fg_error of the answer, or -1 */
+	uint64_t bytes_in;         /* request body bytes read */
+	uint64_t bytes_out;        /* response body bytes queued or sent */
+
+	enum fg_decision decision;
+	int refusal;               /* REFUSED: its enum fg_error */
+	bool fenced;               /* a Fencing-Token check ran */
+	uint64_t fence_t0_ns;      /* when the checks began */
+	int64_t admit_ns;          /* checks to decision; -1 if none */
+	/* the lock a lock call or a refusal names (a proxied request that
+	 * was admitted names its write set from req->fence instead) */
+	char lock[FG_NAME_MAX + 1];
+	bool has_token, has_current;
+	uint64_t token, current;
+
+	bool granted;              /* a grant was answered (acquire) */
+	enum fg_mode mode;
+
+	int upstream_status;       /* 0: the upstream never answered */
+	int64_t upstream_ns;       /* -1: no upstream transfer */
+};
+
+/** Starts the record of a request whose line was just read. */
+void fg_rec_begin(struct fg_req *req, const char *uri);
+
+/** The request whose handler runs on this thread (so that the answer
+ *  writers in errors.c can note what they queue); NULL outside. */
+void fg_rec_enter(struct fg_req *req, const char *method);
+void fg_rec_leave(void);
+struct fg_rec *fg_rec_current(void);
+
+/** An answer was queued: status, error code (-1 for none), body bytes. */
+void fg_rec_answered(unsigned status, int error, size_t body_len);
+
+/** A refusal of the fence (fence.c), with what it names. */
+void fg_rec_refused(int error, const char *lock, uint64_t token,
+		    bool has_current, uint64_t current);
+
+/** The request completed: its access line is written and the metrics
+ *  take it in. Called once, from the request-completed callback. */
+void fg_rec_finish(struct fg_req *req, bool completed_ok);
+
+/** Monotonic nanoseconds (durations only). */
+uint64_t fg_rec_now_ns(void);
+
+#endif
