@@ -22,13 +22,7 @@
 #include "take.h"
 
 enum {
-	OPT_TTL = FG_OPT_FIRST_OWN,
-	OPT_WAIT,
-	OPT_SHARED,
-	OPT_OWNER,
-	OPT_VALUE,
-	OPT_LOCK_DELAY,
-	OPT_LEASE,
+	OPT_LEASE = FG_TAKE_OPT_END,
 };
 
 struct lease_cmd {
@@ -40,37 +34,17 @@ static int on_option(void *ctx, int id, const char *name, const char *value,
 		     char *msg, size_t msglen)
 {
 	struct lease_cmd *c = ctx;
-	struct fg_acquire_args *a = &c->take.args;
-	uint64_t v;
 
 	int g = fg_cli_global(c->cli, id, name, value, msg, msglen);
 	if (g <= 0)
 		return g;
-	switch (id) {
-	case OPT_TTL:
-		return fg_cli_duration(name, value, FG_TTL_MIN_MS,
-				       FG_TTL_MAX_MS, &a->ttl_ms, msg, msglen);
-	case OPT_WAIT:
-		return fg_cli_wait(name, value, &c->take.wait_ms, msg, msglen);
-	case OPT_SHARED:
-		a->shared = true;
-		return 0;
-	case OPT_OWNER:
-		a->owner = value;
-		return fg_cli_text(name, value, msg, msglen);
-	case OPT_VALUE:
-		a->value = value;
-		return fg_cli_text(name, value, msg, msglen);
-	case OPT_LOCK_DELAY:
-		if (fg_cli_duration(name, value, 0, FG_LOCK_DELAY_MAX_MS, &v,
-				    msg, msglen) < 0)
-			return -1;
-		a->lock_delay_ms = (int64_t)v;
-		return 0;
-	case OPT_LEASE:
+	g = fg_take_option(&c->take, id, name, value, msg, msglen);
+	if (g <= 0)
+		return g;
+	if (id == OPT_LEASE) {
 		if (fg_cli_lease_ok(value, msg, msglen) < 0)
 			return -1;
-		a->lease = value;
+		c->take.args.lease = value;
 		return 0;
 	}
 	snprintf(msg, msglen, "%s is not an option of this command", name);
@@ -149,12 +123,7 @@ static void print_assignment(const char *key, const char *value)
 }
 
 static const struct fg_opt acquire_opts[] = {
-	{ "ttl", 0, true, OPT_TTL },
-	{ "wait", 0, true, OPT_WAIT },
-	{ "shared", 0, false, OPT_SHARED },
-	{ "owner", 0, true, OPT_OWNER },
-	{ "value", 0, true, OPT_VALUE },
-	{ "lock-delay", 0, true, OPT_LOCK_DELAY },
+	FG_TAKE_OPTS,
 	{ "lease", 0, true, OPT_LEASE },
 	FG_GLOBAL_OPTS
 };
@@ -230,8 +199,8 @@ static int lease_call(struct lease_cmd *c, const char *method, json_t *body,
 }
 
 static const struct fg_opt renew_opts[] = {
-	{ "ttl", 0, true, OPT_TTL },
-	{ "value", 0, true, OPT_VALUE },
+	{ "ttl", 0, true, FG_TAKE_OPT_TTL },
+	{ "value", 0, true, FG_TAKE_OPT_VALUE },
 	{ "lease", 0, true, OPT_LEASE },
 	FG_GLOBAL_OPTS
 };

@@ -31,13 +31,7 @@
 #define DEFAULT_KILL_AFTER_MS 10000
 
 enum {
-	OPT_TTL = FG_OPT_FIRST_OWN,
-	OPT_WAIT,
-	OPT_SHARED,
-	OPT_OWNER,
-	OPT_VALUE,
-	OPT_LOCK_DELAY,
-	OPT_KILL_AFTER,
+	OPT_KILL_AFTER = FG_TAKE_OPT_END,
 	OPT_PROCESS_GROUP,
 };
 
@@ -52,34 +46,14 @@ static int on_option(void *ctx, int id, const char *name, const char *value,
 		     char *msg, size_t msglen)
 {
 	struct run *r = ctx;
-	struct fg_acquire_args *a = &r->take.args;
-	uint64_t v;
 
 	int g = fg_cli_global(r->cli, id, name, value, msg, msglen);
 	if (g <= 0)
 		return g;
+	g = fg_take_option(&r->take, id, name, value, msg, msglen);
+	if (g <= 0)
+		return g;
 	switch (id) {
-	case OPT_TTL:
-		return fg_cli_duration(name, value, FG_TTL_MIN_MS,
-				       FG_TTL_MAX_MS, &a->ttl_ms, msg, msglen);
-	case OPT_WAIT:
-		return fg_cli_wait(name, value, &r->take.wait_ms, msg,
-					  msglen);
-	case OPT_SHARED:
-		a->shared = true;
-		return 0;
-	case OPT_OWNER:
-		a->owner = value;
-		return fg_cli_text(name, value, msg, msglen);
-	case OPT_VALUE:
-		a->value = value;
-		return fg_cli_text(name, value, msg, msglen);
-	case OPT_LOCK_DELAY:
-		if (fg_cli_duration(name, value, 0, FG_LOCK_DELAY_MAX_MS, &v,
-				    msg, msglen) < 0)
-			return -1;
-		a->lock_delay_ms = (int64_t)v;
-		return 0;
 	case OPT_KILL_AFTER:
 		return fg_cli_duration(name, value, 0, 86400000,
 				       &r->kill_after_ms, msg, msglen);
@@ -162,22 +136,17 @@ out_signals:
 }
 
 static const struct fg_opt lock_opts[] = {
-	{ "ttl", 0, true, OPT_TTL },
-	{ "wait", 0, true, OPT_WAIT },
-	{ "shared", 0, false, OPT_SHARED },
-	{ "owner", 0, true, OPT_OWNER },
-	{ "value", 0, true, OPT_VALUE },
-	{ "lock-delay", 0, true, OPT_LOCK_DELAY },
+	FG_TAKE_OPTS,
 	{ "kill-after", 0, true, OPT_KILL_AFTER },
 	{ "process-group", 0, false, OPT_PROCESS_GROUP },
 	FG_GLOBAL_OPTS
 };
 
 static const struct fg_opt elect_opts[] = {
-	{ "ttl", 0, true, OPT_TTL },
-	{ "wait", 0, true, OPT_WAIT },
-	{ "owner", 0, true, OPT_OWNER },
-	{ "lock-delay", 0, true, OPT_LOCK_DELAY },
+	{ "ttl", 0, true, FG_TAKE_OPT_TTL },
+	{ "wait", 0, true, FG_TAKE_OPT_WAIT },
+	{ "owner", 0, true, FG_TAKE_OPT_OWNER },
+	{ "lock-delay", 0, true, FG_TAKE_OPT_LOCK_DELAY },
 	{ "kill-after", 0, true, OPT_KILL_AFTER },
 	{ "process-group", 0, false, OPT_PROCESS_GROUP },
 	FG_GLOBAL_OPTS

@@ -26,6 +26,37 @@ static uint64_t next_backoff(uint64_t b)
 	return b * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b * 2;
 }
 
+int fg_take_option(struct fg_take *t, int id, const char *name,
+		   const char *value, char *msg, size_t msglen)
+{
+	struct fg_acquire_args *a = &t->args;
+	uint64_t v;
+
+	switch (id) {
+	case FG_TAKE_OPT_TTL:
+		return fg_cli_duration(name, value, FG_TTL_MIN_MS,
+				       FG_TTL_MAX_MS, &a->ttl_ms, msg, msglen);
+	case FG_TAKE_OPT_WAIT:
+		return fg_cli_wait(name, value, &t->wait_ms, msg, msglen);
+	case FG_TAKE_OPT_SHARED:
+		a->shared = true;
+		return 0;
+	case FG_TAKE_OPT_OWNER:
+		a->owner = value;
+		return fg_cli_text(name, value, msg, msglen);
+	case FG_TAKE_OPT_VALUE:
+		a->value = value;
+		return fg_cli_text(name, value, msg, msglen);
+	case FG_TAKE_OPT_LOCK_DELAY:
+		if (fg_cli_duration(name, value, 0, FG_LOCK_DELAY_MAX_MS, &v,
+				    msg, msglen) < 0)
+			return -1;
+		a->lock_delay_ms = (int64_t)v;
+		return 0;
+	}
+	return 1;
+}
+
 int fg_give_back(const struct fg_client *cl, const char *name,
 		 const char *lease, char *why, size_t whylen)
 {

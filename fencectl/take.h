@@ -14,6 +14,7 @@
 #include <stdint.h>
 
 #include "api.h"
+#include "cli.h"
 #include "req.h"
 
 #define FG_WAIT_FOREVER UINT64_MAX
@@ -25,6 +26,33 @@ struct fg_take {
 	bool confirm;		/* see fg_take() */
 	bool quiet;		/* no "still trying" notes while waiting */
 };
+
+/* The options of a subcommand that takes a lock; its own follow. */
+enum {
+	FG_TAKE_OPT_TTL = FG_OPT_FIRST_OWN,
+	FG_TAKE_OPT_WAIT,
+	FG_TAKE_OPT_SHARED,
+	FG_TAKE_OPT_OWNER,
+	FG_TAKE_OPT_VALUE,
+	FG_TAKE_OPT_LOCK_DELAY,
+	FG_TAKE_OPT_END,	/* a subcommand's own options from here */
+};
+
+/* The table rows of all of them, for a subcommand that takes them all. */
+#define FG_TAKE_OPTS \
+	{ "ttl", 0, true, FG_TAKE_OPT_TTL }, \
+	{ "wait", 0, true, FG_TAKE_OPT_WAIT }, \
+	{ "shared", 0, false, FG_TAKE_OPT_SHARED }, \
+	{ "owner", 0, true, FG_TAKE_OPT_OWNER }, \
+	{ "value", 0, true, FG_TAKE_OPT_VALUE }, \
+	{ "lock-delay", 0, true, FG_TAKE_OPT_LOCK_DELAY }
+
+/**
+ * Handles an option of the table above into t: 0 done, -1 bad value (msg
+ * set), 1 when id is not one of them.
+ */
+int fg_take_option(struct fg_take *t, int id, const char *name,
+		   const char *value, char *msg, size_t msglen);
 
 /**
  * Takes lock t->name. With t->confirm, a grant whose answer took longer
