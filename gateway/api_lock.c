@@ -256,6 +256,7 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 			 (int)FG_LEASE_LEN, reenter);
 		q.reenter = reenter;
 		q.wait_ms = 0;
+		req->reentry = true;
 	} else if (fg_lease_new(req->lease) != 0) {
 		ret = fg_respond_error(c, FG_E_INTERNAL, "no randomness", NULL);
 		goto done;

@@ -70,6 +70,7 @@ int fg_gateway_init(struct fg_gateway *gw, struct fg_config *cfg)
 		.replicas = c->redis_replicas,
 		.replicas_timeout_ms = c->redis_replicas_timeout_ms,
 		.observe = fg_metrics_script,
+		.gave_back = fg_metrics_given_back,
 	};
 	pthread_mutex_init(&gw->key_mu, NULL);
 	return 0;

@@ -76,6 +76,7 @@ struct fg_req {
 	uint64_t body_length;      /* Content-Length, 0 without a body */
 	bool body_length_given;    /* a Content-Length header came */
 	bool granted;              /* a grant of name/lease was answered */
+	bool reentry;              /* an acquire with the client's own lease */
 	bool over;                 /* the body passed FG_BODY_MAX */
 	char *body;                /* NUL-terminated when complete */
 	size_t body_len;

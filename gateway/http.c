@@ -56,7 +56,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	 * may have left before the answer was even written (libmicrohttpd
 	 * saw the close first). */
 	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && fg_api_holds_grant(req))
-		fg_waitq_give_back(loop->wq, req->name, req->lease);
+		fg_waitq_give_back(loop->wq, req->name, req->lease,
+				   req->waiter ? fg_waiter_id(req->waiter) : NULL,
+				   req->reentry);
 	fg_waiter_drop(loop->wq, req->waiter);
 	fg_proxy_note(req);
 	fg_rec_finish(req, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);

@@ -84,14 +84,19 @@ void fg_loop_on_message(const char *chan, const char *msg, size_t len,
 			void *arg)
 {
 	struct fg_loop *loop = arg;
-	/* "x <write id>" on the loop's channel: the grant of this write was
-	 * released; abort it upstream */
-	if (msg && len > 2 && len < 2 + FG_WAITER_ID_MAX && msg[0] == 'x' &&
-	    msg[1] == ' ' && strncmp(chan, "fg:gw:", 6) == 0) {
+	/* On the loop's channel, "x <write id>": the grant of this write
+	 * ended (abort it upstream); "e <write id>": its lease got shorter
+	 * (ask for its deadline again). */
+	if (msg && len > 2 && len < 2 + FG_WAITER_ID_MAX &&
+	    (msg[0] == 'x' || msg[0] == 'e') && msg[1] == ' ' &&
+	    strncmp(chan, "fg:gw:", 6) == 0) {
 		char id[FG_WAITER_ID_MAX];
 		memcpy(id, msg + 2, len - 2);
 		id[len - 2] = '\0';
-		fg_proxy_abort_write(loop->px, id);
+		if (msg[0] == 'x')
+			fg_proxy_abort_write(loop->px, id);
+		else
+			fg_proxy_reask_write(loop->px, id);
 		return;
 	}
 	fg_waitq_message(loop->wq, chan, msg, len);

@@ -43,6 +43,7 @@ static struct {
 	_Atomic uint64_t bytes_in, bytes_out;
 	_Atomic uint64_t grants[2];        /* exclusive, shared */
 	_Atomic uint64_t renewals, releases, expiries;
+	_Atomic uint64_t given_back[FG_GIVEBACK_COUNT];
 	_Atomic uint64_t admitted[2];      /* read, write */
 	_Atomic uint64_t refused[FG_E_COUNT];
 	struct hist admission_seconds;
@@ -122,6 +123,14 @@ void fg_metrics_script(void *arg, unsigned script, int err, uint64_t ns)
 		ADD(m.script_errors[script], 1);
 	else
 		observe(&m.script_seconds[script], ns);
+}
+
+void fg_metrics_given_back(void *arg, unsigned reason, bool undone)
+{
+	(void)arg;
+	(void)undone; /* a call met by its give-back first is made good too */
+	if (reason < FG_GIVEBACK_COUNT)
+		ADD(m.given_back[reason], 1);
 }
 
 void fg_metrics_gauge_add(enum fg_gauge g, int delta)
@@ -209,6 +218,16 @@ static void render_locks(FILE *f)
 	head(f, "fencegate_lock_expiries_total", "counter",
 	     "Renewals and releases answered lease_expired: the lease had run out.");
 	counter(f, "fencegate_lock_expiries_total", NULL, GET(m.expiries));
+	char lb[64];
+	head(f, "fencegate_lock_given_back_total", "counter",
+	     "Give-backs Redis carried out for lock calls whose client never "
+	     "received the grant: the answer was lost (timeout, connection, "
+	     "replicas, error), the grant was for a waiter no longer known, or "
+	     "its client left.");
+	for (unsigned r = 0; r < FG_GIVEBACK_COUNT; r++) {
+		snprintf(lb, sizeof(lb), "reason=\"%s\"", fg_giveback_reason_name(r));
+		counter(f, "fencegate_lock_given_back_total", lb, GET(m.given_back[r]));
+	}
 }
 
 static void render_fence(FILE *f)

@@ -51,6 +51,8 @@ void fg_metrics_fence(bool admitted, bool write, int refusal, uint64_t ns);
  *  its duration. */
 void fg_metrics_upstream(int status, uint64_t ns);
 
+/** fg_giveback_observer of every loop (arg unused): counts each one. */
+void fg_metrics_given_back(void *arg, unsigned reason, bool undone);
 /** fg_script_observer for the Redis calls of every loop (arg unused). */
 void fg_metrics_script(void *arg, unsigned script, int err, uint64_t ns);
 

@@ -58,8 +58,9 @@
 #define PROXY_ALLOW "GET, HEAD, OPTIONS, PROPFIND, PUT, POST, PATCH, DELETE, MKCOL, COPY, MOVE, PROPPATCH"
 #define EXTEND_AHEAD_MS 100
 #define URL_MAX 8192
-/* Write ids aborted (their grant was released) before their transfer was
- * registered: the window is a few microseconds, the ring a bound. */
+/* Write ids aborted (their grant ended) or told to ask again (their lease
+ * got shorter) before their transfer was registered: the window is a few
+ * microseconds, the ring a bound. */
 #define ABORTED_RING 1024
 
 enum { CMD_START = 1, CMD_UNPAUSE_READ = 2, CMD_UNPAUSE_WRITE = 4, CMD_ABORT = 8 };
@@ -91,6 +92,8 @@ struct fg_xfer {
 	int extending;                /* extensions in flight */
 	uint64_t extend_asked;        /* when the pending extensions were sent */
 	bool released;                /* the grant was released: abort */
+	bool reask;                   /* its lease got shorter: ask for its
+					 deadline now */
 	bool has_body, req_done, want_data, upload_suspended;
 	bool upload_done;             /* curl was handed the body's last byte */
 	bool grace;                   /* sent whole by its deadline: awaiting
@@ -153,6 +156,7 @@ struct fg_proxy {
 					 grant again (release messages may have
 					 been lost) */
 	char aborted[ABORTED_RING][FG_WAITER_ID_MAX]; /* under mu */
+	char aborted_kind[ABORTED_RING]; /* 'x' abort, 'e' ask again */
 	unsigned naborted;
 	const char *base;             /* upstream URL without a trailing '/' */
 	const char *base_path;        /* its path ("" or "/...") */
@@ -602,9 +606,11 @@ static long check_deadlines(struct fg_proxy *px)
 		uint64_t dl = x->deadline;
 		bool headers = x->headers_done;
 		bool ask = dl && !x->extending && !x->released && !x->grace &&
-			   (recheck || now + EXTEND_AHEAD_MS >= dl);
-		if (ask)
+			   (recheck || x->reask || now + EXTEND_AHEAD_MS >= dl);
+		if (ask) {
 			x->extending = 1; /* pending: do_extend() takes it over */
+			x->reask = false;
+		}
 		if (dl && now >= dl)
 			x->deadline_hit = true;
 		pthread_mutex_unlock(&x->mu);
@@ -1007,14 +1013,17 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 	return x->rs ? 0 : -1;
 }
 
-/* Was this write's grant released before its transfer was registered? */
-static bool aborted_before(struct fg_proxy *px, const char *write_id)
+/* Was this write's grant ended ('x'), or its lease shortened ('e'), before
+ * its transfer was registered? 0 if neither; an end wins. */
+static char aborted_before(struct fg_proxy *px, const char *write_id)
 {
 	unsigned n = px->naborted < ABORTED_RING ? px->naborted : ABORTED_RING;
+	char kind = 0;
 	for (unsigned i = 0; i < n; i++)
-		if (strcmp(px->aborted[i], write_id) == 0)
-			return true;
-	return false;
+		if (strcmp(px->aborted[i], write_id) == 0 &&
+		    (!kind || px->aborted_kind[i] == 'x'))
+			kind = px->aborted_kind[i];
+	return kind;
 }
 
 static enum MHD_Result respond_released(struct MHD_Connection *c,
@@ -1064,7 +1073,9 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	bool released = false;
 	if (fenced) {
 		pthread_mutex_lock(&px->mu);
-		released = aborted_before(px, x->fence.write_id);
+		char early = aborted_before(px, x->fence.write_id);
+		released = early == 'x';
+		x->reask = early == 'e';
 		if (!released) {
 			HASH_ADD_STR(px->writes, fence.write_id, x);
 			x->registered = true;
@@ -1095,7 +1106,9 @@ void fg_proxy_recheck_writes(struct fg_proxy *px)
 	event_active(px->cmd_ev, EV_READ, 0);
 }
 
-void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id)
+/* 'x': the write's grant ended; 'e': its lease ends sooner than its
+ * deadline was set for. */
+static void tell_write(struct fg_proxy *px, const char *write_id, char kind)
 {
 	struct fg_xfer *x;
 	pthread_mutex_lock(&px->mu);
@@ -1103,19 +1116,23 @@ void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id)
 	if (x) {
 		pthread_mutex_lock(&x->mu);
 		bool alive = x->refs > 0; /* else being freed */
-		if (alive) {
+		if (alive && kind == 'x') {
 			x->refs++;
 			x->released = true;
 			/* not one more byte: on_read and check_deadlines() see
 			 * a deadline in the past */
 			x->deadline = 1;
+		} else if (alive) {
+			x->refs++;
+			x->reask = true; /* check_deadlines() asks at once */
 		}
 		pthread_mutex_unlock(&x->mu);
 		if (!alive)
 			x = NULL;
 	} else {
-		snprintf(px->aborted[px->naborted % ABORTED_RING],
-			 sizeof(px->aborted[0]), "%s", write_id);
+		unsigned i = px->naborted % ABORTED_RING;
+		snprintf(px->aborted[i], sizeof(px->aborted[0]), "%s", write_id);
+		px->aborted_kind[i] = kind;
 		px->naborted++;
 	}
 	pthread_mutex_unlock(&px->mu);
@@ -1123,6 +1140,16 @@ void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id)
 		event_active(px->cmd_ev, EV_READ, 0);
 		xfer_put(x);
 	}
+}
+
+void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id)
+{
+	tell_write(px, write_id, 'x');
+}
+
+void fg_proxy_reask_write(struct fg_proxy *px, const char *write_id)
+{
+	tell_write(px, write_id, 'e');
 }
 
 static const char *upstream_error(CURLcode code, enum fg_error *e)

@@ -29,6 +29,9 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 /** The grant of a fenced write was released: its transfer is aborted
  *  upstream at once, or never started if it was not begun yet. */
 void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id);
+/** The running write's lease got shorter: its deadline is asked for again
+ *  at once (from the loop's message handler). */
+void fg_proxy_reask_write(struct fg_proxy *px, const char *write_id);
 
 /** Asks Redis again, now, whether every running write's grant still
  *  holds (the subscriber reconnected: an abort message may be lost); a

@@ -14,6 +14,11 @@
  *   through a FIFO list that the loop takes over on its next turn.
  * - Per lock, this gateway runs at most one tick and one inspect at a time,
  *   however many of its requests wait on that lock.
+ * - A waiter whose client is not answered with its grant leaves nothing in
+ *   Redis: its place in the queue, or the grant it was handed, is given
+ *   back (fg_alock_give_back()); so is a grant addressed to a waiter this
+ *   loop does not know, unless the waiter already took it by asking
+ *   (`took`, kept until the message that says so could still come).
  */
 #include <errno.h>
 #include <inttypes.h>
@@ -94,6 +99,18 @@ struct watch {
 	UT_hash_handle hh;
 };
 
+/* A waiter granted through its dequeue or peek call rather than through
+ * the grant message: that message, should it still come, is not a grant
+ * for nobody. */
+struct took {
+	char id[FG_WAITER_ID_MAX];
+	uint64_t at;             /* fg_clock_ms() */
+	UT_hash_handle hh;
+	struct took *prev, *next;
+};
+#define TOOK_KEEP_MS 60000      /* a message is never this late on a live
+				   subscription; a new one starts afresh */
+
 struct fg_waitq {
 	struct fg_gateway *gw;
 	struct fg_loop *loop;
@@ -109,6 +126,7 @@ struct fg_waitq {
 
 	struct watch *watches;
 	bool stopping_loop;      /* the loop is answering everyone: keep watches */
+	struct took *took, *took_order; /* loop thread: hash, oldest first */
 };
 
 
@@ -399,29 +417,77 @@ static void on_released(int err, const struct fg_grant *g, void *arg)
 	(void)g;
 	free(arg);
 	if (err)
-		fg_log_warn("could not release a grant whose client left: %s",
+		fg_log_warn("could not release a re-entry whose client left: %s",
 			    fg_strerror(err));
 }
 
-/* A grant nobody will receive goes back at once, not at its expiry. */
-static void give_back(struct fg_waitq *wq, const char *name, const char *lease)
+/* A grant or a place in the queue nobody will receive goes back now, not
+ * at its expiry; astore sends it until Redis answers. */
+static void give_back(struct fg_waitq *wq, const char *name, const char *lease,
+		      const char *waiter_id, enum fg_giveback_reason why)
 {
+	if (!wq->as || fg_alock_give_back(wq->as, name, lease, waiter_id, why) != FG_OK)
+		fg_log_warn("could not give back a grant of lock %s: it ends "
+			    "with its lease", name);
+}
+
+static void give_back_waiter(struct fg_waitq *wq, struct fg_waiter *w,
+			     enum fg_giveback_reason why)
+{
+	give_back(wq, w->name, w->lease, w->id, why);
+}
+
+void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
+			const char *lease, const char *waiter_id, bool reentry)
+{
+	fg_log_info("a grant of lock %s was not delivered: given back", name);
+	if (!reentry) {
+		give_back(wq, name, lease, waiter_id, FG_GIVEBACK_UNDELIVERED);
+		return;
+	}
 	size_t n = strlen(name);
 	char *buf = malloc(n + 1 + FG_LEASE_LEN + 1);
 	if (!buf)
 		return;
 	memcpy(buf, name, n + 1);
 	snprintf(buf + n + 1, FG_LEASE_LEN + 1, "%s", lease);
-	if (fg_alock_release(wq->as, buf, buf + n + 1, on_released, buf) != FG_OK)
+	if (!wq->as || fg_alock_release(wq->as, buf, buf + n + 1, on_released,
+					buf) != FG_OK)
 		free(buf);
 }
 
-void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
-			const char *lease)
+/* ---- waiters granted by asking ---------------------------------------- */
+
+static void took_forget(struct fg_waitq *wq, struct took *t)
 {
-	fg_log_info("a grant of lock %s was not delivered: released", name);
-	if (wq->as)
-		give_back(wq, name, lease);
+	HASH_DEL(wq->took, t);
+	DL_DELETE(wq->took_order, t);
+	free(t);
+}
+
+static void took_note(struct fg_waitq *wq, const char *id)
+{
+	uint64_t now = fg_clock_ms();
+	while (wq->took_order && wq->took_order->at + TOOK_KEEP_MS < now)
+		took_forget(wq, wq->took_order);
+	struct took *t = calloc(1, sizeof(*t));
+	if (!t)
+		return;
+	snprintf(t->id, sizeof(t->id), "%s", id);
+	t->at = now;
+	HASH_ADD_STR(wq->took, id, t);
+	DL_APPEND(wq->took_order, t);
+}
+
+/* True (and forgotten) when the waiter id took its grant by asking. */
+static bool took_check(struct fg_waitq *wq, const char *id)
+{
+	struct took *t;
+	HASH_FIND_STR(wq->took, id, t);
+	if (!t)
+		return false;
+	took_forget(wq, t);
+	return true;
 }
 
 static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek);
@@ -433,13 +499,18 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 	/* ops stays counted until the end: finish() must not let go of the
 	 * waiter while this function still reads it */
 	if (err) {
+		/* whether it is still queued, or was handed the lock, is not
+		 * known: its client is answered 503, so both go back */
 		finish(q, w, FG_WAIT_UNAVAIL, NULL, NULL);
+		if (w->result != FG_WAIT_GRANTED)
+			give_back_waiter(q, w, FG_GIVEBACK_CONNECTION);
 	} else if (g->status == FG_GRANTED) {
 		struct fg_grant mine = *g;
 		mine.holds = 1;
-		if (!finish(q, w, FG_WAIT_GRANTED, &mine, NULL) &&
-		    w->result != FG_WAIT_GRANTED)
-			give_back(q, w->name, w->lease);
+		if (finish(q, w, FG_WAIT_GRANTED, &mine, NULL))
+			took_note(q, w->id);
+		else if (w->result != FG_WAIT_GRANTED)
+			give_back_waiter(q, w, FG_GIVEBACK_UNDELIVERED);
 	} else if (g->status == FG_QUEUED) {
 		/* a peek: still waiting, nothing to do */
 	} else {
@@ -469,8 +540,11 @@ static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek)
 	if (fg_alock_dequeue(wq->as, w->name, w->id, w->lease, peek,
 			     on_dequeued, w) != FG_OK) {
 		w->ops--;
-		if (!peek)
+		if (!peek) {
 			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+			if (w->result != FG_WAIT_GRANTED)
+				give_back_waiter(wq, w, FG_GIVEBACK_CONNECTION);
+		}
 	}
 }
 
@@ -819,7 +893,8 @@ static void wake_admissions(struct fg_waitq *wq, const char *name)
 
 static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 {
-	char buf[FG_NAME_MAX + 64], id[FG_WAITER_ID_MAX], mode[2];
+	char buf[FG_NAME_MAX + FG_LEASE_LEN + 128], id[FG_WAITER_ID_MAX], mode[2];
+	char lease[FG_LEASE_LEN + 1], name[FG_NAME_MAX + 1];
 	unsigned long long tok;
 	if (len >= sizeof(buf))
 		return;
@@ -829,7 +904,8 @@ static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 		wake_admissions(wq, buf + 2);
 		return;
 	}
-	if (sscanf(buf, "%39s %llu %1s", id, &tok, mode) != 3)
+	int n = sscanf(buf, "%39s %llu %1s %22s %255s", id, &tok, mode, lease, name);
+	if (n != 3 && n != 5)
 		return;
 
 	struct fg_grant g = { .status = FG_GRANTED, .token = tok, .holds = 1,
@@ -838,6 +914,7 @@ static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 	pthread_mutex_lock(&wq->mu);
 	struct fg_waiter *w;
 	HASH_FIND_STR(wq->byid, id, w);
+	bool known = w != NULL;
 	if (w && w->kind == ACQ && w->result == FG_WAIT_PENDING && !w->loop_ref) {
 		/* Granted before its worker parked it: the worker will see
 		 * the result and answer without suspending. */
@@ -853,7 +930,13 @@ static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 		g.ttl_ms = w->ttl_ms;
 		if (!finish(wq, w, FG_WAIT_GRANTED, &g, NULL) &&
 		    w->result != FG_WAIT_GRANTED && w->ops == 0)
-			give_back(wq, w->name, w->lease);
+			give_back_waiter(wq, w, FG_GIVEBACK_UNDELIVERED);
+	} else if (!known && n == 5 && !took_check(wq, id)) {
+		/* Its acquire was answered 503, it timed out, its client
+		 * left: nobody here will answer it with this grant. */
+		fg_log_info("lock %s was granted to a waiter this gateway no "
+			    "longer knows: given back", name);
+		give_back(wq, name, lease, id, FG_GIVEBACK_UNKNOWN_WAITER);
 	}
 }
 
@@ -962,6 +1045,8 @@ void fg_waitq_destroy(struct fg_waitq *wq)
 		event_free(wt->recheck);
 		free(wt);
 	}
+	while (wq->took_order)
+		took_forget(wq, wq->took_order);
 	event_free(wq->kick);
 	pthread_mutex_destroy(&wq->mu);
 	free(wq);

@@ -88,10 +88,12 @@ void fg_waitq_message(struct fg_waitq *wq, const char *chan, const char *msg,
  *  lost; every waiter asks Redis again. */
 void fg_waitq_resync(struct fg_waitq *wq);
 
-/** Releases a grant whose answer never reached its client, from the loop
- *  (one hold: a re-entry gives back what it took). */
+/** Gives back a grant whose answer never reached its client, from the
+ *  loop: a fresh lease (and its waiter) wholly, until Redis answers
+ *  (fg_alock_give_back()); a re-entry's one hold, by a release. */
 void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
-			const char *lease);
+			const char *lease, const char *waiter_id,
+			bool reentry);
 
 const char *fg_waiter_id(const struct fg_waiter *w);
 

@@ -20,7 +20,15 @@
  * With replicas set, a grant reaches its callback only after WAIT counted
  * them; a grant WAIT falls short of is released before FG_EUNAVAIL is
  * answered.
+ *
+ * An answer that was lost leaves nothing behind: an acquire with a fresh
+ * lease (or a waiter's confirmation) that may have run but whose caller
+ * is told it failed becomes a give-back job, sent until Redis answers it
+ * (giveback.lua: idempotent, and it makes the call itself a no-op should
+ * it reach Redis later). The happy path pays nothing for this: no call is
+ * added to one that succeeds.
  */
+#include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
@@ -34,6 +42,13 @@
 #include "lockcore-private.h"
 
 #define RETRY_MS 200
+#define GIVEBACK_EVERY_MS 200    /* a give-back Redis has not answered */
+/* How long a given-back lease stays a no-op: past any delay a call can
+ * still meet on its way into Redis (a stalled or paused server reads a
+ * dropped connection's last bytes when it wakes, within milliseconds of a
+ * give-back sent then; this is a wide bound, and costs one hash field). */
+#define GIVEBACK_REMEMBER_MS 60000
+#define GIVEBACK_MAX 100000      /* jobs kept per loop; beyond, leases expire */
 #define MAX_HOPS 16        /* redirections and TRYAGAINs of one call */
 #define TRYAGAIN_MS 10     /* a slot in migration: ask again after this */
 
@@ -52,6 +67,15 @@ struct conn {
 	struct conn *next;
 };
 
+/* A lease to give back, until Redis answers (fg_alock_give_back()). */
+struct giveback {
+	struct giveback *next;
+	enum fg_giveback_reason why;
+	int inflight;
+	const char *lease, *wid; /* into name's allocation */
+	char name[];             /* "<name>\0<lease>\0<waiter id>\0" */
+};
+
 struct fg_astore {
 	struct event_base *base;
 	fg_topo *topo;
@@ -60,6 +84,10 @@ struct fg_astore {
 	unsigned margin;     /* write_margin_ms */
 	fg_script_observer *observe;
 	void *observe_arg;
+	fg_giveback_observer *gave_back;
+	struct giveback *gbs;    /* not yet answered */
+	size_t ngbs;
+	struct event *gb_timer;
 	unsigned replicas, replicas_timeout_ms;
 	struct fg_topo_view view;
 	struct conn *conns;  /* command connections */
@@ -98,11 +126,17 @@ struct aop {
 	struct fg_redis_node to;
 	char *undo_lease;      /* acked: "<lease>\0<name>", released if WAIT
 				  falls short */
+	char *gb;              /* a fresh lease's call: "<name>\0<lease>\0<waiter
+				  id>", given back if it fails once sent */
+	int maybe_ran;         /* sent, and no reply said it did not run */
+	int why;               /* enum fg_giveback_reason of a failure */
+	int undone;            /* WAIT fell short and the grant was released */
 	struct fg_grant g;     /* acked: the grant WAIT is asked about */
 	uint64_t t0_ns;        /* monotonic, when it was submitted */
 };
 
 static void conn_start(struct conn *cn);
+static void on_gb_timer(evutil_socket_t fd, short what, void *arg);
 
 static uint64_t mono_ns(void)
 {
@@ -343,12 +377,14 @@ fg_astore *fg_astore_create(struct event_base *base,
 	as->replicas_timeout_ms = o->replicas_timeout_ms;
 	as->observe = o->observe;
 	as->observe_arg = o->observe_arg;
+	as->gave_back = o->gave_back;
 	as->on_message = on_message;
 	as->on_resync = on_resync;
 	as->arg = arg;
 	as->spread = (unsigned)rand();
 	as->moved_ev = event_new(base, -1, 0, on_moved, as);
-	if (!as->moved_ev || conn_init(&as->sub, as, 1))
+	as->gb_timer = evtimer_new(base, on_gb_timer, as);
+	if (!as->moved_ev || !as->gb_timer || conn_init(&as->sub, as, 1))
 		goto error;
 	if (fg_topo_mode(as->topo) != FG_REDIS_CLUSTER) {
 		as->conns = calloc(1, sizeof(*as->conns));
@@ -383,6 +419,14 @@ void fg_astore_destroy(fg_astore *as)
 	conn_finish(&as->sub);
 	if (as->moved_ev)
 		event_free(as->moved_ev);
+	/* what is not given back by now runs out with its lease */
+	if (as->gb_timer)
+		event_free(as->gb_timer);
+	while (as->gbs) {
+		struct giveback *gb = as->gbs;
+		as->gbs = gb->next;
+		free(gb);
+	}
 	for (size_t i = 0; i < as->nchans; i++)
 		free(as->chans[i]);
 	free(as->chans);
@@ -483,9 +527,12 @@ static void aop_free(struct aop *op)
 	if (op->again)
 		event_free(op->again);
 	free(op->undo_lease);
+	free(op->gb);
 	free(op->buf);
 	free(op);
 }
+
+static void give_back_op(struct aop *op, int err);
 
 static void answer(struct aop *op, int err, const redisReply *r)
 {
@@ -493,6 +540,7 @@ static void answer(struct aop *op, int err, const redisReply *r)
 		return;
 	op->answered = 1;
 	evtimer_del(op->timer);
+	give_back_op(op, err);
 	if (op->as && op->as->observe)
 		op->as->observe(op->as->observe_arg, op->call.lua, err,
 				mono_ns() - op->t0_ns);
@@ -624,6 +672,7 @@ static int redirected(struct aop *op, struct conn *cn, const redisReply *r)
 	if (op->hops >= MAX_HOPS)
 		return 0;
 	if (redirection(r, &ask, &slot, &to)) {
+		op->maybe_ran = 0; /* until it is sent again */
 		op->hops++;
 		if (!ask) {
 			moved(as, slot, &to);
@@ -635,6 +684,7 @@ static int redirected(struct aop *op, struct conn *cn, const redisReply *r)
 		return send_op(op) == FG_OK;
 	}
 	if (errorish(r, "TRYAGAIN")) {
+		op->maybe_ran = 0;
 		/* the lock's keys are part on one node, part on another
 		 * while its slot moves: the move finishes in milliseconds,
 		 * and the call's own timeout bounds the asking */
@@ -645,6 +695,7 @@ static int redirected(struct aop *op, struct conn *cn, const redisReply *r)
 	}
 	if (errorish(r, "READONLY") || errorish(r, "MASTERDOWN") ||
 	    errorish(r, "CLUSTERDOWN") || errorish(r, "LOADING")) {
+		op->maybe_ran = 0; /* refused before it ran */
 		/* a demoted master, or a node that cannot serve: find the
 		 * master again; a replica is never written to */
 		fg_topo_suspect(as->topo);
@@ -663,6 +714,8 @@ static void on_undone(redisAsyncContext *ac, void *reply, void *priv)
 	struct aop *op = priv;
 	(void)ac;
 	op->conn = NULL;
+	op->undone = reply != NULL;
+	op->why = FG_GIVEBACK_CONNECTION;
 	answer(op, reply ? FG_EREPLICAS : FG_EUNAVAIL, NULL);
 	aop_free(op);
 }
@@ -695,8 +748,9 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *priv)
 			return;
 		}
 	}
-	/* the session is gone: the grant stays until its lease runs out,
-	 * unanswered, so nobody holds it */
+	/* the session is gone: the grant is given back once Redis answers
+	 * again (answer()) */
+	op->why = FG_GIVEBACK_CONNECTION;
 	answer(op, FG_EUNAVAIL, NULL);
 	aop_free(op);
 }
@@ -730,6 +784,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 	int err = (!r || r->type == REDIS_REPLY_ERROR) ? FG_EUNAVAIL : FG_OK;
 	if (!r)
 		fg_topo_suspect(op->as->topo);
+	op->why = r ? FG_GIVEBACK_ERROR : FG_GIVEBACK_CONNECTION;
 	if (!err && op->undo_lease && op->as->replicas) {
 		if (fg__parse_grant(r, &op->g) == FG_OK &&
 		    op->g.status == FG_GRANTED) {
@@ -757,6 +812,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 	struct aop *op = arg;
 	(void)fd;
 	(void)what;
+	op->why = FG_GIVEBACK_TIMEOUT;
 	answer(op, FG_EUNAVAIL, NULL);
 	if (!op->conn) { /* between two sends (TRYAGAIN): ours to free */
 		aop_free(op);
@@ -782,6 +838,7 @@ static int send_op(struct aop *op)
 	if (redisAsyncCommandArgv(cn->ac, on_reply, op, op->call.argc,
 				  op->call.argv, op->call.argvlen) != REDIS_OK)
 		return FG_EUNAVAIL;
+	op->maybe_ran = 1;
 	op->conn = cn;
 	op->sent_at = ++cn->sent;
 	op->epoch = cn->epoch;
@@ -866,8 +923,160 @@ static struct aop *grant_op(fg_grant_cb *cb, void *arg)
 		op->kind = 0;
 		op->gcb = cb;
 		op->arg = arg;
+		op->why = FG_GIVEBACK_CONNECTION;
 	}
 	return op;
+}
+
+/* "<name>\0<lease>\0<waiter id>\0" in one allocation (caller frees). */
+static char *three(const char *name, const char *lease, const char *wid,
+		   size_t extra, size_t *off)
+{
+	size_t nl = strlen(name) + 1, ll = strlen(lease) + 1;
+	size_t wl = (wid ? strlen(wid) : 0) + 1;
+	/* a struct in front is given at least its whole size */
+	char *p = malloc(extra + nl + ll + wl + (extra ? sizeof(struct giveback) : 0));
+	if (!p)
+		return NULL;
+	*off = extra;
+	memcpy(p + extra, name, nl);
+	memcpy(p + extra + nl, lease, ll);
+	memcpy(p + extra + nl + ll, wid ? wid : "", wl);
+	return p;
+}
+
+/* The call's lease is fresh (nobody but this gateway knows it): if it
+ * fails once sent, it is given back. */
+static int fresh(struct aop *op, const char *name, const char *lease,
+		 const char *wid)
+{
+	size_t off;
+	op->gb = three(name, lease, wid, 0, &off);
+	return op->gb ? FG_OK : FG_ENOMEM;
+}
+
+static void gb_schedule(fg_astore *as, int now);
+
+int fg_alock_give_back(fg_astore *as, const char *name, const char *lease,
+		       const char *waiter_id, enum fg_giveback_reason why)
+{
+	if (!as || as->closing)
+		return FG_EUNAVAIL;
+	if (as->ngbs >= GIVEBACK_MAX)
+		return FG_ENOMEM; /* its lease runs out by itself */
+	size_t off;
+	char *p = three(name, lease, waiter_id, offsetof(struct giveback, name),
+			&off);
+	if (!p)
+		return FG_ENOMEM;
+	struct giveback *gb = (struct giveback *)(void *)p;
+	gb->inflight = 0;
+	gb->why = why;
+	gb->lease = gb->name + strlen(gb->name) + 1;
+	gb->wid = gb->lease + strlen(gb->lease) + 1;
+	gb->next = as->gbs;
+	as->gbs = gb;
+	as->ngbs++;
+	gb_schedule(as, 1);
+	return FG_OK;
+}
+
+size_t fg_astore_giving_back(const fg_astore *as)
+{
+	return as ? as->ngbs : 0;
+}
+
+struct gbcall {
+	fg_astore *as;
+	struct giveback *gb;
+};
+
+static void on_given_back(int err, const struct fg_grant *g, void *arg)
+{
+	struct gbcall *c = arg;
+	fg_astore *as = c->as;
+	struct giveback *gb = c->gb;
+	free(c);
+	gb->inflight = 0;
+	if (err) {
+		gb_schedule(as, 0); /* again, until Redis answers */
+		return;
+	}
+	if (as->gave_back)
+		as->gave_back(as->observe_arg, gb->why, g->status == FG_REMOVED);
+	struct giveback **pp = &as->gbs;
+	while (*pp && *pp != gb)
+		pp = &(*pp)->next;
+	if (*pp)
+		*pp = gb->next;
+	as->ngbs--;
+	free(gb);
+}
+
+static void on_gb_timer(evutil_socket_t fd, short what, void *arg)
+{
+	fg_astore *as = arg;
+	(void)fd;
+	(void)what;
+	for (struct giveback *gb = as->gbs; gb && !as->closing; gb = gb->next) {
+		if (gb->inflight)
+			continue;
+		struct gbcall *c = malloc(sizeof(*c));
+		struct aop *op = c ? grant_op(on_given_back, c) : NULL;
+		if (!op) {
+			free(c);
+			break;
+		}
+		c->as = as;
+		c->gb = gb;
+		fg__build_giveback(&op->call, gb->name, gb->lease, gb->wid,
+				   GIVEBACK_REMEMBER_MS, as->idle);
+		if (submit(as, op) == FG_OK)
+			gb->inflight = 1;
+		else
+			free(c);
+	}
+	gb_schedule(as, 0);
+}
+
+/* now: on the loop's next turn (a new job; after the failing call's own
+ * connection was dropped and restarted); else in GIVEBACK_EVERY_MS while
+ * any job waits to be sent. */
+static void gb_schedule(fg_astore *as, int now)
+{
+	if (as->closing || !as->gb_timer)
+		return;
+	if (now) {
+		event_active(as->gb_timer, EV_TIMEOUT, 1);
+		return;
+	}
+	int waiting = 0;
+	for (struct giveback *gb = as->gbs; gb; gb = gb->next)
+		waiting |= !gb->inflight;
+	if (waiting && !evtimer_pending(as->gb_timer, NULL)) {
+		struct timeval tv = { 0, GIVEBACK_EVERY_MS * 1000 };
+		evtimer_add(as->gb_timer, &tv);
+	}
+}
+
+/* A call that failed after it was sent may have granted or queued its
+ * fresh lease: undo that (a WAIT that fell short already released it). */
+static void give_back_op(struct aop *op, int err)
+{
+	if (!op->gb || !op->as)
+		return;
+	if (op->undone) {
+		if (op->as->gave_back)
+			op->as->gave_back(op->as->observe_arg,
+					  FG_GIVEBACK_REPLICAS, true);
+		return;
+	}
+	if (!err || !op->maybe_ran)
+		return;
+	const char *name = op->gb, *lease = name + strlen(name) + 1;
+	const char *wid = lease + strlen(lease) + 1;
+	fg_alock_give_back(op->as, name, lease, *wid ? wid : NULL,
+			   (enum fg_giveback_reason)op->why);
 }
 
 int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
@@ -878,8 +1087,9 @@ int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 	struct aop *op = grant_op(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
-	if (as->replicas && acked(op, req->name,
-				  req->reenter ? req->reenter : req->lease)) {
+	if ((as->replicas && acked(op, req->name,
+				   req->reenter ? req->reenter : req->lease)) ||
+	    (!req->reenter && fresh(op, req->name, req->lease, req->waiter_id))) {
 		aop_free(op);
 		return FG_ENOMEM;
 	}
@@ -893,7 +1103,9 @@ int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
 	struct aop *op = grant_op(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
-	if (as->replicas && acked(op, name, lease)) {
+	/* a waiter's lease: its client has not been answered yet */
+	if ((as->replicas && acked(op, name, lease)) ||
+	    fresh(op, name, lease, NULL)) {
 		aop_free(op);
 		return FG_ENOMEM;
 	}

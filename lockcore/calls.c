@@ -18,7 +18,7 @@
 extern const char fg__lua_library[];
 extern const char fg__fn_acquire[], fg__fn_renew[], fg__fn_release[],
 	fg__fn_inspect[], fg__fn_check[], fg__fn_tick[], fg__fn_dequeue[],
-	fg__fn_admit[], fg__fn_extend[], fg__fn_finish[];
+	fg__fn_admit[], fg__fn_extend[], fg__fn_finish[], fg__fn_giveback[];
 
 static const char *const fn_name[FG__LUA_COUNT] = {
 	[FG__LUA_ACQUIRE] = fg__fn_acquire,
@@ -31,6 +31,7 @@ static const char *const fn_name[FG__LUA_COUNT] = {
 	[FG__LUA_ADMIT] = fg__fn_admit,
 	[FG__LUA_EXTEND] = fg__fn_extend,
 	[FG__LUA_FINISH] = fg__fn_finish,
+	[FG__LUA_GIVEBACK] = fg__fn_giveback,
 };
 
 _Static_assert(FG__LUA_COUNT == FG_SCRIPT_COUNT,
@@ -44,8 +45,22 @@ const char *fg_script_name(unsigned script)
 		[FG__LUA_CHECK] = "check", [FG__LUA_TICK] = "tick",
 		[FG__LUA_DEQUEUE] = "dequeue", [FG__LUA_ADMIT] = "admit",
 		[FG__LUA_EXTEND] = "extend", [FG__LUA_FINISH] = "finish",
+		[FG__LUA_GIVEBACK] = "giveback",
 	};
 	return script < FG__LUA_COUNT ? names[script] : "unknown";
+}
+
+const char *fg_giveback_reason_name(unsigned reason)
+{
+	static const char *const names[FG_GIVEBACK_COUNT] = {
+		[FG_GIVEBACK_TIMEOUT] = "timeout",
+		[FG_GIVEBACK_CONNECTION] = "connection",
+		[FG_GIVEBACK_REPLICAS] = "replicas",
+		[FG_GIVEBACK_ERROR] = "error",
+		[FG_GIVEBACK_UNKNOWN_WAITER] = "unknown_waiter",
+		[FG_GIVEBACK_UNDELIVERED] = "undelivered",
+	};
+	return reason < FG_GIVEBACK_COUNT ? names[reason] : "unknown";
 }
 
 static void push(struct fg__call *c, const char *s, size_t len)
@@ -215,6 +230,16 @@ void fg__build_finish(struct fg__call *c, const char *name,
 {
 	fg__call_init(c, FG__LUA_FINISH, name, idle);
 	str0(c, write_id);
+}
+
+void fg__build_giveback(struct fg__call *c, const char *name,
+			const char *lease, const char *waiter_id,
+			unsigned remember_ms, unsigned idle)
+{
+	fg__call_init(c, FG__LUA_GIVEBACK, name, idle);
+	str0(c, lease);
+	str0(c, waiter_id);
+	fg__call_num(c, remember_ms);
 }
 
 /* ---- replies --------------------------------------------------------- */

@@ -24,6 +24,7 @@ enum fg__lua {
 	FG__LUA_ADMIT,
 	FG__LUA_EXTEND,
 	FG__LUA_FINISH,
+	FG__LUA_GIVEBACK,
 	FG__LUA_COUNT,
 };
 
@@ -97,6 +98,9 @@ void fg__build_admit(struct fg__call *c, enum fg__lua lua, const char *name,
 		     uint32_t limit_ms, unsigned idle);
 void fg__build_finish(struct fg__call *c, const char *name,
 		      const char *write_id, unsigned idle);
+void fg__build_giveback(struct fg__call *c, const char *name,
+			const char *lease, const char *waiter_id,
+			unsigned remember_ms, unsigned idle);
 
 /** Monotonic milliseconds (for reconnect pacing only, never for leases). */
 uint64_t fg__mono_ms(void);

@@ -37,7 +37,7 @@ struct event_base;
 struct fg_topo;
 
 /* The lock scripts, for per-script measurements (fg_script_name()). */
-#define FG_SCRIPT_COUNT 10
+#define FG_SCRIPT_COUNT 11
 
 /**
  * Told of every lock script call the asynchronous front answered: which
@@ -50,6 +50,26 @@ typedef void fg_script_observer(void *arg, unsigned script, int err,
 
 /** The script's name ("acquire", "renew", ...), or "unknown". Static. */
 const char *fg_script_name(unsigned script);
+
+/* Why a grant or a waiter was given back (fg_alock_give_back()). */
+enum fg_giveback_reason {
+	FG_GIVEBACK_TIMEOUT,     /* the call's answer did not come in time */
+	FG_GIVEBACK_CONNECTION,  /* the connection dropped after it was sent */
+	FG_GIVEBACK_REPLICAS,    /* WAIT counted too few replicas */
+	FG_GIVEBACK_ERROR,       /* Redis answered an error: it may have run */
+	FG_GIVEBACK_UNKNOWN_WAITER, /* a grant for a waiter no longer known */
+	FG_GIVEBACK_UNDELIVERED, /* its client left before it was answered */
+	FG_GIVEBACK_COUNT,
+};
+
+/** "timeout", "connection", ... Static. */
+const char *fg_giveback_reason_name(unsigned reason);
+
+/**
+ * Told of every give-back Redis answered: why, and whether a grant or a
+ * waiter was there to undo. Loop thread; must not block.
+ */
+typedef void fg_giveback_observer(void *arg, unsigned reason, bool undone);
 
 struct fg_store_opts {
 	struct fg_topo *topo;        /* where Redis is (fencegate/topo.h); not
@@ -66,6 +86,7 @@ struct fg_store_opts {
 	unsigned replicas_timeout_ms; /* WAIT's bound */
 	fg_script_observer *observe; /* optional (asynchronous front only) */
 	void *observe_arg;
+	fg_giveback_observer *gave_back; /* optional (asynchronous front) */
 };
 
 /* ---- blocking connection ------------------------------------------- */
@@ -265,7 +286,11 @@ void fg_astore_follow(fg_astore *as);
  *  request path of a gateway event loop. A call that fails at once
  *  returns negative and never calls cb; the arguments are copied. With
  *  replicas set (fg_store_opts), an acquire's grant is answered only once
- *  WAIT counted them; otherwise it is released and cb gets FG_EREPLICAS. */
+ *  WAIT counted them; otherwise it is released and cb gets FG_EREPLICAS.
+ *  An acquire with a fresh lease (not a re-entry) that fails after it was
+ *  sent (timeout, lost connection, an error from Redis, WAIT short) is
+ *  given back by itself (fg_alock_give_back()): its caller answers an
+ *  error, and no grant or waiter it may have made outlives that. */
 int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		     fg_grant_cb *cb, void *arg);
 int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
@@ -318,14 +343,30 @@ int fg_alock_extend(fg_astore *as, const char *name, uint64_t token,
 		    const char *write_id, uint32_t margin_ms, uint32_t left_ms,
 		    fg_admit_cb *cb, void *arg);
 
+/**
+ * Undoes whatever a lock call with this fresh lease (and waiter id, or
+ * NULL) did or will do: the waiter leaves the queue, the lease's grant is
+ * released, and a call with that lease reaching Redis later does nothing.
+ * Sent again every 200 ms until Redis answers, so it happens within about
+ * that of Redis answering again; then the observer is told. For a lease
+ * whose answer never reached its client. 0 or FG_ENOMEM.
+ */
+int fg_alock_give_back(fg_astore *as, const char *name, const char *lease,
+		       const char *waiter_id, enum fg_giveback_reason why);
+
+/** Give-backs not yet answered by Redis. */
+size_t fg_astore_giving_back(const fg_astore *as);
+
 /** The write is over; g->status is FG_REMOVED. cb may be NULL. */
 int fg_alock_finish(fg_astore *as, const char *name, const char *write_id,
 		    fg_grant_cb *cb, void *arg);
 
 /* ---- channels ------------------------------------------------------ */
 
-/** "fg:gw:<id>": where a gateway hears that one of its waiters was granted.
- *  Messages are "<waiter id> <token> <x|s>". */
+/** "fg:gw:<id>": where a gateway hears that one of its waiters was granted
+ *  ("<waiter id> <token> <x|s> <lease> <name>"), that a running write's
+ *  grant ended ("x <write id>") or ends sooner ("e <write id>"), and that
+ *  a write it waits behind ended ("w <name>"). */
 int fg_chan_gateway(const char *gateway_id, char *out, size_t cap);
 /** "fg:ev:<name>": published on every grant and end of a grant while an
  *  observer's tick asked for it. */

@@ -3,7 +3,8 @@
 --       9 gateway id, 10 liveness, 11 max waiters, 12 re-entry lease or '',
 --       13 '1' if value, 14 value, 15 '1' if owner, 16 owner
 -- Reply: {'granted', token, mode, holds, ttl} | {'queued', wake_in} |
---        {'busy', wake_in} | {'expired'} | {'toomany'}
+--        {'busy', wake_in} | {'expired'} (re-entry: the lease holds nothing;
+--        a fresh lease: it was given back) | {'toomany'}
 local LEASE, MODE = ARGV[3], ARGV[4]
 local TTL, LD, WAIT = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local WID, GW, LIVE, MAXW = ARGV[8], ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11])
@@ -11,10 +12,14 @@ local RE = ARGV[12]
 local VAL = (ARGV[13] == '1') and ARGV[14] or nil
 local OWN = (ARGV[15] == '1') and ARGV[16] or nil
 
-begin(KEYS, ARGV, RE ~= '' and RE or nil)
+-- A fresh lease's k: field says this call was given back before it got
+-- here (its answer was lost and the gateway undid it): it does nothing.
+begin(KEYS, ARGV, RE ~= '' and ('h:' .. RE) or ('k:' .. LEASE))
 advance()
 local reply
-if RE ~= '' then
+if RE == '' and hget('k:' .. LEASE) then
+  reply = {'expired'}
+elseif RE ~= '' then
   local h = holder(RE)
   if not h then
     reply = {'expired'}

@@ -35,7 +35,7 @@ else
         redis.call('DEL', F)
       end
     end
-    if not reply then put('ft', fmt(TOK)) end
+    if not reply then put('ft', fmt(TOK), 'fm', MARGIN) end
   end
   if not reply then
     local dl = num(st.x) - MARGIN
@@ -43,6 +43,9 @@ else
     if dl <= NOW then
       reply = {'expiring', cur}
     else
+      -- a shortened lease cuts the record back by the largest margin
+      -- a write under it was admitted with
+      if MARGIN > num(st.fm) then put('fm', MARGIN) end
       redis.call('ZADD', F, fmt(dl + MARGIN), WID)
       keep_new_f()
       reply = {'admitted', dl - NOW, TOK}

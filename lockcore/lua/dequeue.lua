@@ -4,7 +4,7 @@
 -- args: 3 waiter id, 4 its lease, 5 '1' to only peek
 -- Reply: {'removed'} | {'queued'} | {'granted', token, mode, holds, ttl} | {'expired'}
 local WID, LEASE, PEEK = ARGV[3], ARGV[4], ARGV[5] == '1'
-begin(KEYS, ARGV, LEASE)
+begin(KEYS, ARGV, 'h:' .. LEASE)
 local reply
 if redis.call('ZSCORE', Q, WID) then
   if PEEK then

@@ -8,11 +8,14 @@
 --                       lock-delay of the grant (ms), d lock-delay ends (ms),
 --                       n holders, x latest and nx earliest holder expiry
 --                       (ms), qn waiters, qs queue sequence, qd latest waiter
---                       deadline (ms), ft token of the writes in F, ob
---                       observers until (ms), aw gateways with writes
---                       waiting on F (space-separated), g:<gw> gateway
---                       alive-until (ms),
---                       h:<lease> "<holds>:<ttl_ms>:<expiry ms>" per holder
+--                       deadline (ms), ft token of the writes in F, fm
+--                       the largest margin they were admitted with (ms),
+--                       ob observers until (ms), aw gateways with writes
+--                       waiting on F (space-separated), kx latest end of
+--                       a k: field (ms), g:<gw> gateway alive-until (ms),
+--                       h:<lease> "<holds>:<ttl_ms>:<expiry ms>" per holder,
+--                       k:<lease> given back until (ms): a call with that
+--                       lease that reaches Redis late does nothing
 --   Q  fg:{N}:q  zset   waiter id -> arrival sequence (FIFO)
 --   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o}
 --   F  fg:{N}:f  zset   admitted write id -> recorded until (ms)
@@ -23,7 +26,10 @@
 -- sets afresh at the start of every call (Redis runs one function at a
 -- time, so nothing of one call is seen by the next).
 --
--- Invariants: n, x and nx describe exactly the h: fields; qn is the size
+-- Invariants: n, x and nx describe exactly the h: fields; the writes of F
+-- are recorded no later than their grant's end (or the margin from the
+-- moment it moved earlier), and their gateways hear of every move earlier
+-- (follow_end(), from done()); qn is the size
 -- of Q; F holds writes only while ft is set; expiries are Redis TIME;
 -- numbers above 2^31 cross into redis.call only through fmt() (tostring
 -- and cjson round them); S is read once (HMGET) and every change of S goes
@@ -38,37 +44,38 @@ local pend     -- field -> value, or false to delete: written by done()
 local pre      -- h:/g: fields read so far (false: absent)
 local dirty    -- the keys' horizon moved, or keys were created
 local ftop     -- latest record of F when known (false: F is empty)
+local T0, X0, HELD0 -- the grant as the call found it: token, end, held
+local MARGIN_FLOOR  -- a caller's own write margin, when it passes one
 local HANDOFF_MAX = 1000
 local FIELDS = {'c', 'm', 't', 'v', 'o', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'qs',
-  'qd', 'ft', 'ob', 'aw'}
+  'qd', 'ft', 'fm', 'ob', 'aw', 'kx'}
 
 local function fmt(n) return string.format('%.0f', n) end
 local function num(v) return tonumber(v or 0) or 0 end
 
 -- Starts a call: its keys, arguments, Redis' clock and the state hash.
--- LEASE, when given, is read with it (the holder the call is about).
-local function begin(keys, args, lease)
+-- The per-holder fields named (h:<lease>, k:<lease>) are read with it.
+local function begin(keys, args, ...)
   S, Q, W, F = keys[1], keys[2], keys[3], keys[4]
   IDLE, NAME = tonumber(args[1]), args[2]
   local tm = redis.call('TIME')
   NOW = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
   NOW_US = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
   st, pend, pre, dirty, ftop = {}, {}, {}, false, nil
-  local got
-  if lease then
-    got = redis.call('HMGET', S, 'h:' .. lease, unpack(FIELDS))
-    pre['h:' .. lease] = got[1]
-    for i, f in ipairs(FIELDS) do st[f] = got[i + 1] end
-  else
-    got = redis.call('HMGET', S, unpack(FIELDS))
-    for i, f in ipairs(FIELDS) do st[f] = got[i] end
-  end
+  MARGIN_FLOOR = 0
+  local ask = {...}
+  local nx = #ask
+  for _, f in ipairs(FIELDS) do ask[#ask + 1] = f end
+  local got = redis.call('HMGET', S, unpack(ask))
+  for i = 1, nx do pre[ask[i]] = got[i] end
+  for i, f in ipairs(FIELDS) do st[f] = got[nx + i] end
+  T0, X0, HELD0 = st.t, tonumber(st.x or 0) or 0, tonumber(st.n or 0) > 0
 end
 
--- h: and g: fields are not in `st`.
+-- h:, g: and k: fields are not in `st`.
 local function perfield(f)
   local p = string.sub(f, 1, 2)
-  return p == 'h:' or p == 'g:'
+  return p == 'h:' or p == 'g:' or p == 'k:'
 end
 
 -- put('f', v, 'g', w, ...): into the cache and the pending write.
@@ -255,7 +262,10 @@ local function handoff()
         local t
         if held() then t = join(r.l, r.t) else t = grant_new(r.l, r.m, r.t, r.ld) end
         set_meta(r.v, r.o)
-        redis.call('PUBLISH', 'fg:gw:' .. r.g, head .. ' ' .. fmt(t) .. ' ' .. r.m)
+        -- lease and name ride along: a gateway that no longer knows
+        -- the waiter gives the grant back at once
+        redis.call('PUBLISH', 'fg:gw:' .. r.g, head .. ' ' .. fmt(t) .. ' ' ..
+          r.m .. ' ' .. r.l .. ' ' .. NAME)
         if r.m == 'x' then more = false; break end
       end
     end
@@ -302,10 +312,24 @@ local function wake_writers(aw)
   end
 end
 
--- The grant of F's writes ended by release: each write is recorded until
--- `untl` at the most, and its gateway aborts it upstream. When no write is
--- left to record, F and ft go.
-local function end_writes(untl)
+-- Every end of a lease reaches its writes (docs/safety.md section 3). When
+-- this call ended the grant that F's writes were admitted under (release,
+-- give-back, break), or moved its end earlier (a renewal or re-entry with
+-- a smaller ttl, a shared holder leaving), each of those writes is
+-- recorded no later than the new end (a write admitted against the old
+-- end may be running now: it gets the margin from now at the most), and
+-- its gateway is told: "x <write id>" to abort it, "e <write id>" to ask
+-- for its deadline again. Writes waiting on F ask again too. An end by
+-- expiry needs nothing: every record already ends by the grant's end.
+-- One place for all of them: done() calls it before writing S.
+local function follow_end()
+  if not st.ft or st.ft ~= T0 or not HELD0 then return end
+  local ended = not held() or st.t ~= T0
+  local new_end = ended and NOW or num(st.x)
+  if new_end >= X0 then return end
+  local soon = NOW + math.max(num(st.fm), MARGIN_FLOOR)
+  local untl = math.max(new_end, soon)
+  local msg = ended and 'x ' or 'e '
   local all = redis.call('ZRANGE', F, 0, -1, 'WITHSCORES')
   local top = false
   for i = 1, #all, 2 do
@@ -317,12 +341,12 @@ local function end_writes(untl)
       end
       if not top or score > top then top = score end
       local gw = gateway_of(wid)
-      if gw then redis.call('PUBLISH', 'fg:gw:' .. gw, 'x ' .. wid) end
+      if gw then redis.call('PUBLISH', 'fg:gw:' .. gw, msg .. wid) end
     end
   end
-  if not top then
+  if not top and ended then
     if #all > 0 then redis.call('DEL', F) end
-    del('ft')
+    del('ft', 'fm')
   end
   ftop = top
   if st.aw then
@@ -340,6 +364,7 @@ local function horizon()
   if num(st.d) > h then h = num(st.d) end
   if num(st.qn) > 0 and num(st.qd) > h then h = num(st.qd) end
   if num(st.ob) > h then h = num(st.ob) end
+  if num(st.kx) > h then h = num(st.kx) end
   return h
 end
 
@@ -372,6 +397,7 @@ end
 -- Ends every call that began: writes S, then moves the keys' expiry if
 -- their horizon moved. Returns the reply.
 local function done(reply)
+  follow_end()
   local hs, hd = {}, {}
   for f, v in pairs(pend) do
     if v then

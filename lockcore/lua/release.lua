@@ -1,13 +1,14 @@
 -- release: undo one hold; the last hold frees the lease, the last lease
 -- frees the lock and hands it to the next waiter(s) in the same step.
--- A released grant's admitted writes end with it: each is recorded only
--- for the margin from now (the storage may still be applying one whose
--- last byte left) and its gateway is told to abort it upstream, so the
--- next holder never waits on them.
--- args: 3 lease, 4 margin ms
+-- A released grant's admitted writes end with it (prelude's follow_end()):
+-- each is recorded only for the margin from now (the storage may still be
+-- applying one whose last byte left) and its gateway is told to abort it
+-- upstream, so the next holder never waits on them.
+-- args: 3 lease, 4 margin ms (at least the margin the writes carry)
 -- Reply: {'granted', token, mode, holds left, ttl} | {'expired'}
 local LEASE, MARGIN = ARGV[3], tonumber(ARGV[4])
-begin(KEYS, ARGV, LEASE)
+begin(KEYS, ARGV, 'h:' .. LEASE)
+MARGIN_FLOOR = MARGIN
 advance()
 local reply
 local h = holder(LEASE)
@@ -19,7 +20,6 @@ else
     put('h:' .. LEASE, hval(h.n - 1, h.ttl, h.exp))
   elseif num(st.n) <= 1 then
     del('h:' .. LEASE)
-    if st.ft == st.t then end_writes(NOW + MARGIN) end
     end_grant(NOW, false)
     if num(st.qn) > 0 then handoff() end
   else

@@ -1,9 +1,11 @@
--- renew: extend a held lease; optionally proclaim a new value.
+-- renew: extend a held lease (or shorten it: its running writes then
+-- follow the new end, prelude's follow_end()); optionally proclaim a new
+-- value.
 -- args: 3 lease, 4 ttl (0: the lease's own), 5 '1' if value, 6 value
 -- Reply: {'granted', token, mode, holds, ttl} | {'expired'}
 local LEASE, TTL = ARGV[3], tonumber(ARGV[4])
 local VAL = (ARGV[5] == '1') and ARGV[6] or nil
-begin(KEYS, ARGV, LEASE)
+begin(KEYS, ARGV, 'h:' .. LEASE)
 advance()
 local reply
 local h = holder(LEASE)
