@@ -2,7 +2,8 @@
 # The whole test suite: installs what it needs, builds fencegate twice
 # (plain with -Werror, then with AddressSanitizer + UndefinedBehaviorSanitizer),
 # runs the unit tests and the integration tests against each build (the plain
-# build's once more with a Redis Cluster in place of every redis-server), then
+# build's once more with a Redis Cluster in place of every redis-server, and
+# the seeded fault-injection run of tests/chaos/ against it), then
 # builds the libFuzzer harnesses with clang and runs each over its corpus for
 # a few seconds (FUZZ_SECONDS, default 10), and ends with one line:
 # `N passed, N failed`.
@@ -83,6 +84,10 @@ if build build-test -Dwerror=true --buildtype=debugoptimized; then
   count_meson build-test
   count_integration "$top/build-test/gateway/fencegate" plain
   count_integration "$top/build-test/gateway/fencegate" "plain, Redis Cluster" --redis-mode cluster
+  # seeded fault injection (tests/chaos/README.md); the seed is printed
+  # first, CHAOS_SEED replays one
+  count_runner "chaos (plain)" '^ok ' python3 tests/chaos/run.py \
+    --bin "$top/build-test/gateway/fencegate" ${CHAOS_SEED:+--seed "$CHAOS_SEED"}
 else
   echo "build failed"; failed=$((failed + 1))
 fi
