@@ -54,8 +54,9 @@ local function fmt(n) return string.format('%.0f', n) end
 local function num(v) return tonumber(v or 0) or 0 end
 
 -- Starts a call: its keys, arguments, Redis' clock and the state hash.
--- The per-holder fields named (h:<lease>, k:<lease>) are read with it.
-local function begin(keys, args, ...)
+-- FIELD, when given (h:<lease>, the holder the call is about; k:<lease>),
+-- is read with it.
+local function begin(keys, args, field)
   S, Q, W, F = keys[1], keys[2], keys[3], keys[4]
   IDLE, NAME = tonumber(args[1]), args[2]
   local tm = redis.call('TIME')
@@ -63,12 +64,15 @@ local function begin(keys, args, ...)
   NOW_US = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
   st, pend, pre, dirty, ftop = {}, {}, {}, false, nil
   MARGIN_FLOOR = 0
-  local ask = {...}
-  local nx = #ask
-  for _, f in ipairs(FIELDS) do ask[#ask + 1] = f end
-  local got = redis.call('HMGET', S, unpack(ask))
-  for i = 1, nx do pre[ask[i]] = got[i] end
-  for i, f in ipairs(FIELDS) do st[f] = got[nx + i] end
+  local got
+  if field then
+    got = redis.call('HMGET', S, field, unpack(FIELDS))
+    pre[field] = got[1]
+    for i, f in ipairs(FIELDS) do st[f] = got[i + 1] end
+  else
+    got = redis.call('HMGET', S, unpack(FIELDS))
+    for i, f in ipairs(FIELDS) do st[f] = got[i] end
+  end
   T0, X0, HELD0 = st.t, tonumber(st.x or 0) or 0, tonumber(st.n or 0) > 0
 end
 

@@ -225,3 +225,53 @@ class LeaseScriptTests(TestCase):
         # remembered 60 s, and the keys outlive that by the idle time
         self.assertGreater(pttl, 60000 + IDLE_MS - 5000, pttl)
         self.assertIsNotNone(self.redis.command("HGET", s, "k:" + "G" * 22))
+
+
+@harness.single_redis("queues a waiter by calling the script on the one redis-server")
+class UnknownWaiterTests(TestCase):
+    """A grant the lock's script hands to a waiter id of this gateway's
+    loop that the loop does not know (its acquire was answered 503, it
+    timed out, its client left) is given back at once, not held for its
+    TTL."""
+
+    def test_grant_to_a_waiter_the_gateway_does_not_know_is_given_back_at_once(self):
+        name = self.lock_name()
+        holder = self.acquire_ok(name, ttl_ms=60000)
+        fn = functions(self.redis)
+        chans = [c.decode() for c in
+                 self.redis.command("PUBSUB", "CHANNELS", "fg:gw:*")]
+        self.assertTrue(chans, "the gateway's loops subscribe to fg:gw:<id>")
+        loop = chans[0][len("fg:gw:"):]
+        wid = loop + "-999999"  # never issued by that loop
+        r = self.redis.command("FCALL", fn["acquire"], 4, *keys(name),
+                               IDLE_MS, name, "W" * 22, "x", 60000, 0, 30000,
+                               wid, loop, 30000, 100, "", "0", "", "0", "")
+        self.assertEqual(r[0], b"queued", r)
+        before = metric_sum(self.gw, "fencegate_lock_given_back_total",
+                            'reason="unknown_waiter"')
+        t0 = time.monotonic()
+        self.release_ok(name, holder["lease"])
+
+        def free():
+            s = self.state(name)
+            return not s["held"] and s["waiters"] == 0
+        # handed to the unknown waiter by the release, then given back
+        self.assertTrue(harness.wait_until(free, 1.0 + harness.slack(1.0)),
+                        "the lock stayed held by a waiter nobody knows: %r"
+                        % self.state(name))
+        self.assertLess(time.monotonic() - t0, 1.0 + harness.slack(1.0))
+        self.assertTrue(harness.wait_until(
+            lambda: metric_sum(self.gw, "fencegate_lock_given_back_total",
+                               'reason="unknown_waiter"') > before,
+            harness.slack(2.0)))
+        # and the lock is anyone's again
+        self.acquire_ok(name, ttl_ms=1000)
+
+
+def metric_sum(gw, family, label=""):
+    r = gw.request("GET", "/_fence/v1/metrics")
+    total = 0.0
+    for line in r.body.decode().splitlines():
+        if line.startswith(family) and label in line and not line.startswith("#"):
+            total += float(line.rsplit(" ", 1)[1])
+    return total
