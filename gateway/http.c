@@ -54,8 +54,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		return;
 	/* A grant whose answer was not delivered goes back now: the client
 	 * may have left before the answer was even written (libmicrohttpd
-	 * saw the close first). */
-	if (toe != MHD_REQUEST_TERMINATED_COMPLETED_OK && fg_api_holds_grant(req))
+	 * saw the close first), or was answered an error while the grant
+	 * was made (a waiter's confirmation that could not be sent, a
+	 * sequencer that could not be signed). */
+	bool delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && req->granted;
+	if (!delivered && fg_api_holds_grant(req))
 		fg_waitq_give_back(loop->wq, req->name, req->lease,
 				   req->waiter ? fg_waiter_id(req->waiter) : NULL,
 				   req->reentry);

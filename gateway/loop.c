@@ -85,18 +85,19 @@ void fg_loop_on_message(const char *chan, const char *msg, size_t len,
 {
 	struct fg_loop *loop = arg;
 	/* On the loop's channel, "x <write id>": the grant of this write
-	 * ended (abort it upstream); "e <write id>": its lease got shorter
-	 * (ask for its deadline again). */
-	if (msg && len > 2 && len < 2 + FG_WAITER_ID_MAX &&
+	 * ended (abort it upstream); "e <write id> <ms>": its grant now ends
+	 * in ms (clamp its deadline, then ask for it again). */
+	if (msg && len > 2 && len < 2 + FG_WAITER_ID_MAX + 24 &&
 	    (msg[0] == 'x' || msg[0] == 'e') && msg[1] == ' ' &&
 	    strncmp(chan, "fg:gw:", 6) == 0) {
-		char id[FG_WAITER_ID_MAX];
-		memcpy(id, msg + 2, len - 2);
-		id[len - 2] = '\0';
-		if (msg[0] == 'x')
+		char buf[2 + FG_WAITER_ID_MAX + 24], id[FG_WAITER_ID_MAX];
+		long long ms = 0;
+		memcpy(buf, msg, len);
+		buf[len] = '\0';
+		if (msg[0] == 'x' && sscanf(buf + 2, "%39s", id) == 1)
 			fg_proxy_abort_write(loop->px, id);
-		else
-			fg_proxy_reask_write(loop->px, id);
+		else if (msg[0] == 'e' && sscanf(buf + 2, "%39s %lld", id, &ms) == 2)
+			fg_proxy_reask_write(loop->px, id, ms);
 		return;
 	}
 	fg_waitq_message(loop->wq, chan, msg, len);

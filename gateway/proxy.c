@@ -157,6 +157,7 @@ struct fg_proxy {
 					 been lost) */
 	char aborted[ABORTED_RING][FG_WAITER_ID_MAX]; /* under mu */
 	char aborted_kind[ABORTED_RING]; /* 'x' abort, 'e' ask again */
+	uint64_t aborted_dl[ABORTED_RING]; /* 'e': the deadline at the latest */
 	unsigned naborted;
 	const char *base;             /* upstream URL without a trailing '/' */
 	const char *base_path;        /* its path ("" or "/...") */
@@ -246,6 +247,23 @@ static uint64_t least_deadline(const struct fg_xfer *x)
 		if (x->fence.m[i].admitted && (!dl || x->mdeadline[i] < dl))
 			dl = x->mdeadline[i];
 	return dl;
+}
+
+/* An 'e': the write's grant ends sooner. Its deadline (each member's:
+ * the message does not say which lock) moves to `dl` at the latest, at
+ * once, whether or not the extension asked for next gets through; one
+ * already awaiting its answer after its last byte keeps its grace. */
+static void clamp_deadline(struct fg_xfer *x, uint64_t dl)
+{
+	if (!x->deadline || x->grace)
+		return;
+	if (dl < 1)
+		dl = 1;
+	if (x->deadline > dl)
+		x->deadline = dl;
+	for (int i = 0; i < x->fence.n; i++)
+		if (x->mdeadline[i] > dl)
+			x->mdeadline[i] = dl;
 }
 
 struct extend_arg {
@@ -1013,16 +1031,22 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 	return x->rs ? 0 : -1;
 }
 
-/* Was this write's grant ended ('x'), or its lease shortened ('e'), before
- * its transfer was registered? 0 if neither; an end wins. */
-static char aborted_before(struct fg_proxy *px, const char *write_id)
+/* Was this write's grant ended ('x'), or its lease shortened ('e', with
+ * the earliest deadline said in *dl), before its transfer was
+ * registered? 0 if neither; an end wins. */
+static char aborted_before(struct fg_proxy *px, const char *write_id,
+			   uint64_t *dl)
 {
 	unsigned n = px->naborted < ABORTED_RING ? px->naborted : ABORTED_RING;
 	char kind = 0;
-	for (unsigned i = 0; i < n; i++)
-		if (strcmp(px->aborted[i], write_id) == 0 &&
-		    (!kind || px->aborted_kind[i] == 'x'))
+	for (unsigned i = 0; i < n; i++) {
+		if (strcmp(px->aborted[i], write_id) != 0)
+			continue;
+		if (px->aborted_kind[i] == 'e' && (!*dl || px->aborted_dl[i] < *dl))
+			*dl = px->aborted_dl[i];
+		if (!kind || px->aborted_kind[i] == 'x')
 			kind = px->aborted_kind[i];
+	}
 	return kind;
 }
 
@@ -1073,9 +1097,12 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	bool released = false;
 	if (fenced) {
 		pthread_mutex_lock(&px->mu);
-		char early = aborted_before(px, x->fence.write_id);
+		uint64_t dl = 0;
+		char early = aborted_before(px, x->fence.write_id, &dl);
 		released = early == 'x';
 		x->reask = early == 'e';
+		if (x->reask)
+			clamp_deadline(x, dl);
 		if (!released) {
 			HASH_ADD_STR(px->writes, fence.write_id, x);
 			x->registered = true;
@@ -1107,8 +1134,9 @@ void fg_proxy_recheck_writes(struct fg_proxy *px)
 }
 
 /* 'x': the write's grant ended; 'e': its lease ends sooner than its
- * deadline was set for. */
-static void tell_write(struct fg_proxy *px, const char *write_id, char kind)
+ * deadline was set for, by `dl` (monotonic ms) at the latest. */
+static void tell_write(struct fg_proxy *px, const char *write_id, char kind,
+		       uint64_t dl)
 {
 	struct fg_xfer *x;
 	pthread_mutex_lock(&px->mu);
@@ -1124,6 +1152,7 @@ static void tell_write(struct fg_proxy *px, const char *write_id, char kind)
 			x->deadline = 1;
 		} else if (alive) {
 			x->refs++;
+			clamp_deadline(x, dl);
 			x->reask = true; /* check_deadlines() asks at once */
 		}
 		pthread_mutex_unlock(&x->mu);
@@ -1133,6 +1162,7 @@ static void tell_write(struct fg_proxy *px, const char *write_id, char kind)
 		unsigned i = px->naborted % ABORTED_RING;
 		snprintf(px->aborted[i], sizeof(px->aborted[0]), "%s", write_id);
 		px->aborted_kind[i] = kind;
+		px->aborted_dl[i] = dl;
 		px->naborted++;
 	}
 	pthread_mutex_unlock(&px->mu);
@@ -1144,12 +1174,17 @@ static void tell_write(struct fg_proxy *px, const char *write_id, char kind)
 
 void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id)
 {
-	tell_write(px, write_id, 'x');
+	tell_write(px, write_id, 'x', 1);
 }
 
-void fg_proxy_reask_write(struct fg_proxy *px, const char *write_id)
+void fg_proxy_reask_write(struct fg_proxy *px, const char *write_id,
+			  long long ends_in_ms)
 {
-	tell_write(px, write_id, 'e');
+	/* counted from now, later than Redis' moment by the message's trip:
+	 * the record keeps the margin for that (docs/safety.md 10.1) */
+	long long left = ends_in_ms - (long long)px->gw->cfg->fence_margin_ms;
+	uint64_t now = now_ms();
+	tell_write(px, write_id, 'e', left > 0 ? now + (uint64_t)left : 1);
 }
 
 static const char *upstream_error(CURLcode code, enum fg_error *e)

@@ -29,9 +29,11 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 /** The grant of a fenced write was released: its transfer is aborted
  *  upstream at once, or never started if it was not begun yet. */
 void fg_proxy_abort_write(struct fg_proxy *px, const char *write_id);
-/** The running write's lease got shorter: its deadline is asked for again
- *  at once (from the loop's message handler). */
-void fg_proxy_reask_write(struct fg_proxy *px, const char *write_id);
+/** The running write's grant now ends in ends_in_ms (its lease got
+ *  shorter): its deadline is moved to that less the margin at once, and
+ *  asked for again (from the loop's message handler). */
+void fg_proxy_reask_write(struct fg_proxy *px, const char *write_id,
+			  long long ends_in_ms);
 
 /** Asks Redis again, now, whether every running write's grant still
  *  holds (the subscriber reconnected: an abort message may be lost); a

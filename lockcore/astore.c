@@ -69,7 +69,7 @@ struct conn {
 
 /* A lease to give back, until Redis answers (fg_alock_give_back()). */
 struct giveback {
-	struct giveback *next;
+	struct giveback *next, *prev;
 	enum fg_giveback_reason why;
 	int inflight;
 	const char *lease, *wid; /* into name's allocation */
@@ -693,6 +693,8 @@ static int redirected(struct aop *op, struct conn *cn, const redisReply *r)
 		struct timeval tv = { 0, TRYAGAIN_MS * 1000 };
 		return op->again && evtimer_add(op->again, &tv) == 0;
 	}
+	if (errorish(r, "BUSY") || errorish(r, "OOM") || errorish(r, "NOPERM"))
+		op->maybe_ran = 0; /* refused: the script never started */
 	if (errorish(r, "READONLY") || errorish(r, "MASTERDOWN") ||
 	    errorish(r, "CLUSTERDOWN") || errorish(r, "LOADING")) {
 		op->maybe_ran = 0; /* refused before it ran */
@@ -714,8 +716,9 @@ static void on_undone(redisAsyncContext *ac, void *reply, void *priv)
 	struct aop *op = priv;
 	(void)ac;
 	op->conn = NULL;
-	op->undone = reply != NULL;
-	op->why = FG_GIVEBACK_CONNECTION;
+	/* an error (BUSY, READONLY, OOM) released nothing */
+	op->undone = reply && ((redisReply *)reply)->type != REDIS_REPLY_ERROR;
+	op->why = reply ? FG_GIVEBACK_REPLICAS : FG_GIVEBACK_CONNECTION;
 	answer(op, reply ? FG_EREPLICAS : FG_EUNAVAIL, NULL);
 	aop_free(op);
 }
@@ -801,6 +804,7 @@ static void on_reply(redisAsyncContext *ac, void *reply, void *priv)
 				return;
 			}
 			err = FG_EUNAVAIL;
+			op->why = FG_GIVEBACK_CONNECTION;
 		}
 	}
 	answer(op, err, r);
@@ -974,7 +978,10 @@ int fg_alock_give_back(fg_astore *as, const char *name, const char *lease,
 	gb->why = why;
 	gb->lease = gb->name + strlen(gb->name) + 1;
 	gb->wid = gb->lease + strlen(gb->lease) + 1;
+	gb->prev = NULL;
 	gb->next = as->gbs;
+	if (as->gbs)
+		as->gbs->prev = gb;
 	as->gbs = gb;
 	as->ngbs++;
 	gb_schedule(as, 1);
@@ -1004,11 +1011,12 @@ static void on_given_back(int err, const struct fg_grant *g, void *arg)
 	}
 	if (as->gave_back)
 		as->gave_back(as->observe_arg, gb->why, g->status == FG_REMOVED);
-	struct giveback **pp = &as->gbs;
-	while (*pp && *pp != gb)
-		pp = &(*pp)->next;
-	if (*pp)
-		*pp = gb->next;
+	if (gb->prev)
+		gb->prev->next = gb->next;
+	else
+		as->gbs = gb->next;
+	if (gb->next)
+		gb->next->prev = gb->prev;
 	as->ngbs--;
 	free(gb);
 }
@@ -1050,10 +1058,12 @@ static void gb_schedule(fg_astore *as, int now)
 		event_active(as->gb_timer, EV_TIMEOUT, 1);
 		return;
 	}
+	if (evtimer_pending(as->gb_timer, NULL))
+		return;
 	int waiting = 0;
-	for (struct giveback *gb = as->gbs; gb; gb = gb->next)
-		waiting |= !gb->inflight;
-	if (waiting && !evtimer_pending(as->gb_timer, NULL)) {
+	for (struct giveback *gb = as->gbs; gb && !waiting; gb = gb->next)
+		waiting = !gb->inflight;
+	if (waiting) {
 		struct timeval tv = { 0, GIVEBACK_EVERY_MS * 1000 };
 		evtimer_add(as->gb_timer, &tv);
 	}

@@ -322,8 +322,9 @@ end
 -- a smaller ttl, a shared holder leaving), each of those writes is
 -- recorded no later than the new end (a write admitted against the old
 -- end may be running now: it gets the margin from now at the most), and
--- its gateway is told: "x <write id>" to abort it, "e <write id>" to ask
--- for its deadline again. Writes waiting on F ask again too. An end by
+-- its gateway is told: "x <write id>" to abort it, "e <write id> <ms>"
+-- that the grant now ends in ms (the gateway clamps the write's deadline
+-- at once, then asks for it again). Writes waiting on F ask again too. An end by
 -- expiry needs nothing: every record already ends by the grant's end.
 -- One place for all of them: done() calls it before writing S.
 local function follow_end()
@@ -333,7 +334,6 @@ local function follow_end()
   if new_end >= X0 then return end
   local soon = NOW + math.max(num(st.fm), MARGIN_FLOOR)
   local untl = math.max(new_end, soon)
-  local msg = ended and 'x ' or 'e '
   local all = redis.call('ZRANGE', F, 0, -1, 'WITHSCORES')
   local top = false
   for i = 1, #all, 2 do
@@ -345,7 +345,12 @@ local function follow_end()
       end
       if not top or score > top then top = score end
       local gw = gateway_of(wid)
-      if gw then redis.call('PUBLISH', 'fg:gw:' .. gw, msg .. wid) end
+      if gw and ended then
+        redis.call('PUBLISH', 'fg:gw:' .. gw, 'x ' .. wid)
+      elseif gw then
+        redis.call('PUBLISH', 'fg:gw:' .. gw, 'e ' .. wid .. ' ' ..
+          fmt(new_end - NOW))
+      end
     end
   end
   if not top and ended then

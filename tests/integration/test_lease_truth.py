@@ -17,6 +17,7 @@ against the real processes:
   keeps the lock from the next client.
 """
 
+import os
 import re
 import select
 import socket
@@ -57,6 +58,46 @@ def metric_sum(gw, family, labels=None):
                 continue
         total += float(m.group(2))
     return total
+
+
+def redis_command_conns(gw, redis_port):
+    """Local ports of the gateway process's TCP connections to Redis (read
+    from /proc: its socket inodes, matched in /proc/net/tcp)."""
+    inodes = set()
+    fd_dir = "/proc/%d/fd" % gw.proc.pid
+    for fd in os.listdir(fd_dir):
+        try:
+            link = os.readlink(os.path.join(fd_dir, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    ports = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if f[9] in inodes and int(f[2].rsplit(":", 1)[1], 16) == redis_port:
+                ports.add(int(f[1].rsplit(":", 1)[1], 16))
+    return ports
+
+
+def kill_command_conns(redis, gw):
+    """CLIENT KILLs the gateway's command connections (not its Pub/Sub
+    ones); returns how many."""
+    ports = redis_command_conns(gw, redis.port)
+    n = 0
+    with RespClient(redis.port) as c:
+        for line in c.command("CLIENT", "LIST").decode().splitlines():
+            f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+            port = int(f["addr"].rsplit(":", 1)[1])
+            if port in ports and f["sub"] == "0" and f["psub"] == "0":
+                c.command("CLIENT", "KILL", "ID", f["id"])
+                n += 1
+    return n
 
 
 def transfers_in_flight(gw):
@@ -278,6 +319,39 @@ class ShortenedLeaseEndsWritesTests(StoreTestCase):
 
     def test_reentry_with_a_shorter_ttl_on_another_gateway_ends_the_write_running_on_the_first(self):
         self.shortened_lease_ends_the_write("reenter", self.gw2)
+
+    @harness.single_redis("kills one gateway's connections on the one redis-server")
+    def test_shortened_lease_ends_the_write_even_when_its_gateway_cannot_ask_redis_again(self):
+        """The message that says the lease got shorter carries how soon it
+        ends: the write's deadline moves at once, even when its gateway's
+        next call to Redis fails (its command connections were just cut)."""
+        path = self.obj("cut")
+        lock = self.lock_of(path)
+        a = self.grant(path, gw=self.gw1, ttl_ms=60000)
+        put = self.start_stream(path, a, b"A", STREAM_S)
+        self.assertGreater(kill_command_conns(self.env.redis, self.gw1), 0)
+        t_short_wall = time.time()
+        self.shorten(lock, a["lease"], "renew", self.gw2, SHORT_MS)
+        g = self.acquire(lock, body={"ttl_ms": 30000, "wait_ms": 20000},
+                         gw=self.gw2, timeout=slack(30.0))
+        self.assertEqual(g.status, 200, g)
+        b = g.json
+        newer = b"written by B under token %d\n" % b["token"]
+        w = self.put(path, newer, b["sequencer"], gw=self.gw2,
+                     test_id=self.NEW, timeout=STREAM_S + slack(15.0))
+        self.assertIn(w.status, (201, 204), "B's PUT: %r" % w)
+        old = self.nginx.wait_log(slack(3.0), test_id=self.OLD)
+        self.assertEqual(len(old), 1, "nginx never saw A's upload end")
+        self.assertFalse(old[0].applied, "nginx applied A's write under the "
+                         "shortened lease: %r" % old[0])
+        self.assertLess(float(old[0].msec), t_short_wall +
+                        (SHORT_MS + MARGIN_MS) / 1000.0 + slack(1.5))
+        kind, resp, _ = put.answer(STREAM_S + slack(5.0))
+        if kind == "answer":
+            self.assert_error(resp, 409, "stale_token", "A's write")
+        put.thread.join(STREAM_S + slack(5.0))
+        self.assertEqual(self.applied_puts(path), [(self.NEW, b["token"])])
+        self.assert_stored(path, newer, "after A's client finished")
 
     def longer_lease_keeps_the_write(self, how, via):
         ttl_ms, stream_s = 1500, 3.0
@@ -527,3 +601,43 @@ class LostAnswerLeavesNothingTests(TestCase):
         self.assertGreater(after, before, "%s (summed over its reason "
                            "labels) did not grow: %s -> %s"
                            % (family, before, after))
+
+
+@harness.single_redis("kills the gateway's connections and calls the scripts on the one redis-server")
+class ConfirmNotSentTests(TestCase):
+    """With redis-replicas, a waiter's grant is confirmed (renewal + WAIT)
+    before it is answered. A confirmation that cannot even be sent (the
+    command connection was just cut) answers 503, and the grant goes
+    back: it is not held by nobody for its TTL."""
+
+    def test_waiter_whose_confirmation_cannot_be_sent_leaves_the_lock_free(self):
+        from test_lease_scripts import functions, keys
+        env = self.start_env(("--redis-replicas", "1", "--threads", "1"))
+        gw, redis = env.gw, env.redis
+        name = self.lock_name()
+        self.inspect(name, gw=gw)  # the gateway loads the library
+        fn = functions(redis)
+        holder = "H" * 22
+        r = redis.command("FCALL", fn["acquire"], 4, *keys(name), 60000, name,
+                          holder, "x", 60000, 0, 0, "", "", 30000, 100, "",
+                          "0", "", "0", "")
+        self.assertEqual(r[0], b"granted", r)
+        waiter = self.call("POST", LOCKS + name,
+                           body={"ttl_ms": 60000, "wait_ms": 20000}, gw=gw)
+        self.assertTrue(wait_until(
+            lambda: redis.command("ZCARD", keys(name)[1]) == 1, slack(3.0)),
+            "the blocking acquire was never queued")
+        self.assertGreater(kill_command_conns(redis, gw), 0)
+        r = redis.command("FCALL", fn["release"], 4, *keys(name), 60000, name,
+                          holder, 250)
+        self.assertEqual(r[0], b"granted", r)  # handed to the waiter
+        g = waiter.result(slack(10.0))
+        self.assertEqual(g.status, 503, g)
+        self.assertEqual(g.json.get("error"), "lock_store_unavailable", g)
+
+        def free():
+            r = self.inspect(name, gw=gw)
+            return r.status == 200 and not r.json["held"]
+        self.assertTrue(wait_until(free, 1.0 + slack(1.0), 0.05),
+                        "the waiter's grant outlived its 503: %r"
+                        % self.inspect(name, gw=gw).json)
