@@ -14,6 +14,7 @@ import time
 
 import harness
 from harness import RespClient, TestCase
+from test_lease_truth import metric_sum
 
 IDLE_MS = 60000
 MARGIN_MS = 250
@@ -224,7 +225,7 @@ class LeaseScriptTests(TestCase):
         # another lease is granted as usual
         self.assertEqual(self.fc_acquire(name, "F" * 22)[0], "granted")
 
-    def test_a_remembered_lease_keeps_the_lock_keys_alive_and_then_goes(self):
+    def test_a_remembered_lease_keeps_the_lock_keys_alive_past_its_memory(self):
         name = self.lock_name()
         self.giveback(name, "G" * 22)
         s = keys(name)[0]
@@ -255,7 +256,7 @@ class UnknownWaiterTests(TestCase):
                                wid, loop, 30000, 100, "", "0", "", "0", "")
         self.assertEqual(r[0], b"queued", r)
         before = metric_sum(self.gw, "fencegate_lock_given_back_total",
-                            'reason="unknown_waiter"')
+                            {"reason": "unknown_waiter"})
         t0 = time.monotonic()
         self.release_ok(name, holder["lease"])
 
@@ -269,16 +270,8 @@ class UnknownWaiterTests(TestCase):
         self.assertLess(time.monotonic() - t0, 1.0 + harness.slack(1.0))
         self.assertTrue(harness.wait_until(
             lambda: metric_sum(self.gw, "fencegate_lock_given_back_total",
-                               'reason="unknown_waiter"') > before,
+                               {"reason": "unknown_waiter"}) > before,
             harness.slack(2.0)))
         # and the lock is anyone's again
         self.acquire_ok(name, ttl_ms=1000)
 
-
-def metric_sum(gw, family, label=""):
-    r = gw.request("GET", "/_fence/v1/metrics")
-    total = 0.0
-    for line in r.body.decode().splitlines():
-        if line.startswith(family) and label in line and not line.startswith("#"):
-            total += float(line.rsplit(" ", 1)[1])
-    return total

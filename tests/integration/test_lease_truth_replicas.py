@@ -19,35 +19,14 @@ Each test starts its own primary and replica (ReplicatedRedis below), so
 the class runs in the default pass only.
 """
 
-import re
 import time
 
 import harness
 from harness import RedisServer, RespClient, SetupError, slack, wait_until
+from test_lease_truth import metric_sum
 from topology import TopologyCase
 
 GIVEN_BACK = "fencegate_lock_given_back_total"
-
-
-def metric_sum(gw, family, labels=None):
-    """The sum of every sample of counter `family` in the gateway's
-    /_fence/v1/metrics (0 when absent); `labels`, a dict, keeps only the
-    samples that carry these label values."""
-    r = gw.request("GET", "/_fence/v1/metrics")
-    if r.status != 200:
-        raise AssertionError("GET /_fence/v1/metrics: %r" % r)
-    total = 0.0
-    pat = re.compile(r"^%s(\{[^}]*\})?\s+(\S+)" % re.escape(family))
-    for line in r.body.decode("utf-8", "replace").splitlines():
-        m = pat.match(line)
-        if not m:
-            continue
-        if labels:
-            got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
-            if any(got.get(k) != v for k, v in labels.items()):
-                continue
-        total += float(m.group(2))
-    return total
 
 
 class ReplicatedRedis:
