@@ -62,6 +62,8 @@ static const struct setting settings[] = {
 	U(fence_margin_ms, 0, 600000, "MS         an admitted write must end this long before its lease (250)"),
 	U(write_max_ms, 100, 86400000, "MS         longest an admitted write may run (3600000)"),
 	{ "forward-token", K_BOOL, offsetof(struct fg_config, forward_token), 0, 1, "yes|no     pass `Fencing-Token: <n>` to the upstream (no)" },
+	{ "proxy-redirect", K_BOOL, offsetof(struct fg_config, proxy_redirect), 0, 1, "yes|no     Location and Content-Location naming the upstream name the\n"
+	  "                      gateway instead, as nginx's proxy_redirect default (yes)" },
 	{ "write-methods", K_STRING, offsetof(struct fg_config, write_methods), 0, 0, "\"M ...\"    methods that must be fenced (" FG_DEFAULT_WRITE_METHODS ")" },
 	{ "read-methods", K_STRING, offsetof(struct fg_config, read_methods), 0, 0, "\"M ...\"    methods that pass without a token (" FG_DEFAULT_READ_METHODS "); any other is fenced" },
 	{ "route", K_ROUTE, 0, 0, 0, "PREFIX LOCK  (config file only) paths under PREFIX are guarded by LOCK" },
@@ -107,6 +109,7 @@ void fg_config_init(struct fg_config *c)
 	c->waiter_liveness_ms = 10000;
 	c->max_header_bytes = 16384;
 	c->client_timeout_s = 30;
+	c->proxy_redirect = 1;
 	c->log_level = FG_LOG_INFO;
 	c->upstream_connect_timeout_ms = 2000;
 	c->upstream_timeout_ms = 30000;

@@ -57,6 +57,8 @@ struct fg_config {
 	unsigned fence_margin_ms;      /* a write ends this long before its lease */
 	unsigned write_max_ms;         /* longest an admitted write may run */
 	unsigned forward_token;        /* 1: send Fencing-Token: <n> upstream */
+	unsigned proxy_redirect;       /* 1: Location naming the upstream names
+					  the gateway (redirect.c) */
 	char *write_methods;           /* space-separated; NULL: the defaults */
 	char *read_methods;            /* unfenced unless they carry a token;
 					  any other method is fenced */

@@ -48,6 +48,7 @@
 #include "metrics.h"
 #include "loop.h"
 #include "proxy.h"
+#include "redirect.h"
 #include "waitq.h"
 
 /* Bytes buffered per direction. Below glibc's mmap threshold, so that a
@@ -979,11 +980,14 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 	/* curl adds "Accept: * / *" to a request without one: not ours to add */
 	if (ok && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT))
 		ok = append(&h.list, "Accept:");
-	/* the Destination, as a path on the upstream: its base path, then the
-	 * raw path that was resolved and checked */
-	if (ok && req->dest_raw)
-		ok = append(&h.list, "Destination: %s%.*s", px->base_path,
-			    (int)req->dest_raw_len, req->dest_raw);
+	/* the Destination, as the upstream's absolute URI: its base URL, then
+	 * the raw path that was resolved and checked (redirect.c) */
+	if (ok && req->dest_raw) {
+		char dest[URL_MAX];
+		ok = fg_redirect_destination(&cfg->up, req->dest_raw,
+					     req->dest_raw_len, dest, sizeof(dest)) == 0 &&
+		     append(&h.list, "Destination: %s", dest);
+	}
 	/* the number of the (first) lock the request writes, never a read's */
 	if (ok && x->fenced && cfg->forward_token)
 		ok = append(&h.list, "Fencing-Token: %" PRIu64,
@@ -1311,9 +1315,20 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 		return MHD_NO;
 	}
 	x->refs++; /* the response's */
-	for (int i = 0; i < x->nhdrs; i++)
-		if (!named_in_connection(x->resp_connection, x->hdrs[i].name))
-			MHD_add_response_header(r, x->hdrs[i].name, x->hdrs[i].value);
+	const struct fg_config *cfg = req->gw->cfg;
+	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						       MHD_HTTP_HEADER_HOST);
+	for (int i = 0; i < x->nhdrs; i++) {
+		const char *name = x->hdrs[i].name, *value = x->hdrs[i].value;
+		if (named_in_connection(x->resp_connection, name))
+			continue;
+		char *mine = NULL;
+		if (cfg->proxy_redirect && (strcasecmp(name, "Location") == 0 ||
+					    strcasecmp(name, "Content-Location") == 0))
+			mine = fg_redirect_answer(&cfg->up, value, "http", host);
+		MHD_add_response_header(r, name, mine ? mine : value);
+		free(mine);
+	}
 	int status = x->status;
 	pthread_mutex_unlock(&x->mu);
 	enum MHD_Result ret = MHD_queue_response(c, (unsigned)status, r);

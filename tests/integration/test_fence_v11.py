@@ -990,7 +990,8 @@ class V11DestinationTests(V11Case):
             hits = self.nginx.wait_log(slack(2.0), test_id=reply.test_id)
             self.assertEqual([(e.method, e.status, e.destination, e.token)
                               for e in hits],
-                             [(method, reply.status, dest, tok)])
+                             [(method, reply.status, self.upstream_uri(dest),
+                               tok)])
 
     def test_v11_one_route_lock_guarding_both_paths_needs_only_fencing_token(self):
         g = self.grant(PAIR)
@@ -1013,7 +1014,12 @@ class V11DestinationTests(V11Case):
         self.assert_nothing_upstream(mark, "COPY out of the route")
         self.assert_absent(out)
 
-    def test_v11_destination_as_absolute_url_of_the_requests_host_is_forwarded_as_a_path(self):
+    def upstream_uri(self, path):
+        """A Destination as the upstream receives it (v1.1.1): the
+        upstream's absolute URI."""
+        return "http://127.0.0.1:%d%s" % (self.nginx.port, path)
+
+    def test_v11_destination_as_absolute_url_of_the_requests_host_is_forwarded_as_the_upstreams(self):
         src, dst, dst2 = self.siblings("src.txt", "dst.txt", "dst2.txt")
         data = self.fixture(src)
         s = self.grant(src)
@@ -1023,8 +1029,10 @@ class V11DestinationTests(V11Case):
         self.assertIn(r.status, (201, 204), r)
         self.assert_stored(dst, data)
         hits = self.nginx.wait_log(slack(2.0), test_id=r.test_id)
-        self.assertEqual([e.destination for e in hits], [dst],
-                         "the Destination must reach nginx as a path")
+        self.assertEqual([e.destination for e in hits],
+                         [self.upstream_uri(dst)],
+                         "the Destination must reach nginx as its own "
+                         "absolute URI (v1.1.1)")
         # the authority is compared case-insensitively with Host
         d2 = self.grant(dst2)
         r = self.copy_or_move("COPY", src, "HTTP://127.0.0.1:%d%s"
@@ -1765,7 +1773,8 @@ class V11UpstreamPathTests(V11Case):
         self.assert_absent(copied)
         hits = self.nginx.wait_log(slack(2.0), test_id=r.test_id)
         self.assertEqual([(e.path, e.destination) for e in hits],
-                         [("/sub" + self.inside, "/sub" + copied)])
+                         [("/sub" + self.inside, "http://127.0.0.1:%d/sub%s"
+                           % (self.nginx.port, copied))])
 
 
 # ---------------------------------------------------------------------------
@@ -2064,7 +2073,9 @@ class V11RecordedHeaderTests(V11Case):
             self.assertEqual(", ".join(names.get("x-forwarded-for", [])),
                              "203.0.113.7, 127.0.0.1", what)
             if x["method"] in ("COPY", "MOVE"):
-                self.assertEqual(names.get("destination"), [dst], what)
+                self.assertEqual(names.get("destination"),
+                                 ["http://127.0.0.1:%d%s" % (self.rec.port, dst)],
+                                 what)
 
     def test_v11_x_forwarded_host_is_removed_when_the_request_had_no_host(self):
         r = raw_http(self.gw.port, b"GET /rec-%s/nohost HTTP/1.0\r\n"

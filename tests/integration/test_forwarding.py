@@ -1,0 +1,94 @@
+"""test_forwarding.py - the upstream's own address in what crosses the
+gateway (contract v1.1.1, "Forwarded in the form the origin accepts"):
+a Location or Content-Location that names the upstream (its base URL, the
+base path included) reaches the client naming the address the client used,
+as nginx's `proxy_redirect default` does; every other value passes
+unchanged; `proxy-redirect no` turns the rewriting off. The Destination
+half (the upstream's absolute URI) is asserted where COPY and MOVE are
+tested (test_fence_v11.py)."""
+
+import harness
+from harness import TestCase, Upstream, UpstreamHandler
+
+
+class _LocationHandler(UpstreamHandler):
+    """Answers 201 with the Location and Content-Location it is asked for
+    (request headers X-Location, X-Content-Location)."""
+
+    def _any(self):
+        harness.read_request_body(self)
+        self.send_response(201)
+        for ask, name in (("X-Location", "Location"),
+                          ("X-Content-Location", "Content-Location")):
+            v = self.headers.get(ask)
+            if v is not None:
+                self.send_header(name, v)
+        self.send_header("Content-Length", "0")
+        self.end_headers()
+
+    do_GET = do_PUT = do_MKCOL = _any
+
+
+class RedirectTests(TestCase):
+    uses_shared_env = False
+
+    def gateway(self, *flags):
+        env = self.start_env(upstream=False)
+        self.up = Upstream(handler=_LocationHandler).start()
+        self.addCleanup(self.up.stop)
+        self.base = "http://127.0.0.1:%d/base" % self.up.port
+        return self.start_gateway(env.redis.port, self.up.port,
+                                  ("--upstream", self.base) + flags)
+
+    def answer(self, gw, location, host=None, header="X-Location"):
+        headers = [(header, location)]
+        if host:
+            headers.append(("Host", host))
+        r = harness.http_request(gw.port, "GET", "/a/b.txt", headers=headers)
+        self.assertEqual(r.status, 201, r)
+        return r.header(header[2:])
+
+    def test_location_naming_the_upstream_names_the_gateway(self):
+        gw = self.gateway()
+        me = "http://127.0.0.1:%d" % gw.port
+        cases = {
+            self.base + "/a/b.txt": me + "/a/b.txt",
+            self.base + "/": me + "/",
+            self.base: me + "/",
+            self.base + "?x=1": me + "/?x=1",
+            self.base + "/d/?x=1#f": me + "/d/?x=1#f",
+            # scheme and authority without case, as URLs compare
+            self.base.replace("http://", "HTTP://") + "/c": me + "/c",
+            # a path on the upstream under its base: the same path here
+            "/base/a/b.txt": "/a/b.txt",
+        }
+        for sent, want in cases.items():
+            self.assertEqual(self.answer(gw, sent), want, sent)
+            self.assertEqual(self.answer(gw, sent,
+                                         header="X-Content-Location"),
+                             want, "Content-Location " + sent)
+
+    def test_location_naming_anything_else_passes_unchanged(self):
+        gw = self.gateway()
+        port = self.up.port
+        for sent in ("http://127.0.0.1:%d/basement/x" % port,
+                     "http://127.0.0.1:%d/other/x" % port,
+                     "http://127.0.0.1:%d/Base/x" % port,
+                     "https://127.0.0.1:%d/base/x" % port,
+                     "http://127.0.0.1:%d/base/x" % (port + 1),
+                     "http://storage.example/base/x",
+                     "/basement", "/other/x", "//127.0.0.1/base/x",
+                     "relative/x", "x"):
+            self.assertEqual(self.answer(gw, sent), sent, sent)
+
+    def test_location_names_the_host_the_client_used(self):
+        gw = self.gateway()
+        self.assertEqual(self.answer(gw, self.base + "/z", host="files.example:8443"),
+                         "http://files.example:8443/z")
+
+    def test_proxy_redirect_no_passes_every_location_unchanged(self):
+        gw = self.gateway("--proxy-redirect", "no")
+        for sent in (self.base + "/a/b.txt", "/base/a/b.txt"):
+            self.assertEqual(self.answer(gw, sent), sent)
+            self.assertEqual(self.answer(gw, sent, header="X-Content-Location"),
+                             sent)
