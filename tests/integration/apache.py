@@ -1,0 +1,188 @@
+"""apache.py - a real Apache httpd with mod_dav and mod_dav_fs as a second
+WebDAV origin beside nginx (storage.py), the most common WebDAV server and
+the strictest about what it is sent (RFC 4918: an absolute URI in
+Destination).
+
+Started like nginx: its own config file in a private directory of the
+run's temp dir, `-X` (one process, no children: a SIGKILL by PID leaves
+nothing holding the port), on a free loopback port, stopped by PID. When
+the suite runs as root, Apache serves as www-data and its data and lock
+directories are given to that user (and the run's temp directories the
+search bit, so that it can reach them). The access log has one tab-separated
+line per request: msec, method, path, status, the Destination it was sent
+and the X-Test-Id each test request carries. A missing apache2 or module
+is a failure of the setup, never a skip.
+"""
+
+import http.client
+import os
+import pwd
+import shutil
+import subprocess
+import tempfile
+import urllib.parse
+
+import harness
+from harness import SetupError, file_tail, free_port, slack, spawn, wait_until
+
+MODULES = "/usr/lib/apache2/modules"
+LOG_FIELDS = ("msec", "method", "uri", "status", "destination", "test_id")
+
+
+def _apache_executable():
+    for exe in (shutil.which("apache2"), "/usr/sbin/apache2"):
+        if exe and os.access(exe, os.X_OK):
+            return exe
+    raise SetupError("apache2 not found (Debian package apache2; "
+                     "scripts/install-deps.sh installs it)")
+
+
+class LogEntry:
+    def __init__(self, fields):
+        for k, v in zip(LOG_FIELDS, fields):
+            setattr(self, k, None if v == "-" else v)
+        self.status = int(self.status)
+
+    @property
+    def applied(self):
+        return 200 <= self.status < 300
+
+    def __repr__(self):
+        return "<%s %s %s dest=%s>" % (self.method, self.uri, self.status,
+                                        self.destination)
+
+
+class ApacheDav(harness.Process):
+    """A private Apache httpd WebDAV store on a free loopback port."""
+
+    def __init__(self, port=None):
+        self.port = port or free_port()
+        self.dir = tempfile.mkdtemp(prefix="apache-", dir=harness.tmp_root())
+        self.data = os.path.join(self.dir, "data")
+        self.lock = os.path.join(self.dir, "lock")
+        self.access_log = os.path.join(self.dir, "access.log")
+        self.error_log = os.path.join(self.dir, "error.log")
+        self.conf = os.path.join(self.dir, "httpd.conf")
+        self.proc = None
+        for d in (self.data, self.lock):
+            os.makedirs(d, exist_ok=True)
+
+    def config_text(self):
+        q = lambda s: '"%s"' % s  # noqa: E731 (paths of our own temp dir)
+        lines = ["ServerRoot %s" % q(self.dir),
+                 "ServerName 127.0.0.1",
+                 "Listen 127.0.0.1:%d" % self.port,
+                 "PidFile %s" % q(os.path.join(self.dir, "httpd.pid"))]
+        for mod, so in (("mpm_event", "mod_mpm_event.so"),
+                        ("authz_core", "mod_authz_core.so"),
+                        ("dav", "mod_dav.so"), ("dav_fs", "mod_dav_fs.so")):
+            path = os.path.join(MODULES, so)
+            if not os.path.exists(path):
+                raise SetupError("apache2 module missing: %s" % path)
+            lines.append("LoadModule %s_module %s" % (mod, q(path)))
+        if os.getuid() == 0:
+            lines += ["User www-data", "Group www-data"]
+        lines += [
+            "ErrorLog %s" % q(self.error_log),
+            "LogFormat \"%{msec}t\\t%m\\t%U\\t%>s\\t%{Destination}i\\t"
+            "%{X-Test-Id}i\" fence",
+            "CustomLog %s fence" % q(self.access_log),
+            "DavLockDB %s" % q(os.path.join(self.lock, "davlock")),
+            "LimitRequestBody 0",
+            "DocumentRoot %s" % q(self.data),
+            "<Directory %s>" % q(self.data),
+            "  Dav On",
+            "  AllowOverride None",
+            "  Require all granted",
+            "</Directory>",
+        ]
+        return "\n".join(lines) + "\n"
+
+    def start(self, timeout=10.0):
+        exe = _apache_executable()
+        with open(self.conf, "w") as f:
+            f.write(self.config_text())
+        if os.getuid() == 0:
+            # www-data must reach its directories through the run's temp
+            # dirs (mode 0700): they get the search bit, not the read one
+            for d in (harness.tmp_root(), self.dir):
+                os.chmod(d, 0o711)
+            u = pwd.getpwnam("www-data")
+            for d in (self.data, self.lock):
+                os.chown(d, u.pw_uid, u.pw_gid)
+        stderr_path = os.path.join(self.dir, "stderr.log")
+        with open(stderr_path, "ab") as out:
+            self.proc = spawn([exe, "-f", self.conf, "-X"], stdout=out,
+                              stderr=subprocess.STDOUT, cwd=self.dir)
+        if not wait_until(self.answers, slack(timeout), 0.02):
+            rc = self.proc.poll()
+            self.stop()
+            raise SetupError("apache2 on port %d did not answer (exit %s):\n"
+                             "%s\n%s" % (self.port, rc, file_tail(stderr_path),
+                                         file_tail(self.error_log)))
+        return self
+
+    def answers(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1.0)
+            try:
+                c.request("OPTIONS", "/", headers={"X-Test-Id": "probe"})
+                c.getresponse().read()
+            finally:
+                c.close()
+            return True
+        except OSError:
+            return False
+
+    # -- what it stored ---------------------------------------------------
+
+    def file_of(self, path):
+        rel = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
+        return os.path.join(self.data, rel.lstrip("/"))
+
+    def read(self, path):
+        try:
+            with open(self.file_of(path), "rb") as f:
+                return f.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def exists(self, path):
+        return os.path.lexists(self.file_of(path))
+
+    def put_file(self, path, data):
+        fn = self.file_of(path)
+        os.makedirs(os.path.dirname(fn), exist_ok=True)
+        with open(fn, "wb") as f:
+            f.write(data)
+        if os.getuid() == 0:
+            u = pwd.getpwnam("www-data")
+            d = os.path.dirname(fn)
+            while d.startswith(self.data):
+                os.chown(d, u.pw_uid, u.pw_gid)
+                d = os.path.dirname(d)
+            os.chown(fn, u.pw_uid, u.pw_gid)
+
+    # -- what it was sent -------------------------------------------------
+
+    def log(self):
+        try:
+            with open(self.access_log) as f:
+                lines = f.read().splitlines()
+        except FileNotFoundError:
+            return []
+        return [LogEntry(l.split("\t")) for l in lines if l.count("\t") == 5]
+
+    def log_for(self, test_id):
+        return [e for e in self.log() if e.test_id == test_id]
+
+    def wait_log(self, timeout, test_id):
+        out = []
+
+        def seen():
+            out[:] = self.log_for(test_id)
+            return bool(out)
+        wait_until(seen, timeout, 0.02)
+        return out
