@@ -10,8 +10,9 @@ pkgs=(
   libcurl4-openssl-dev libcmocka-dev uthash-dev libsystemd-dev
   # run, test, demo
   redis-server redis-tools redis-sentinel curl nginx libnginx-mod-http-dav-ext
-  # a second WebDAV origin for the proxy tests: Apache httpd with mod_dav
-  apache2
+  # a second WebDAV origin for the proxy tests: Apache httpd with mod_dav;
+  # the WebDAV compliance suite run against each origin and through fencegate
+  apache2 litmus
   # promtool checks the metrics exposition in the tests
   prometheus
   # fuzz harnesses (libFuzzer's runtime lives in libclang-rt-14-dev)
