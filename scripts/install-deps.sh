@@ -13,6 +13,8 @@ pkgs=(
   # a second WebDAV origin for the proxy tests: Apache httpd with mod_dav;
   # the WebDAV compliance suite run against each origin and through fencegate
   apache2 litmus
+  # the clients of docs/clients.md, run by tests/integration/test_clients.py
+  rclone
   # promtool checks the metrics exposition in the tests
   prometheus
   # fuzz harnesses (libFuzzer's runtime lives in libclang-rt-14-dev)

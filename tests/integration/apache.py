@@ -152,6 +152,17 @@ class ApacheDav(harness.Process):
     def exists(self, path):
         return os.path.lexists(self.file_of(path))
 
+    def mkdir(self, path):
+        """Makes a collection (and its parents) directly in the data dir:
+        Apache makes no parent by itself (test fixture)."""
+        d = self.file_of(path)
+        os.makedirs(d, exist_ok=True)
+        if os.getuid() == 0:
+            u = pwd.getpwnam("www-data")
+            while d.startswith(self.data) and d != self.data:
+                os.chown(d, u.pw_uid, u.pw_gid)
+                d = os.path.dirname(d)
+
     def put_file(self, path, data):
         fn = self.file_of(path)
         os.makedirs(os.path.dirname(fn), exist_ok=True)

@@ -7,7 +7,6 @@ the project wrote."""
 
 import uuid
 
-import harness
 from apache import ApacheDav
 from harness import LOCKS, TestCase, slack
 from storage import send, write_config
