@@ -284,9 +284,14 @@ static void on_extended(int err, const struct fg_admit *a, void *arg)
 		x->deadline = least_deadline(x);
 	} else if (!err && a->status != FG_ADMITTED && x->deadline) {
 		/* the grant is over (a release whose message was lost, or an
-		 * expiry): not one more byte */
-		x->released = true;
-		x->deadline = 1;
+		 * expiry), or its deadline passed while this call was on its
+		 * way: not one more byte. A write whose last byte left before
+		 * its deadline keeps the grace check_deadlines() gave it: the
+		 * storage may be applying it, and its record covers that. */
+		if (!x->grace) {
+			x->released = true;
+			x->deadline = 1;
+		}
 	}
 	pthread_mutex_unlock(&x->mu);
 	event_active(x->px->cmd_ev, EV_READ, 0); /* deadlines moved */
