@@ -14,16 +14,15 @@ and the X-Test-Id each test request carries. A missing apache2 or module
 is a failure of the setup, never a skip.
 """
 
-import http.client
 import os
 import pwd
 import shutil
 import subprocess
 import tempfile
-import urllib.parse
 
 import harness
 from harness import SetupError, file_tail, free_port, slack, spawn, wait_until
+from storage import DataDirStore
 
 MODULES = "/usr/lib/apache2/modules"
 LOG_FIELDS = ("msec", "method", "uri", "status", "destination", "test_id")
@@ -52,7 +51,7 @@ class LogEntry:
                                         self.destination)
 
 
-class ApacheDav(harness.Process):
+class ApacheDav(DataDirStore):
     """A private Apache httpd WebDAV store on a free loopback port."""
 
     def __init__(self, port=None):
@@ -122,35 +121,7 @@ class ApacheDav(harness.Process):
                                          file_tail(self.error_log)))
         return self
 
-    def answers(self):
-        if self.proc is None or self.proc.poll() is not None:
-            return False
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", self.port, timeout=1.0)
-            try:
-                c.request("OPTIONS", "/", headers={"X-Test-Id": "probe"})
-                c.getresponse().read()
-            finally:
-                c.close()
-            return True
-        except OSError:
-            return False
-
     # -- what it stored ---------------------------------------------------
-
-    def file_of(self, path):
-        rel = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
-        return os.path.join(self.data, rel.lstrip("/"))
-
-    def read(self, path):
-        try:
-            with open(self.file_of(path), "rb") as f:
-                return f.read()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
-
-    def exists(self, path):
-        return os.path.lexists(self.file_of(path))
 
     def mkdir(self, path):
         """Makes a collection (and its parents) directly in the data dir:

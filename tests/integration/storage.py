@@ -131,7 +131,44 @@ class LogEntry:
                                               self.test_id)
 
 
-class Nginx(harness.Process):
+class DataDirStore(harness.Process):
+    """What every WebDAV store the suite starts has in common (nginx here,
+    Apache in apache.py): a probe that it answers, and its data dir seen
+    as URL paths."""
+
+    def answers(self):
+        if self.proc is None or self.proc.poll() is not None:
+            return False
+        try:
+            c = http.client.HTTPConnection("127.0.0.1", self.port,
+                                           timeout=1.0)
+            try:
+                c.request("OPTIONS", "/", headers={"X-Test-Id": "probe"})
+                c.getresponse().read()
+            finally:
+                c.close()
+            return True
+        except OSError:
+            return False
+
+    def file_of(self, path):
+        """The data-dir file behind a URL path (percent-decoded)."""
+        rel = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
+        return os.path.join(self.data, rel.lstrip("/"))
+
+    def read(self, path):
+        """The stored bytes of `path`, or None when there is no such file."""
+        try:
+            with open(self.file_of(path), "rb") as f:
+                return f.read()
+        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
+            return None
+
+    def exists(self, path):
+        return os.path.lexists(self.file_of(path))
+
+
+class Nginx(DataDirStore):
     """A private nginx WebDAV store on a free loopback port."""
 
     def __init__(self, port=None):
@@ -206,38 +243,7 @@ class Nginx(harness.Process):
                                          file_tail(self.error_log)))
         return self
 
-    def answers(self):
-        if self.proc is None or self.proc.poll() is not None:
-            return False
-        try:
-            c = http.client.HTTPConnection("127.0.0.1", self.port,
-                                           timeout=1.0)
-            try:
-                c.request("OPTIONS", "/", headers={"X-Test-Id": "probe"})
-                c.getresponse().read()
-            finally:
-                c.close()
-            return True
-        except OSError:
-            return False
-
     # -- what it stored ---------------------------------------------------
-
-    def file_of(self, path):
-        """The data-dir file behind a URL path (percent-decoded)."""
-        rel = urllib.parse.unquote(urllib.parse.urlsplit(path).path)
-        return os.path.join(self.data, rel.lstrip("/"))
-
-    def read(self, path):
-        """The stored bytes of `path`, or None when there is no such file."""
-        try:
-            with open(self.file_of(path), "rb") as f:
-                return f.read()
-        except (FileNotFoundError, IsADirectoryError, NotADirectoryError):
-            return None
-
-    def exists(self, path):
-        return os.path.lexists(self.file_of(path))
 
     def put_file(self, path, data):
         """Stores an object directly in the data dir (test fixture)."""
