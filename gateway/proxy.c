@@ -989,7 +989,8 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 	 * the raw path that was resolved and checked (redirect.c) */
 	if (ok && req->dest_raw) {
 		char dest[URL_MAX];
-		ok = fg_redirect_destination(&cfg->up, req->dest_raw,
+		ok = fg_redirect_destination(cfg->up.base, cfg->up.base_path,
+					     req->dest_raw,
 					     req->dest_raw_len, dest, sizeof(dest)) == 0 &&
 		     append(&h.list, "Destination: %s", dest);
 	}
@@ -1330,7 +1331,8 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 		char *mine = NULL;
 		if (cfg->proxy_redirect && (strcasecmp(name, "Location") == 0 ||
 					    strcasecmp(name, "Content-Location") == 0))
-			mine = fg_redirect_answer(&cfg->up, value, "http", host);
+			mine = fg_redirect_answer(cfg->up.base, cfg->up.base_path,
+						  value, "http", host);
 		MHD_add_response_header(r, name, mine ? mine : value);
 		free(mine);
 	}

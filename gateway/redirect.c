@@ -30,13 +30,13 @@ static size_t authority(const char *base, size_t *auth_start)
 	return e;
 }
 
-int fg_redirect_destination(const struct fg_upstream *up, const char *path,
-			    size_t len, char *out, size_t cap)
+int fg_redirect_destination(const char *base, const char *base_path,
+			    const char *path, size_t len, char *out, size_t cap)
 {
-	size_t as, ae = authority(up->base, &as);
-	size_t sl = (size_t)(strstr(up->base, "://") - up->base) + 3;
-	int n = snprintf(out, cap, "%.*s%.*s%s%.*s", (int)sl, up->base,
-			 (int)(ae - as), up->base + as, up->base_path,
+	size_t as, ae = authority(base, &as);
+	size_t sl = (size_t)(strstr(base, "://") - base) + 3;
+	int n = snprintf(out, cap, "%.*s%.*s%s%.*s", (int)sl, base,
+			 (int)(ae - as), base + as, base_path,
 			 (int)len, path);
 	return n < 0 || (size_t)n >= cap ? -1 : 0;
 }
@@ -46,21 +46,22 @@ static int boundary(char c)
 	return c == '\0' || c == '/' || c == '?' || c == '#';
 }
 
-char *fg_redirect_answer(const struct fg_upstream *up, const char *v,
-			 const char *client_scheme, const char *client_host)
+char *fg_redirect_answer(const char *base, const char *base_path,
+			 const char *v, const char *client_scheme,
+			 const char *client_host)
 {
 	const char *rest = NULL;
-	size_t bp = strlen(up->base_path);
-	size_t as, ae = authority(up->base, &as);
-	size_t sl = (size_t)(strstr(up->base, "://") - up->base) + 3;
+	size_t bp = strlen(base_path);
+	size_t as, ae = authority(base, &as);
+	size_t sl = (size_t)(strstr(base, "://") - base) + 3;
 	/* scheme:// and the authority, without case; userinfo left out */
-	if (strncasecmp(v, up->base, sl) == 0 &&
-	    strncasecmp(v + sl, up->base + as, ae - as) == 0) {
+	if (strncasecmp(v, base, sl) == 0 &&
+	    strncasecmp(v + sl, base + as, ae - as) == 0) {
 		const char *p = v + sl + (ae - as);
-		if (strncmp(p, up->base_path, bp) == 0 && boundary(p[bp]))
+		if (strncmp(p, base_path, bp) == 0 && boundary(p[bp]))
 			rest = p + bp;
 	} else if (bp && v[0] == '/' && v[1] != '/' &&
-		   strncmp(v, up->base_path, bp) == 0 && boundary(v[bp])) {
+		   strncmp(v, base_path, bp) == 0 && boundary(v[bp])) {
 		/* a path on the upstream, under its base: the same path seen
 		 * through the gateway, which has no base */
 		rest = v + bp;

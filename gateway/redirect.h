@@ -8,16 +8,18 @@
 
 #include <stddef.h>
 
-#include "config.h"
-
 /**
+ * The upstream is named by `base`, its URL without a trailing '/'
+ * ("scheme://[userinfo@]authority[/path]"), and `base_path`, that path
+ * ("" or "/..."), as the config holds them.
+ *
  * Writes the Destination the upstream is sent for a checked destination
  * path (`path`, `len` bytes, starting with '/'): the upstream's absolute
  * URI, scheme://host[:port]/base/path, never its userinfo. 0, or -1 when
  * it does not fit in cap.
  */
-int fg_redirect_destination(const struct fg_upstream *up, const char *path,
-			    size_t len, char *out, size_t cap);
+int fg_redirect_destination(const char *base, const char *base_path,
+			    const char *path, size_t len, char *out, size_t cap);
 
 /**
  * A Location or Content-Location value from the upstream, as the client
@@ -28,7 +30,8 @@ int fg_redirect_destination(const struct fg_upstream *up, const char *path,
  * string the caller frees, or NULL when the value passes unchanged (or
  * memory ran out: then it passes unchanged too).
  */
-char *fg_redirect_answer(const struct fg_upstream *up, const char *value,
+char *fg_redirect_answer(const char *base, const char *base_path,
+			 const char *value,
 			 const char *client_scheme, const char *client_host);
 
 #endif

@@ -988,11 +988,6 @@ int fg_alock_give_back(fg_astore *as, const char *name, const char *lease,
 	return FG_OK;
 }
 
-size_t fg_astore_giving_back(const fg_astore *as)
-{
-	return as ? as->ngbs : 0;
-}
-
 struct gbcall {
 	fg_astore *as;
 	struct giveback *gb;

@@ -354,8 +354,6 @@ int fg_alock_extend(fg_astore *as, const char *name, uint64_t token,
 int fg_alock_give_back(fg_astore *as, const char *name, const char *lease,
 		       const char *waiter_id, enum fg_giveback_reason why);
 
-/** Give-backs not yet answered by Redis. */
-size_t fg_astore_giving_back(const fg_astore *as);
 
 /** The write is over; g->status is FG_REMOVED. cb may be NULL. */
 int fg_alock_finish(fg_astore *as, const char *name, const char *write_id,

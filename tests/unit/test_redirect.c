@@ -31,7 +31,7 @@ static void dest_is(const char *url, const char *path, const char *want)
 {
 	struct fg_upstream up = up_of(url);
 	char out[256];
-	assert_int_equal(fg_redirect_destination(&up, path, strlen(path), out,
+	assert_int_equal(fg_redirect_destination(up.base, up.base_path, path, strlen(path), out,
 						 sizeof(out)), 0);
 	assert_string_equal(out, want);
 }
@@ -52,7 +52,7 @@ static void test_destination_that_does_not_fit_is_refused(void **s)
 	(void)s;
 	struct fg_upstream up = up_of("http://store:9000/data");
 	char out[16];
-	assert_int_equal(fg_redirect_destination(&up, "/a/b.txt", 8, out,
+	assert_int_equal(fg_redirect_destination(up.base, up.base_path, "/a/b.txt", 8, out,
 						 sizeof(out)), -1);
 }
 
@@ -60,7 +60,7 @@ static void answer_is(const char *url, const char *v, const char *host,
 		      const char *want)
 {
 	struct fg_upstream up = up_of(url);
-	char *got = fg_redirect_answer(&up, v, "http", host);
+	char *got = fg_redirect_answer(up.base, up.base_path, v, "http", host);
 	if (!want) {
 		assert_null(got);
 		return;
