@@ -72,6 +72,14 @@ void fg_loop_resume(struct fg_loop *loop, struct MHD_Connection *c)
 	event_active(loop->mhd_io, EV_READ, 0);
 }
 
+void fg_loop_reread(struct fg_loop *loop, struct MHD_Connection *c)
+{
+	/* a resumed connection is marked readable and read whatever its
+	 * socket said last */
+	MHD_suspend_connection(c);
+	fg_loop_resume(loop, c);
+}
+
 void fg_loop_next_id(struct fg_loop *loop, bool write, char *out, size_t cap)
 {
 	snprintf(out, cap, "%s-%s%" PRIu64, loop->id, write ? "w" : "",

@@ -70,6 +70,14 @@ void fg_loop_destroy(struct fg_loop *loop);
  *  not wake itself for a resume). On the loop's thread. */
 void fg_loop_resume(struct fg_loop *loop, struct MHD_Connection *c);
 
+/** Has the daemon read connection `c` again on the loop's next turn.
+ *  libmicrohttpd 0.9.75's epoll loop takes a short read for a drained
+ *  socket, so a hang-up that came in with a client's last bytes is never
+ *  read: the connection (and whatever it feeds) waits for its timeout.
+ *  Only for a connection that is not suspended; on the loop's thread,
+ *  outside the daemon's callbacks. */
+void fg_loop_reread(struct fg_loop *loop, struct MHD_Connection *c);
+
 /** The Redis subscriber's callbacks (arg: the loop): messages for the
  *  loop's writes go to its proxy, the rest to its waiters. */
 void fg_loop_on_message(const char *chan, const char *msg, size_t len,

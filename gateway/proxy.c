@@ -23,6 +23,10 @@
  *   quick storage's answer is passed on rather than "aborted" for a write
  *   it applied. A client that leaves mid-body aborts
  *   the upstream request the same way: a truncated body never completes.
+ * - While a request's body is incomplete and its connection waits on its
+ *   socket, the loop watches that socket for the client's hang-up itself
+ *   (libmicrohttpd can miss it, loop.h), so a client that leaves mid-body
+ *   ends the upstream request at once, not at the connection's timeout.
  */
 #include <inttypes.h>
 #include <stdarg.h>
@@ -120,6 +124,8 @@ struct fg_xfer {
 	int64_t up_ns;                /* the transfer's duration, once ended */
 
 	/* proxy thread only */
+	struct event hup;             /* the client's hang-up, mid-body */
+	bool hup_set, hup_on;
 	CURL *easy;
 	struct curl_slist *req_headers;
 	bool added, read_paused, write_paused;
@@ -168,8 +174,11 @@ struct fg_proxy {
 
 /* ---- references and commands ------------------------------------------ */
 
+static void hup_unwatch(struct fg_xfer *x);
+
 static void xfer_free(struct fg_xfer *x)
 {
+	hup_unwatch(x);
 	if (x->fenced) {
 		pthread_mutex_lock(&x->px->mu);
 		if (x->registered)
@@ -231,6 +240,52 @@ static void resume_locked(struct fg_xfer *x, bool *flag)
 		*flag = false;
 		fg_loop_resume(x->px->loop, x->conn);
 	}
+}
+
+/* ---- a client that hangs up mid-body ---------------------------------- */
+
+static void hup_unwatch(struct fg_xfer *x)
+{
+	if (x->hup_on) {
+		event_del(&x->hup);
+		x->hup_on = false;
+	}
+}
+
+/* Level-triggered: fires while the client has hung up. Each reread makes
+ * the daemon read at least one byte or the end, so it ends; while the
+ * connection is suspended (the buffer is full) the watch is off, and the
+ * body handler turns it on again when it hands the socket back. */
+static void on_client_hup(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct fg_xfer *x = arg;
+	pthread_mutex_lock(&x->mu);
+	bool reading = !x->upload_suspended && !x->req_done && !x->mhd_gone;
+	pthread_mutex_unlock(&x->mu);
+	if (reading)
+		fg_loop_reread(x->px->loop, x->conn);
+	else
+		hup_unwatch(x);
+}
+
+/* From the body handler, or when the transfer starts: the connection is
+ * running and waits on its socket for more of the body. */
+static void hup_watch(struct fg_xfer *x)
+{
+	if (x->hup_on)
+		return;
+	if (!x->hup_set) {
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+			x->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (!ci || event_assign(&x->hup, x->px->loop->base,
+					ci->connect_fd, EV_CLOSED | EV_PERSIST,
+					on_client_hup, x) != 0)
+			return; /* the connection's timeout still ends it */
+		x->hup_set = true;
+	}
+	x->hup_on = event_add(&x->hup, NULL) == 0;
 }
 
 /* ---- fencing bookkeeping ---------------------------------------------- */
@@ -1132,6 +1187,8 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 		return fg_respond_error(c, FG_E_INTERNAL, "cannot build the upstream request", NULL);
 	}
 	post(x, CMD_START);
+	if (x->has_body)
+		hup_watch(x);
 	return MHD_YES;
 }
 
@@ -1503,17 +1560,21 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 		x->rq_len += n;
 		req->rec.bytes_in += n;
 		*upload_size -= n;
-		if (*upload_size > 0) {
+		bool waits = *upload_size == 0;
+		if (!waits) {
 			x->upload_suspended = true;
 			MHD_suspend_connection(c);
 		}
 		bool wake = x->want_data;
 		x->want_data = false;
 		pthread_mutex_unlock(&x->mu);
+		if (waits)
+			hup_watch(x);
 		if (wake)
 			post(x, CMD_UNPAUSE_READ);
 		return MHD_YES;
 	}
+	hup_unwatch(x);
 	pthread_mutex_lock(&x->mu);
 	bool wake = false;
 	if (!x->req_done) {
@@ -1553,6 +1614,7 @@ void fg_proxy_completed(struct fg_req *req)
 	if (!x)
 		return;
 	req->xfer = NULL;
+	hup_unwatch(x);
 	pthread_mutex_lock(&x->mu);
 	x->mhd_gone = true;
 	bool running = !x->done;

@@ -665,6 +665,36 @@ class V11FramingTests(V11Case):
         rq.close()
         self.assert_pooled_requests_get_their_own_answers(20)
 
+    def test_v11_client_that_hangs_up_with_its_last_bytes_ends_the_upload_at_once(self):
+        # The hang-up arrives with the body's last bytes, while the
+        # gateway is busy elsewhere (the first piece waits for the
+        # upstream): the gateway must still see it and end the upload
+        # upstream, not at its connection timeout.
+        path = self.obj("hup", ext=".bin")
+        g = self.grant(path)
+        for framing in ("content-length", "chunked"):
+            tid = "hup-%s-%s" % (framing, uuid.uuid4().hex)
+            up = SlowUpload(self.gw.port, path, [
+                ("Fencing-Token", g["sequencer"]), ("X-Test-Id", tid)],
+                total=MIB if framing == "content-length" else None)
+            piece = os.urandom(32 * 1024)
+            if framing == "content-length":
+                last = piece
+            else:
+                last = b"%x\r\n%s\r\n" % (len(piece), piece)
+            up.send(piece)
+            up.rq.sock.sendall(last * 4)
+            up.rq.sock.shutdown(socket.SHUT_WR)
+            t0 = time.monotonic()
+            hits = self.nginx.wait_log(slack(5.0), test_id=tid)
+            self.assertEqual(len(hits), 1, "%s: nginx never saw the upload "
+                             "end: %r" % (framing, hits))
+            self.assertFalse(hits[0].applied, hits[0])
+            self.assertLess(time.monotonic() - t0, slack(5.0))
+            up.close()
+        self.assert_absent(path)
+        self.assert_pooled_requests_get_their_own_answers(5)
+
     # -- 9. bytes that have no place in a request --------------------------
 
     def test_v11_nul_in_request_target_refused(self):
