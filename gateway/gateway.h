@@ -86,6 +86,10 @@ struct fg_req {
 	struct fg_fence fence;     /* a proxied request's checks */
 	const char *dest_raw;      /* COPY/MOVE: the Destination path forwarded */
 	size_t dest_raw_len;
+	bool shallow;              /* forwarded with "Depth: 0" (writeset.h) */
+	bool probe_path, probe_dest; /* ask whether the request path, the
+				      Destination is a collection first
+				      (writeset.h); cleared once asked */
 	struct fg_xfer *xfer;      /* a proxied request's upstream transfer */
 	struct fg_api_call *call;  /* a lock call in flight or answered */
 	struct fg_rec rec;         /* for the access log and the metrics */

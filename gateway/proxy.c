@@ -81,6 +81,10 @@ struct fg_xfer {
 	int refs;                     /* under mu */
 	struct MHD_Connection *conn;
 	bool head;                    /* HEAD: no response body follows */
+	bool probe;                   /* asks whether a COPY's or MOVE's
+					 Destination is a collection: its
+					 answer (the first BUF bytes) is read
+					 by the worker, never sent on */
 	bool chunked;                 /* the request body's framing: chunked, */
 	uint64_t body_length;         /* else exactly this many bytes */
 
@@ -113,6 +117,7 @@ struct fg_xfer {
 	char *resp_connection;        /* the upstream's Connection header */
 	int64_t content_length;
 	bool headers_done, waiting_headers, done, download_suspended, mhd_gone;
+	bool probe_wait;              /* suspended until the probe ends */
 	bool write_wants_room;
 	CURLcode result;
 	bool deadline_hit;
@@ -433,6 +438,13 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 		pthread_mutex_unlock(&x->mu);
 		return 0; /* the client left: abort */
 	}
+	if (x->probe && BUF - x->rs_len < n) {
+		n = BUF - x->rs_len; /* enough to judge by; the rest is dropped */
+		memcpy(x->rs + x->rs_len, ptr, n);
+		x->rs_len += n;
+		pthread_mutex_unlock(&x->mu);
+		return size * nmemb;
+	}
 	if (BUF - x->rs_len < n) {
 		x->write_wants_room = true;
 		pthread_mutex_unlock(&x->mu);
@@ -587,6 +599,7 @@ static void ended(struct fg_proxy *px, struct fg_xfer *x, CURLcode code)
 	resume_locked(x, &x->waiting_headers);
 	resume_locked(x, &x->download_suspended);
 	resume_locked(x, &x->upload_suspended);
+	resume_locked(x, &x->probe_wait);
 	pthread_mutex_unlock(&x->mu);
 	if (x->fenced && over)
 		fence_finish(x);
@@ -903,6 +916,7 @@ void fg_proxy_destroy(struct fg_proxy *px)
 
 struct hdr_ctx {
 	struct curl_slist *list;
+	bool shallow;           /* the client's Depth gives way to "Depth: 0" */
 	const char *connection; /* the Connection header: names more hop headers */
 	char xff[4096];         /* every X-Forwarded-For value, in order */
 	size_t xff_len;
@@ -956,7 +970,8 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
 		return MHD_YES;
 	}
 	if (hop_by_hop(key, kl) || gateway_owned(key) ||
-	    named_in_connection(h->connection, key))
+	    named_in_connection(h->connection, key) ||
+	    (h->shallow && strcasecmp(key, "Depth") == 0))
 		return MHD_YES;
 	size_t vl = strlen(value);
 	char *line = malloc(kl + vl + 3);
@@ -1023,7 +1038,7 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 		return -1;
 	CURL *e = x->easy;
 
-	struct hdr_ctx h = { NULL,
+	struct hdr_ctx h = { NULL, req->shallow,
 		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION),
 		{ 0 }, 0, false };
 	MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
@@ -1036,7 +1051,8 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 		  append(&h.list, "X-Forwarded-Proto: http") &&
 		  (!host || append(&h.list, "X-Forwarded-Host: %s", host)) &&
 		  append(&h.list, "Via: 1.1 fencegate") &&
-		  append(&h.list, "Expect:");
+		  append(&h.list, "Expect:") &&
+		  (!req->shallow || append(&h.list, "Depth: 0"));
 	/* curl adds "Accept: * / *" to a request without one: not ours to add */
 	if (ok && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT))
 		ok = append(&h.list, "Accept:");
@@ -1190,6 +1206,167 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	if (x->has_body)
 		hup_watch(x);
 	return MHD_YES;
+}
+
+/* ---- is the Destination a collection? ---------------------------------- */
+
+/* A COPY or MOVE with Overwrite deletes an existing Destination whole
+ * before it writes (RFC 4918 9.8.4): when the Destination is named without
+ * its '/' and no one lock guards what it would hold (writeset.h), the
+ * storage is asked first, with a PROPFIND of Depth 0. The write is admitted
+ * already (its record covers the probe); the connection waits for the
+ * answer. Only the Destination's lock holder can change what kind of
+ * object it is meanwhile (safety.md). */
+static const char PROBE_BODY[] =
+	"<?xml version=\"1.0\" encoding=\"utf-8\"?>"
+	"<D:propfind xmlns:D=\"DAV:\"><D:prop><D:resourcetype/></D:prop></D:propfind>";
+
+static bool wants_probe(struct fg_req *req, struct MHD_Connection *c)
+{
+	if (req->probe_path)
+		return true;
+	if (!req->probe_dest)
+		return false;
+	const char *ow = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Overwrite");
+	/* "F": an existing Destination is left alone (412) */
+	return !(ow && strcasecmp(ow, "F") == 0);
+}
+
+static enum MHD_Result probe_start(struct fg_req *req, struct MHD_Connection *c)
+{
+	struct fg_proxy *px = req->loop->px;
+	const struct fg_config *cfg = px->gw->cfg;
+	char url[URL_MAX];
+	struct fg_xfer *x = NULL;
+	/* the request path first (a MOVE's), then the Destination */
+	bool path = req->probe_path;
+	if (path)
+		req->probe_path = false;
+	else
+		req->probe_dest = false;
+	if (!px->base[0] ||
+	    (path ? snprintf(url, sizeof(url), "%s%s", px->base, req->uri) >=
+			    (int)sizeof(url)
+		  : fg_redirect_destination(cfg->up.base, cfg->up.base_path,
+					    req->dest_raw, req->dest_raw_len,
+					    url, sizeof(url)) != 0))
+		goto error;
+	x = calloc(1, sizeof(*x));
+	if (!x)
+		goto error;
+	pthread_mutex_init(&x->mu, NULL);
+	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, 1);
+	x->up_ns = -1;
+	x->px = px;
+	x->refs = 2; /* the worker's (req->xfer) and the proxy thread's */
+	x->conn = c;
+	x->probe = true;
+	x->content_length = -1;
+	x->rs = malloc(BUF);
+	x->easy = easy_get(px);
+	if (!x->rs || !x->easy ||
+	    !append(&x->req_headers, "Depth: 0") ||
+	    !append(&x->req_headers, "Content-Type: application/xml") ||
+	    !append(&x->req_headers, "Via: 1.1 fencegate") ||
+	    !append(&x->req_headers, "Expect:") ||
+	    !append(&x->req_headers, "Accept:"))
+		goto error_xfer;
+	CURL *e = x->easy;
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->req_headers);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->upstream_connect_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+	curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PROPFIND");
+	curl_easy_setopt(e, CURLOPT_POSTFIELDS, PROBE_BODY);
+	curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)(sizeof(PROBE_BODY) - 1));
+	req->xfer = x;
+	x->probe_wait = true;
+	MHD_suspend_connection(c);
+	post(x, CMD_START);
+	return MHD_YES;
+
+error_xfer:
+	easy_put(px, x->easy);
+	curl_slist_free_all(x->req_headers);
+	x->easy = NULL;
+	x->req_headers = NULL;
+	x->refs = 1;
+	xfer_put(x);
+error:
+	fg_fence_finish(req->loop, &req->fence);
+	return fg_respond_error(c, FG_E_INTERNAL, "cannot build the upstream request", NULL);
+}
+
+/* Does a 207 answer to the probe name a collection: an element named
+ * "collection", with or without a prefix (only resourcetype was asked)? */
+static bool names_collection(const char *body, size_t len)
+{
+	static const char word[] = "collection";
+	const size_t wl = sizeof(word) - 1;
+	for (size_t i = 0; i + wl < len; i++) {
+		if (body[i] != '<')
+			continue;
+		size_t j = i + 1, k = j;
+		while (k < len && body[k] != ':' && body[k] != '>' &&
+		       body[k] != '/' && body[k] != ' ' && k - j <= 64)
+			k++;
+		if (k < len && body[k] == ':')
+			j = k + 1;
+		if (j + wl < len && memcmp(body + j, word, wl) == 0 &&
+		    (body[j + wl] == '/' || body[j + wl] == '>' ||
+		     body[j + wl] == ' ' || body[j + wl] == '\t' ||
+		     body[j + wl] == '\r' || body[j + wl] == '\n'))
+			return true;
+	}
+	return false;
+}
+
+/* The probe ended: answers the request, or starts its transfer (then the
+ * caller goes on with this call's body). */
+static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c,
+				    const char *method, bool *started)
+{
+	struct fg_xfer *x = req->xfer;
+	*started = false;
+	pthread_mutex_lock(&x->mu);
+	bool done = x->done, answered = x->done && x->result == CURLE_OK && x->headers_done;
+	int status = x->status;
+	bool coll = answered && status == 207 && names_collection(x->rs, x->rs_len);
+	if (!done) {
+		x->probe_wait = true; /* called again before it ended */
+		MHD_suspend_connection(c);
+	}
+	pthread_mutex_unlock(&x->mu);
+	if (!done)
+		return MHD_YES;
+	req->xfer = NULL;
+	xfer_put(x);
+	if (!answered || status >= 500) {
+		fg_fence_finish(req->loop, &req->fence);
+		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
+			"the upstream did not say whether the path is a collection",
+			NULL);
+	}
+	if (coll) {
+		fg_fence_finish(req->loop, &req->fence);
+		return fg_respond_error(c, FG_E_SUBTREE_UNGUARDED,
+			"the upstream holds a collection there, and one lock does "
+			"not guard all of it", NULL);
+	}
+	if (wants_probe(req, c))
+		return probe_start(req, c);
+	enum MHD_Result r = start(req, c, method, &req->fence, true);
+	*started = req->xfer != NULL;
+	return r;
 }
 
 void fg_proxy_recheck_writes(struct fg_proxy *px)
@@ -1437,6 +1614,8 @@ static enum MHD_Result admitted_or_wait(struct fg_req *req, struct MHD_Connectio
 	case FG_FENCE_PASS:
 		return start(req, c, method, NULL, false);
 	case FG_FENCE_ADMITTED:
+		if (wants_probe(req, c))
+			return probe_start(req, c);
 		return start(req, c, method, &req->fence, true);
 	case FG_FENCE_WAIT:
 		return wait_admission(req, c, method);
@@ -1526,6 +1705,9 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 					? "this path maps to no valid lock name; add a route rule"
 					: NULL,
 				NULL);
+		req->shallow = ws.shallow;
+		req->probe_path = ws.probe_path;
+		req->probe_dest = ws.probe_dest;
 		if (ws.has_dest) {
 			/* ws.dest_raw points into the Destination header, which
 			 * lives as long as the request */
@@ -1544,6 +1726,13 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 					fg_fence_resume_or_respond(req, c, method));
 
 	struct fg_xfer *x = req->xfer;
+	if (x && x->probe) {
+		bool started;
+		enum MHD_Result r = probe_settle(req, c, method, &started);
+		if (!started)
+			return r;
+		x = req->xfer;
+	}
 	if (!x)
 		return MHD_YES; /* answered already; MHD drains the body */
 	if (*upload_size) {
@@ -1615,6 +1804,8 @@ void fg_proxy_completed(struct fg_req *req)
 		return;
 	req->xfer = NULL;
 	hup_unwatch(x);
+	if (x->probe) /* the write it was asked for never starts */
+		fg_fence_finish(req->loop, &req->fence);
 	pthread_mutex_lock(&x->mu);
 	x->mhd_gone = true;
 	bool running = !x->done;

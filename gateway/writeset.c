@@ -255,6 +255,21 @@ static void add_member(struct fg_writeset *ws, const char *lock, bool write,
 	m->header_optional = !write;
 }
 
+/* Would `lock` guard the subtree under the object path `path`, were the
+ * storage to take it for a collection? */
+static bool guarded_as_collection(const struct fg_config *cfg,
+				  const char *path, size_t len,
+				  const char *lock)
+{
+	char dir[FG_PATH_MAX + 1];
+	if (len + 1 >= sizeof(dir))
+		return false;
+	memcpy(dir, path, len);
+	dir[len] = '/';
+	dir[len + 1] = '\0';
+	return fg_subtree_guarded(cfg, dir, len + 1, lock);
+}
+
 enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 				const char *target, const char *destination,
 				const char *host, bool has_token,
@@ -265,6 +280,7 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 	ws->path_len = ws->dest_len = ws->dest_raw_len = 0;
 	ws->dest_raw = NULL;
 	ws->n = 0;
+	ws->shallow = ws->probe_path = ws->probe_dest = false;
 	size_t plen = strcspn(target, "?");
 	/* the storage stops a path at '#': what it would see is not what is
 	 * resolved here */
@@ -307,6 +323,22 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 				     is_collection(ws->path, ws->path_len)) &&
 		    !(dest_lock && fg_subtree_guarded(cfg, ws->dest, ws->dest_len, dlock)))
 			return FG_E_SUBTREE_UNGUARDED;
+	}
+
+	/* A path without its '/' is an object here; one lock guarding the
+	 * subtree it would be, if the storage takes it for a collection,
+	 * makes that safe too (a route rule covering it) */
+	ws->shallow = ws->probe_path = ws->probe_dest = false;
+	if (ws->write && subtree_op) {
+		bool one = !is_collection(ws->path, ws->path_len) &&
+			   !(path_lock && guarded_as_collection(cfg, ws->path,
+								ws->path_len, lock));
+		ws->shallow = one && !move;
+		ws->probe_path = one && move;
+		ws->probe_dest = ws->has_dest &&
+				 !is_collection(ws->dest, ws->dest_len) &&
+				 !(dest_lock && guarded_as_collection(cfg, ws->dest,
+								      ws->dest_len, dlock));
 	}
 
 	if (!ws->write) {

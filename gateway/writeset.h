@@ -96,6 +96,19 @@ struct fg_writeset {
 	size_t dest_raw_len;
 	int n;                     /* members: 0 (an unfenced read) to 2 */
 	struct fg_ws_member m[2];  /* distinct locks */
+	/* A storage may take a path without its '/' for the collection of
+	 * that name (Apache's mod_dav does; nginx's refuses it). */
+	bool shallow;              /* DELETE, COPY: forward "Depth: 0": a
+				      DELETE of a collection fails, a COPY
+				      copies it alone (RFC 4918 9.6.1,
+				      9.8.3) */
+	bool probe_path;           /* MOVE: ask the storage whether the
+				      request path is a collection first
+				      (nginx refuses a MOVE of Depth 0) */
+	bool probe_dest;           /* COPY, MOVE: ask the storage whether the
+				      Destination is a collection first (one
+				      that is, a COPY or MOVE with Overwrite
+				      deletes whole, 9.8.4) */
 };
 
 /**
@@ -103,6 +116,10 @@ struct fg_writeset {
  * method (as sent), raw request target (origin-form, may carry a query),
  * the Destination and Host headers (NULL when absent), and whether a
  * Fencing-Token header came (a read that carries one is a fenced read).
+ *
+ * A DELETE, COPY or MOVE path without its trailing '/' under no lock that
+ * guards a subtree there is marked `shallow` or `probe_path` (the request
+ * path) or `probe_dest` (the Destination).
  *
  * Returns FG_E_COUNT when the request may go on to the token checks, or the
  * error to answer: FG_E_BAD_PATH (the path climbs above the root or is not

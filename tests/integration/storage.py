@@ -36,6 +36,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -167,6 +168,63 @@ class DataDirStore(harness.Process):
     def exists(self, path):
         return os.path.lexists(self.file_of(path))
 
+    def mkdir(self, path):
+        """Makes a collection (and its parents) directly in the data dir
+        (test fixture)."""
+        os.makedirs(self.file_of(path), exist_ok=True)
+
+    def put_file(self, path, data):
+        """Stores an object directly in the data dir (test fixture)."""
+        fn = self.file_of(path)
+        os.makedirs(os.path.dirname(fn), exist_ok=True)
+        with open(fn, "wb") as f:
+            f.write(data)
+
+    def sha256(self, path):
+        h = hashlib.sha256()
+        with open(self.file_of(path), "rb") as f:
+            for block in iter(lambda: f.read(1 << 20), b""):
+                h.update(block)
+        return h.hexdigest()
+
+    # -- the access log: one line of LOG_FIELDS per request ---------------
+
+    def log_fields(self, parts):
+        """The LOG_FIELDS of one access-log line (a store whose server
+        cannot log one of them as nginx does converts it here)."""
+        return parts
+
+    def log(self):
+        """Every access-log entry so far, in the order the store logged
+        them (probe requests of this module left out)."""
+        try:
+            with open(self.access_log, "r", encoding="utf-8",
+                      errors="replace") as f:
+                text = f.read()
+        except FileNotFoundError:
+            return []
+        out = []
+        for line in text.split("\n")[:-1]:   # the last one may be partial
+            parts = line.split("\t")
+            if len(parts) != len(LOG_FIELDS):
+                continue   # a line being written right now
+            e = LogEntry(self.log_fields(parts))
+            if e.test_id != "probe":
+                out.append(e)
+        return out
+
+    def log_for(self, test_id=None, path=None, method=None):
+        return [e for e in self.log()
+                if (test_id is None or e.test_id == test_id)
+                and (path is None or e.path == path)
+                and (method is None or e.method == method)]
+
+    def wait_log(self, timeout, test_id=None, path=None, method=None):
+        """Waits until an entry matching appears; returns the matches
+        (possibly empty after the timeout)."""
+        return wait_until(lambda: self.log_for(test_id, path, method),
+                          timeout) or []
+
 
 class Nginx(DataDirStore):
     """A private nginx WebDAV store on a free loopback port."""
@@ -243,21 +301,7 @@ class Nginx(DataDirStore):
                                          file_tail(self.error_log)))
         return self
 
-    # -- what it stored ---------------------------------------------------
-
-    def put_file(self, path, data):
-        """Stores an object directly in the data dir (test fixture)."""
-        fn = self.file_of(path)
-        os.makedirs(os.path.dirname(fn), exist_ok=True)
-        with open(fn, "wb") as f:
-            f.write(data)
-
-    def sha256(self, path):
-        h = hashlib.sha256()
-        with open(self.file_of(path), "rb") as f:
-            for block in iter(lambda: f.read(1 << 20), b""):
-                h.update(block)
-        return h.hexdigest()
+    # -- what it is holding -----------------------------------------------
 
     def body_temp_files(self):
         """Request bodies nginx is still holding in its temp dir."""
@@ -266,39 +310,6 @@ class Nginx(DataDirStore):
         for root, _, files in os.walk(d):
             out += [os.path.join(root, f) for f in files]
         return out
-
-    # -- the access log ---------------------------------------------------
-
-    def log(self):
-        """Every access-log entry so far, in the order nginx logged them
-        (probe requests of this module left out)."""
-        try:
-            with open(self.access_log, "r", encoding="utf-8",
-                      errors="replace") as f:
-                text = f.read()
-        except FileNotFoundError:
-            return []
-        out = []
-        for line in text.split("\n")[:-1]:   # the last one may be partial
-            parts = line.split("\t")
-            if len(parts) != len(LOG_FIELDS):
-                continue   # a line being written right now
-            e = LogEntry(parts)
-            if e.test_id != "probe":
-                out.append(e)
-        return out
-
-    def log_for(self, test_id=None, path=None, method=None):
-        return [e for e in self.log()
-                if (test_id is None or e.test_id == test_id)
-                and (path is None or e.path == path)
-                and (method is None or e.method == method)]
-
-    def wait_log(self, timeout, test_id=None, path=None, method=None):
-        """Waits until an entry matching appears; returns the matches
-        (possibly empty after the timeout)."""
-        return wait_until(lambda: self.log_for(test_id, path, method),
-                          timeout) or []
 
 
 # ---------------------------------------------------------------------------
@@ -341,11 +352,22 @@ def write_config(text):
 # redis + nginx + gateways
 
 
+def new_store(origin):
+    """A store of the kind named: "nginx" (its WebDAV module), or "apache"
+    (httpd with mod_dav, apache.py)."""
+    if origin == "apache":
+        from apache import ApacheDav   # apache.py builds on this module
+        return ApacheDav()
+    assert origin == "nginx", origin
+    return Nginx()
+
+
 class StoreEnv:
-    """A redis-server and an nginx store with N fencegates in front."""
+    """A redis-server and a WebDAV store (nginx unless `origin` says
+    "apache") with N fencegates in front."""
 
     def __init__(self, flags=(), gateways=1, gateway_flags=None,
-                 start_nginx=True, key_file=True):
+                 start_nginx=True, key_file=True, origin="nginx"):
         self.key = None
         if key_file:
             self.key, path = new_key_file()
@@ -355,10 +377,10 @@ class StoreEnv:
             else:
                 flags = list(flags) + kf
         self.redis = harness.new_redis()
-        self.nginx = Nginx()
+        self.store = new_store(origin)
         self.start_nginx = start_nginx
         per = gateway_flags or [list(flags)] * gateways
-        self.gateways = [harness.Gateway(self.redis.port, self.nginx.port, f)
+        self.gateways = [harness.Gateway(self.redis.port, self.store.port, f)
                          for f in per]
 
     @property
@@ -369,7 +391,7 @@ class StoreEnv:
         try:
             self.redis.start()
             if self.start_nginx:
-                self.nginx.start()
+                self.store.start()
             for g in self.gateways:
                 g.start()
         except BaseException:
@@ -380,11 +402,11 @@ class StoreEnv:
     def healthy(self):
         return all(g.alive() for g in self.gateways) and \
             self.redis.alive() and \
-            (not self.start_nginx or self.nginx.alive())
+            (not self.start_nginx or self.store.alive())
 
     def log_paths(self):
         return [g.logpath for g in self.gateways] + \
-            [self.nginx.error_log]
+            [self.store.error_log]
 
     def stop(self):
         """Stops everything; returns the sanitizer reports found."""
@@ -394,7 +416,7 @@ class StoreEnv:
             r = g.sanitizer_report()
             if r:
                 reports.append(r)
-        self.nginx.stop()
+        self.store.stop()
         self.redis.stop()
         return reports
 
@@ -615,6 +637,29 @@ class ClientProcess:
 # base class of the proxy tests
 
 
+def on_both_origins(cls):
+    """Class decorator for a class of forwarding tests: it runs against
+    nginx as written, and a copy of it named <Name>OnApache runs against
+    Apache httpd with mod_dav. A test whose subject only nginx has is named
+    in the class's `nginx_only` {test method: reason}: the copy leaves it
+    out, and run.py lists it with its reason (not counted as passed)."""
+    mod = sys.modules[cls.__module__]
+    ns = {"origin": "apache", "__module__": cls.__module__,
+          "__qualname__": cls.__name__ + "OnApache",
+          "__doc__": (cls.__doc__ or "") + "\n\n(Against Apache httpd.)"}
+    for name, reason in getattr(cls, "nginx_only", {}).items():
+        method = getattr(cls, name)   # a typo is an error at load time
+
+        def left_out(self, _name=name):
+            raise AssertionError("%s is left out against Apache" % _name)
+        left_out.other_origin_reason = reason
+        left_out.__name__ = method.__name__
+        ns[name] = left_out
+    copy = type(cls.__name__ + "OnApache", (cls,), ns)
+    setattr(mod, copy.__name__, copy)
+    return cls
+
+
 _RUN_TAG = uuid.uuid4().hex[:6]
 
 
@@ -625,6 +670,7 @@ class StoreTestCase(harness.TestCase):
     calls self.start_store() (stopped at cleanup)."""
 
     uses_shared_env = False
+    origin = "nginx"        # the store's kind (on_both_origins)
     store_flags = ("--forward-token", "yes")
     store_config = None     # text of a --config file for the shared env
     store_gateways = 1      # gateways of the shared env (one Redis)
@@ -646,7 +692,8 @@ class StoreTestCase(harness.TestCase):
         if cls.store_config is not None:
             flags += ["--config", write_config(cls.store_config)]
         try:
-            env = StoreEnv(flags, cls.store_gateways).start()
+            env = StoreEnv(flags, cls.store_gateways,
+                           origin=cls.origin).start()
         except Exception as e:
             StoreTestCase._store_errors[cls] = str(e)
             raise
@@ -668,7 +715,7 @@ class StoreTestCase(harness.TestCase):
         self.key = env.key
         self.gw = env.gw
         self.redis = env.redis
-        self.nginx = env.nginx
+        self.store = env.store
         for p in env.log_paths():
             if p not in self.log_paths:
                 self.log_paths.append(p)
@@ -680,7 +727,8 @@ class StoreTestCase(harness.TestCase):
 
     def start_store(self, flags=(), gateways=1, gateway_flags=None,
                     start_nginx=True, key_file=True):
-        env = StoreEnv(flags, gateways, gateway_flags, start_nginx, key_file)
+        env = StoreEnv(flags, gateways, gateway_flags, start_nginx, key_file,
+                       origin=self.origin)
         self.log_paths += env.log_paths()
         env.start()
         self.addCleanup(self._stop_env, env)
@@ -707,10 +755,23 @@ class StoreTestCase(harness.TestCase):
 
     def obj(self, tag="obj", ext=".txt"):
         """A URL path no other test uses; its default lock is the path
-        without the leading '/'."""
+        without the leading '/'. Its parent collection exists (a fixture:
+        nginx makes one for a PUT, Apache answers 409 without it, as RFC
+        4918 says)."""
         self._counter += 1
-        return "/s%s/%s/%d/%s%s" % (_RUN_TAG, self._testMethodName[:100],
+        path = "/s%s/%s/%d/%s%s" % (_RUN_TAG, self._testMethodName[:100],
                                     self._counter, tag, ext)
+        store = getattr(self, "store", None)
+        if store is not None:
+            store.mkdir(path.rstrip("/").rsplit("/", 1)[0] + "/")
+        return path
+
+    def folder(self, tag="dir"):
+        """A path no other test uses, made a collection in the store (no
+        trailing '/'): the parent of what a test writes there."""
+        path = self.obj(tag, ext="")
+        self.store.mkdir(path + "/")
+        return path
 
     @staticmethod
     def lock_of(path):
@@ -770,12 +831,12 @@ class StoreTestCase(harness.TestCase):
         """The request of reply `r` left no line in nginx's access log.
         (nginx logs a request when it ends; a short wait lets a request
         that did go upstream show up.)"""
-        hits = self.nginx.wait_log(slack(0.3), test_id=r.test_id)
+        hits = self.store.wait_log(slack(0.3), test_id=r.test_id)
         self.assertEqual(hits, [], "%s reached nginx: %r" % (what or "request",
                                                              hits))
 
     def assert_stored(self, path, data, what=""):
-        got = self.nginx.read(path)
+        got = self.store.read(path)
         self.assertIsNotNone(got, "%s: %s is not in nginx's data dir"
                              % (what, path))
         self.assertEqual(len(got), len(data), "%s: %s holds %d bytes, "
@@ -783,5 +844,5 @@ class StoreTestCase(harness.TestCase):
         self.assertEqual(got, data, "%s: %s holds other bytes" % (what, path))
 
     def assert_absent(self, path, what=""):
-        self.assertFalse(self.nginx.exists(path),
+        self.assertFalse(self.store.exists(path),
                          "%s: %s exists in nginx's data dir" % (what, path))

@@ -219,7 +219,7 @@ class ShortenedLeaseEndsWritesTests(StoreTestCase):
 
     def applied_puts(self, path):
         return [(e.test_id, e.token) for e in
-                self.nginx.log_for(path=path, method="PUT") if e.applied]
+                self.store.log_for(path=path, method="PUT") if e.applied]
 
     def start_stream(self, path, grant, label, seconds, every=0.1):
         """A's upload through gateway 1, admitted before this returns."""
@@ -280,7 +280,7 @@ class ShortenedLeaseEndsWritesTests(StoreTestCase):
 
         # nginx: A's upload ended unapplied, by the new end of its lease;
         # only B's write was applied, and the object holds B's data
-        old = self.nginx.wait_log(slack(3.0), test_id=self.OLD)
+        old = self.store.wait_log(slack(3.0), test_id=self.OLD)
         self.assertEqual(len(old), 1, "nginx never saw A's upload end: %r"
                          % old)
         self.assertFalse(old[0].applied, "nginx applied A's write under the "
@@ -288,7 +288,7 @@ class ShortenedLeaseEndsWritesTests(StoreTestCase):
         self.assertLess(float(old[0].msec), t_short_wall + bound,
                         "A's upload was not aborted by the new end of its "
                         "lease")
-        self.assertTrue(self.nginx.wait_log(slack(2.0), test_id=self.NEW))
+        self.assertTrue(self.store.wait_log(slack(2.0), test_id=self.NEW))
         self.assertEqual(self.applied_puts(path), [(self.NEW, b["token"])])
         self.assert_stored(path, newer, "after B's write")
         # A's client is told: an error answer or a closed connection, never
@@ -340,7 +340,7 @@ class ShortenedLeaseEndsWritesTests(StoreTestCase):
         w = self.put(path, newer, b["sequencer"], gw=self.gw2,
                      test_id=self.NEW, timeout=STREAM_S + slack(15.0))
         self.assertIn(w.status, (201, 204), "B's PUT: %r" % w)
-        old = self.nginx.wait_log(slack(3.0), test_id=self.OLD)
+        old = self.store.wait_log(slack(3.0), test_id=self.OLD)
         self.assertEqual(len(old), 1, "nginx never saw A's upload end")
         self.assertFalse(old[0].applied, "nginx applied A's write under the "
                          "shortened lease: %r" % old[0])
@@ -371,7 +371,7 @@ class ShortenedLeaseEndsWritesTests(StoreTestCase):
         self.assertIsNotNone(put.sent_all_at, "A's body was not sent whole")
         self.assertGreater(t_ans - t_a, ttl_ms / 1000.0,
                            "the upload did not outlive the first lease")
-        self.assertTrue(self.nginx.wait_log(slack(2.0), test_id=self.OLD))
+        self.assertTrue(self.store.wait_log(slack(2.0), test_id=self.OLD))
         self.assertEqual(self.applied_puts(path), [(self.OLD, a["token"])])
         self.assert_stored(path, put.body, "A's write")
 

@@ -9,7 +9,7 @@ import os
 import time
 
 from harness import slack, tamper
-from storage import (RawRequest, StoreTestCase, make_sequencer, new_key_file)
+from storage import (on_both_origins, RawRequest, StoreTestCase, make_sequencer, new_key_file)
 
 # a token beyond anything issued (tokens are near Redis' clock in us; this
 # is some 11 days ahead of it, and below 2^53)
@@ -23,7 +23,7 @@ class ProxyCase(StoreTestCase):
         """An object already stored in nginx; returns its bytes."""
         data = data if data is not None else \
             ("original %s\n" % path).encode()
-        self.nginx.put_file(path, data)
+        self.store.put_file(path, data)
         return data
 
     def write_attempts(self, path):
@@ -48,14 +48,14 @@ class ProxyCase(StoreTestCase):
         """A GET through the gateway that nginx logs after whatever the
         gateway forwarded before it; waits for it to show up."""
         r = self.send("GET", "/sentinel-%d" % time.monotonic_ns())
-        self.assertTrue(self.nginx.wait_log(slack(5.0), test_id=r.test_id),
+        self.assertTrue(self.store.wait_log(slack(5.0), test_id=r.test_id),
                         "the sentinel GET never reached nginx")
 
     def assert_none_reached_nginx(self, replies, what=""):
         time.sleep(slack(0.1))
         self.sentinel()
         ids = {r.test_id: r for r in replies}
-        hits = [e for e in self.nginx.log() if e.test_id in ids]
+        hits = [e for e in self.store.log() if e.test_id in ids]
         self.assertEqual(hits, [], "%s: refused requests reached nginx: %r"
                          % (what, hits))
 
@@ -80,6 +80,7 @@ class ProxyCase(StoreTestCase):
         return replies
 
 
+@on_both_origins
 class ProxyTableTests(ProxyCase):
     """The shared env: one fencegate (--forward-token yes, a key file) in
     front of nginx."""
@@ -105,7 +106,7 @@ class ProxyTableTests(ProxyCase):
         self.assert_none_reached_nginx([r, r2])
         self.assert_absent(path)
         self.assert_absent(d)
-        self.assertEqual(self.nginx.body_temp_files(), [],
+        self.assertEqual(self.store.body_temp_files(), [],
                          "nginx holds a request body")
 
     # -- 400 malformed --------------------------------------------------------
@@ -215,7 +216,7 @@ class ProxyTableTests(ProxyCase):
             self.assertEqual(r.json.get("current"), b["token"], r)
         w = self.put_ok(path, b"newer\n", b["sequencer"])
         self.assert_stored(path, b"newer\n")
-        hits = self.nginx.wait_log(slack(2.0), test_id=w.test_id)
+        hits = self.store.wait_log(slack(2.0), test_id=w.test_id)
         self.assertEqual([(e.method, e.token) for e in hits],
                          [("PUT", b["token"])])
 
@@ -258,7 +259,7 @@ class ProxyTableTests(ProxyCase):
     # -- 400 bad_lock_name ----------------------------------------------------
 
     def test_fenced_write_to_a_path_that_names_no_valid_lock_gets_400_bad_lock_name(self):
-        base = self.obj("dir", ext="")
+        base = self.folder("dir")
         g = self.grant(base)
         replies = []
         for path in ("/", base + "/a%20b", base + "/a~b%21"):
@@ -278,7 +279,7 @@ class ProxyTableTests(ProxyCase):
         # "/base/./x" and "/base/y/../x" are the object "/base/x" to nginx,
         # so they are guarded by lock "base/x": the sequencer of any other
         # lock is wrong_lock there, and nothing reaches nginx.
-        base = self.obj("dir", ext="")
+        base = self.folder("dir")
         other = self.grant(base)
         replies = []
         for path in (base + "/./x", base + "/y/../x", base + "/%2e/x",
@@ -301,7 +302,7 @@ class ProxyTableTests(ProxyCase):
         w2 = self.put_ok(path, b"second\n", g["sequencer"])
         self.assert_stored(path, b"second\n")
         for w, status in ((w1, 201), (w2, 204)):
-            hits = self.nginx.wait_log(slack(2.0), test_id=w.test_id)
+            hits = self.store.wait_log(slack(2.0), test_id=w.test_id)
             self.assertEqual([(e.method, e.path, e.status, e.token)
                               for e in hits],
                              [("PUT", path, status, g["token"])])
@@ -340,14 +341,14 @@ class ProxyTableTests(ProxyCase):
         k = self.send("MKCOL", col, token=self.grant(col)["sequencer"])
         sent.append(("MKCOL", k))
         self.assertEqual(k.status, 201, k)
-        self.assertTrue(os.path.isdir(self.nginx.file_of(col)))
+        self.assertTrue(os.path.isdir(self.store.file_of(col)))
         d = self.send("DELETE", mv, token=mv_seq)
         sent.append(("DELETE", d))
         self.assertEqual(d.status, 204, d)
         self.assert_absent(mv, "DELETE")
         self.sentinel()
         for method, r in sent:
-            hits = [e for e in self.nginx.log() if e.test_id == r.test_id]
+            hits = [e for e in self.store.log() if e.test_id == r.test_id]
             self.assertEqual(len(hits), 1, "%s: %r" % (method, hits))
             self.assertEqual(hits[0].method, method)
             self.assertEqual(hits[0].status, r.status,
@@ -380,7 +381,7 @@ class ProxyTableTests(ProxyCase):
                 self.assertEqual(head[0], status, "%s: first response "
                                  "status (100 means the body was asked for)"
                                  % what)
-                self.assertEqual(self.nginx.log_for(test_id=tid), [])
+                self.assertEqual(self.store.log_for(test_id=tid), [])
         self.sentinel()
         self.assert_stored(path, data)
 
@@ -397,7 +398,7 @@ class ProxyTableTests(ProxyCase):
         self.assertIsNotNone(r, "no answer before the body was sent")
         self.assert_error(r, 428, "token_required")
         self.sentinel()
-        self.assertEqual(self.nginx.log_for(test_id=tid), [])
+        self.assertEqual(self.store.log_for(test_id=tid), [])
         self.assert_absent(path)
 
 
@@ -423,7 +424,7 @@ class FencedReadTests(ProxyCase):
                 self.assertEqual(r.body, data)
         self.sentinel()
         for r in replies:
-            self.assertEqual(len(self.nginx.log_for(test_id=r.test_id)), 1)
+            self.assertEqual(len(self.store.log_for(test_id=r.test_id)), 1)
 
     def test_fenced_read_with_a_current_sequencer_of_either_mode_passes(self):
         path = self.obj()
@@ -443,7 +444,7 @@ class FencedReadTests(ProxyCase):
         self.assertEqual(r.body, data)
         # the sequencer itself never goes upstream (the contract leaves it
         # open whether a read passes the token number on)
-        hits = self.nginx.wait_log(slack(2.0), test_id=r.test_id)
+        hits = self.store.wait_log(slack(2.0), test_id=r.test_id)
         self.assertEqual(len(hits), 1, hits)
         self.assertIn(hits[0].fencing_token, (None, str(ex["token"])))
 
@@ -551,7 +552,7 @@ class RouteTests(ProxyCase):
         g = self.grant("orders/42")
         w = self.put_ok("/orders/42/items/7", b"item 7\n", g["sequencer"])
         self.assert_stored("/orders/42/items/7", b"item 7\n")
-        hits = self.nginx.wait_log(slack(2.0), test_id=w.test_id)
+        hits = self.store.wait_log(slack(2.0), test_id=w.test_id)
         self.assertEqual([(e.path, e.token) for e in hits],
                          [("/orders/42/items/7", g["token"])])
         # percent-encoded paths are matched decoded
@@ -606,7 +607,7 @@ class RouteTests(ProxyCase):
                 self.assert_absent(target, p)
                 self.assert_none_reached_nginx([r], p)
         # and the other way: a route's own lock cannot write beside it
-        self.nginx.put_file("/orders/43/dot", b"43\n")
+        self.store.put_file("/orders/43/dot", b"43\n")
         o42 = self.grant("orders/42")
         r = self.put("/orders/42/../43/dot", b"bypass\n", o42["sequencer"])
         self.assertNotIn(r.status, (200, 201, 204), "/orders/42/../43/dot "
@@ -618,7 +619,7 @@ class RouteTests(ProxyCase):
         # a '#' has no place in a request target; what follows it must not
         # decide the lock when the upstream request goes without it
         # (/shop/cart is guarded by lock shop/cart, not by shop)
-        self.nginx.put_file("/shop/cart", b"cart\n")
+        self.store.put_file("/shop/cart", b"cart\n")
         shop = self.grant("shop")
         for p in ("/shop/cart#/x", "/shop/cart#"):
             with self.subTest(path=p):
@@ -630,7 +631,7 @@ class RouteTests(ProxyCase):
                 self.assert_stored("/shop/cart", b"cart\n", p)
 
     def test_per_path_sequencer_is_wrong_lock_under_a_route(self):
-        self.nginx.put_file("/orders/42/items/9", b"nine\n")
+        self.store.put_file("/orders/42/items/9", b"nine\n")
         per_path = self.grant("orders/42/items/9")
         r = self.put("/orders/42/items/9", b"evil\n", per_path["sequencer"])
         self.assert_error(r, 403, "wrong_lock")

@@ -14,7 +14,7 @@ import urllib.parse
 
 import harness
 from harness import slack, wait_until
-from storage import RawRequest, StoreTestCase
+from storage import on_both_origins, RawRequest, StoreTestCase
 
 MIB = 1 << 20
 
@@ -117,6 +117,7 @@ def upload_in_background(port, method, path, headers, body):
     return rq, t
 
 
+@on_both_origins
 class UpstreamDownTests(StoreTestCase):
 
     def test_upstream_down_gets_502_upstream_unavailable_and_health_says_so(self):
@@ -141,19 +142,19 @@ class UpstreamDownTests(StoreTestCase):
         self.assert_error(self.send("PUT", path, b"x"), 428,
                           "token_required")
         # the upstream comes back: health and writes recover by themselves
-        env.nginx.start()
+        env.store.start()
 
         def up():
             last["r"] = self.gw.request("GET", "/_fence/v1/health")
             return last["r"].status == 200
         self.assertTrue(wait_until(up, slack(4.0)), last.get("r"))
         self.assertEqual(last["r"].json, {"redis": "up", "upstream": "up"})
-        self.assertEqual(self.nginx.log(), [], "nginx was down: nothing "
+        self.assertEqual(self.store.log(), [], "nginx was down: nothing "
                          "should be logged before now")
         w2 = self.put_ok(path, b"arrived\n", g["sequencer"])
         self.assert_stored(path, b"arrived\n")
-        self.assertTrue(self.nginx.wait_log(slack(2.0), test_id=w2.test_id))
-        self.assertEqual([e.test_id for e in self.nginx.log()
+        self.assertTrue(self.store.wait_log(slack(2.0), test_id=w2.test_id))
+        self.assertEqual([e.test_id for e in self.store.log()
                           if e.method == "PUT"], [w2.test_id])
 
     def test_stale_write_gets_409_not_502_while_the_upstream_is_down(self):
@@ -190,10 +191,10 @@ class RedisDownTests(StoreTestCase):
         plain = self.send("GET", path)
         self.assertEqual(plain.status, 200, plain)
         self.assertEqual(plain.body, b"before\n")
-        self.assertTrue(self.nginx.wait_log(slack(2.0),
+        self.assertTrue(self.store.wait_log(slack(2.0),
                                             test_id=plain.test_id))
         ids = {r.test_id for r in replies}
-        self.assertEqual([e for e in self.nginx.log() if e.test_id in ids],
+        self.assertEqual([e for e in self.store.log() if e.test_id in ids],
                          [])
         self.assert_stored(path, b"before\n")
 
@@ -305,6 +306,7 @@ class SlowUpstreamTests(StoreTestCase):
         self.assertGreaterEqual(r.json["current"], g["token"], r)
 
 
+@on_both_origins
 class ClientGoneTests(StoreTestCase):
 
     def setUp(self):
@@ -331,14 +333,14 @@ class ClientGoneTests(StoreTestCase):
             rq.abort()
         else:
             rq.close()
-        hits = self.nginx.wait_log(slack(5.0), test_id=tid)
+        hits = self.store.wait_log(slack(5.0), test_id=tid)
         self.assertEqual(len(hits), 1, "nginx never saw the upload end: %r"
                          % hits)
         self.assertFalse(hits[0].applied, "nginx completed a truncated "
                          "upload: %r" % hits[0])
         self.assertLess(hits[0].request_length, size)
         self.assert_absent(path, "after the client left mid-body")
-        self.assertTrue(wait_until(lambda: not self.nginx.body_temp_files(),
+        self.assertTrue(wait_until(lambda: not self.store.body_temp_files(),
                                    slack(2.0)))
         # the aborted write does not hold up the next one
         w = self.put(path, b"whole\n", g["sequencer"])

@@ -156,7 +156,7 @@ class HistoryTests(StoreTestCase):
                     self.fail("%s: a writer failed: %r" % (ctx, e))
         time.sleep(slack(0.3))   # aborted uploads end in nginx's log
         ids = {o["test_id"]: o for o in outcomes}
-        log = [e for e in self.nginx.log() if e.test_id in ids]
+        log = [e for e in self.store.log() if e.test_id in ids]
 
         acked = [o for o in outcomes if o["status"] is not None
                  and 200 <= o["status"] < 300]
@@ -223,12 +223,12 @@ class HistoryTests(StoreTestCase):
         for obj in objects:
             applied = [e for e in log if e.path == obj and e.applied]
             if not applied:
-                self.assertFalse(self.nginx.exists(obj), obj)
+                self.assertFalse(self.store.exists(obj), obj)
                 continue
             last = applied[-1]
             top = max(e.token for e in applied)
             self.assertEqual(last.token, top, summary)
-            stored = self.nginx.read(obj)
+            stored = self.store.read(obj)
             self.assertIsNotNone(stored, obj)
             self.assertEqual(hashlib.sha256(stored).hexdigest(),
                              ids[last.test_id]["sha256"],

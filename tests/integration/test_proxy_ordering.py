@@ -140,10 +140,10 @@ class KleppmannTests(StoreTestCase):
     def judge(self, path, g1, w1, g2, w2):
         data2 = expected_data("client2", g2["token"])
         self.assert_stored(path, data2, "after the stale write")
-        self.assertTrue(self.nginx.wait_log(slack(2.0),
+        self.assertTrue(self.store.wait_log(slack(2.0),
                                             test_id=w2["test_id"]))
         time.sleep(slack(0.2))
-        puts = self.nginx.log_for(path=path, method="PUT")
+        puts = self.store.log_for(path=path, method="PUT")
         applied = [(e.test_id, e.token) for e in puts if e.applied]
         self.assertEqual(applied, [(w2["test_id"], g2["token"])],
                          "nginx applied other writes than client 2's: %r"
@@ -167,7 +167,7 @@ class KleppmannTests(StoreTestCase):
         self.assertEqual(body["current"], g2["token"])
         first = self.judge(path, g1, w1, g2, w2)
         self.assertEqual(first, [], "client 1's stale write reached nginx")
-        self.assertEqual([e.test_id for e in self.nginx.log_for(path=path)],
+        self.assertEqual([e.test_id for e in self.store.log_for(path=path)],
                          [w2["test_id"]], "nginx saw more than client 2's "
                          "write")
 
@@ -190,7 +190,7 @@ class KleppmannTests(StoreTestCase):
         # nginx saw client 1's upload start, and end unfinished, before
         # client 2's write
         self.assertTrue(all(not e.applied for e in first), first)
-        order = [e.test_id for e in self.nginx.log_for(path=path)]
+        order = [e.test_id for e in self.store.log_for(path=path)]
         if first:
             self.assertLess(order.index(w1["test_id"]),
                             order.index(w2["test_id"]))
@@ -276,7 +276,7 @@ class OrderingTests(StoreTestCase):
 
     def applied_puts(self, path):
         return [(e.test_id, e.token) for e in
-                self.nginx.log_for(path=path, method="PUT") if e.applied]
+                self.store.log_for(path=path, method="PUT") if e.applied]
 
     def test_release_ends_the_grants_running_write_and_the_newer_write_goes_within_the_margin(self):
         """v1.1 "a release ends the grant's writes": the holder lets go while
@@ -310,14 +310,14 @@ class OrderingTests(StoreTestCase):
                         "the newer write waited for the released grant's "
                         "deadline")
         # the older upload ended at nginx, unapplied, before the newer one
-        old = self.nginx.wait_log(slack(3.0), test_id=self.OLD)
+        old = self.store.wait_log(slack(3.0), test_id=self.OLD)
         self.assertEqual(len(old), 1, "nginx never saw the released write end")
         self.assertFalse(old[0].applied, "the released write completed: %r"
                          % old[0])
         self.assertLess(float(old[0].msec), t_rel_wall + slack(1.0),
                         "the released write was not aborted at the release")
-        self.assertTrue(self.nginx.wait_log(slack(2.0), test_id=self.NEW))
-        new_entry = self.nginx.log_for(test_id=self.NEW)[0]
+        self.assertTrue(self.store.wait_log(slack(2.0), test_id=self.NEW))
+        new_entry = self.store.log_for(test_id=self.NEW)[0]
         self.assertGreaterEqual(float(new_entry.msec), float(old[0].msec))
         self.assertEqual(self.applied_puts(path), [(self.NEW, b["token"])])
         self.assert_stored(path, newer)
@@ -332,7 +332,7 @@ class OrderingTests(StoreTestCase):
         """Waits for nginx to log the end of the upload `tid`, which the
         gateway must abort at its deadline (grant + ttl - margin); returns
         the entry."""
-        hits = self.nginx.wait_log(ttl_s + slack(3.0), test_id=tid)
+        hits = self.store.wait_log(ttl_s + slack(3.0), test_id=tid)
         self.assertEqual(len(hits), 1, "nginx never saw the running write "
                          "end: it was not aborted at its deadline")
         e = hits[0]
@@ -374,14 +374,14 @@ class OrderingTests(StoreTestCase):
         self.assertEqual(r.status, 200, r)
         # past the first lease's deadline, the upload is still running
         time.sleep(max(0.0, t_a + 1.5 + 0.5 - time.monotonic()))
-        self.assertEqual(self.nginx.log_for(test_id=self.OLD), [],
+        self.assertEqual(self.store.log_for(test_id=self.OLD), [],
                          "the write was aborted at the first lease's end "
                          "although the lease was renewed")
         sent = tr.finish(b"last part\n")
         resp = tr.rq.read_response(slack(5.0))
         self.assertIsNotNone(resp)
         self.assertEqual(resp.status, 201, resp)
-        self.assertTrue(self.nginx.wait_log(slack(2.0), test_id=self.OLD))
+        self.assertTrue(self.store.wait_log(slack(2.0), test_id=self.OLD))
         self.assertEqual(self.applied_puts(path), [(self.OLD, a["token"])])
         self.assert_stored(path, sent)
 
@@ -409,7 +409,7 @@ class OrderingTests(StoreTestCase):
                                 "the lock was granted again before the "
                                 "running write was aborted")
         w = self.put_ok(path, b"next holder\n", b["sequencer"], gw=self.gw2)
-        self.assertTrue(self.nginx.wait_log(slack(2.0), test_id=w.test_id))
+        self.assertTrue(self.store.wait_log(slack(2.0), test_id=w.test_id))
         self.assertEqual(self.applied_puts(path), [(w.test_id, b["token"])])
         self.assert_stored(path, b"next holder\n")
         self.assert_told_stale(tr, a["token"])

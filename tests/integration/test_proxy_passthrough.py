@@ -13,7 +13,7 @@ import urllib.parse
 
 import harness
 from harness import read_request_body, slack
-from storage import RawRequest, StoreTestCase, send
+from storage import on_both_origins, RawRequest, StoreTestCase, send
 
 ENTITY_HEADERS = ("Content-Type", "Content-Length", "ETag", "Last-Modified")
 HOP_BY_HOP = ("Connection", "Keep-Alive", "Proxy-Connection", "TE",
@@ -66,6 +66,7 @@ class EchoHandler(harness.UpstreamHandler):
 
 
 
+@on_both_origins
 class PassthroughTests(StoreTestCase):
     """fencegate (--forward-token yes) in front of nginx, compared with
     nginx itself."""
@@ -77,7 +78,7 @@ class PassthroughTests(StoreTestCase):
     def both(self, method, path, headers=(), body=None):
         via = self.send(method, path, body, headers=list(headers))
         direct = self.send(method, path, body, headers=list(headers),
-                           port=self.nginx.port)
+                           port=self.store.port)
         return via, direct
 
     def assert_same(self, via, direct, what):
@@ -98,7 +99,7 @@ class PassthroughTests(StoreTestCase):
             base + "/sub/d.txt": b"nested\n",
         }
         for p, data in files.items():
-            self.nginx.put_file(p, data)
+            self.store.put_file(p, data)
         return base, files
 
     def test_get_through_the_gateway_matches_nginx_directly(self):
@@ -121,7 +122,10 @@ class PassthroughTests(StoreTestCase):
                 via, direct = self.both("HEAD", p)
                 self.assert_same(via, direct, "HEAD " + p)
                 self.assertEqual(via.body, b"")
-                if p in files:
+                # Apache sends no length for an empty file's HEAD
+                self.assertEqual(via.header("Content-Length"),
+                                 direct.header("Content-Length"))
+                if p in files and direct.header("Content-Length"):
                     self.assertEqual(via.header("Content-Length"),
                                      str(len(files[p])))
 
@@ -156,9 +160,12 @@ class PassthroughTests(StoreTestCase):
         first = self.send("GET", p)
         etag, lastmod = first.header("ETag"), first.header("Last-Modified")
         self.assertTrue(etag and lastmod, first.header_list)
+        # If-Match compares strongly: a weak ETag (Apache's for a file
+        # changed within the second) never matches
         for what, hdrs, status in (
                 ("If-Match other", [("If-Match", '"nope"')], 412),
-                ("If-Match same", [("If-Match", etag)], 200),
+                ("If-Match same", [("If-Match", etag)],
+                 412 if etag.startswith("W/") else 200),
                 ("If-Unmodified-Since", [("If-Unmodified-Since", lastmod)],
                  200),
                 ("Range", [("Range", "bytes=100-4195")], 206),
@@ -207,9 +214,9 @@ class PassthroughTests(StoreTestCase):
         g = self.grant(path)
         w = self.put(path, data, g["sequencer"], timeout=slack(60.0))
         self.assertEqual(w.status, 201, w)
-        self.assertEqual(os.path.getsize(self.nginx.file_of(path)), size)
-        self.assertEqual(self.nginx.sha256(path), digest)
-        hits = self.nginx.wait_log(slack(2.0), test_id=w.test_id)
+        self.assertEqual(os.path.getsize(self.store.file_of(path)), size)
+        self.assertEqual(self.store.sha256(path), digest)
+        hits = self.store.wait_log(slack(2.0), test_id=w.test_id)
         self.assertEqual(len(hits), 1)
         self.assertGreater(hits[0].request_length, size)
         r = self.send("GET", path, timeout=slack(60.0))
@@ -256,13 +263,13 @@ class PassthroughTests(StoreTestCase):
 
     def test_forwarding_headers_reach_nginx(self):
         path = self.obj()
-        self.nginx.put_file(path, b"x\n")
+        self.store.put_file(path, b"x\n")
         plain = self.send("GET", path)
         chained = self.send("GET", path,
                             headers=[("X-Forwarded-For", "203.0.113.7")])
         for r, xff in ((plain, "127.0.0.1"),
                        (chained, "203.0.113.7, 127.0.0.1")):
-            hits = self.nginx.wait_log(slack(2.0), test_id=r.test_id)
+            hits = self.store.wait_log(slack(2.0), test_id=r.test_id)
             self.assertEqual(len(hits), 1)
             e = hits[0]
             self.assertEqual(e.x_forwarded_for, xff)
@@ -275,10 +282,11 @@ class PassthroughTests(StoreTestCase):
         path = self.obj()
         g = self.grant(path)
         w = self.put_ok(path, b"token\n", g["sequencer"])
-        hits = self.nginx.wait_log(slack(2.0), test_id=w.test_id)
+        hits = self.store.wait_log(slack(2.0), test_id=w.test_id)
         self.assertEqual([e.fencing_token for e in hits], [str(g["token"])])
 
 
+@on_both_origins
 class ForwardTokenNoTests(StoreTestCase):
 
     def test_forward_token_no_passes_no_fencing_token_upstream(self):
@@ -286,7 +294,7 @@ class ForwardTokenNoTests(StoreTestCase):
         path = self.obj()
         g = self.grant(path)
         w = self.put_ok(path, b"no token upstream\n", g["sequencer"])
-        hits = self.nginx.wait_log(slack(2.0), test_id=w.test_id)
+        hits = self.store.wait_log(slack(2.0), test_id=w.test_id)
         self.assertEqual(len(hits), 1)
         self.assertIsNone(hits[0].fencing_token)
         self.assert_stored(path, b"no token upstream\n")

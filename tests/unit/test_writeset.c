@@ -276,6 +276,52 @@ static void test_collections_need_one_lock_for_the_subtree(void **state)
 	fg_config_finish(&c);
 }
 
+/* A storage may take "/dir" for the collection "/dir/" (Apache's mod_dav
+ * does): such paths go "Depth: 0" (the request path) or are asked about
+ * first (the Destination), unless one lock guards the subtree anyway. */
+static void test_paths_without_a_slash_are_kept_to_one_object(void **state)
+{
+	struct fg_config c;
+	(void)state;
+	fg_config_init(&c);
+	assert_int_equal(build(&c, "DELETE", "/dir", NULL, true), FG_E_COUNT);
+	assert_true(ws.shallow);
+	assert_false(ws.probe_dest);
+	assert_int_equal(build(&c, "MOVE", "/a", "/b", true), FG_E_COUNT);
+	assert_false(ws.shallow);
+	assert_true(ws.probe_path);
+	assert_true(ws.probe_dest);
+	assert_int_equal(build(&c, "COPY", "/a", "/b", true), FG_E_COUNT);
+	assert_true(ws.shallow);
+	assert_false(ws.probe_path);
+	assert_true(ws.probe_dest);
+	/* other writes change one object whatever it is; reads change none */
+	assert_int_equal(build(&c, "PUT", "/dir", NULL, true), FG_E_COUNT);
+	assert_false(ws.shallow);
+	assert_int_equal(build(&c, "PROPPATCH", "/dir", NULL, true), FG_E_COUNT);
+	assert_false(ws.shallow);
+	assert_int_equal(build(&c, "GET", "/dir", NULL, true), FG_E_COUNT);
+	assert_false(ws.shallow);
+	assert_int_equal(build(&c, "PROPFIND", "/dir", NULL, false), FG_E_COUNT);
+	assert_false(ws.shallow);
+	fg_config_finish(&c);
+
+	with_routes(&c, "/coll/ coll", "/coll/inner/ other", NULL);
+	/* the route's lock guards what "/coll/sub" would hold */
+	assert_int_equal(build(&c, "DELETE", "/coll/sub", NULL, true), FG_E_COUNT);
+	assert_false(ws.shallow);
+	assert_int_equal(build(&c, "MOVE", "/coll/a", "/coll/b", true), FG_E_COUNT);
+	assert_false(ws.probe_path);
+	assert_false(ws.probe_dest);
+	/* ... but not "/coll" itself: a rule inside gives part to another */
+	assert_int_equal(build(&c, "DELETE", "/coll", NULL, true), FG_E_COUNT);
+	assert_true(ws.shallow);
+	assert_int_equal(build(&c, "COPY", "/coll/a", "/elsewhere", true), FG_E_COUNT);
+	assert_false(ws.shallow);
+	assert_true(ws.probe_dest);
+	fg_config_finish(&c);
+}
+
 /* ---- route rules are resolved when read ------------------------------ */
 
 static void test_routes_resolve_or_are_refused(void **state)
@@ -313,6 +359,7 @@ int main(void)
 		cmocka_unit_test(test_move_writes_both_paths),
 		cmocka_unit_test(test_bad_destinations),
 		cmocka_unit_test(test_collections_need_one_lock_for_the_subtree),
+		cmocka_unit_test(test_paths_without_a_slash_are_kept_to_one_object),
 		cmocka_unit_test(test_routes_resolve_or_are_refused),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
