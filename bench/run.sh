@@ -13,6 +13,8 @@
 #     one replica): added acquire latency and the cycles/s ratio;
 #   Redis CPU per message of cluster-wide PUBLISH vs sharded SPUBLISH on the
 #     three-master cluster, one subscriber connected (informational);
+#   one rclone sync of a tree of SYNC_FILES files to Apache httpd mod_dav,
+#     direct vs through fencegate under `fencectl lock` (bench/sync_tree.py);
 #   CPU seconds and context switches of every process in every measured run,
 #   and with --profile where each process spends its time (perf).
 # It ends with one summary table: fencegate, its peer, the ratio, the
@@ -40,7 +42,7 @@
 #   FG_MAX_CONN=16384 FG_MAX_WAITERS=20000 NAME_RING=4096 BIN_WAIT=120
 #   PROFILE=0 PERF_FREQ=999 PROFILE_RUNS="get-nginx-proxy-r1 get-fencegate-r1
 #   cycles-fencegate" KEEP_TMP=0 ACK_N=5000 PUBSUB_N=200000 PUBSUB_CLIENTS=8
-#   PUBSUB_PIPELINE=16
+#   PUBSUB_PIPELINE=16 SYNC_FILES=300 SYNC_ROUNDS=3
 set -euo pipefail
 
 HERE=$(cd "$(dirname "${BASH_SOURCE[0]}")" && pwd)
@@ -97,6 +99,8 @@ ACK_N=${ACK_N:-5000}
 PUBSUB_N=${PUBSUB_N:-200000}
 PUBSUB_CLIENTS=${PUBSUB_CLIENTS:-8}
 PUBSUB_PIPELINE=${PUBSUB_PIPELINE:-16}
+SYNC_FILES=${SYNC_FILES:-300}
+SYNC_ROUNDS=${SYNC_ROUNDS:-3}
 NOBJ=$CONNS # one object (and, for fenced PUTs, one lock) per connection
 
 for v in FG_LOOPS WRK_THREADS CONNS DURATION WARMUP GET_ROUNDS PUT_ROUNDS STORE_WORKERS CALLS_N CALLS_PUTS \
@@ -1324,6 +1328,19 @@ if [ "$FGS_OK" = 1 ]; then
 	stop_pid "$FGS_PID"
 	hr
 fi
+# ---- a real client: one rclone sync of a tree, direct vs through -----------
+SYNC_DIRECT=""
+SYNC_THROUGH=""
+if [ "$SKIP_FG" = 0 ] && command -v rclone >/dev/null && { command -v apache2 >/dev/null || [ -x /usr/sbin/apache2 ]; }; then
+	say "== rclone sync of $SYNC_FILES files to Apache httpd mod_dav: direct vs through fencegate (fencectl lock)"
+	out=$(python3 "$HERE/sync_tree.py" --bin "$BIN" --files "$SYNC_FILES" --rounds "$SYNC_ROUNDS" 2>&1 || true)
+	printf '%s\n' "$out" | sed 's/^/  /'
+	SYNC_DIRECT=$(printf '%s\n' "$out" | sed -n 's/^RESULT_DIRECT=//p')
+	SYNC_THROUGH=$(printf '%s\n' "$out" | sed -n 's/^RESULT_THROUGH=//p')
+	hr
+else
+	say "== rclone sync: skipped (needs rclone and apache2: scripts/install-deps.sh)"
+fi
 sleep 0.2 # let the helpers' stderr drain before the summary
 
 # ---- profiles ------------------------------------------------------------
@@ -1499,6 +1516,8 @@ if [ "$SKIP_FG" = 0 ]; then
 	printf "$ROW" "replica ack: sequential cycles/s, replicas 1" "$(num "${ACK[1 CPS]:-}")" \
 		"--redis-replicas 0: $(num "${ACK[0 CPS]:-}")" "$(r2 "$(ratio "${ACK[1 CPS]:-}" "${ACK[0 CPS]:-}")")" "(info)" ""
 fi
+printf "$ROW" "rclone sync of $SYNC_FILES files, s" "$(num "$SYNC_THROUGH")" "direct to Apache $(num "$SYNC_DIRECT")" \
+	"$(r2 "$(ratio "$SYNC_THROUGH" "$SYNC_DIRECT")")" "(info)" ""
 printf "$ROW" "cluster PUBLISH vs SPUBLISH, Redis us/msg" "$(num "$PS_PUB_US")" "SPUBLISH $(num "$PS_SPUB_US") (3 nodes)" \
 	"$(r2 "$(ratio "$PS_PUB_US" "$PS_SPUB_US")")" "(info)" ""
 printf "$ROW" "  us/msg per node: PUBLISH; SPUBLISH" "" "$(num "${PS_PUB_NODES// /}"); $(num "${PS_SPUB_NODES// /}")" "" "" ""
