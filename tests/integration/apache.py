@@ -25,11 +25,12 @@ from harness import SetupError, file_tail, free_port, slack, spawn, wait_until
 from storage import LOG_FIELDS, DataDirStore
 
 MODULES = "/usr/lib/apache2/modules"
-# storage.LOG_FIELDS as mod_log_config writes them: the request line in
-# place of the raw target, "%X" (X: aborted) in place of nginx's
-# $request_completion, the client's port in place of its connection number
+# storage.LOG_FIELDS as mod_log_config writes them: the request's end in ms
+# since the epoch in place of nginx's seconds, the request line in place of
+# the raw target, "%X" (X: aborted) in place of nginx's $request_completion,
+# the client's port in place of its connection number
 LOG_FORMAT = "\\t".join((
-    "%{msec}t", "%m", "%r", "%>s", "%I", "%{Fencing-Token}i",
+    "%{end:msec}t", "%m", "%r", "%>s", "%I", "%{Fencing-Token}i",
     "%{X-Test-Id}i", "%{X-Forwarded-For}i", "%{X-Forwarded-Proto}i",
     "%{Via}i", "%{Content-Length}i", "%{Transfer-Encoding}i", "%X",
     "%{remote}p", "%B", "%{Destination}i", "%{Destination-Fencing-Token}i",
@@ -156,6 +157,7 @@ class ApacheDav(DataDirStore):
 
     def log_fields(self, parts):
         parts = list(parts)
+        parts[0] = "%.3f" % (int(parts[0]) / 1000.0)   # nginx's $msec: s
         line = parts[2].split(" ")
         parts[2] = line[1] if len(line) == 3 else "-"
         parts[12] = "-" if parts[12] == "X" else "OK"

@@ -402,6 +402,7 @@ class ProxyTableTests(ProxyCase):
         self.assert_absent(path)
 
 
+@on_both_origins
 class FencedReadTests(ProxyCase):
 
     def setUp(self):
@@ -524,6 +525,7 @@ class CheckOrderTests(ProxyCase):
         self.assert_stored(path, data)
 
 
+@on_both_origins
 class RouteTests(ProxyCase):
     """A config file with route rules: a prefix maps to one coarser lock,
     the longest prefix wins."""
@@ -539,6 +541,10 @@ class RouteTests(ProxyCase):
     def setUp(self):
         super().setUp()
         self.use_shared()
+        # the collections the tests write into (Apache makes none)
+        for d in ("/orders/42/items/", "/orders/43/", "/invoices/",
+                  "/elsewhere/", "/shop/"):
+            self.store.mkdir(d)
 
     def grant(self, name, **fields):
         """Route locks are fixed names: a grant is released at cleanup

@@ -24,7 +24,7 @@ import threading
 import time
 
 from harness import slack
-from storage import ClientProcess, StoreTestCase
+from storage import on_both_origins, ClientProcess, StoreTestCase
 
 # argv: ports(comma) objects(comma) writer duration_s seed ttl_ms
 WRITER = r'''
@@ -103,6 +103,7 @@ TTL_MS = 500
 DURATION_S = 12.0
 
 
+@on_both_origins
 class HistoryTests(StoreTestCase):
     store_gateways = 2
 

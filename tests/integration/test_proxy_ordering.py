@@ -11,7 +11,7 @@ import time
 import uuid
 
 from harness import LOCKS, slack, wait_until
-from storage import ClientProcess, RawRequest, StoreTestCase
+from storage import on_both_origins, ClientProcess, RawRequest, StoreTestCase
 
 # A lock client. argv: port lock path ttl_ms wait_ms work_s mode label
 #   mode "before": acquire, report, work (the parent may SIGSTOP it here),
@@ -100,6 +100,7 @@ def expected_data(label, token):
     return ("written by %s under token %d\n" % (label, token)).encode() * 2000
 
 
+@on_both_origins
 class KleppmannTests(StoreTestCase):
     """Client 1 takes the lock, is paused (SIGSTOP) past its TTL, client 2
     takes the lock and writes, client 1 resumes and writes with its old
@@ -243,6 +244,7 @@ class Trickle:
         return self.sent
 
 
+@on_both_origins
 class OrderingTests(StoreTestCase):
     """Two gateways on one Redis in front of one nginx, --forward-token
     yes, so nginx's log shows the token of every write."""
