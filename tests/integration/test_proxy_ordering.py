@@ -291,12 +291,18 @@ class OrderingTests(StoreTestCase):
         t_a = time.monotonic()
         tr = Trickle(self.gw1.port, path, [("Fencing-Token", a["sequencer"]),
                                             ("X-Test-Id", self.OLD)])
-        tr.start(b"older part 1\n")
+        # more than the store buffers in memory: it spools the body to a
+        # file, which shows the upload has reached it
+        spooled = set(self.store.body_temp_files())
+        tr.start(b"older part 1\n" * 8192)
         self.addCleanup(tr.stop)
         self.addCleanup(tr.rq.close)
         self.assertTrue(wait_until(
             lambda: self.gw1_admitted(lock), slack(2.0)),
             "the older write was never admitted")
+        self.assertTrue(wait_until(
+            lambda: set(self.store.body_temp_files()) - spooled, slack(5.0)),
+            "the older write never reached the storage")
         # the holder lets go while its write is still running upstream
         t_rel_wall = time.time()
         self.release_ok(lock, a["lease"], gw=self.gw1)
