@@ -29,6 +29,7 @@
  *   ends the upstream request at once, not at the connection's timeout.
  */
 #include <inttypes.h>
+#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -282,6 +283,9 @@ static void hup_watch(struct fg_xfer *x)
 	if (x->hup_on)
 		return;
 	if (!x->hup_set) {
+		if (!(event_base_get_features(x->px->loop->base) &
+		      EV_FEATURE_EARLY_CLOSE))
+			return; /* the connection's timeout still ends it */
 		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
 			x->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
 		if (!ci || event_assign(&x->hup, x->px->loop->base,
@@ -917,6 +921,7 @@ void fg_proxy_destroy(struct fg_proxy *px)
 struct hdr_ctx {
 	struct curl_slist *list;
 	bool shallow;           /* the client's Depth gives way to "Depth: 0" */
+	bool probe;             /* a probe: no header that describes a body */
 	const char *connection; /* the Connection header: names more hop headers */
 	char xff[4096];         /* every X-Forwarded-For value, in order */
 	size_t xff_len;
@@ -971,7 +976,9 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
 	}
 	if (hop_by_hop(key, kl) || gateway_owned(key) ||
 	    named_in_connection(h->connection, key) ||
-	    (h->shallow && strcasecmp(key, "Depth") == 0))
+	    ((h->shallow || h->probe) && strcasecmp(key, "Depth") == 0) ||
+	    (h->probe && (strncasecmp(key, "Content-", 8) == 0 ||
+			  strcasecmp(key, "Overwrite") == 0)))
 		return MHD_YES;
 	size_t vl = strlen(value);
 	char *line = malloc(kl + vl + 3);
@@ -1026,19 +1033,16 @@ static void client_ip(struct MHD_Connection *c, char *out, size_t cap)
 
 /* Builds the curl handle of a transfer: the checked method, target and
  * body framing, nothing left for curl to choose. 0, or -1. */
-static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
-		   struct MHD_Connection *c, const char *method)
+/* The headers every request upstream carries: the client's, less those
+ * that are the gateway's own or describe one hop, then the gateway's
+ * forwarding headers. A probe leaves out those that describe a body and
+ * Depth. Appends to *list (the caller frees it); false when a header could
+ * not be added. */
+static bool client_headers(struct MHD_Connection *c, bool shallow, bool probe,
+			   struct curl_slist **list)
 {
-	const struct fg_config *cfg = px->gw->cfg;
-	char url[URL_MAX], ip[64];
-	if (snprintf(url, sizeof(url), "%s%s", px->base, req->uri) >= (int)sizeof(url))
-		return -1;
-	x->easy = easy_get(px);
-	if (!x->easy)
-		return -1;
-	CURL *e = x->easy;
-
-	struct hdr_ctx h = { NULL, req->shallow,
+	char ip[64];
+	struct hdr_ctx h = { *list, shallow, probe,
 		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION),
 		{ 0 }, 0, false };
 	MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
@@ -1052,10 +1056,28 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 		  (!host || append(&h.list, "X-Forwarded-Host: %s", host)) &&
 		  append(&h.list, "Via: 1.1 fencegate") &&
 		  append(&h.list, "Expect:") &&
-		  (!req->shallow || append(&h.list, "Depth: 0"));
+		  (!(shallow || probe) || append(&h.list, "Depth: 0"));
 	/* curl adds "Accept: * / *" to a request without one: not ours to add */
 	if (ok && !MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT))
 		ok = append(&h.list, "Accept:");
+	*list = h.list;
+	return ok;
+}
+
+static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
+		   struct MHD_Connection *c, const char *method)
+{
+	const struct fg_config *cfg = px->gw->cfg;
+	char url[URL_MAX];
+	if (snprintf(url, sizeof(url), "%s%s", px->base, req->uri) >= (int)sizeof(url))
+		return -1;
+	x->easy = easy_get(px);
+	if (!x->easy)
+		return -1;
+	CURL *e = x->easy;
+
+	struct curl_slist *list = NULL;
+	bool ok = client_headers(c, req->shallow, false, &list);
 	/* the Destination, as the upstream's absolute URI: its base URL, then
 	 * the raw path that was resolved and checked (redirect.c) */
 	if (ok && req->dest_raw) {
@@ -1063,13 +1085,13 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 		ok = fg_redirect_destination(cfg->up.base, cfg->up.base_path,
 					     req->dest_raw,
 					     req->dest_raw_len, dest, sizeof(dest)) == 0 &&
-		     append(&h.list, "Destination: %s", dest);
+		     append(&list, "Destination: %s", dest);
 	}
 	/* the number of the (first) lock the request writes, never a read's */
 	if (ok && x->fenced && cfg->forward_token)
-		ok = append(&h.list, "Fencing-Token: %" PRIu64,
+		ok = append(&list, "Fencing-Token: %" PRIu64,
 			    fg_fence_first_write(&x->fence)->token);
-	x->req_headers = h.list;
+	x->req_headers = list;
 	if (!ok)
 		return -1;
 
@@ -1264,12 +1286,11 @@ static enum MHD_Result probe_start(struct fg_req *req, struct MHD_Connection *c)
 	x->content_length = -1;
 	x->rs = malloc(BUF);
 	x->easy = easy_get(px);
+	/* the client's own headers (its credentials for the storage, its
+	 * User-Agent): the storage answers the probe as it will the write */
 	if (!x->rs || !x->easy ||
-	    !append(&x->req_headers, "Depth: 0") ||
-	    !append(&x->req_headers, "Content-Type: application/xml") ||
-	    !append(&x->req_headers, "Via: 1.1 fencegate") ||
-	    !append(&x->req_headers, "Expect:") ||
-	    !append(&x->req_headers, "Accept:"))
+	    !client_headers(c, false, true, &x->req_headers) ||
+	    !append(&x->req_headers, "Content-Type: application/xml"))
 		goto error_xfer;
 	CURL *e = x->easy;
 	curl_easy_setopt(e, CURLOPT_URL, url);
@@ -1332,11 +1353,26 @@ static bool names_collection(const char *body, size_t len)
 
 /* The probe ended: answers the request, or starts its transfer (then the
  * caller goes on with this call's body). */
+/* Has the client hung up while its connection was suspended (where
+ * libmicrohttpd does not look)? */
+static bool client_gone(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci)
+		return false;
+	struct pollfd p = { .fd = ci->connect_fd, .events = POLLRDHUP };
+	return poll(&p, 1, 0) == 1 &&
+	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+/* The probe ended (the request's first call, resumed): answers the
+ * request, asks the next question, or starts its transfer; the body, if
+ * any, comes in the calls that follow. */
 static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c,
-				    const char *method, bool *started)
+				    const char *method)
 {
 	struct fg_xfer *x = req->xfer;
-	*started = false;
 	pthread_mutex_lock(&x->mu);
 	bool done = x->done, answered = x->done && x->result == CURLE_OK && x->headers_done;
 	int status = x->status;
@@ -1350,23 +1386,31 @@ static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c
 		return MHD_YES;
 	req->xfer = NULL;
 	xfer_put(x);
-	if (!answered || status >= 500) {
+	if (client_gone(c)) {
 		fg_fence_finish(req->loop, &req->fence);
-		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
-			"the upstream did not say whether the path is a collection",
-			NULL);
+		return MHD_NO;
 	}
-	if (coll) {
+	/* Only a 207 that names no collection, or a 404 (nothing there),
+	 * says it is not one; a redirect, a refusal or a failure says
+	 * nothing, and the write is not risked on it. */
+	if (!answered || !((status == 207 && !coll) || status == 404)) {
+		char msg[128];
+		if (answered)
+			snprintf(msg, sizeof(msg), "the upstream did not say whether "
+				 "the path is a collection (it answered %d)", status);
+		else
+			snprintf(msg, sizeof(msg), "the upstream did not say whether "
+				 "the path is a collection");
 		fg_fence_finish(req->loop, &req->fence);
-		return fg_respond_error(c, FG_E_SUBTREE_UNGUARDED,
-			"the upstream holds a collection there, and one lock does "
-			"not guard all of it", NULL);
+		if (coll)
+			return fg_respond_error(c, FG_E_SUBTREE_UNGUARDED,
+				"the upstream holds a collection there, and one lock "
+				"does not guard all of it", NULL);
+		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE, msg, NULL);
 	}
 	if (wants_probe(req, c))
 		return probe_start(req, c);
-	enum MHD_Result r = start(req, c, method, &req->fence, true);
-	*started = req->xfer != NULL;
-	return r;
+	return start(req, c, method, &req->fence, true);
 }
 
 void fg_proxy_recheck_writes(struct fg_proxy *px)
@@ -1726,13 +1770,8 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 					fg_fence_resume_or_respond(req, c, method));
 
 	struct fg_xfer *x = req->xfer;
-	if (x && x->probe) {
-		bool started;
-		enum MHD_Result r = probe_settle(req, c, method, &started);
-		if (!started)
-			return r;
-		x = req->xfer;
-	}
+	if (x && x->probe)
+		return probe_settle(req, c, method);
 	if (!x)
 		return MHD_YES; /* answered already; MHD drains the body */
 	if (*upload_size) {

@@ -197,6 +197,15 @@ class SlowUpload:
 # a recording upstream, for the header details nginx's log cannot show
 
 
+# what the recording upstream answers a PROPFIND of a path ending so
+PROBE_ANSWERS = {"redirect": 301, "private": 401, "coll": 207, "slow": 207}
+MULTISTATUS = (b'<?xml version="1.0" encoding="utf-8"?>\n'
+               b'<D:multistatus xmlns:D="DAV:"><D:response><D:href>%s</D:href>'
+               b'<D:propstat><D:prop><D:resourcetype>%s</D:resourcetype>'
+               b'</D:prop><D:status>HTTP/1.1 200 OK</D:status></D:propstat>'
+               b'</D:response></D:multistatus>\n')
+
+
 class _RecordingHandler(harness.UpstreamHandler):
     def _any(self):
         body = harness.read_request_body(self)
@@ -204,6 +213,23 @@ class _RecordingHandler(harness.UpstreamHandler):
             "method": self.command, "path": self.path,
             "headers": [(k, v) for k, v in self.headers.items()],
             "body": body})
+        if self.command == "PROPFIND":
+            # a probe: an object (207), a collection ("...coll"), or an
+            # answer that says neither
+            tail = self.path.rsplit("-", 1)[-1]
+            status = PROBE_ANSWERS.get(tail, 207)
+            if tail == "slow":
+                time.sleep(1.0)
+            out = MULTISTATUS % (self.path.encode(),
+                                 b"<D:collection/>" if tail == "coll" else b"")
+            self.send_response(status)
+            self.send_header("Content-Type", "application/xml")
+            if status == 301:
+                self.send_header("Location", self.path + "/")
+            self.send_header("Content-Length", str(len(out)))
+            self.end_headers()
+            self.wfile.write(out)
+            return
         out = b"recorded\n"
         self.send_response(200)
         self.send_header("Content-Type", "text/plain")
@@ -226,6 +252,15 @@ class V11Case(StoreTestCase):
             ("original %s %s\n" % (path, uuid.uuid4().hex)).encode()
         self.store.put_file(path, data)
         return data
+
+    def writes_logged(self, test_id, timeout=2.0):
+        """The store's log entries of a request, without the PROPFINDs
+        the gateway asked first (a COPY or MOVE of a path without its '/'),
+        once there is one."""
+        def writes():
+            return [e for e in self.store.log_for(test_id=test_id)
+                    if e.method != "PROPFIND"]
+        return wait_until(writes, slack(timeout)) or []
 
     def grant(self, path_or_lock, gw=None, **fields):
         """A grant released at cleanup whatever happens (route locks are
@@ -1019,7 +1054,7 @@ class V11DestinationTests(V11Case):
         # a COPY's Destination (its source is only read), a MOVE's path
         for reply, method, dest, tok in ((c, "COPY", dst, d["token"]),
                                          (r, "MOVE", moved, d["token"])):
-            hits = self.store.wait_log(slack(2.0), test_id=reply.test_id)
+            hits = self.writes_logged(reply.test_id)
             self.assertEqual([(e.method, e.status, e.destination, e.token)
                               for e in hits],
                              [(method, reply.status, self.upstream_uri(dest),
@@ -1060,7 +1095,7 @@ class V11DestinationTests(V11Case):
                               s["sequencer"], d["sequencer"])
         self.assertIn(r.status, (201, 204), r)
         self.assert_stored(dst, data)
-        hits = self.store.wait_log(slack(2.0), test_id=r.test_id)
+        hits = self.writes_logged(r.test_id)
         self.assertEqual([e.destination for e in hits],
                          [self.upstream_uri(dst)],
                          "the Destination must reach nginx as its own "
@@ -1348,7 +1383,8 @@ class V11DestinationTests(V11Case):
         r = self.copy_or_move("MOVE", d[:-1], other, g["sequencer"],
                               o["sequencer"])
         self.assert_error(r, 403, "subtree_unguarded", "MOVE")
-        self.assertEqual(self.store.log_for(test_id=r.test_id), [])
+        self.assertEqual([e for e in self.store.log_for(test_id=r.test_id)
+                          if e.method != "PROPFIND"], [])
         r = self.copy_or_move("COPY", d[:-1], other, g["sequencer"],
                               o["sequencer"])
         # nginx refuses it (400); Apache copies the collection alone
@@ -1366,7 +1402,8 @@ class V11DestinationTests(V11Case):
             r = self.copy_or_move(method, src, d2[:-1], s["sequencer"],
                                   g2["sequencer"])
             self.assert_error(r, 403, "subtree_unguarded", method)
-            self.assertEqual(self.store.log_for(test_id=r.test_id), [])
+            self.assertEqual([e for e in self.store.log_for(test_id=r.test_id)
+                              if e.method != "PROPFIND"], [])
             self.assert_stored(f2, data2, method)
         # with Overwrite: F the storage leaves an existing Destination
         # alone: nothing to ask
@@ -1443,7 +1480,7 @@ class V11DestinationTests(V11Case):
         r = self.copy_or_move("COPY", src, dst, None, d["sequencer"])
         self.assertIn(r.status, (201, 204), r)
         self.assert_stored(dst, data)
-        hits = self.store.wait_log(slack(2.0), test_id=r.test_id)
+        hits = self.writes_logged(r.test_id)
         self.assertEqual([e.token for e in hits], [d["token"]])
         # a shared grant of the source may fence the read
         shared = self.grant(src, mode="shared")
@@ -2143,6 +2180,79 @@ class V11RecordedHeaderTests(V11Case):
                 self.assertEqual(names.get("destination"),
                                  ["http://127.0.0.1:%d%s" % (self.rec.port, dst)],
                                  what)
+
+    def probe_case(self, dst_tail, extra=()):
+        """A MOVE of /rec-TAG/src onto /rec-TAG/dst-<dst_tail>: the reply,
+        and what the upstream got for it."""
+        src = "/rec-%s/src-%s-object" % (TAG, dst_tail)
+        s = self.grant(src.lstrip("/"))
+        dst = "/rec-%s/dst-%s" % (TAG, dst_tail)
+        d = self.grant(dst.lstrip("/"))
+        n = len(self.rec.records)
+        r = self.send("MOVE", src, token=s["sequencer"],
+                      headers=[("Destination", dst),
+                               ("Destination-Fencing-Token", d["sequencer"])]
+                      + list(extra))
+        return r, dst, self.rec.records[n:]
+
+    def test_v11_probe_carries_the_clients_credentials_and_user_agent(self):
+        r, dst, recs = self.probe_case("object", [
+            ("Authorization", "Basic dXNlcjpwYXNz"),
+            ("User-Agent", "gvfs/1.50"), ("Depth", "infinity"),
+            ("Overwrite", "T")])
+        self.assertEqual(r.status, 200, r)
+        src = "/rec-%s/src-object-object" % TAG
+        self.assertEqual([(x["method"], x["path"]) for x in recs],
+                         [("PROPFIND", src), ("PROPFIND", dst), ("MOVE", src)])
+        for x in recs[:2]:
+            h = [(k.lower(), v) for k, v in x["headers"]]
+            self.assertIn(("authorization", "Basic dXNlcjpwYXNz"), h)
+            self.assertIn(("user-agent", "gvfs/1.50"), h)
+            self.assertEqual([v for k, v in h if k == "depth"], ["0"])
+            self.assertNotIn("overwrite", [k for k, _ in h])
+        self.assertIn(("Overwrite", "T"), recs[2]["headers"])
+
+    def test_v11_probe_answer_that_names_no_kind_refuses_the_write(self):
+        # a redirect (Apache's mod_dir sends one for a collection named
+        # without its '/') or a refusal says nothing: the write is not
+        # risked on it
+        for tail, code in (("coll", "subtree_unguarded"),
+                           ("redirect", "upstream_unavailable"),
+                           ("private", "upstream_unavailable")):
+            with self.subTest(answer=tail):
+                r, dst, recs = self.probe_case(tail)
+                self.assertEqual(r.json.get("error") if r.json else None,
+                                 code, r)
+                self.assertEqual([x["method"] for x in recs],
+                                 ["PROPFIND", "PROPFIND"])
+
+    def test_v11_client_that_leaves_during_the_probe_sends_no_write(self):
+        s = self.grant("rec-%s/src" % TAG)
+        dst = "/rec-%s/dst-slow" % TAG
+        d = self.grant(dst.lstrip("/"))
+        n = len(self.rec.records)
+        rq = RawRequest(self.gw.port, "MOVE", "/rec-%s/src" % TAG, [
+            ("Fencing-Token", s["sequencer"]), ("Destination", dst),
+            ("Destination-Fencing-Token", d["sequencer"])])
+        self.assertTrue(wait_until(
+            lambda: any(x["path"] == dst for x in self.rec.records[n:]),
+            slack(5.0)), "the Destination was never asked about")
+        rq.close()
+        time.sleep(slack(1.5))   # the slow answer came, and went nowhere
+        self.assertEqual([x["method"] for x in self.rec.records[n:]],
+                         ["PROPFIND", "PROPFIND"])
+        self.assertTrue(self.gw.alive())
+
+    def test_v11_move_whose_headers_cannot_be_built_is_answered(self):
+        s = self.grant("rec-%s/src" % TAG)
+        d = self.grant("rec-%s/dst-object" % TAG)
+        r = self.send("MOVE", "/rec-%s/src" % TAG, token=s["sequencer"],
+                      headers=[("Destination", "/rec-%s/dst-object" % TAG),
+                               ("Destination-Fencing-Token", d["sequencer"]),
+                               ("X-Forwarded-For", "1" * 3000),
+                               ("X-Forwarded-For", "2" * 3000)],
+                      timeout=slack(5.0))
+        self.assertEqual(r.status, 500, r)
 
     def test_v11_delete_and_copy_of_a_path_without_its_slash_go_depth_0(self):
         # whatever Depth the client sent: a storage that takes the path
