@@ -10,7 +10,6 @@
  * (fg_api_resume()), the one place a response may be queued.
  */
 #include <inttypes.h>
-#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -351,18 +350,6 @@ enum MHD_Result fg_api_resume(struct fg_req *req, struct MHD_Connection *c)
 	}
 }
 
-/* Has the peer closed or reset? Asked of the kernel, whatever is left
- * unread (a parked connection is not read by libmicrohttpd). */
-static bool client_gone(struct MHD_Connection *c)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (!ci)
-		return false;
-	struct pollfd p = { .fd = ci->connect_fd, .events = POLLRDHUP };
-	return poll(&p, 1, 0) > 0 && (p.revents & (POLLRDHUP | POLLHUP | POLLERR));
-}
-
 static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_grant g;
@@ -375,7 +362,7 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 		 * of the loop (the gateway was held up): a grant for a client
 		 * already gone is not answered, and goes back when the request
 		 * completes (http.c), not at its expiry. */
-		if (client_gone(c))
+		if (fg_loop_client_gone(c))
 			return MHD_NO;
 		if (req->gw->cfg->redis_replicas) {
 			if (!call_new(req, CALL_CONFIRM))

@@ -10,6 +10,7 @@
  * transfers ended, Redis calls answered) before the daemon is stopped, so
  * every request state is freed by its request-completed callback.
  */
+#include <poll.h>
 #include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -78,6 +79,17 @@ void fg_loop_reread(struct fg_loop *loop, struct MHD_Connection *c)
 	 * socket said last */
 	MHD_suspend_connection(c);
 	fg_loop_resume(loop, c);
+}
+
+bool fg_loop_client_gone(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci)
+		return false;
+	struct pollfd p = { .fd = ci->connect_fd, .events = POLLRDHUP };
+	return poll(&p, 1, 0) > 0 &&
+	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
 }
 
 void fg_loop_next_id(struct fg_loop *loop, bool write, char *out, size_t cap)

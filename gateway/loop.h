@@ -78,6 +78,10 @@ void fg_loop_resume(struct fg_loop *loop, struct MHD_Connection *c);
  *  outside the daemon's callbacks. */
 void fg_loop_reread(struct fg_loop *loop, struct MHD_Connection *c);
 
+/** Has the peer of `c` closed or reset? Asked of the kernel, whatever is
+ *  left unread: libmicrohttpd does not read a suspended connection. */
+bool fg_loop_client_gone(struct MHD_Connection *c);
+
 /** The Redis subscriber's callbacks (arg: the loop): messages for the
  *  loop's writes go to its proxy, the rest to its waiters. */
 void fg_loop_on_message(const char *chan, const char *msg, size_t len,

@@ -29,7 +29,6 @@
  *   ends the upstream request at once, not at the connection's timeout.
  */
 #include <inttypes.h>
-#include <poll.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -202,6 +201,23 @@ static void xfer_free(struct fg_xfer *x)
 	pthread_mutex_destroy(&x->mu);
 	free(x);
 	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, -1);
+}
+
+/* A transfer for connection c, not begun. Two references: the worker's
+ * (req->xfer) and the proxy thread's. NULL without memory. */
+static struct fg_xfer *xfer_new(struct fg_proxy *px, struct MHD_Connection *c)
+{
+	struct fg_xfer *x = calloc(1, sizeof(*x));
+	if (!x)
+		return NULL;
+	pthread_mutex_init(&x->mu, NULL);
+	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, 1);
+	x->up_ns = -1;
+	x->px = px;
+	x->refs = 2;
+	x->conn = c;
+	x->content_length = -1;
+	return x;
 }
 
 static void xfer_get(struct fg_xfer *x)
@@ -1064,6 +1080,27 @@ static bool client_headers(struct MHD_Connection *c, bool shallow, bool probe,
 	return ok;
 }
 
+/* What every upstream request of a transfer's handle is: its URL (the
+ * path exactly as given), its headers, the transfer's callbacks, HTTP/1.1
+ * over http or https only. */
+static void easy_setup(CURL *e, struct fg_xfer *x, const char *url,
+		       const struct fg_config *cfg)
+{
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->req_headers);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->upstream_connect_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+}
+
 static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 		   struct MHD_Connection *c, const char *method)
 {
@@ -1099,19 +1136,7 @@ static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 	x->body_length = req->body_length;
 	x->has_body = !x->head && (req->body_chunked || req->body_length_given);
 
-	curl_easy_setopt(e, CURLOPT_URL, url);
-	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
-	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->req_headers);
-	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->upstream_connect_timeout_ms);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+	easy_setup(e, x, url, cfg);
 	if (x->head)
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
 	/* Always explicit, and copied by curl: a body never turns the method
@@ -1174,19 +1199,12 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
 					"no upstream is configured", NULL);
 	}
-	struct fg_xfer *x = calloc(1, sizeof(*x));
+	struct fg_xfer *x = xfer_new(px, c);
 	if (!x) {
 		if (fenced)
 			fg_fence_finish(req->loop, &req->fence);
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	}
-	pthread_mutex_init(&x->mu, NULL);
-	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, 1);
-	x->up_ns = -1;
-	x->px = px;
-	x->refs = 2; /* the worker's (req->xfer) and the proxy thread's */
-	x->conn = c;
-	x->content_length = -1;
 	x->head = strcmp(method, "HEAD") == 0;
 	if (fenced) {
 		x->fence = *f;
@@ -1273,17 +1291,10 @@ static enum MHD_Result probe_start(struct fg_req *req, struct MHD_Connection *c)
 					    req->dest_raw, req->dest_raw_len,
 					    url, sizeof(url)) != 0))
 		goto error;
-	x = calloc(1, sizeof(*x));
+	x = xfer_new(px, c);
 	if (!x)
 		goto error;
-	pthread_mutex_init(&x->mu, NULL);
-	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, 1);
-	x->up_ns = -1;
-	x->px = px;
-	x->refs = 2; /* the worker's (req->xfer) and the proxy thread's */
-	x->conn = c;
 	x->probe = true;
-	x->content_length = -1;
 	x->rs = malloc(BUF);
 	x->easy = easy_get(px);
 	/* the client's own headers (its credentials for the storage, its
@@ -1293,19 +1304,7 @@ static enum MHD_Result probe_start(struct fg_req *req, struct MHD_Connection *c)
 	    !append(&x->req_headers, "Content-Type: application/xml"))
 		goto error_xfer;
 	CURL *e = x->easy;
-	curl_easy_setopt(e, CURLOPT_URL, url);
-	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
-	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->req_headers);
-	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
-	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
-	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
-	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
-	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
-	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
-	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
-	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->upstream_connect_timeout_ms);
-	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
-	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+	easy_setup(e, x, url, cfg);
 	curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, "PROPFIND");
 	curl_easy_setopt(e, CURLOPT_POSTFIELDS, PROBE_BODY);
 	curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)(sizeof(PROBE_BODY) - 1));
@@ -1351,21 +1350,6 @@ static bool names_collection(const char *body, size_t len)
 	return false;
 }
 
-/* The probe ended: answers the request, or starts its transfer (then the
- * caller goes on with this call's body). */
-/* Has the client hung up while its connection was suspended (where
- * libmicrohttpd does not look)? */
-static bool client_gone(struct MHD_Connection *c)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (!ci)
-		return false;
-	struct pollfd p = { .fd = ci->connect_fd, .events = POLLRDHUP };
-	return poll(&p, 1, 0) == 1 &&
-	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
 /* The probe ended (the request's first call, resumed): answers the
  * request, asks the next question, or starts its transfer; the body, if
  * any, comes in the calls that follow. */
@@ -1386,7 +1370,7 @@ static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c
 		return MHD_YES;
 	req->xfer = NULL;
 	xfer_put(x);
-	if (client_gone(c)) {
+	if (fg_loop_client_gone(c)) {
 		fg_fence_finish(req->loop, &req->fence);
 		return MHD_NO;
 	}
