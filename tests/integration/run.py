@@ -19,9 +19,7 @@ start their own Sentinel set or cluster and run in the default pass. Each
 left-out test is listed with its reason, and none counts as passed.
 
 The forwarding test classes (storage.on_both_origins) run twice, against
-nginx and, as <Name>OnApache, against Apache httpd with mod_dav; a test
-whose subject only nginx has is left out of the Apache copy, listed with
-its reason and not counted as passed.
+nginx and, as <Name>OnApache, against Apache httpd with mod_dav.
 """
 
 import argparse
@@ -194,14 +192,8 @@ def main():
     selected = unittest.TestSuite()
     left_out = []        # (test id, reason)
     elsewhere = {}       # class id -> reason
-    nginx_only = []      # (test id, reason): not in a class's Apache copy
     for t in iter_tests(suite):
         if args.substr is None or any(s in t.id() for s in args.substr):
-            method = getattr(t, getattr(t, "_testMethodName", ""), None)
-            reason = getattr(method, "other_origin_reason", None)
-            if reason:
-                nginx_only.append((t.id(), reason))
-                continue
             if harness.cluster_mode():
                 topo = getattr(type(t), "own_topology_reason", None)
                 if topo:
@@ -220,8 +212,6 @@ def main():
         for tid, reason in left_out:
             print("left out in cluster mode: %s: %s" % (tid, reason))
         sys.stdout.flush()
-    for tid, reason in nginx_only:
-        print("left out against Apache: %s: %s" % (tid, reason))
 
     result = Result(verbose=True)
     t0 = time.monotonic()
@@ -252,9 +242,6 @@ def main():
     if left_out:
         print("%d left out in cluster mode (not counted as passed)"
               % len(left_out))
-    if nginx_only:
-        print("%d left out against Apache (not counted as passed)"
-              % len(nginx_only))
     print("%d passed, %d failed" % (len(result.passed), failed))
     sys.exit(1 if failed else 0)
 

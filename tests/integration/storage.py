@@ -640,21 +640,11 @@ class ClientProcess:
 def on_both_origins(cls):
     """Class decorator for a class of forwarding tests: it runs against
     nginx as written, and a copy of it named <Name>OnApache runs against
-    Apache httpd with mod_dav. A test whose subject only nginx has is named
-    in the class's `nginx_only` {test method: reason}: the copy leaves it
-    out, and run.py lists it with its reason (not counted as passed)."""
+    Apache httpd with mod_dav."""
     mod = sys.modules[cls.__module__]
     ns = {"origin": "apache", "__module__": cls.__module__,
           "__qualname__": cls.__name__ + "OnApache",
           "__doc__": (cls.__doc__ or "") + "\n\n(Against Apache httpd.)"}
-    for name, reason in getattr(cls, "nginx_only", {}).items():
-        method = getattr(cls, name)   # a typo is an error at load time
-
-        def left_out(self, _name=name):
-            raise AssertionError("%s is left out against Apache" % _name)
-        left_out.other_origin_reason = reason
-        left_out.__name__ = method.__name__
-        ns[name] = left_out
     copy = type(cls.__name__ + "OnApache", (cls,), ns)
     setattr(mod, copy.__name__, copy)
     return cls
