@@ -348,7 +348,10 @@ class ProxyTableTests(ProxyCase):
         self.assert_absent(mv, "DELETE")
         self.sentinel()
         for method, r in sent:
-            hits = [e for e in self.store.log() if e.test_id == r.test_id]
+            # a COPY or MOVE of, or onto, a path without its '/' asks the
+            # store first whether it is a collection (PROPFIND, Depth 0)
+            hits = [e for e in self.store.log() if e.test_id == r.test_id
+                    and not (e.method == "PROPFIND" and method in ("COPY", "MOVE"))]
             self.assertEqual(len(hits), 1, "%s: %r" % (method, hits))
             self.assertEqual(hits[0].method, method)
             self.assertEqual(hits[0].status, r.status,
