@@ -1047,8 +1047,6 @@ static void client_ip(struct MHD_Connection *c, char *out, size_t cap)
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)cap);
 }
 
-/* Builds the curl handle of a transfer: the checked method, target and
- * body framing, nothing left for curl to choose. 0, or -1. */
 /* The headers every request upstream carries: the client's, less those
  * that are the gateway's own or describe one hop, then the gateway's
  * forwarding headers. A probe leaves out those that describe a body and
@@ -1101,6 +1099,8 @@ static void easy_setup(CURL *e, struct fg_xfer *x, const char *url,
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
 }
 
+/* Builds the curl handle of a transfer: the checked method, target and
+ * body framing, nothing left for curl to choose. 0, or -1. */
 static int prepare(struct fg_proxy *px, struct fg_xfer *x, struct fg_req *req,
 		   struct MHD_Connection *c, const char *method)
 {
@@ -1248,15 +1248,16 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	return MHD_YES;
 }
 
-/* ---- is the Destination a collection? ---------------------------------- */
+/* ---- is it a collection? ---------------------------------------------- */
 
-/* A COPY or MOVE with Overwrite deletes an existing Destination whole
- * before it writes (RFC 4918 9.8.4): when the Destination is named without
- * its '/' and no one lock guards what it would hold (writeset.h), the
- * storage is asked first, with a PROPFIND of Depth 0. The write is admitted
- * already (its record covers the probe); the connection waits for the
- * answer. Only the Destination's lock holder can change what kind of
- * object it is meanwhile (safety.md). */
+/* A MOVE of a collection takes its members along, and a COPY or MOVE with
+ * Overwrite deletes an existing Destination whole before it writes (RFC
+ * 4918 9.8.4): when a MOVE's path or a Destination is named without its
+ * '/' and no one lock guards what it would hold (writeset.h), the storage
+ * is asked first, with a PROPFIND of Depth 0. The write is admitted
+ * already (its record covers the question); the connection waits for the
+ * answer. Only the asked path's lock holder can change what kind of object
+ * it is meanwhile (safety.md 8.4). */
 static const char PROBE_BODY[] =
 	"<?xml version=\"1.0\" encoding=\"utf-8\"?>"
 	"<D:propfind xmlns:D=\"DAV:\"><D:prop><D:resourcetype/></D:prop></D:propfind>";
