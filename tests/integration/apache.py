@@ -28,13 +28,15 @@ MODULES = "/usr/lib/apache2/modules"
 # storage.LOG_FIELDS as mod_log_config writes them: the request's end in ms
 # since the epoch in place of nginx's seconds, the request line in place of
 # the raw target, "%X" (X: aborted) in place of nginx's $request_completion,
-# the client's port in place of its connection number
+# the client's port in place of its connection number, the time taken in
+# µs in place of nginx's $request_time in s
 LOG_FORMAT = "\\t".join((
     "%{end:msec}t", "%m", "%r", "%>s", "%I", "%{Fencing-Token}i",
     "%{X-Test-Id}i", "%{X-Forwarded-For}i", "%{X-Forwarded-Proto}i",
     "%{Via}i", "%{Content-Length}i", "%{Transfer-Encoding}i", "%X",
     "%{remote}p", "%B", "%{Destination}i", "%{Destination-Fencing-Token}i",
-    "%{Fence-Lease}i", "%{Forwarded}i", "%{X-Forwarded-Host}i", "%{Host}i"))
+    "%{Fence-Lease}i", "%{Forwarded}i", "%{X-Forwarded-Host}i", "%{Host}i",
+    "%D"))
 assert LOG_FORMAT.count("\\t") == len(LOG_FIELDS) - 1
 
 
@@ -161,4 +163,5 @@ class ApacheDav(DataDirStore):
         line = parts[2].split(" ")
         parts[2] = line[1] if len(line) == 3 else "-"
         parts[12] = "-" if parts[12] == "X" else "OK"
+        parts[21] = "%.6f" % (int(parts[21]) / 1e6)   # µs -> nginx's s
         return parts

@@ -57,7 +57,8 @@ LOG_FIELDS = ("msec", "method", "uri", "status", "request_length",
               "x_forwarded_proto", "via", "content_length",
               "transfer_encoding", "completion", "connection",
               "body_bytes_sent", "destination", "destination_fencing_token",
-              "fence_lease", "forwarded", "x_forwarded_host", "http_host")
+              "fence_lease", "forwarded", "x_forwarded_host", "http_host",
+              "request_time")
 LOG_FORMAT = "\\t".join((
     "$msec", "$request_method", "$request_uri", "$status",
     "$request_length", "$http_fencing_token", "$http_x_test_id",
@@ -66,7 +67,7 @@ LOG_FORMAT = "\\t".join((
     "$request_completion", "$connection", "$body_bytes_sent",
     "$http_destination", "$http_destination_fencing_token",
     "$http_fence_lease", "$http_forwarded", "$http_x_forwarded_host",
-    "$http_host"))
+    "$http_host", "$request_time"))
 
 # ---------------------------------------------------------------------------
 # nginx
@@ -120,6 +121,8 @@ class LogEntry:
         if self.fencing_token and self.fencing_token.isdigit():
             self.token = int(self.fencing_token)
         self.path = urllib.parse.urlsplit(self.uri or "").path
+        # when the store began reading the request (msec is its end)
+        self.start = float(self.msec) - float(self.request_time or 0)
 
     @property
     def applied(self):
