@@ -1539,6 +1539,9 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 	if (!x->headers_done) {
 		CURLcode code = x->result;
 		bool deadline = x->deadline_hit, released = x->released;
+		/* cut off after its whole request had left: the upstream may
+		 * have applied it, and the answer says so */
+		bool sent = x->grace;
 		pthread_mutex_unlock(&x->mu);
 		if (deadline) {
 			/* a rare answer: worth one more round trip for "current" */
@@ -1555,11 +1558,18 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 				xfer_put(x);
 			}
 			bool known = x->cur_known;
-			return fg_respond_error(c, FG_E_STALE_TOKEN,
-				released ? "the grant was released before the write finished; "
-					   "it was aborted upstream"
-					 : "the lease ran out before the write finished; "
-					   "it was aborted upstream",
+			const char *msg =
+				sent ? (released ? "the grant was released before the upstream "
+						   "answered the write; the gateway hung up, and "
+						   "the upstream may have applied it"
+						 : "the lease ran out before the upstream answered "
+						   "the write; the gateway hung up, and the "
+						   "upstream may have applied it")
+				     : (released ? "the grant was released before the write "
+						   "finished; it was aborted upstream"
+						 : "the lease ran out before the write finished; "
+						   "it was aborted upstream");
+			return fg_respond_error(c, FG_E_STALE_TOKEN, msg,
 				json_pack("{s:I, s:o}", "token", (json_int_t)m->token,
 					  "current", known ? json_integer((json_int_t)x->cur)
 							   : json_null()));

@@ -247,6 +247,7 @@ class SlowUpstreamTests(StoreTestCase):
         self.assertIsNotNone(r, "no answer: the connection was closed")
         self.assert_error(r, 409, "stale_token", "write past its deadline")
         self.assertEqual(r.json.get("token"), g["token"])
+        self.assertIn("aborted upstream", r.json["message"], r)
         self.assertGreater(t_answer, 0.5)
         self.assertLess(t_answer, 0.75 + slack(1.0))
         rec = self.slow.record_for("/slow/late")
@@ -264,6 +265,9 @@ class SlowUpstreamTests(StoreTestCase):
         r = self.put("/slow/head?mode=head&delay=3", b"small\n",
                      g["sequencer"])
         self.assert_error(r, 409, "stale_token")
+        # its whole request had left: the answer does not claim it was
+        # not applied
+        self.assertIn("may have applied", r.json["message"], r)
         self.assertLess(r.elapsed, 0.75 + slack(1.0))
         rec = self.slow.record_for("/slow/head")
         self.assertEqual(len(rec), 1)
