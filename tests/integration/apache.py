@@ -23,7 +23,7 @@ import tempfile
 
 import harness
 from harness import SetupError, file_tail, free_port, slack, spawn, wait_until
-from storage import LOG_FIELDS, DataDirStore
+from storage import LOG_FIELDS, DataDirStore, write_config
 
 MODULES = "/usr/lib/apache2/modules"
 # storage.LOG_FIELDS as mod_log_config writes them: the request's end in ms
@@ -181,3 +181,16 @@ class ApacheDav(DataDirStore):
         parts[12] = "-" if parts[12] == "X" else "OK"
         parts[21] = "%.6f" % (int(parts[21]) / 1e6)   # µs -> nginx's s
         return parts
+
+
+def apache_behind_gateway(case, config):
+    """For test `case`: a Redis, an Apache store and a fencegate in front of
+    it with the config file text `config`, all stopped at the test's
+    cleanup. Returns (apache, gateway)."""
+    env = case.start_env(upstream=False)
+    apache = ApacheDav().start()
+    case.addCleanup(apache.stop)
+    case.log_paths.append(apache.error_log)
+    gw = case.start_gateway(env.redis.port, apache.port,
+                            ("--config", write_config(config)))
+    return apache, gw

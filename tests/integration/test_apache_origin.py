@@ -7,9 +7,9 @@ the project wrote."""
 
 import uuid
 
-from apache import ApacheDav
+from apache import apache_behind_gateway
 from harness import LOCKS, TestCase, slack, wait_until
-from storage import send, write_config
+from storage import send
 
 TREE = "tree-%s" % uuid.uuid4().hex[:6]
 
@@ -19,13 +19,8 @@ class ApacheOriginTests(TestCase):
 
     def setUp(self):
         super().setUp()
-        env = self.start_env(upstream=False)
-        self.apache = ApacheDav().start()
-        self.addCleanup(self.apache.stop)
-        self.log_paths += [self.apache.error_log]
-        cfg = write_config("route /%s/ %s\n" % (TREE, TREE))
-        self.gw = self.start_gateway(env.redis.port, self.apache.port,
-                                     ("--config", cfg))
+        self.apache, self.gw = apache_behind_gateway(
+            self, "route /%s/ %s\n" % (TREE, TREE))
         self.tag = uuid.uuid4().hex[:8]
 
     def path(self, name):

@@ -13,9 +13,8 @@ import tempfile
 import time
 
 import harness
-from apache import ApacheDav
+from apache import apache_behind_gateway
 from harness import LOCKS, SetupError, TestCase, slack
-from storage import write_config
 from test_fencectl import fencectl_exe
 
 
@@ -32,12 +31,7 @@ class ClientRecipeTests(TestCase):
 
     def setUp(self):
         super().setUp()
-        env = self.start_env(upstream=False)
-        self.apache = ApacheDav().start()
-        self.addCleanup(self.apache.stop)
-        cfg = write_config("route /sync/ sync\n")
-        self.gw = self.start_gateway(env.redis.port, self.apache.port,
-                                     ("--config", cfg))
+        self.apache, self.gw = apache_behind_gateway(self, "route /sync/ sync\n")
         self.url = "http://127.0.0.1:%d" % self.gw.port
         self.work = tempfile.mkdtemp(prefix="clients-", dir=harness.tmp_root())
         for d in ("/docs/", "/sync/"):
