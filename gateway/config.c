@@ -9,6 +9,8 @@
 #include <errno.h>
 #include <limits.h>
 #include <netdb.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
 #include <sys/socket.h>
 #include <stdarg.h>
 #include <stdbool.h>
@@ -17,13 +19,15 @@
 #include <string.h>
 #include <strings.h>
 
+#include <openssl/crypto.h>
+
 #include "config.h"
 #include "writeset.h"
 #include "fencegate/name.h"
 #include "log.h"
 
 enum kind { K_BOOL, K_UINT, K_HOSTPORT_LISTEN, K_HOSTPORT_REDIS, K_STRING, K_LOGLEVEL, K_ROUTE,
-	    K_LOGFORMAT };
+	    K_LOGFORMAT, K_PROXYAUTH };
 
 struct setting {
 	const char *name;
@@ -34,6 +38,7 @@ struct setting {
 };
 
 #define U(field, lo, hi, h) { #field, K_UINT, offsetof(struct fg_config, field), lo, hi, h }
+#define S(field, h) { #field, K_STRING, offsetof(struct fg_config, field), 0, 0, h }
 
 static const struct setting settings[] = {
 	{ "listen", K_HOSTPORT_LISTEN, 0, 0, 0, "HOST:PORT  address to serve on (127.0.0.1:8080)" },
@@ -67,6 +72,18 @@ static const struct setting settings[] = {
 	{ "write-methods", K_STRING, offsetof(struct fg_config, write_methods), 0, 0, "\"M ...\"    methods that must be fenced (" FG_DEFAULT_WRITE_METHODS ")" },
 	{ "read-methods", K_STRING, offsetof(struct fg_config, read_methods), 0, 0, "\"M ...\"    methods that pass without a token (" FG_DEFAULT_READ_METHODS "); any other is fenced" },
 	{ "route", K_ROUTE, 0, 0, 0, "PREFIX LOCK  (config file only) paths under PREFIX are guarded by LOCK" },
+	S(auth_file, "FILE       principals, their keys' SHA-256 and their rights (docs/security.md);\n"
+	  "                      without it the gateway is open to anyone who reaches it"),
+	{ "allow-open", K_BOOL, offsetof(struct fg_config, allow_open), 0, 1, "yes|no     serve without auth-file on an address other than loopback (no)" },
+	{ "proxy-auth", K_PROXYAUTH, 0, 0, 0, "off|required  proxied requests must name a principal with read:/lock: (off)" },
+	S(tls_cert, "FILE       serve HTTPS only (TLS 1.2 or later) with this certificate chain (PEM)"),
+	S(tls_key, "FILE       the private key of tls-cert (PEM)"),
+	S(tls_client_ca, "FILE       verify client certificates against this CA (PEM); their CN names a principal"),
+	S(upstream_ca, "FILE       verify an https:// upstream against this CA (PEM) instead of the system's"),
+	S(upstream_cert, "FILE       client certificate (PEM) presented to an https:// upstream"),
+	S(upstream_key, "FILE       its private key (PEM)"),
+	S(redis_user, "NAME       authenticate every Redis connection as this ACL user"),
+	S(redis_password_file, "FILE       the Redis password (one trailing newline is not part of it)"),
 };
 
 const char fg_config_usage[] =
@@ -127,6 +144,19 @@ void fg_config_finish(struct fg_config *c)
 	free(c->write_methods);
 	free(c->read_methods);
 	c->write_methods = c->read_methods = NULL;
+	char **files[] = { &c->auth_file, &c->tls_cert, &c->tls_key,
+			   &c->tls_client_ca, &c->upstream_ca, &c->upstream_cert,
+			   &c->upstream_key, &c->redis_user,
+			   &c->redis_password_file };
+	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
+		free(*files[i]);
+		*files[i] = NULL;
+	}
+	if (c->redis_password) {
+		OPENSSL_cleanse(c->redis_password, strlen(c->redis_password));
+		free(c->redis_password);
+		c->redis_password = NULL;
+	}
 	for (size_t i = 0; i < c->nroutes; i++) {
 		free(c->routes[i].prefix);
 		free(c->routes[i].lock);
@@ -448,6 +478,13 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 		return -1;
 	case K_ROUTE:
 		return add_route(c, value, err, n);
+	case K_PROXYAUTH:
+		if (strcmp(value, "off") == 0 || strcmp(value, "required") == 0) {
+			c->proxy_auth = value[0] == 'r';
+			return 0;
+		}
+		say(err, n, "proxy-auth: '%s' is not off or required", value);
+		return -1;
 	}
 	return -1;
 }
@@ -510,6 +547,102 @@ int fg_config_read_file(struct fg_config *c, const char *path, char *err,
 	}
 	fclose(f);
 	return rc;
+}
+
+/* 127.0.0.0/8, ::1 and "localhost": nobody but this machine reaches it. */
+static bool is_loopback(const char *host)
+{
+	struct in_addr a4;
+	struct in6_addr a6;
+	if (strcmp(host, "localhost") == 0)
+		return true;
+	if (inet_pton(AF_INET, host, &a4) == 1)
+		return (ntohl(a4.s_addr) >> 24) == 127;
+	if (inet_pton(AF_INET6, host, &a6) == 1)
+		return IN6_IS_ADDR_LOOPBACK(&a6);
+	return false;
+}
+
+/* A secret file's contents: at most 1024 bytes, one trailing newline (or
+ * CRLF) not part of it. Caller owns the result (cleanse, then free). */
+static char *read_secret(const char *path, const char *what, char *err,
+			 size_t n)
+{
+	char buf[1026];
+	FILE *f = fopen(path, "r");
+	if (!f) {
+		say(err, n, "%s: cannot read '%s': %s", what, path, strerror(errno));
+		return NULL;
+	}
+	size_t len = fread(buf, 1, sizeof(buf), f);
+	bool bad = ferror(f);
+	fclose(f);
+	if (bad || len > 1025) {
+		say(err, n, "%s: '%s' is %s", what, path,
+		    bad ? "unreadable" : "longer than 1024 bytes");
+		OPENSSL_cleanse(buf, sizeof(buf));
+		return NULL;
+	}
+	if (len > 0 && buf[len - 1] == '\n')
+		len--;
+	if (len > 0 && buf[len - 1] == '\r')
+		len--;
+	if (len == 0 || len > 1024 || memchr(buf, '\0', len)) {
+		say(err, n, "%s: '%s' %s", what, path,
+		    len == 0 ? "is empty" : len > 1024 ? "is longer than 1024 bytes"
+						       : "holds a NUL byte");
+		OPENSSL_cleanse(buf, sizeof(buf));
+		return NULL;
+	}
+	char *s = malloc(len + 1);
+	if (s) {
+		memcpy(s, buf, len);
+		s[len] = '\0';
+	} else {
+		say(err, n, "out of memory");
+	}
+	OPENSSL_cleanse(buf, sizeof(buf));
+	return s;
+}
+
+/* The v1.2 settings that only make sense together, and open mode off
+ * loopback (refused unless allow-open says it is meant, as Redis'
+ * protected mode). 0, or -1 with err set. */
+static int check_who_may(struct fg_config *c, char *err, size_t n)
+{
+	if (!c->tls_cert != !c->tls_key) {
+		say(err, n, "tls-cert and tls-key go together");
+		return -1;
+	}
+	if (c->tls_client_ca && !c->tls_cert) {
+		say(err, n, "tls-client-ca needs tls-cert and tls-key");
+		return -1;
+	}
+	if (!c->upstream_cert != !c->upstream_key) {
+		say(err, n, "upstream-cert and upstream-key go together");
+		return -1;
+	}
+	if (c->redis_user && !c->redis_password_file) {
+		say(err, n, "redis-user needs redis-password-file");
+		return -1;
+	}
+	if (c->proxy_auth && !c->auth_file) {
+		say(err, n, "proxy-auth required needs auth-file");
+		return -1;
+	}
+	if (c->redis_password_file) {
+		c->redis_password = read_secret(c->redis_password_file,
+						"redis-password-file", err, n);
+		if (!c->redis_password)
+			return -1;
+	}
+	if (!c->auth_file && !c->allow_open && !is_loopback(c->listen_host)) {
+		say(err, n, "listening on %s without auth-file would let anyone who "
+		    "reaches it take any lock; set auth-file, or 'allow-open yes' "
+		    "to serve open on purpose", c->listen_host);
+		return -1;
+	}
+	return 0;
 }
 
 static void print_help(void)
@@ -599,5 +732,5 @@ enum fg_config_result fg_config_load(struct fg_config *c, int argc,
 		    c->redis_timeout_ms);
 		return FG_CONFIG_ERROR;
 	}
-	return FG_CONFIG_OK;
+	return check_who_may(c, err, n) ? FG_CONFIG_ERROR : FG_CONFIG_OK;
 }

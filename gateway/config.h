@@ -64,6 +64,20 @@ struct fg_config {
 					  any other method is fenced */
 	struct fg_route *routes;
 	size_t nroutes;
+
+	/* Who may (docs/security.md). Paths are read at start-up and again
+	 * on SIGHUP by the modules that use them. */
+	char *auth_file;               /* NULL: open mode */
+	unsigned allow_open;           /* 1: open mode off loopback on purpose */
+	unsigned proxy_auth;           /* 1: "required" */
+	char *tls_cert, *tls_key;      /* both, or neither: HTTPS only */
+	char *tls_client_ca;           /* verify client certificates */
+	char *upstream_ca;             /* NULL: the system's CAs */
+	char *upstream_cert, *upstream_key;
+	char *redis_user;              /* NULL: no AUTH, or AUTH <password> */
+	char *redis_password_file;
+	char *redis_password;          /* read from the file by
+					  fg_config_load(); never logged */
 };
 
 enum fg_config_result {

@@ -92,6 +92,10 @@ struct fg_req {
 				      (writeset.h); cleared once asked */
 	struct fg_xfer *xfer;      /* a proxied request's upstream transfer */
 	struct fg_api_call *call;  /* a lock call in flight or answered */
+	char principal[FG_PRINCIPAL_MAX + 1]; /* who the access step found
+				      it to be; "" in open mode or when none
+				      was named (a copy: the auth table may
+				      be replaced on SIGHUP meanwhile) */
 	struct fg_rec rec;         /* for the access log and the metrics */
 };
 

@@ -60,6 +60,11 @@ int main(int argc, char **argv)
 		break;
 	}
 	fg_log_level = cfg.log_level;
+	if (!cfg.auth_file)
+		fg_log_warn("no auth-file: the gateway is open, and anyone who "
+			    "reaches %s:%d may take, renew, release and observe "
+			    "any lock (docs/security.md)", cfg.listen_host,
+			    cfg.listen_port);
 	fg_metrics_init();
 	if (fg_accesslog_open(&cfg, err, sizeof(err))) {
 		fprintf(stderr, "fencegate: %s\n", err);

@@ -31,6 +31,8 @@ struct event_base;
 #define FG_WAIT_MAX 300000u
 #define FG_VALUE_MAX 4096u
 #define FG_OWNER_MAX 256u
+#define FG_PRINCIPAL_MAX 64 /* a principal's name: [A-Za-z0-9._@-], as an
+			       X.509 CN (ub-common-name) */
 #define FG_GATEWAY_ID_LEN 16 /* hex characters */
 #define FG_WAITER_ID_MAX 40
 
