@@ -39,6 +39,11 @@ const struct fg_errdef fg_errors[FG_E_COUNT] = {
 	[FG_E_UPSTREAM_UNAVAILABLE] = { 502, "upstream_unavailable", "the upstream storage cannot be reached" },
 	[FG_E_UPSTREAM_TIMEOUT] = { 504, "upstream_timeout", "the upstream did not answer in time" },
 	[FG_E_INTERNAL] = { 500, "internal", "internal error" },
+	[FG_E_UNAUTHENTICATED] = { 401, "unauthenticated",
+		"a known bearer key or client certificate is required" },
+	[FG_E_FORBIDDEN] = { 403, "forbidden", "the principal lacks the right for this call" },
+	[FG_E_TOO_MANY_FAILURES] = { 429, "too_many_failures",
+		"too many unknown keys from this address; try again later" },
 };
 
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
