@@ -63,8 +63,12 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
 	}
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/json");
 	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
-	if (status == MHD_HTTP_SERVICE_UNAVAILABLE)
+	if (status == MHD_HTTP_SERVICE_UNAVAILABLE ||
+	    error == FG_E_TOO_MANY_FAILURES)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	if (status == MHD_HTTP_UNAUTHORIZED)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_WWW_AUTHENTICATE,
+					"Bearer realm=\"fencegate\"");
 	if (allow)
 		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
 	if (close)
