@@ -93,7 +93,8 @@ const char fg_config_usage[] =
 	"stale writes before they reach the storage behind it.\n"
 	"\n"
 	"  --config FILE       read settings from FILE (`name value` lines, # comments);\n"
-	"                      flags given on the command line override the file\n";
+	"                      flags given on the command line override the file\n"
+	"  --new-key NAME      (alone) print a new bearer key and its auth-file line, exit\n";
 
 static void say(char *err, size_t n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));

@@ -12,6 +12,9 @@
  * Under systemd (Type=notify) the process says READY=1 once every loop
  * accepts, STOPPING=1 when a stop signal came (readiness turns 503 at the
  * same moment). SIGHUP reopens the access log (logrotate).
+ *
+ * `fencegate --new-key NAME` only makes a bearer key for principal NAME
+ * (auth.h) and prints it with its auth-file line: no config is read.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -22,9 +25,11 @@
 
 #include <curl/curl.h>
 #include <event2/thread.h>
+#include <openssl/crypto.h>
 #include <systemd/sd-daemon.h>
 
 #include "accesslog.h"
+#include "auth.h"
 #include "gateway.h"
 #include "log.h"
 #include "loop.h"
@@ -40,6 +45,37 @@ static void raise_fd_limit(void)
 	}
 }
 
+/* `--new-key NAME`: the key on one line, then the line that names it in
+ * the auth-file. Exit 0; 2 for a bad name or argument; 1 when no random
+ * bytes or stdout failed. */
+static int new_key(int argc, char **argv)
+{
+	char key[FG_AUTH_KEY_LEN + 1];
+	char line[FG_PRINCIPAL_MAX + 80];
+	int rc = 0;
+
+	if (argc != 3) {
+		fprintf(stderr, "fencegate: --new-key takes one NAME and nothing else\n");
+		return 2;
+	}
+	if (!fg_auth_name_valid(argv[2], strlen(argv[2]))) {
+		fprintf(stderr, "fencegate: --new-key: a principal's name is 1..%d bytes "
+			"of A-Z a-z 0-9 . _ @ -\n", FG_PRINCIPAL_MAX);
+		return 2;
+	}
+	if (fg_auth_new_key(argv[2], key, sizeof(key), line, sizeof(line))) {
+		fprintf(stderr, "fencegate: --new-key: no random bytes to make a key from\n");
+		return 1;
+	}
+	printf("%s\n%s   # add rights: lock:PREFIX observe:PREFIX ...\n", key, line);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "fencegate: --new-key: cannot write to stdout\n");
+		rc = 1;
+	}
+	OPENSSL_cleanse(key, sizeof(key));
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static struct fg_config cfg;
@@ -47,6 +83,8 @@ int main(int argc, char **argv)
 	char err[512];
 	int rc = 1;
 
+	if (argc >= 2 && strcmp(argv[1], "--new-key") == 0)
+		return new_key(argc, argv);
 	fg_config_init(&cfg);
 	switch (fg_config_load(&cfg, argc, argv, err, sizeof(err))) {
 	case FG_CONFIG_EXIT:
