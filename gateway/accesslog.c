@@ -262,8 +262,9 @@ static void gather(const struct fg_req *req, struct line *l)
 	}
 }
 
-/* Lock names, codes, methods and addresses are plain ASCII without '"'
- * or '\\' (name.c, errors.c, libmicrohttpd's method grammar), so they go
+/* Lock names, codes, principals, methods and addresses are plain ASCII
+ * without '"' or '\\' (name.c, errors.c, auth.c's name grammar,
+ * libmicrohttpd's method grammar), so they go
  * into a JSON string as they are. */
 static void json_str_or_null(struct out *o, const char *k, const char *v)
 {
@@ -299,6 +300,7 @@ static void json_line(struct out *o, const struct fg_req *req,
 	put(o, "\",\"path\":\"");
 	put_path(o, req->uri ? req->uri : "", false);
 	put(o, "\",\"endpoint\":\"%s\"", fg_endpoint_name(r->endpoint));
+	json_str_or_null(o, "principal", req->principal[0] ? req->principal : NULL);
 	json_num(o, "status", r->status != 0, r->status);
 	put(o, ",\"completed\":%s", r->aborted ? "false" : "true");
 	json_str_or_null(o, "error", l->error);
@@ -345,8 +347,9 @@ static void text_line(struct out *o, const struct fg_req *req,
 	put_path(o, r->method, true);
 	put(o, " ");
 	put_path(o, req->uri ? req->uri : "", true);
-	put(o, "\" %u endpoint=%s completed=%s", r->status,
-	    fg_endpoint_name(r->endpoint), r->aborted ? "no" : "yes");
+	put(o, "\" %u endpoint=%s principal=%s completed=%s", r->status,
+	    fg_endpoint_name(r->endpoint),
+	    req->principal[0] ? req->principal : "-", r->aborted ? "no" : "yes");
 	put(o, " error=%s decision=%s lock=%s", l->error ? l->error : "-",
 	    l->decision ? l->decision : "-", l->lock ? l->lock : "-");
 	kv_num(o, "token", l->has_token, l->token);

@@ -34,6 +34,7 @@ struct fg_waiter;
 struct fg_proxy;
 struct fg_xfer;
 struct fg_loop;
+struct fg_authtab;
 
 struct fg_gateway {
 	struct fg_config *cfg;
@@ -47,6 +48,13 @@ struct fg_gateway {
 	uint8_t key[FG_KEY_MAX];
 	size_t key_len;                  /* 0 until the key is known */
 	bool key_from_file;
+
+	/* The auth-file in force (access.c): replaced on SIGHUP under
+	 * auth_mu; auth_gen moves on each replacement so that a loop sees it
+	 * with one atomic load. NULL: open. */
+	pthread_mutex_t auth_mu;
+	struct fg_authtab *auth;
+	atomic_uint auth_gen;
 
 	atomic_int redis_up;
 	atomic_int upstream_up;

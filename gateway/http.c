@@ -16,6 +16,7 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
+#include "access.h"
 #include "errors.h"
 #include "framing.h"
 #include "gateway.h"
@@ -172,6 +173,9 @@ static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	const char *q = strchr(req->uri, '?');
 	size_t plen = q ? (size_t)(q - req->uri) : strlen(req->uri);
+	enum MHD_Result ret;
+	if (!fg_access_api(req, c, method, req->uri, plen, &ret))
+		return ret;
 	return fg_api_dispatch(req, c, method, req->uri, plen);
 }
 

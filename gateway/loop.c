@@ -19,6 +19,7 @@
 #include <event2/event.h>
 #include <openssl/rand.h>
 
+#include "access.h"
 #include "gateway.h"
 #include "log.h"
 #include "loop.h"
@@ -221,6 +222,9 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 	loop->px = fg_proxy_create(loop);
 	if (!loop->px)
 		goto error_waitq;
+	loop->access = fg_access_create(gw);
+	if (!loop->access)
+		goto error_proxy;
 	loop->daemon = fg_http_daemon(loop);
 	if (!loop->daemon)
 		goto error_proxy;
@@ -240,6 +244,7 @@ error_daemon:
 	MHD_quiesce_daemon(loop->daemon);
 	MHD_stop_daemon(loop->daemon);
 error_proxy:
+	fg_access_destroy(loop->access);
 	fg_proxy_shutdown(loop->px);
 	fg_proxy_destroy(loop->px);
 error_waitq:
@@ -287,6 +292,7 @@ void fg_loop_destroy(struct fg_loop *loop)
 		MHD_stop_daemon(loop->daemon);
 	}
 	fg_proxy_destroy(loop->px);
+	fg_access_destroy(loop->access);
 	fg_waitq_destroy(loop->wq);
 	event_free(loop->mhd_io);
 	event_free(loop->stop_ev);

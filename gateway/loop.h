@@ -43,6 +43,7 @@ struct fg_loop {
 	struct fg_waitq *wq;         /* waiters; owns the Redis connections */
 	fg_astore *as;               /* = the wait queue's, for calls */
 	struct fg_proxy *px;
+	struct fg_access *access;    /* the loop's part of the access step */
 	pthread_t thread;
 	bool started;
 };

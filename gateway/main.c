@@ -11,7 +11,8 @@
  *
  * Under systemd (Type=notify) the process says READY=1 once every loop
  * accepts, STOPPING=1 when a stop signal came (readiness turns 503 at the
- * same moment). SIGHUP reopens the access log (logrotate).
+ * same moment). SIGHUP reopens the access log (logrotate) and reads the
+ * auth-file again.
  *
  * `fencegate --new-key NAME` only makes a bearer key for principal NAME
  * (auth.h) and prints it with its auth-file line: no config is read.
@@ -28,6 +29,7 @@
 #include <openssl/crypto.h>
 #include <systemd/sd-daemon.h>
 
+#include "access.h"
 #include "accesslog.h"
 #include "auth.h"
 #include "gateway.h"
@@ -114,6 +116,14 @@ int main(int argc, char **argv)
 		fg_config_finish(&cfg);
 		return 2;
 	}
+	if (fg_access_load(&gw, err, sizeof(err))) {
+		fprintf(stderr, "fencegate: %s\n", err);
+		fg_access_finish(&gw);
+		fg_gateway_finish(&gw);
+		fg_accesslog_close();
+		fg_config_finish(&cfg);
+		return 2;
+	}
 	raise_fd_limit();
 	/* a stop request is the one event another thread activates */
 	if (evthread_use_pthreads() != 0 ||
@@ -167,6 +177,7 @@ int main(int argc, char **argv)
 			break;
 		sd_notify(0, "RELOADING=1");
 		fg_accesslog_reopen();
+		fg_access_reload(&gw);
 		sd_notify(0, "READY=1");
 	}
 	fg_log_info("signal %d: shutting down", sig);
@@ -189,6 +200,7 @@ error_listen:
 error_curl:
 	curl_global_cleanup();
 error_config:
+	fg_access_finish(&gw);
 	fg_gateway_finish(&gw);
 	fg_accesslog_close();
 	fg_config_finish(&cfg);

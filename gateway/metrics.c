@@ -44,6 +44,7 @@ static struct {
 	_Atomic uint64_t grants[2];        /* exclusive, shared */
 	_Atomic uint64_t renewals, releases, expiries;
 	_Atomic uint64_t given_back[FG_GIVEBACK_COUNT];
+	_Atomic uint64_t auth_refused[FG_AUTH_REFUSAL_COUNT];
 	_Atomic uint64_t admitted[2];      /* read, write */
 	_Atomic uint64_t refused[FG_E_COUNT];
 	struct hist admission_seconds;
@@ -131,6 +132,12 @@ void fg_metrics_given_back(void *arg, unsigned reason, bool undone)
 	(void)undone; /* a call met by its give-back first is made good too */
 	if (reason < FG_GIVEBACK_COUNT)
 		ADD(m.given_back[reason], 1);
+}
+
+void fg_metrics_auth_refused(enum fg_auth_refusal why)
+{
+	if ((unsigned)why < FG_AUTH_REFUSAL_COUNT)
+		ADD(m.auth_refused[why], 1);
 }
 
 void fg_metrics_gauge_add(enum fg_gauge g, int delta)
@@ -227,6 +234,24 @@ static void render_locks(FILE *f)
 	for (unsigned r = 0; r < FG_GIVEBACK_COUNT; r++) {
 		snprintf(lb, sizeof(lb), "reason=\"%s\"", fg_giveback_reason_name(r));
 		counter(f, "fencegate_lock_given_back_total", lb, GET(m.given_back[r]));
+	}
+}
+
+static void render_auth(FILE *f)
+{
+	static const char *const why[FG_AUTH_REFUSAL_COUNT] = {
+		[FG_AUTH_UNAUTHENTICATED] = "unauthenticated",
+		[FG_AUTH_FORBIDDEN] = "forbidden",
+		[FG_AUTH_THROTTLED] = "throttled",
+	};
+	char lb[64];
+	head(f, "fencegate_auth_refused_total", "counter",
+	     "Requests refused by the access step: no known key or "
+	     "certificate (401), a right missing or another principal's "
+	     "lease (403), or too many unknown keys from one address (429).");
+	for (unsigned r = 0; r < FG_AUTH_REFUSAL_COUNT; r++) {
+		snprintf(lb, sizeof(lb), "reason=\"%s\"", why[r]);
+		counter(f, "fencegate_auth_refused_total", lb, GET(m.auth_refused[r]));
 	}
 }
 
@@ -330,6 +355,7 @@ char *fg_metrics_render(struct fg_gateway *gw, size_t *len)
 	fprintf(f, "fencegate_event_loops %u\n", gw->nloops);
 	render_requests(f);
 	render_locks(f);
+	render_auth(f);
 	render_fence(f);
 	render_upstream(f, gw);
 	render_redis(f, gw);

@@ -56,6 +56,15 @@ void fg_metrics_given_back(void *arg, unsigned reason, bool undone);
 /** fg_script_observer for the Redis calls of every loop (arg unused). */
 void fg_metrics_script(void *arg, unsigned script, int err, uint64_t ns);
 
+enum fg_auth_refusal {
+	FG_AUTH_UNAUTHENTICATED,  /* 401 */
+	FG_AUTH_FORBIDDEN,        /* 403 */
+	FG_AUTH_THROTTLED,        /* 429: too many unknown keys */
+	FG_AUTH_REFUSAL_COUNT,
+};
+/** A request the access step (or a lease's owner check) refused. */
+void fg_metrics_auth_refused(enum fg_auth_refusal why);
+
 void fg_metrics_gauge_add(enum fg_gauge g, int delta);
 
 /**

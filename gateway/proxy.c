@@ -44,6 +44,7 @@
 #include <event2/event_struct.h>
 #include <uthash.h>
 
+#include "access.h"
 #include "clock.h"
 #include "errors.h"
 #include "fence.h"
@@ -958,7 +959,8 @@ static bool named_in_connection(const char *conn, const char *name)
 	return false;
 }
 
-/* Request headers the gateway never passes on: credentials stay here, the
+/* Request headers the gateway never passes on: credentials for the gateway
+ * (sequencers, leases, Fence-Authorization) stay here, the
  * gateway speaks for itself about forwarding, and the framing and the
  * Destination are the gateway's own (set in prepare()). */
 static bool gateway_owned(const char *name)
@@ -966,7 +968,7 @@ static bool gateway_owned(const char *name)
 	static const char *const names[] = {
 		"Host", "Expect", "Fencing-Token", "Destination-Fencing-Token",
 		"Fence-Lease", "X-Forwarded-Proto", "X-Forwarded-Host",
-		"Forwarded", "Destination",
+		"Forwarded", "Destination", "Fence-Authorization",
 	};
 	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
 		if (strcasecmp(name, names[i]) == 0)
@@ -1744,6 +1746,9 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 					? "this path maps to no valid lock name; add a route rule"
 					: NULL,
 				NULL);
+		enum MHD_Result ret;
+		if (!fg_access_proxy(req, c, method, &ws, &ret))
+			return ret;
 		req->shallow = ws.shallow;
 		req->probe_path = ws.probe_path;
 		req->probe_dest = ws.probe_dest;

@@ -206,6 +206,12 @@ void fg_rec_finish(struct fg_req *req, bool completed_ok)
 	uint64_t ns = fg_rec_now_ns() - r->t0_ns;
 	fg_metrics_request(r->endpoint, r->status, ns, r->bytes_in, r->bytes_out);
 	count_lock_call(r);
+	if (r->error == FG_E_UNAUTHENTICATED)
+		fg_metrics_auth_refused(FG_AUTH_UNAUTHENTICATED);
+	else if (r->error == FG_E_FORBIDDEN)
+		fg_metrics_auth_refused(FG_AUTH_FORBIDDEN);
+	else if (r->error == FG_E_TOO_MANY_FAILURES)
+		fg_metrics_auth_refused(FG_AUTH_THROTTLED);
 	if (r->fenced && r->decision != FG_DEC_NONE && r->decision != FG_DEC_PASS)
 		fg_metrics_fence(r->decision != FG_DEC_REFUSED,
 				 r->decision == FG_DEC_ADMITTED, r->refusal,

@@ -5,7 +5,9 @@
 # inspected and released with curl, and (2) the story fencegate exists for:
 # two clients, one paused past its lease, its stale write refused and the
 # data intact, and what the audit log says of it; (3) fencectl running a
-# command under a lock whose lease is lost; (4) the metrics of it all.
+# command under a lock whose lease is lost; (4) the metrics of it all;
+# (5) a gateway with an auth-file: a stranger refused, an operator breaking
+# a stuck lock, and the stale write refused after it.
 # Everything it started is stopped (by PID) when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -148,6 +150,48 @@ echo "fencectl exited with status $rc (the lease was lost: the job was stopped)"
 echo
 echo "== 4. the metrics (Prometheus text at $api/metrics)"
 curl -s "$api/metrics" | grep -E '^fencegate_(lock_grants_total|lock_expiries_total|fence_admitted_total|fence_refused_total\{reason="stale_token"\}|upstream_responses_total\{class="2xx"\}|redis_up)'
+
+echo
+echo "== 5. who may: a stranger refused, an operator breaking a stuck lock"
+aport=$(free_port)
+# `--new-key NAME` prints a key and its auth-file line (the key's SHA-256)
+ci_new=$(build-release/gateway/fencegate --new-key ci)
+ops_new=$(build-release/gateway/fencegate --new-key ops)
+ci_key=$(echo "$ci_new" | sed -n 1p); ops_key=$(echo "$ops_new" | sed -n 1p)
+{
+  echo "$ci_new" | sed -n 2p | awk '{ print $1, $2, "lock:jobs/ observe:*" }'
+  echo "$ops_new" | sed -n 2p | awk '{ print $1, $2, "admin:* metrics" }'
+} >"$work/auth"
+printf %s "$ci_key" >"$work/ci.key"; printf %s "$ops_key" >"$work/ops.key"
+build-release/gateway/fencegate --listen "127.0.0.1:$aport" --redis "127.0.0.1:$rport" \
+  --upstream "http://127.0.0.1:$sport" --log-level warn --auth-file "$work/auth" \
+  2>"$work/fencegate-auth.log" &
+pids+=($!)
+agw="http://127.0.0.1:$aport"
+wait_for curl -sf "$agw/_fence/v1/health"
+echo "a second fencegate on 127.0.0.1:$aport with an auth-file (ci: lock:jobs/, ops: admin:*):"
+cat "$work/auth"
+
+step "a stranger (no key) tries to take jobs/deploy"
+show curl -s -X POST "$agw/_fence/v1/locks/jobs/deploy" -d '{}'
+
+step "ci takes jobs/deploy for an hour, writes, and then hangs"
+c=$(curl -s -X POST -H "Authorization: Bearer $ci_key" "$agw/_fence/v1/locks/jobs/deploy" -d '{"ttl_ms":3600000}')
+c_seq=$(echo "$c" | field sequencer)
+echo "ci holds token $(echo "$c" | field token)"
+show curl -s -w '%{http_code}\n' -X PUT -H "Fencing-Token: $c_seq" --data-binary 'v1 by ci' "$agw/jobs/deploy"
+
+step "ci has no admin: right, so it cannot break a lock, not even its own"
+show curl -s -X DELETE -H "Authorization: Bearer $ci_key" -H "Fence-Break: $(echo "$c" | field token)" "$agw/_fence/v1/locks/jobs/deploy"
+
+step "the operator breaks the stuck lock: fencectl break jobs/deploy"
+show build-release/fencectl/fencectl --gateway "$agw" --key-file "$work/ops.key" break jobs/deploy
+
+step "ci wakes up and sends its write with the broken grant's sequencer: refused"
+show curl -s -X PUT -H "Fencing-Token: $c_seq" --data-binary 'stale v2 by ci' "$agw/jobs/deploy"
+
+step "the storage still holds v1"
+show curl -s "$agw/jobs/deploy"
 
 if [ -t 0 ]; then
   printf '\nfencegate keeps running at http://127.0.0.1:%s — press Enter to stop.\n' "$gport"

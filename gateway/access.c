@@ -1,0 +1,461 @@
+/*
+ * access.c - the access step: who a request is (401), whether it may
+ * (403), and a bound on guessing keys (429).
+ *
+ * Invariants: with an auth-file, a request under /_fence/ (but health,
+ * livez and readyz) and, with proxy-auth required, a proxied request goes
+ * on only with req->principal set to a principal of the table in force
+ * that holds every right it needs; the check runs before any Redis call.
+ * A key is hashed and compared in auth.c only and is never logged. An
+ * address that sent too many unknown keys is refused before its next key
+ * is hashed, so guessing costs the gateway a bounded amount of work.
+ *
+ * The table in force belongs to the gateway (replaced on SIGHUP under
+ * auth_mu); each loop keeps a reference to the one it last took and looks
+ * at the gateway's generation number, one atomic load, per request.
+ */
+#include <pthread.h>
+#include <stdatomic.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "access.h"
+#include "auth.h"
+#include "errors.h"
+#include "gateway.h"
+#include "jsonio.h"
+#include "log.h"
+#include "loop.h"
+#include "writeset.h"
+#include "fencegate/name.h"
+
+#define API_LOCKS "/_fence/v1/locks/"
+
+/* Unknown keys an address may send in a burst, and how fast it may send
+ * more after that (per loop: a client spread over N loops gets N times
+ * this, which is still a fixed bound). */
+#define FAIL_BURST 10.0
+#define FAIL_PER_S 1.0
+#define FAIL_SLOTS 256
+
+struct fail_slot {
+	unsigned char addr[16];
+	bool used;
+	double tokens;
+	uint64_t t_ns;
+};
+
+struct fg_access {
+	struct fg_gateway *gw;
+	struct fg_authtab *tab;  /* a reference; NULL: open */
+	unsigned gen;            /* the gateway's auth_gen when taken */
+	struct fail_slot fail[FAIL_SLOTS];
+};
+
+/* ---- the table in force ------------------------------------------------ */
+
+int fg_access_load(struct fg_gateway *gw, char *err, size_t errlen)
+{
+	pthread_mutex_init(&gw->auth_mu, NULL);
+	atomic_store(&gw->auth_gen, 1u);
+	gw->auth = NULL;
+	if (!gw->cfg->auth_file)
+		return 0;
+	char why[512];
+	if (fg_authtab_load(gw->cfg->auth_file, &gw->auth, why, sizeof(why))) {
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
+	fg_log_info("auth-file %s: %zu principals", gw->cfg->auth_file,
+		    fg_authtab_count(gw->auth));
+	return 0;
+}
+
+void fg_access_reload(struct fg_gateway *gw)
+{
+	if (!gw->cfg->auth_file)
+		return;
+	struct fg_authtab *t = NULL;
+	char why[512];
+	if (fg_authtab_load(gw->cfg->auth_file, &t, why, sizeof(why))) {
+		fg_log_error("auth-file %s not reloaded, the previous one stays "
+			     "in force: %s", gw->cfg->auth_file, why);
+		return;
+	}
+	pthread_mutex_lock(&gw->auth_mu);
+	struct fg_authtab *old = gw->auth;
+	gw->auth = t;
+	atomic_fetch_add(&gw->auth_gen, 1u);
+	pthread_mutex_unlock(&gw->auth_mu);
+	fg_authtab_unref(old);
+	fg_log_info("auth-file %s reloaded: %zu principals", gw->cfg->auth_file,
+		    fg_authtab_count(t));
+}
+
+void fg_access_finish(struct fg_gateway *gw)
+{
+	fg_authtab_unref(gw->auth);
+	gw->auth = NULL;
+	pthread_mutex_destroy(&gw->auth_mu);
+}
+
+struct fg_access *fg_access_create(struct fg_gateway *gw)
+{
+	struct fg_access *a = calloc(1, sizeof(*a));
+	if (a)
+		a->gw = gw;
+	return a;
+}
+
+void fg_access_destroy(struct fg_access *a)
+{
+	if (!a)
+		return;
+	fg_authtab_unref(a->tab);
+	free(a);
+}
+
+/* The table in force, as this loop last took it. */
+static const struct fg_authtab *table(struct fg_access *a)
+{
+	struct fg_gateway *gw = a->gw;
+	unsigned gen = atomic_load_explicit(&gw->auth_gen, memory_order_acquire);
+	if (gen != a->gen) {
+		pthread_mutex_lock(&gw->auth_mu);
+		struct fg_authtab *t = gw->auth ? fg_authtab_ref(gw->auth) : NULL;
+		a->gen = atomic_load(&gw->auth_gen);
+		pthread_mutex_unlock(&gw->auth_mu);
+		fg_authtab_unref(a->tab);
+		a->tab = t;
+	}
+	return a->tab;
+}
+
+/* ---- unknown keys per address ------------------------------------------ */
+
+static void client_addr(struct MHD_Connection *c, unsigned char out[16])
+{
+	memset(out, 0, 16);
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	if (!ci || !ci->client_addr)
+		return;
+	const struct sockaddr *sa = ci->client_addr;
+	if (sa->sa_family == AF_INET) {
+		const struct sockaddr_in *in = (const struct sockaddr_in *)sa;
+		out[10] = out[11] = 0xff; /* as a v4-mapped v6 address */
+		memcpy(out + 12, &in->sin_addr, 4);
+	} else if (sa->sa_family == AF_INET6) {
+		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
+		memcpy(out, &in6->sin6_addr, 16);
+	}
+}
+
+static struct fail_slot *fail_slot(struct fg_access *a, const unsigned char addr[16])
+{
+	uint32_t h = 2166136261u; /* FNV-1a */
+	for (int i = 0; i < 16; i++)
+		h = (h ^ addr[i]) * 16777619u;
+	return &a->fail[h % FAIL_SLOTS];
+}
+
+/* Refills the slot's budget; a slot held by another address is taken
+ * over (a collision only ever gives an address a fresh budget). */
+static struct fail_slot *fail_budget(struct fg_access *a,
+				     const unsigned char addr[16])
+{
+	struct fail_slot *s = fail_slot(a, addr);
+	uint64_t now = fg_rec_now_ns();
+	if (!s->used || memcmp(s->addr, addr, 16) != 0) {
+		memcpy(s->addr, addr, 16);
+		s->used = true;
+		s->tokens = FAIL_BURST;
+	} else {
+		s->tokens += (double)(now - s->t_ns) / 1e9 * FAIL_PER_S;
+		if (s->tokens > FAIL_BURST)
+			s->tokens = FAIL_BURST;
+	}
+	s->t_ns = now;
+	return s;
+}
+
+/* Until the listener speaks TLS, no request carries a certificate. */
+static int fg_tls_peer_cn(struct MHD_Connection *c, char *cn, size_t cap)
+{
+	(void)c;
+	(void)cn;
+	(void)cap;
+	return 0;
+}
+
+/* ---- who asks ----------------------------------------------------------- */
+
+struct header_count {
+	const char *name;
+	unsigned n;
+	const char *value;
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
+				    const char *key, const char *value)
+{
+	struct header_count *h = cls;
+	(void)kind;
+	if (strcasecmp(key, h->name) == 0) {
+		h->n++;
+		h->value = value;
+	}
+	return MHD_YES;
+}
+
+static bool refuse(struct MHD_Connection *c, enum fg_error e, const char *msg,
+		   enum MHD_Result *ret)
+{
+	*ret = fg_respond_error(c, e, msg, NULL);
+	return false;
+}
+
+/*
+ * Finds the principal of a request from its bearer key (in header `hname`)
+ * and its client certificate. True with *who set, or false with a 401 or
+ * 429 queued.
+ */
+static bool authenticate(struct fg_access *a, const struct fg_authtab *t,
+			 struct MHD_Connection *c, const char *hname,
+			 const struct fg_principal **who, enum MHD_Result *ret)
+{
+	struct header_count h = { hname, 0, NULL };
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &h);
+	if (h.n > 1)
+		return refuse(c, FG_E_UNAUTHENTICATED, "more than one credential header", ret);
+	const char *key = NULL;
+	size_t klen = 0;
+	enum fg_cred cred = fg_auth_bearer(h.value, &key, &klen);
+
+	char cn[FG_PRINCIPAL_MAX + 1];
+	int cert = fg_tls_peer_cn(c, cn, sizeof(cn));
+	if (cert < 0)
+		return refuse(c, FG_E_UNAUTHENTICATED,
+			      "the client certificate does not verify against tls-client-ca", ret);
+
+	const struct fg_principal *by_key = NULL, *by_cert = NULL;
+	if (cred != FG_CRED_NONE) {
+		unsigned char addr[16];
+		client_addr(c, addr);
+		struct fail_slot *s = fail_budget(a, addr);
+		if (s->tokens < 1.0)
+			return refuse(c, FG_E_TOO_MANY_FAILURES, NULL, ret);
+		if (cred == FG_CRED_BEARER)
+			by_key = fg_authtab_by_key(t, key, klen);
+		if (!by_key) {
+			s->tokens -= 1.0;
+			return refuse(c, FG_E_UNAUTHENTICATED, "the key is not known", ret);
+		}
+	}
+	if (cert > 0) {
+		by_cert = fg_authtab_by_cert(t, cn);
+		if (!by_cert)
+			return refuse(c, FG_E_UNAUTHENTICATED,
+				      "the client certificate names no principal", ret);
+	}
+	if (by_key && by_cert && by_key != by_cert)
+		return refuse(c, FG_E_UNAUTHENTICATED,
+			      "the key and the client certificate name different principals", ret);
+	*who = by_key ? by_key : by_cert;
+	if (!*who)
+		return refuse(c, FG_E_UNAUTHENTICATED, NULL, ret);
+	return true;
+}
+
+static void note_principal(struct fg_req *req, const struct fg_principal *p)
+{
+	snprintf(req->principal, sizeof(req->principal), "%s", fg_principal_name(p));
+}
+
+/* 403 naming the right that is missing and what it is missing on. */
+static bool forbid(struct MHD_Connection *c, const struct fg_principal *p,
+		   enum fg_right r, const char *what, bool prefix,
+		   enum MHD_Result *ret)
+{
+	char msg[FG_PRINCIPAL_MAX + FG_PATH_MAX + 96];
+	if (r == FG_RIGHT_METRICS)
+		snprintf(msg, sizeof(msg), "principal %s lacks the right metrics",
+			 fg_principal_name(p));
+	else if (prefix)
+		snprintf(msg, sizeof(msg), "principal %s lacks %s: on every lock "
+			 "whose name starts with '%s'", fg_principal_name(p),
+			 fg_right_name(r), what);
+	else
+		snprintf(msg, sizeof(msg), "principal %s lacks %s: on lock %s",
+			 fg_principal_name(p), fg_right_name(r), what);
+	return refuse(c, FG_E_FORBIDDEN, msg, ret);
+}
+
+static bool require(struct MHD_Connection *c, const struct fg_principal *p,
+		    enum fg_right r, const char *name, enum MHD_Result *ret)
+{
+	if (fg_principal_may(p, r, name))
+		return true;
+	return forbid(c, p, r, name, false, ret);
+}
+
+/* ---- the lock API --------------------------------------------------------- */
+
+static bool path_is(const char *path, size_t len, const char *s)
+{
+	return strlen(s) == len && memcmp(path, s, len) == 0;
+}
+
+/* The lock a check's sequencer names, when it is one this gateway signed;
+ * false for anything else (the check itself answers that). */
+static bool check_names(struct fg_req *req, char name[FG_NAME_MAX + 1])
+{
+	char msg[128];
+	bool ok = false;
+	json_t *o = fg_json_body(req->body, req->body_len, false, msg, sizeof(msg));
+	const char *s;
+	size_t len;
+	uint8_t key[FG_KEY_MAX];
+	size_t keylen;
+	struct fg_seq seq;
+	if (o && fg_json_string(o, "sequencer", 65536, &s, &len, msg, sizeof(msg)) == 0 &&
+	    s && fg_gateway_key(req->gw, key, &keylen) == FG_OK &&
+	    fg_seq_decode(key, keylen, s, len, &seq) == FG_SEQ_VALID) {
+		memcpy(name, seq.name, seq.name_len);
+		name[seq.name_len] = '\0';
+		ok = true;
+	}
+	json_decref(o);
+	return ok;
+}
+
+/*
+ * What an API call needs: a right on a lock (*r, name), or, when it returns
+ * false, only a known principal (the handler answers 400, 404 or 405).
+ */
+static bool api_needs(struct fg_req *req, struct MHD_Connection *c,
+		      const char *method, const char *path, size_t len,
+		      enum fg_right *r, char name[FG_NAME_MAX + 1])
+{
+	size_t pl = sizeof(API_LOCKS) - 1;
+	if (len > pl && memcmp(path, API_LOCKS, pl) == 0) {
+		size_t n;
+		if (fg_pct_decode(path + pl, len - pl, name, FG_NAME_MAX + 1, &n) ||
+		    !fg_name_valid(name, n))
+			return false;
+		if (strcmp(method, "POST") == 0 || strcmp(method, "PATCH") == 0)
+			*r = FG_RIGHT_LOCK;
+		else if (strcmp(method, "DELETE") == 0)
+			*r = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Fence-Break")
+				     ? FG_RIGHT_ADMIN : FG_RIGHT_LOCK;
+		else if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
+			*r = FG_RIGHT_OBSERVE;
+		else
+			return false;
+		return true;
+	}
+	if (path_is(path, len, "/_fence/v1/check") && strcmp(method, "POST") == 0 &&
+	    check_names(req, name)) {
+		*r = FG_RIGHT_OBSERVE;
+		return true;
+	}
+	return false;
+}
+
+bool fg_access_api(struct fg_req *req, struct MHD_Connection *c,
+		   const char *method, const char *path, size_t len,
+		   enum MHD_Result *ret)
+{
+	const struct fg_authtab *t = table(req->loop->access);
+	if (!t)
+		return true; /* open */
+	if (path_is(path, len, "/_fence/v1/health") ||
+	    path_is(path, len, "/_fence/v1/livez") ||
+	    path_is(path, len, "/_fence/v1/readyz"))
+		return true;
+	const struct fg_principal *p;
+	if (!authenticate(req->loop->access, t, c, MHD_HTTP_HEADER_AUTHORIZATION,
+			  &p, ret))
+		return false;
+	note_principal(req, p);
+	if (path_is(path, len, "/_fence/v1/metrics"))
+		return fg_principal_may(p, FG_RIGHT_METRICS, NULL) ||
+		       forbid(c, p, FG_RIGHT_METRICS, NULL, false, ret);
+	enum fg_right r;
+	char name[FG_NAME_MAX + 1];
+	if (!api_needs(req, c, method, path, len, &r, name))
+		return true;
+	return require(c, p, r, name, ret);
+}
+
+/* ---- the proxy -------------------------------------------------------------- */
+
+/* Does a read list or walk a collection? Then it touches every object
+ * under it, each guarded by its own lock unless a route guards them all. */
+static bool reads_collection(struct MHD_Connection *c, const char *method,
+			     const struct fg_writeset *ws)
+{
+	if (ws->path_len > 0 && ws->path[ws->path_len - 1] == '/')
+		return true;
+	if (strcasecmp(method, "PROPFIND") != 0)
+		return false;
+	const char *depth = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Depth");
+	return !depth || strcmp(depth, "0") != 0;
+}
+
+/* read: on what an unfenced read touches: the lock guarding its path; for
+ * a collection, the collection and everything under it, so either the one
+ * route lock guarding that whole subtree or every lock whose name starts
+ * with the collection's path ("docs/" for GET /docs/). */
+static bool require_read(struct MHD_Connection *c, const struct fg_config *cfg,
+			 const struct fg_principal *p, const char *method,
+			 const struct fg_writeset *ws, enum MHD_Result *ret)
+{
+	char lock[FG_NAME_MAX + 1];
+	bool route = false;
+	bool has_lock = fg_lock_for_path(cfg, ws->path, ws->path_len, lock, &route) == 0;
+	if (!reads_collection(c, method, ws)) {
+		if (has_lock)
+			return require(c, p, FG_RIGHT_READ, lock, ret);
+		return forbid(c, p, FG_RIGHT_READ, "", true, ret);
+	}
+	char dir[FG_PATH_MAX + 1];
+	size_t n = ws->path_len;
+	memcpy(dir, ws->path, n);
+	if (n == 0 || dir[n - 1] != '/')
+		dir[n++] = '/';
+	dir[n] = '\0';
+	if (has_lock && route && fg_subtree_guarded(cfg, dir, n, lock))
+		return require(c, p, FG_RIGHT_READ, lock, ret);
+	const char *prefix = dir + 1;
+	if (fg_principal_may_prefix(p, FG_RIGHT_READ, prefix))
+		return true;
+	return forbid(c, p, FG_RIGHT_READ, prefix, true, ret);
+}
+
+bool fg_access_proxy(struct fg_req *req, struct MHD_Connection *c,
+		     const char *method, const struct fg_writeset *ws,
+		     enum MHD_Result *ret)
+{
+	const struct fg_config *cfg = req->gw->cfg;
+	if (!cfg->proxy_auth)
+		return true;
+	const struct fg_authtab *t = table(req->loop->access);
+	if (!t) /* proxy-auth required needs auth-file (config.c) */
+		return refuse(c, FG_E_INTERNAL, "no auth table", ret);
+	const struct fg_principal *p;
+	if (!authenticate(req->loop->access, t, c, "Fence-Authorization", &p, ret))
+		return false;
+	note_principal(req, p);
+	if (ws->n == 0)
+		return require_read(c, cfg, p, method, ws, ret);
+	for (int i = 0; i < ws->n; i++)
+		if (!require(c, p, ws->m[i].write ? FG_RIGHT_LOCK : FG_RIGHT_READ,
+			     ws->m[i].lock, ret))
+			return false;
+	return true;
+}

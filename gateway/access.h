@@ -1,0 +1,62 @@
+/*
+ * access.h - the access step: who a request is, and whether it may.
+ * Private to the gateway.
+ *
+ * Like nginx's ACCESS phase, one step between reading a request and acting
+ * on it: the lock API (http.c, once the body is read) and the proxy (once
+ * it knows every lock a request touches) both call it before any Redis
+ * call, and handlers never check a right themselves. With no auth-file the
+ * gateway is open and every request passes as nobody.
+ */
+#ifndef FENCEGATE_ACCESS_H
+#define FENCEGATE_ACCESS_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <microhttpd.h>
+
+struct fg_gateway;
+struct fg_loop;
+struct fg_req;
+struct fg_writeset;
+
+/** Reads auth-file (when set) into the gateway's table in force.
+ *  0, or -1 with err set (the process exits 2). Main thread, at start. */
+int fg_access_load(struct fg_gateway *gw, char *err, size_t errlen);
+
+/** SIGHUP: reads auth-file again; a file that does not parse keeps the
+ *  table in force, and the reason is logged. Main thread. */
+void fg_access_reload(struct fg_gateway *gw);
+
+/** Frees the table in force (after every loop ended). */
+void fg_access_finish(struct fg_gateway *gw);
+
+/** A loop's part: the table it last took, and its count of unknown keys
+ *  per client address. Caller owns the result. NULL on allocation
+ *  failure. */
+struct fg_access *fg_access_create(struct fg_gateway *gw);
+void fg_access_destroy(struct fg_access *a);
+
+/**
+ * The lock API's access step, for a call whose body has been read. True:
+ * the call goes on (req->principal names who asks, "" when open). False:
+ * a 401, 403 or 429 was queued and *ret holds what to return to
+ * libmicrohttpd.
+ */
+bool fg_access_api(struct fg_req *req, struct MHD_Connection *c,
+		   const char *method, const char *path, size_t len,
+		   enum MHD_Result *ret);
+
+/**
+ * The proxy's, with proxy-auth required: a principal named by
+ * Fence-Authorization or the client certificate, with read: (reads) or
+ * lock: (writes) on the lock guarding every object the request touches
+ * (ws: its write set, as fg_writeset_build() decided it). Else true at
+ * once.
+ */
+bool fg_access_proxy(struct fg_req *req, struct MHD_Connection *c,
+		     const char *method, const struct fg_writeset *ws,
+		     enum MHD_Result *ret);
+
+#endif
