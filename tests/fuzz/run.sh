@@ -27,6 +27,8 @@ harnesses=(
   "fuzz_path -max_len=8192"
   "fuzz_destination -max_len=8192"
   "fuzz_accesslog -max_len=8192"
+  "fuzz_authfile -max_len=8192"
+  "fuzz_authz -max_len=1024"
 )
 
 # UBSan findings must stop the run; later flags win over the caller's.

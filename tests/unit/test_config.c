@@ -558,9 +558,16 @@ static void test_listen(void **state)
 	assert_int_equal(c.listen_port, 1);
 	fg_config_finish(&c);
 
-	LOAD_OK(&c, err, "--listen", "0.0.0.0:65535");
+	LOAD_OK(&c, err, "--listen", "0.0.0.0:65535", "--allow-open", "yes");
 	assert_string_equal(c.listen_host, "0.0.0.0");
 	assert_int_equal(c.listen_port, 65535);
+	fg_config_finish(&c);
+
+	/* open mode off loopback only on purpose (Redis' protected mode) */
+	LOAD_ERR("'allow-open yes'", "--listen", "0.0.0.0:8080");
+	LOAD_ERR("without auth-file", "--listen", "10.0.0.41:8080");
+	LOAD_ERR("'allow-open yes'", "--listen", "[::]:8080");
+	LOAD_OK(&c, err, "--listen", "127.8.9.10:1");
 	fg_config_finish(&c);
 
 	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
@@ -824,6 +831,52 @@ static void test_key_file(void **state)
 	LOAD_OK(&c, err, "--key_file=a", "--key-file", "b");
 	assert_string_equal(c.key_file, "b");
 	fg_config_finish(&c);
+}
+
+/* The v1.2 settings that only make sense together, and the Redis
+ * password read from its file (one trailing newline is not part of it). */
+static void test_who_may(void **state)
+{
+	struct fg_config c;
+	char err[ERR_MAX];
+
+	(void)state;
+	LOAD_ERR("tls-cert and tls-key go together", "--tls-cert", "a.crt");
+	LOAD_ERR("tls-cert and tls-key go together", "--tls-key", "a.key");
+	LOAD_ERR("tls-client-ca needs tls-cert", "--tls-client-ca", "ca.crt");
+	LOAD_ERR("upstream-cert and upstream-key go together", "--upstream-cert", "c");
+	LOAD_ERR("redis-user needs redis-password-file", "--redis-user", "fg");
+	LOAD_ERR("proxy-auth required needs auth-file", "--proxy-auth", "required");
+	LOAD_ERR("proxy-auth: 'yes' is not off or required", "--proxy-auth", "yes");
+	LOAD_ERR("redis-password-file: cannot read", "--redis-password-file",
+		 "/nonexistent/pw");
+
+	LOAD_OK(&c, err, "--proxy-auth", "required", "--auth-file", "auth");
+	assert_int_equal(c.proxy_auth, 1);
+	assert_string_equal(c.auth_file, "auth");
+	fg_config_finish(&c);
+
+	char *pw = write_file("s3cret pass\n");
+	LOAD_OK(&c, err, "--redis-user", "fg", "--redis-password-file", pw);
+	assert_string_equal(c.redis_user, "fg");
+	assert_string_equal(c.redis_password, "s3cret pass");
+	fg_config_finish(&c);
+	assert_null(c.redis_password);
+	unlink(pw);
+	free(pw);
+
+	pw = write_file("crlf\r\n");
+	LOAD_OK(&c, err, "--redis-password-file", pw);
+	assert_string_equal(c.redis_password, "crlf");
+	assert_null(c.redis_user);
+	fg_config_finish(&c);
+	unlink(pw);
+	free(pw);
+
+	pw = write_file("\n");
+	LOAD_ERR("is empty", "--redis-password-file", pw);
+	unlink(pw);
+	free(pw);
 }
 
 /* ---- the config file ----------------------------------------------- */
@@ -1137,6 +1190,7 @@ int main(void)
 		cmocka_unit_test(test_forward_token),
 		cmocka_unit_test(test_write_methods),
 		cmocka_unit_test(test_key_file),
+		cmocka_unit_test(test_who_may),
 		cmocka_unit_test(test_file_settings),
 		cmocka_unit_test(test_file_empty),
 		cmocka_unit_test(test_file_errors),
