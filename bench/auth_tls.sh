@@ -19,7 +19,9 @@
 #     session is checked and printed (wrk offers the last one on reconnect).
 #
 # Each comparison runs AUTH_ROUNDS or TLS_ROUNDS rounds, the order reversed
-# every other round, and the rounds are averaged.
+# every other round, and the rounds are averaged. The fencegate under test
+# goes first in the first round, so that a first run that comes out
+# slower counts against it, not for it.
 #
 # Invariant: the bench key lives only in files of mode 0600 under
 # $TMP/auth, read by curl (-H @FILE) and by the wrk scripts; it is never on
@@ -32,7 +34,7 @@ AT_PATH="/fgt-$RUNID/obj-" # the objects of these rows, NOBJ of them
 # summary figures, empty when not measured
 AUTH_GET_OPEN="" AUTH_GET_KEY="" AUTH_CPS_OPEN="" AUTH_CPS_KEY="" AUTH_ERRS_FG="" AUTH_ERRS_PEER=""
 TLS_GET_FG="" TLS_GET_NG="" TLS_HS_FG="" TLS_HS_NG="" TLS_ERRS_FG="" TLS_ERRS_PEER=""
-TLS_RESUME_FG="" TLS_RESUME_NG=""
+TLS_RESUME_FG="" TLS_RESUME_NG="" TLS_HS_FG_US="" TLS_HS_NG_US=""
 AT_SKIPPED=""
 
 # at_objects: NOBJ OBJ_SIZE-byte objects at AT_PATH on the storage; 1 on failure
@@ -95,6 +97,20 @@ at_mean_cps() {
 	[ "$n" -gt 0 ] && calc "printf \"%.1f\", $t / $n"
 	return 0
 }
+# at_cpu_per PROC LABEL... -> PROC's CPU microseconds per request over
+# those IO runs (empty when none has figures)
+at_cpu_per() {
+	local l v q c=0 n=0
+	for l in "${@:2}"; do
+		v=${CPU["$l $1"]:-}
+		q=$(iof "$l" requests)
+		[ -n "$v" ] && [ "$v" != - ] && [ -n "$q" ] || continue
+		c=$(calc "print $c + $v")
+		n=$((n + q))
+	done
+	[ "$n" -gt 0 ] && calc "printf \"%.0f\", $c / $n * 1e6"
+	return 0
+}
 at_errs() { # at_errs LABEL...: errors over the wrk runs that have a RESULT line
 	local l t=0 line
 	for l in "$@"; do
@@ -143,8 +159,8 @@ auth_rows() {
 		track_only redis "$REDIS_PID" nginx-store "$STORE_PID" fg-open "$opid" fg-key "$kpid"
 		say "[auth GET] ${OBJ_SIZE}-byte GETs of $NOBJ objects, wrk -t$WRK_THREADS -c$CONNS; $AUTH_ROUNDS round(s), the order reversed every other round"
 		for ((r = 1; r <= AUTH_ROUNDS; r++)); do
-			order="open key"
-			[ $((r % 2)) = 0 ] && order="key open"
+			order="key open"
+			[ $((r % 2)) = 0 ] && order="open key"
 			for t in $order; do
 				case $t in
 				open) P_PATH=$AT_PATH io_run auth-get-open-r$r fg-open "$uo" GET ;;
@@ -159,8 +175,8 @@ auth_rows() {
 		say "[auth cycles] the load of [lock cycles, fencegate] (fence_cycle.lua, ring of $NAME_RING names per wrk thread);" \
 			"fg-key's requests carry Authorization: Bearer; $AUTH_ROUNDS round(s), the order reversed every other round"
 		for ((r = 1; r <= AUTH_ROUNDS; r++)); do
-			order="open key"
-			[ $((r % 2)) = 0 ] && order="key open"
+			order="key open"
+			[ $((r % 2)) = 0 ] && order="open key"
 			for t in $order; do
 				say "  cycles-$t-r$r:"
 				case $t in
@@ -287,6 +303,11 @@ $NGINX_PROXY_LOCATION" "$NGINX_PROXY_UPSTREAM"
 			io_merge tls-$kind-fg "${lf[@]}"
 			io_merge tls-$kind-nginx "${ln[@]}"
 		done
+		# the handshake rate is bound by wrk's own share of the cores as much as
+		# by the server's: the server's CPU per handshake says what it costs
+		TLS_HS_FG_US=$(at_cpu_per fg-tls "${lf[@]}")
+		TLS_HS_NG_US=$(at_cpu_per nginx-tls "${ln[@]}")
+		say "  CPU per new connection (handshake + GET): fg-tls ${TLS_HS_FG_US:--} us, nginx-tls ${TLS_HS_NG_US:--} us"
 		TLS_GET_FG=$(iof tls-get-fg ok_rps)
 		TLS_GET_NG=$(iof tls-get-nginx ok_rps)
 		TLS_HS_FG=$(iof tls-hs-fg ok_rps)
@@ -323,6 +344,8 @@ auth_tls_summary() {
 		r=$(ratio "$TLS_HS_FG" "$TLS_HS_NG")
 		printf "$ROW" "TLS handshakes/s (ECDSA P-256, GET each)" "$(num "$TLS_HS_FG")" "nginx HTTPS proxy $(num "$TLS_HS_NG")" \
 			"$(r2 "$r")" "report" ""
+		printf "$ROW" "  server CPU per handshake + GET, us" "$(num "$TLS_HS_FG_US")" "nginx HTTPS proxy $(num "$TLS_HS_NG_US")" \
+			"$(r2 "$(ratio "$TLS_HS_FG_US" "$TLS_HS_NG_US")")" "report" ""
 		printf "$ROW" "  session resumed when offered" "${TLS_RESUME_FG:--}" "nginx ${TLS_RESUME_NG:--}" "" "" ""
 	fi
 	local ef="" ep=""
