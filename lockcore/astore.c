@@ -744,7 +744,8 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *priv)
 		/* undo_lease holds "<lease>\0<name>" */
 		struct fg__call c;
 		fg__build_release(&c, op->undo_lease + strlen(op->undo_lease) + 1,
-				  op->undo_lease, op->as->margin, op->as->idle);
+				  op->undo_lease, NULL, op->as->margin,
+				  op->as->idle);
 		if (redisAsyncCommandArgv(ac, on_undone, op, c.argc, c.argv,
 					  c.argvlen) == REDIS_OK) {
 			op->conn = ac->data;
@@ -1114,19 +1115,19 @@ int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
 		aop_free(op);
 		return FG_ENOMEM;
 	}
-	fg__build_renew(&op->call, name, lease, 0, NULL, 0, as->idle);
+	fg__build_renew(&op->call, name, lease, NULL, 0, NULL, 0, as->idle);
 	return submit(as, op);
 }
 
 int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
-		   uint32_t ttl_ms, const char *value, size_t value_len,
-		   fg_grant_cb *cb, void *arg)
+		   const char *principal, uint32_t ttl_ms, const char *value,
+		   size_t value_len, fg_grant_cb *cb, void *arg)
 {
 	struct aop *op = grant_op(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
-	fg__build_renew(&op->call, name, lease, ttl_ms, value, value_len,
-			as->idle);
+	fg__build_renew(&op->call, name, lease, principal, ttl_ms, value,
+			value_len, as->idle);
 	return submit(as, op);
 }
 
@@ -1164,12 +1165,23 @@ int fg_alock_dequeue(fg_astore *as, const char *name, const char *waiter_id,
 }
 
 int fg_alock_release(fg_astore *as, const char *name, const char *lease,
-		     fg_grant_cb *cb, void *arg)
+		     const char *principal, fg_grant_cb *cb, void *arg)
 {
 	struct aop *op = grant_op(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
-	fg__build_release(&op->call, name, lease, as->margin, as->idle);
+	fg__build_release(&op->call, name, lease, principal, as->margin,
+			  as->idle);
+	return submit(as, op);
+}
+
+int fg_alock_break(fg_astore *as, const char *name, uint64_t token,
+		   fg_grant_cb *cb, void *arg)
+{
+	struct aop *op = grant_op(cb, arg);
+	if (!op)
+		return FG_ENOMEM;
+	fg__build_break(&op->call, name, token, as->margin, as->idle);
 	return submit(as, op);
 }
 

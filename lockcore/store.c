@@ -365,20 +365,29 @@ int fg_lock_acquire(fg_store *st, const struct fg_acquire *req,
 }
 
 int fg_lock_renew(fg_store *st, const char *name, const char *lease,
-		  uint32_t ttl_ms, const char *value, size_t value_len,
-		  struct fg_grant *out)
+		  const char *principal, uint32_t ttl_ms, const char *value,
+		  size_t value_len, struct fg_grant *out)
 {
 	struct fg__call c;
-	fg__build_renew(&c, name, lease, ttl_ms, value, value_len,
+	fg__build_renew(&c, name, lease, principal, ttl_ms, value, value_len,
 			st->idle_forget_ms);
 	return grant_call(st, &c, out);
 }
 
 int fg_lock_release(fg_store *st, const char *name, const char *lease,
-		    struct fg_grant *out)
+		    const char *principal, struct fg_grant *out)
 {
 	struct fg__call c;
-	fg__build_release(&c, name, lease, st->write_margin_ms, st->idle_forget_ms);
+	fg__build_release(&c, name, lease, principal, st->write_margin_ms,
+			  st->idle_forget_ms);
+	return grant_call(st, &c, out);
+}
+
+int fg_lock_break(fg_store *st, const char *name, uint64_t token,
+		  struct fg_grant *out)
+{
+	struct fg__call c;
+	fg__build_break(&c, name, token, st->write_margin_ms, st->idle_forget_ms);
 	return grant_call(st, &c, out);
 }
 
