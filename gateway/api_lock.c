@@ -560,6 +560,7 @@ static enum MHD_Result delete_lock(struct fg_req *req, struct MHD_Connection *c,
 {
 	struct one_header brk = { "Fence-Break", 0, NULL };
 	MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &brk);
+	req->rec.brk = brk.n > 0;
 	if (brk.n > 0)
 		return break_grant(req, c, name, &brk);
 	return release(req, c, name);
