@@ -23,6 +23,11 @@ enum fg_exit {
 					 * within --wait */
 	FG_EXIT_PROTOCOL = 76,		/* EX_PROTOCOL: an answer fencectl does
 					 * not understand */
+	FG_EXIT_NOPERM = 77,		/* EX_NOPERM: the gateway does not know
+					 * the caller (401), the caller lacks
+					 * the right (403), or this address is
+					 * refused for a while (429
+					 * too_many_failures) */
 	FG_EXIT_LEASE_LOST = 79,	/* the lease does not hold the lock (any
 					 * more) */
 	FG_EXIT_CANNOT_EXEC = 126,	/* CMD found but could not be run */

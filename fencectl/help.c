@@ -1,7 +1,8 @@
 /*
  * help.c - the text of `fencectl --help` and of each subcommand's --help.
  * Invariant: every option a subcommand's table accepts is named in its
- * help, and docs/fencectl.1 says the same.
+ * help, and docs/fencectl.1 says the same; so does every exit status of
+ * exits.h.
  */
 #include "cli.h"
 
@@ -12,6 +13,12 @@
 "  --timeout D     bound on each call to the gateway, beyond any wait it\n" \
 "                  asks for (default 10s; connecting: at most 5s of it)\n" \
 "  --json          print the gateway's JSON answers\n" \
+"  --key-file FILE send the bearer key held in FILE (default:\n" \
+"                  $FENCEGATE_KEY_FILE); a key is never given itself\n" \
+"  --cacert FILE   verify an https:// gateway against this CA (PEM);\n" \
+"                  default: the system's CAs. Verification is always on\n" \
+"  --cert FILE     present this client certificate (PEM) to the gateway\n" \
+"  --key FILE      the private key of --cert (PEM; default: in --cert)\n" \
 "  -h, --help      show this help\n"
 
 #define DURATIONS_HELP \
@@ -44,14 +51,18 @@ DURATIONS_HELP
 "  0    success; for lock and elect, CMD's status (128+N if signal N\n"
 "       ended it; 126 CMD cannot run, 127 CMD not found)\n"
 "  1    check: the sequencer is not valid\n"
-"  64   bad usage\n"
+"  64   bad usage (also a key file or TLS file that cannot be used)\n"
 "  65   the gateway refused the request as invalid (a bad lock name, a\n"
 "       value too long)\n"
-"  69   the gateway is unavailable (no answer, a timeout, 5xx)\n"
+"  69   the gateway is unavailable (no answer, a timeout, 5xx), or its\n"
+"       certificate cannot be verified\n"
 "  70   out of memory\n"
 "  71   a system call failed (fork, pipe, signalfd)\n"
 "  75   the lock was not granted within --wait\n"
 "  76   an answer fencectl does not understand\n"
+"  77   not allowed: the gateway does not know who you are (401), you\n"
+"       lack the right (403), or it refuses your address for a while\n"
+"       after too many unknown keys (429)\n"
 "  79   the lease was lost, or does not hold the lock\n"
 "\n"
 "See fencectl(1).\n";

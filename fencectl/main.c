@@ -85,6 +85,7 @@ int main(int argc, char **argv)
 			return FG_EXIT_SOFTWARE;
 		}
 		rc = commands[i].run(&cli, a.ncmd - 1, a.cmd + 1);
+		fg_cli_finish(&cli);
 		curl_global_cleanup();
 		fflush(stdout);
 		return rc;
