@@ -40,6 +40,7 @@ const char fg_help_main[] =
 "  release NAME          give a lease back\n"
 "  inspect NAME          show a lock's state; --watch follows it\n"
 "  check [SEQUENCER]     ask whether a sequencer is current\n"
+"  break NAME            end the grant that holds a lock (needs admin)\n"
 "  help [COMMAND]        show a command's help\n"
 "\n"
 GLOBAL_HELP
@@ -50,7 +51,7 @@ DURATIONS_HELP
 "Exit status:\n"
 "  0    success; for lock and elect, CMD's status (128+N if signal N\n"
 "       ended it; 126 CMD cannot run, 127 CMD not found)\n"
-"  1    check: the sequencer is not valid\n"
+"  1    check: the sequencer is not valid; break: the lock is free\n"
 "  64   bad usage (also a key file or TLS file that cannot be used)\n"
 "  65   the gateway refused the request as invalid (a bad lock name, a\n"
 "       value too long)\n"
@@ -63,7 +64,8 @@ DURATIONS_HELP
 "  77   not allowed: the gateway does not know who you are (401), you\n"
 "       lack the right (403), or it refuses your address for a while\n"
 "       after too many unknown keys (429)\n"
-"  79   the lease was lost, or does not hold the lock\n"
+"  79   the lease was lost, or does not hold the lock; break: the\n"
+"       token is not the current grant's\n"
 "\n"
 "See fencectl(1).\n";
 
@@ -192,5 +194,24 @@ const char fg_help_check[] =
 "Asks the gateway whether SEQUENCER (default: $FENCE_SEQUENCER) belongs\n"
 "to the grant that holds its lock now. Exits 0 when it does; otherwise\n"
 "prints why (stale, expired, forged, malformed) and exits 1.\n"
+"\n"
+GLOBAL_HELP;
+
+const char fg_help_break[] =
+"Usage: fencectl break NAME [--token N]\n"
+"\n"
+"Ends the grant that holds lock NAME now, as if its lease had run out:\n"
+"its writes in flight are aborted and its lock-delay applies. For\n"
+"operators: it needs the admin right on the lock when the gateway checks\n"
+"rights. Without --token, fencectl first asks which token holds the lock\n"
+"and breaks that one, and says which (\"broke lock 'NAME', token N\").\n"
+"A grant that ends or changes meanwhile is never broken by mistake: the\n"
+"gateway breaks only the token named.\n"
+"\n"
+"Exit status: 0 broken; 1 the lock is free, nothing to break; 79 the\n"
+"token is not the current grant's (nothing was broken); 77 not allowed.\n"
+"\n"
+"Options:\n"
+"  --token N        break only the grant with this token\n"
 "\n"
 GLOBAL_HELP;

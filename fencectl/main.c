@@ -27,6 +27,7 @@ static const struct {
 	{ "release", fg_cmd_release, fg_help_release },
 	{ "inspect", fg_cmd_inspect, fg_help_inspect },
 	{ "check", fg_cmd_check, fg_help_check },
+	{ "break", fg_cmd_break, fg_help_break },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
