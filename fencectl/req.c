@@ -376,6 +376,11 @@ static void describe_tls(const struct fg_req *r, enum fg_outcome o,
 	else if (o == FG_TLS_FILES)
 		snprintf(buf, len, "cannot use the TLS files given (--cacert, "
 			 "--cert, --key): %s", why);
+	else if (strstr(why, "wrong version number"))
+		/* what OpenSSL says when the other end answers in plain HTTP */
+		snprintf(buf, len, "TLS with the gateway failed: %s (it does "
+			 "not seem to speak TLS: is it an http:// gateway?)",
+			 why);
 	else if (cl && !cl->cert)
 		snprintf(buf, len, "TLS with the gateway failed: %s (if it "
 			 "asks for a client certificate, pass --cert and "
