@@ -22,6 +22,7 @@
 #include "log.h"
 #include "loop.h"
 #include "proxy.h"
+#include "tls.h"
 #include "waitq.h"
 
 #define API_PREFIX "/_fence/"
@@ -143,6 +144,11 @@ static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
 		return MHD_YES;
 	}
 	if (!req->framed) {
+		/* The client certificate's answer, found (and logged) once per
+		 * connection as its first request begins; the access step
+		 * names the principal by it. */
+		char cn[FG_TLS_CN_MAX + 1];
+		(void)fg_tls_peer_cn(c, cn, sizeof(cn));
 		enum MHD_Result ret;
 		if (!fg_framing_ok_or_respond(req, c, method, version, &ret)) {
 			req->refused = true;
@@ -173,6 +179,16 @@ static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
 	const char *q = strchr(req->uri, '?');
 	size_t plen = q ? (size_t)(q - req->uri) : strlen(req->uri);
 	return fg_api_dispatch(req, c, method, req->uri, plen);
+}
+
+/* A connection's start and close. Its socket context belongs to tls.c
+ * (the certificate its handshake used, its client certificate's answer). */
+static void on_connection(void *cls, struct MHD_Connection *c,
+			  void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	(void)cls;
+	fg_tls_connection(c, socket_context, code);
 }
 
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
@@ -227,7 +243,9 @@ struct MHD_Daemon *fg_http_daemon(struct fg_loop *loop)
 {
 	const struct fg_config *cfg = loop->gw->cfg;
 	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-			 MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+			 MHD_USE_ERROR_LOG | MHD_USE_TURBO | fg_tls_daemon_flags();
+	struct MHD_OptionItem tls[FG_TLS_OPTIONS];
+	fg_tls_daemon_options(tls);
 	unsigned limit = cfg->max_connections / loop->gw->nloops;
 	loop->max_connections = limit ? limit : 1u;
 	/* The connection's memory pool holds the request head, so it is the
@@ -242,6 +260,8 @@ struct MHD_Daemon *fg_http_daemon(struct fg_loop *loop)
 		MHD_OPTION_URI_LOG_CALLBACK, on_uri, loop,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, loop,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, loop,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, loop,
+		MHD_OPTION_ARRAY, tls,
 		MHD_OPTION_END);
 	if (!d)
 		fg_log_error("cannot start the HTTP daemon of loop %u", loop->index);

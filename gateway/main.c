@@ -11,7 +11,8 @@
  *
  * Under systemd (Type=notify) the process says READY=1 once every loop
  * accepts, STOPPING=1 when a stop signal came (readiness turns 503 at the
- * same moment). SIGHUP reopens the access log (logrotate).
+ * same moment). SIGHUP reopens the access log (logrotate) and reads the
+ * TLS certificate, key and client CA again (tls.c).
  */
 #include <signal.h>
 #include <stdio.h>
@@ -29,6 +30,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "tls.h"
 
 /* Many parked waiters are many open sockets. */
 static void raise_fd_limit(void)
@@ -71,7 +73,14 @@ int main(int argc, char **argv)
 		fg_config_finish(&cfg);
 		return 2;
 	}
+	if (fg_tls_init(&cfg, err, sizeof(err))) {
+		fprintf(stderr, "fencegate: %s\n", err);
+		fg_accesslog_close();
+		fg_config_finish(&cfg);
+		return 2;
+	}
 	if (fg_gateway_init(&gw, &cfg)) {
+		fg_tls_finish();
 		fg_accesslog_close();
 		fg_config_finish(&cfg);
 		return 2;
@@ -129,6 +138,7 @@ int main(int argc, char **argv)
 			break;
 		sd_notify(0, "RELOADING=1");
 		fg_accesslog_reopen();
+		fg_tls_reload();
 		sd_notify(0, "READY=1");
 	}
 	fg_log_info("signal %d: shutting down", sig);
@@ -152,6 +162,7 @@ error_curl:
 	curl_global_cleanup();
 error_config:
 	fg_gateway_finish(&gw);
+	fg_tls_finish();
 	fg_accesslog_close();
 	fg_config_finish(&cfg);
 	return rc;
