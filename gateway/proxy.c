@@ -1098,7 +1098,7 @@ static bool client_headers(struct MHD_Connection *c, bool shallow, bool probe,
 	bool ok = !h.failed &&
 		  (h.xff_len ? append(&h.list, "X-Forwarded-For: %s, %s", h.xff, ip)
 			     : append(&h.list, "X-Forwarded-For: %s", ip)) &&
-		  append(&h.list, "X-Forwarded-Proto: http") &&
+		  append(&h.list, "X-Forwarded-Proto: %s", fg_tls_on() ? "https" : "http") &&
 		  (!host || append(&h.list, "X-Forwarded-Host: %s", host)) &&
 		  append(&h.list, "Via: 1.1 fencegate") &&
 		  append(&h.list, "Expect:") &&
@@ -1660,7 +1660,7 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 		if (cfg->proxy_redirect && (strcasecmp(name, "Location") == 0 ||
 					    strcasecmp(name, "Content-Location") == 0))
 			mine = fg_redirect_answer(cfg->up.base, cfg->up.base_path,
-						  value, "http", host);
+						  value, fg_tls_on() ? "https" : "http", host);
 		MHD_add_response_header(r, name, mine ? mine : value);
 		free(mine);
 	}
