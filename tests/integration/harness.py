@@ -541,9 +541,10 @@ class Response:
 
 
 def http_request(port, method, path, body=None, raw=None, headers=None,
-                 timeout=10.0):
+                 timeout=10.0, ssl_context=None):
     """One request on a fresh connection. `body` is JSON-encoded; `raw`
-    (bytes or str) is sent as is. Returns a Response."""
+    (bytes or str) is sent as is; with `ssl_context`, over HTTPS. Returns
+    a Response."""
     hdrs = {}
     data = None
     if body is not None:
@@ -555,7 +556,11 @@ def http_request(port, method, path, body=None, raw=None, headers=None,
     if headers:
         hdrs.update(headers)
     t0 = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    if ssl_context is not None:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout,
+                                           context=ssl_context)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.request(method, path, body=data, headers=hdrs)
         r = conn.getresponse()
@@ -675,6 +680,8 @@ class Gateway(Process):
         self.logpath = os.path.join(self.dir, "stderr.log")
         self.proc = None
         self.stopped_rc = None
+        self.ssl_context = None   # set for a gateway given tls-cert: its
+                                  # own requests then go over HTTPS
 
     @staticmethod
     def executable():
@@ -714,7 +721,7 @@ class Gateway(Process):
                                     file_tail(self.logpath)))
             try:
                 http_request(self.port, "GET", "/_fence/v1/health",
-                             timeout=2.0)
+                             timeout=2.0, ssl_context=self.ssl_context)
                 return
             except OSError:
                 time.sleep(0.03)
@@ -727,7 +734,8 @@ class Gateway(Process):
         def ok():
             try:
                 return http_request(self.port, "GET", "/_fence/v1/health",
-                                    timeout=2.0).status == 200
+                                    timeout=2.0,
+                                    ssl_context=self.ssl_context).status == 200
             except OSError:
                 return False
         return wait_until(ok, timeout, 0.02)
@@ -742,6 +750,7 @@ class Gateway(Process):
             self.stopped_rc = kill_process(self.proc)
 
     def request(self, method, path, **kw):
+        kw.setdefault("ssl_context", self.ssl_context)
         return http_request(self.port, method, path, **kw)
 
     def log_tail(self, lines=40):
