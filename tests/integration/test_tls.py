@@ -31,6 +31,7 @@ import http.client
 import json
 import os
 import re
+import secrets
 import shutil
 import signal
 import socket
@@ -44,6 +45,7 @@ from harness import LOCKS, SetupError, slack, spawn
 import storage
 
 HEALTH = "/_fence/v1/health"
+OBSERVE = "/_fence/v1/locks/tls/observed"
 
 OPENSSL_CNF = """\
 [ req ]
@@ -631,13 +633,21 @@ class ListenerTest(TlsTestCase):
 
 class ClientCertTest(TlsTestCase):
 
+    """With an auth-file whose `cert` principals are the test certificates'
+    CNs: a lock call needs a principal, so each one asks the connection's
+    certificate (health, open, does not)."""
+
     def start_with_client_ca(self, ca_name="ca"):
         redis = self.start_redis()
         d = tempfile.mkdtemp(prefix="clientca-", dir=harness.tmp_root())
         ca = os.path.join(d, "client-ca.pem")
         shutil.copy(pki().path(ca_name), ca)
+        auth = os.path.join(d, "auth")
+        with open(auth, "w") as f:
+            for cn in ("ops", "stranger", "a" * 56 + ".bot@x-y"):
+                f.write("%s cert observe:*\n" % cn)
         g = self.start_tls_gateway(redis, harness.free_port(),
-                                   ["--tls-client-ca", ca,
+                                   ["--tls-client-ca", ca, "--auth-file", auth,
                                     "--log-level", "debug"])
         g.client_ca = ca
         return g
@@ -645,24 +655,24 @@ class ClientCertTest(TlsTestCase):
     def test_a_verified_certificate_names_its_cn_and_none_is_needed(self):
         g = self.start_with_client_ca()
         at = self.log_size(g)
-        r = self.https(g, "GET", HEALTH)   # no certificate: accepted
-        self.assertIn(r.status, (200, 503))
+        r = self.https(g, "GET", OBSERVE)   # no certificate: served, 401
+        self.assertEqual(r.status, 401)
         self.assertNotIn("client certificate", self.log_since(g, at))
 
         at = self.log_size(g)
-        r = self.https(g, "GET", HEALTH, ctx=client_context(cert="ops"))
-        self.assertIn(r.status, (200, 503))
+        r = self.https(g, "GET", OBSERVE, ctx=client_context(cert="ops"))
+        self.assertEqual(r.status, 200)
         self.wait_log(g, r"debug tls: client certificate CN=ops verified", after=at)
         # curl presents one just as well
         at = self.log_size(g)
         rc, out, err = curl(["--cacert", pki().path("ca"),
                              "--cert", pki().path("ops"), "--key", pki().key("ops"),
-                             "https://127.0.0.1:%d%s" % (g.port, HEALTH)])
+                             "https://127.0.0.1:%d%s" % (g.port, OBSERVE)])
         self.assertEqual(rc, 0, err)
         self.wait_log(g, r"client certificate CN=ops verified", after=at)
         # the longest usable CN, with every kind of byte allowed in one
         at = self.log_size(g)
-        self.https(g, "GET", HEALTH, ctx=client_context(cert="cn-64"))
+        self.https(g, "GET", OBSERVE, ctx=client_context(cert="cn-64"))
         self.wait_log(g, r"CN=a{56}\.bot@x-y verified", after=at)
 
     def test_certificates_that_do_not_name_a_principal(self):
@@ -679,8 +689,8 @@ class ClientCertTest(TlsTestCase):
             with self.subTest(cert):
                 at = self.log_size(g)
                 # asked for, never required: the connection is served
-                r = self.https(g, "GET", HEALTH, ctx=client_context(cert=cert))
-                self.assertIn(r.status, (200, 503))
+                r = self.https(g, "GET", OBSERVE, ctx=client_context(cert=cert))
+                self.assertEqual(r.status, 401)
                 self.wait_log(g, pattern, after=at)
                 self.assertNotRegex(self.log_since(g, at), r"CN=\S* verified",
                                     "a CN was taken from %s" % cert)
@@ -692,7 +702,7 @@ class ClientCertTest(TlsTestCase):
                                            context=client_context(cert="ops"))
         self.addCleanup(conn.close)
         for _ in range(3):
-            conn.request("GET", HEALTH)
+            conn.request("GET", OBSERVE)
             conn.getresponse().read()
         sock = conn.sock
         self.wait_log(g, r"CN=ops verified", after=at)
@@ -705,14 +715,16 @@ class ClientCertTest(TlsTestCase):
         shutil.copy(pki().path("other-ca"), g.client_ca)
         at = self.sighup(g)
         self.wait_log(g, r"tls: reloaded", after=at)
-        conn.request("GET", HEALTH)
-        conn.getresponse().read()
+        conn.request("GET", OBSERVE)
+        resp = conn.getresponse()
+        resp.read()
+        self.assertEqual(resp.status, 401)
         self.assertIs(conn.sock, sock)
         self.wait_log(g, r"client certificate not verified", after=at)
         self.assertNotIn("CN=ops verified", self.log_since(g, at))
         at = self.log_size(g)
-        r = self.https(g, "GET", HEALTH, ctx=client_context(cert="stranger"))
-        self.assertIn(r.status, (200, 503))
+        r = self.https(g, "GET", OBSERVE, ctx=client_context(cert="stranger"))
+        self.assertEqual(r.status, 200)
         self.wait_log(g, r"CN=stranger verified", after=at)
 
     def test_a_client_ca_that_does_not_load_on_sighup_keeps_the_old_one(self):
@@ -722,8 +734,71 @@ class ClientCertTest(TlsTestCase):
         at = self.sighup(g)
         self.wait_log(g, r"tls: tls-client-ca .*stay", after=at)
         at = self.log_size(g)
-        self.https(g, "GET", HEALTH, ctx=client_context(cert="ops"))
+        self.https(g, "GET", OBSERVE, ctx=client_context(cert="ops"))
         self.wait_log(g, r"CN=ops verified", after=at)
+
+
+class CertPrincipalTest(TlsTestCase):
+    """The access step with client certificates (contract v1.2): a
+    verified certificate names the `cert` principal of its CN; a key and a
+    certificate must name the same principal; with proxy-auth required the
+    certificate names the proxied request's principal too."""
+
+    def start(self, proxy_auth=False):
+        redis = self.start_redis()
+        d = tempfile.mkdtemp(prefix="certauth-", dir=harness.tmp_root())
+        ca = os.path.join(d, "client-ca.pem")
+        shutil.copy(pki().path("ca"), ca)
+        self.ci_key = secrets.token_urlsafe(32)
+        auth = os.path.join(d, "auth")
+        with open(auth, "w") as f:
+            f.write("ops cert admin:tls/ read:tls/\n")
+            f.write("ci sha256:%s lock:tls/ci/\n"
+                    % hashlib.sha256(self.ci_key.encode()).hexdigest())
+        self.upstream = harness.Upstream().start()
+        self.addCleanup(self.upstream.stop)
+        flags = ["--tls-client-ca", ca, "--auth-file", auth]
+        if proxy_auth:
+            flags += ["--proxy-auth", "required"]
+        return self.start_tls_gateway(redis, self.upstream.port, flags)
+
+    def test_a_certificate_names_its_principal_and_its_rights(self):
+        g = self.start()
+        ops = client_context(cert="ops")
+        r = self.https(g, "POST", LOCKS + "tls/a", body=b"{}", ctx=ops)
+        self.assertEqual(r.status, 200, r)
+        r = self.https(g, "POST", LOCKS + "other/a", body=b"{}", ctx=ops)
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.json["error"], "forbidden")
+        # no certificate, no key: 401
+        r = self.https(g, "POST", LOCKS + "tls/b", body=b"{}")
+        self.assertEqual(r.status, 401, r)
+        self.assertEqual(r.header("WWW-Authenticate"), 'Bearer realm="fencegate"')
+        # a certificate that does not verify is 401 whatever key comes with it
+        r = self.https(g, "POST", LOCKS + "tls/ci/x", body=b"{}",
+                       headers={"Authorization": "Bearer " + self.ci_key},
+                       ctx=client_context(cert="stranger"))
+        self.assertEqual(r.status, 401, r)
+
+    def test_a_key_and_a_certificate_must_name_the_same_principal(self):
+        g = self.start()
+        r = self.https(g, "POST", LOCKS + "tls/ci/y", body=b"{}",
+                       headers={"Authorization": "Bearer " + self.ci_key},
+                       ctx=client_context(cert="ops"))
+        self.assertEqual(r.status, 401, r)
+        self.assertEqual(r.json["error"], "unauthenticated")
+        r = self.https(g, "POST", LOCKS + "tls/ci/y", body=b"{}",
+                       headers={"Authorization": "Bearer " + self.ci_key})
+        self.assertEqual(r.status, 200, r)
+
+    def test_proxy_auth_by_certificate(self):
+        g = self.start(proxy_auth=True)
+        r = self.https(g, "GET", "/tls/doc", ctx=client_context(cert="ops"))
+        self.assertEqual(r.status, 200, r)
+        r = self.https(g, "GET", "/tls/doc")
+        self.assertEqual(r.status, 401, r)
+        r = self.https(g, "GET", "/elsewhere/doc", ctx=client_context(cert="ops"))
+        self.assertEqual(r.status, 403, r)
 
 
 # ---------------------------------------------------------------------------
