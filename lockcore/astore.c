@@ -65,6 +65,8 @@ struct conn {
 	int pinned;         /* a cluster master's: keeps its node */
 	int retired;        /* its node left the topology: not restarted */
 	int logging_in;     /* this session waits for AUTH's answer */
+	int subscribed;     /* sub: Redis took a SUBSCRIBE of this session
+			       (or it had none to send) */
 	struct event *retry;
 	uint64_t epoch;     /* grows with every connect: one Redis session */
 	uint64_t sent;      /* commands sent, across reconnects */
@@ -181,6 +183,9 @@ static void session_up(struct conn *cn)
 {
 	cn->up = 1;
 	if (cn->is_sub) {
+		/* ready once Redis took one: a user without the channel
+		 * right is answered NOPERM, and hiredis ends the session */
+		cn->subscribed = cn->as->nchans == 0;
 		for (size_t i = 0; i < cn->as->nchans; i++)
 			subscribe_one(cn, cn->as->chans[i]);
 		if (cn->as->on_resync)
@@ -495,8 +500,10 @@ static void on_sub_reply(redisAsyncContext *ac, void *reply, void *priv)
 	    r->element[2]->type == REDIS_REPLY_STRING)
 		cn->as->on_message(chan, r->element[2]->str,
 				   r->element[2]->len, cn->as->arg);
-	else if (strcmp(kind, "subscribe") == 0)
+	else if (strcmp(kind, "subscribe") == 0) {
+		cn->subscribed = 1;
 		cn->as->on_message(chan, NULL, 0, cn->as->arg);
+	}
 }
 
 static void subscribe_one(struct conn *cn, const char *chan)
@@ -546,7 +553,7 @@ int fg_astore_unsubscribe(fg_astore *as, const char *channel)
 
 int fg_astore_ready(const fg_astore *as)
 {
-	if (!as || !as->sub.up || !as->view.nnodes)
+	if (!as || !as->sub.up || !as->sub.subscribed || !as->view.nnodes)
 		return 0;
 	if (as->view.slots) {
 		for (size_t i = 0; i < as->view.nnodes; i++) {
