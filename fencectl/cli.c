@@ -2,11 +2,16 @@
  * cli.c - global options and the helpers every subcommand reads its
  * arguments with (see cli.h).
  * Invariant: a value that is out of range or not what its option takes is
- * refused here, with the option's name, before anything is sent.
+ * refused here, with the option's name, before anything is sent. The
+ * bearer key comes only from a file, never from the command line, where
+ * ps(1) would show it to every user.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "cli.h"
 #include "duration.h"
@@ -22,6 +27,12 @@ void fg_cli_init(struct fg_cli *cli)
 	cli->client.base = env && *env ? env : FG_DEFAULT_GATEWAY;
 	cli->client.timeout_ms = FG_DEFAULT_TIMEOUT_MS;
 	cli->client.connect_timeout_ms = FG_CONNECT_TIMEOUT_MAX_MS;
+}
+
+void fg_cli_finish(struct fg_cli *cli)
+{
+	fg_keyfile_wipe(cli->key, sizeof(cli->key));
+	cli->client.key = NULL;
 }
 
 int fg_cli_duration(const char *name, const char *value, uint64_t min,
@@ -80,11 +91,85 @@ int fg_cli_global(struct fg_cli *cli, int id, const char *name,
 	case FG_OPT_VERSION:
 		cli->version = true;
 		return 0;
+	case FG_OPT_KEY_FILE:
+		cli->key_file = value;
+		return 0;
+	case FG_OPT_CACERT:
+		cli->client.cacert = value;
+		return 0;
+	case FG_OPT_CERT:
+		cli->client.cert = value;
+		return 0;
+	case FG_OPT_KEY:
+		cli->client.cert_key = value;
+		return 0;
 	}
 	return 1;
 }
 
-int fg_cli_check(const struct fg_cli *cli, char *msg, size_t msglen)
+/* A file given for TLS must be there to read now: curl's own complaint
+ * would come only at the first call, and less plainly. */
+static int readable(const char *opt, const char *path, char *msg,
+		    size_t msglen)
+{
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY);
+
+	if (fd < 0) {
+		snprintf(msg, msglen, "%s '%s': cannot read it: %s", opt, path,
+			 strerror(errno));
+		return -1;
+	}
+	close(fd);
+	return 0;
+}
+
+static int check_tls(const struct fg_client *cl, char *msg, size_t msglen)
+{
+	if (!cl->cacert && !cl->cert && !cl->cert_key)
+		return 0;
+	if (strncmp(cl->base, "https://", 8) != 0) {
+		/* a certificate that would silently not be sent */
+		snprintf(msg, msglen, "--cacert, --cert and --key are for an "
+			 "https:// gateway, and '%s' is not one", cl->base);
+		return -1;
+	}
+	if (cl->cert_key && !cl->cert) {
+		snprintf(msg, msglen, "--key is the private key of --cert: "
+			 "give --cert too (the bearer key goes in --key-file)");
+		return -1;
+	}
+	if ((cl->cacert && readable("--cacert", cl->cacert, msg, msglen) < 0) ||
+	    (cl->cert && readable("--cert", cl->cert, msg, msglen) < 0) ||
+	    (cl->cert_key && readable("--key", cl->cert_key, msg, msglen) < 0))
+		return -1;
+	return 0;
+}
+
+/* --key-file wins over FENCEGATE_KEY_FILE; neither: no key. */
+static int load_key(struct fg_cli *cli, char *msg, size_t msglen)
+{
+	const char *path = cli->key_file;
+	const char *what = "--key-file";
+
+	if (!path) {
+		path = getenv("FENCEGATE_KEY_FILE");
+		what = "FENCEGATE_KEY_FILE";
+		if (!path || !*path)
+			return 0;
+	}
+	if (!*path) {
+		snprintf(msg, msglen, "--key-file: the file name is empty");
+		return -1;
+	}
+	if (fg_keyfile_read(path, what, cli->key, msg, msglen) !=
+	    FG_KEYFILE_OK)
+		return -1;
+	cli->client.key = cli->key;
+	cli->client.key_file = path;
+	return 0;
+}
+
+int fg_cli_check(struct fg_cli *cli, char *msg, size_t msglen)
 {
 	const char *u = cli->client.base;
 
@@ -100,7 +185,9 @@ int fg_cli_check(const struct fg_cli *cli, char *msg, size_t msglen)
 			return -1;
 		}
 	}
-	return 0;
+	if (check_tls(&cli->client, msg, msglen) < 0)
+		return -1;
+	return load_key(cli, msg, msglen);
 }
 
 int fg_cli_text(const char *name, const char *value, char *msg,

@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 
+#include "keyfile.h"
 #include "opts.h"
 #include "req.h"
 
@@ -25,6 +26,10 @@ enum {
 	FG_OPT_JSON,
 	FG_OPT_HELP,
 	FG_OPT_VERSION,
+	FG_OPT_KEY_FILE,
+	FG_OPT_CACERT,
+	FG_OPT_CERT,
+	FG_OPT_KEY,
 	FG_OPT_FIRST_OWN = 100,	/* a subcommand's own options from here */
 };
 
@@ -33,6 +38,10 @@ enum {
 	{ "gateway", 0, true, FG_OPT_GATEWAY }, \
 	{ "timeout", 0, true, FG_OPT_TIMEOUT }, \
 	{ "json", 0, false, FG_OPT_JSON }, \
+	{ "key-file", 0, true, FG_OPT_KEY_FILE }, \
+	{ "cacert", 0, true, FG_OPT_CACERT }, \
+	{ "cert", 0, true, FG_OPT_CERT }, \
+	{ "key", 0, true, FG_OPT_KEY }, \
 	{ "help", 'h', false, FG_OPT_HELP }, \
 	{ NULL, 0, false, 0 }
 
@@ -42,10 +51,16 @@ struct fg_cli {
 	bool help;
 	bool version;
 	const char *cmd;	/* the subcommand, for messages */
+	const char *key_file;	/* --key-file; NULL: FENCEGATE_KEY_FILE */
+	char key[FG_KEY_MAX + 1];	/* the bearer key read from it (a
+					 * secret); client.key points here */
 };
 
 /** Defaults: gateway from FENCEGATE_URL or FG_DEFAULT_GATEWAY. */
 void fg_cli_init(struct fg_cli *cli);
+
+/** Wipes the key; cli is not used again. */
+void fg_cli_finish(struct fg_cli *cli);
 
 /**
  * Handles a global option: 0 done, -1 bad value (msg set), 1 when id is
@@ -54,8 +69,12 @@ void fg_cli_init(struct fg_cli *cli);
 int fg_cli_global(struct fg_cli *cli, int id, const char *name,
 		  const char *value, char *msg, size_t msglen);
 
-/** Checks what the global options left: 0, or -1 with msg. */
-int fg_cli_check(const struct fg_cli *cli, char *msg, size_t msglen);
+/**
+ * Checks what the global options left, once all are read, and reads the
+ * bearer key (--key-file, else FENCEGATE_KEY_FILE) into cli->key: 0, or
+ * -1 with msg (which never holds the key).
+ */
+int fg_cli_check(struct fg_cli *cli, char *msg, size_t msglen);
 
 /** Reads a duration option into *ms, within [min, max]. 0 or -1 (msg). */
 int fg_cli_duration(const char *name, const char *value, uint64_t min,
@@ -88,9 +107,10 @@ int fg_cmd_renew(struct fg_cli *cli, int argc, char **argv);
 int fg_cmd_release(struct fg_cli *cli, int argc, char **argv);
 int fg_cmd_inspect(struct fg_cli *cli, int argc, char **argv);
 int fg_cmd_check(struct fg_cli *cli, int argc, char **argv);
+int fg_cmd_break(struct fg_cli *cli, int argc, char **argv);
 
 extern const char fg_help_main[], fg_help_lock[], fg_help_elect[],
 	fg_help_acquire[], fg_help_renew[], fg_help_release[],
-	fg_help_inspect[], fg_help_check[];
+	fg_help_inspect[], fg_help_check[], fg_help_break[];
 
 #endif

@@ -1,7 +1,8 @@
 /*
  * help.c - the text of `fencectl --help` and of each subcommand's --help.
  * Invariant: every option a subcommand's table accepts is named in its
- * help, and docs/fencectl.1 says the same.
+ * help, and docs/fencectl.1 says the same; so does every exit status of
+ * exits.h.
  */
 #include "cli.h"
 
@@ -12,6 +13,12 @@
 "  --timeout D     bound on each call to the gateway, beyond any wait it\n" \
 "                  asks for (default 10s; connecting: at most 5s of it)\n" \
 "  --json          print the gateway's JSON answers\n" \
+"  --key-file FILE send the bearer key held in FILE (default:\n" \
+"                  $FENCEGATE_KEY_FILE); a key is never given itself\n" \
+"  --cacert FILE   verify an https:// gateway against this CA (PEM);\n" \
+"                  default: the system's CAs. Verification is always on\n" \
+"  --cert FILE     present this client certificate (PEM) to the gateway\n" \
+"  --key FILE      the private key of --cert (PEM; default: in --cert)\n" \
 "  -h, --help      show this help\n"
 
 #define DURATIONS_HELP \
@@ -33,6 +40,7 @@ const char fg_help_main[] =
 "  release NAME          give a lease back\n"
 "  inspect NAME          show a lock's state; --watch follows it\n"
 "  check [SEQUENCER]     ask whether a sequencer is current\n"
+"  break NAME            end the grant that holds a lock (needs admin)\n"
 "  help [COMMAND]        show a command's help\n"
 "\n"
 GLOBAL_HELP
@@ -43,16 +51,21 @@ DURATIONS_HELP
 "Exit status:\n"
 "  0    success; for lock and elect, CMD's status (128+N if signal N\n"
 "       ended it; 126 CMD cannot run, 127 CMD not found)\n"
-"  1    check: the sequencer is not valid\n"
-"  64   bad usage\n"
+"  1    check: the sequencer is not valid; break: the lock is free\n"
+"  64   bad usage (also a key file or TLS file that cannot be used)\n"
 "  65   the gateway refused the request as invalid (a bad lock name, a\n"
 "       value too long)\n"
-"  69   the gateway is unavailable (no answer, a timeout, 5xx)\n"
+"  69   the gateway is unavailable (no answer, a timeout, 5xx), or its\n"
+"       certificate cannot be verified\n"
 "  70   out of memory\n"
 "  71   a system call failed (fork, pipe, signalfd)\n"
 "  75   the lock was not granted within --wait\n"
 "  76   an answer fencectl does not understand\n"
-"  79   the lease was lost, or does not hold the lock\n"
+"  77   not allowed: the gateway does not know who you are (401), you\n"
+"       lack the right (403), or it refuses your address for a while\n"
+"       after too many unknown keys (429)\n"
+"  79   the lease was lost, or does not hold the lock; break: the\n"
+"       token is not the current grant's\n"
 "\n"
 "See fencectl(1).\n";
 
@@ -181,5 +194,24 @@ const char fg_help_check[] =
 "Asks the gateway whether SEQUENCER (default: $FENCE_SEQUENCER) belongs\n"
 "to the grant that holds its lock now. Exits 0 when it does; otherwise\n"
 "prints why (stale, expired, forged, malformed) and exits 1.\n"
+"\n"
+GLOBAL_HELP;
+
+const char fg_help_break[] =
+"Usage: fencectl break NAME [--token N]\n"
+"\n"
+"Ends the grant that holds lock NAME now, as if its lease had run out:\n"
+"its writes in flight are aborted and its lock-delay applies. For\n"
+"operators: it needs the admin right on the lock when the gateway checks\n"
+"rights. Without --token, fencectl first asks which token holds the lock\n"
+"and breaks that one, and says which (\"broke lock 'NAME', token N\").\n"
+"A grant that ends or changes meanwhile is never broken by mistake: the\n"
+"gateway breaks only the token named.\n"
+"\n"
+"Exit status: 0 broken; 1 the lock is free, nothing to break; 79 the\n"
+"token is not the current grant's (nothing was broken); 77 not allowed.\n"
+"\n"
+"Options:\n"
+"  --token N        break only the grant with this token\n"
 "\n"
 GLOBAL_HELP;

@@ -27,6 +27,7 @@ static const struct {
 	{ "release", fg_cmd_release, fg_help_release },
 	{ "inspect", fg_cmd_inspect, fg_help_inspect },
 	{ "check", fg_cmd_check, fg_help_check },
+	{ "break", fg_cmd_break, fg_help_break },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))
@@ -85,6 +86,7 @@ int main(int argc, char **argv)
 			return FG_EXIT_SOFTWARE;
 		}
 		rc = commands[i].run(&cli, a.ncmd - 1, a.cmd + 1);
+		fg_cli_finish(&cli);
 		curl_global_cleanup();
 		fflush(stdout);
 		return rc;

@@ -1,16 +1,20 @@
 /*
  * req.c - calls to the gateway (see req.h).
  * Invariant: every easy handle made here has a connect and a total
- * timeout, takes its answer into memory of bounded size, and opens only
- * close-on-exec sockets.
+ * timeout, takes its answer into memory of bounded size, opens only
+ * close-on-exec sockets, and verifies the peer of every TLS connection;
+ * every header line it builds that holds a secret (the bearer key, a
+ * lease) is wiped before it is freed.
  */
 #include <fcntl.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
 #include "clock.h"
 #include "exits.h"
+#include "keyfile.h"
 #include "req.h"
 #include "sigs.h"
 
@@ -53,11 +57,60 @@ static int add_header(struct fg_req *r, const char *h)
 	return 0;
 }
 
+/* head + secret, added to r's headers; the line built for it is wiped. */
+static int add_secret_header(struct fg_req *r, const char *head,
+			     const char *secret)
+{
+	size_t n = strlen(head) + strlen(secret) + 1;
+	char *h = malloc(n);
+	if (!h)
+		return -1;
+	snprintf(h, n, "%s%s", head, secret);
+	int e = add_header(r, h);
+	/* the copy curl made is wiped with the list; wipe ours */
+	fg_keyfile_wipe(h, n);
+	free(h);
+	return e;
+}
+
+int fg_req_add_header(struct fg_req *r, const char *line)
+{
+	if (add_header(r, line) < 0)
+		return -1;
+	/* the list's head stays the same once it has one entry; set it
+	 * again all the same, so that this never depends on that */
+	curl_easy_setopt(r->easy, CURLOPT_HTTPHEADER, r->headers);
+	return 0;
+}
+
+/* The client's TLS settings. Verification is never turned off: a
+ * gateway whose certificate does not verify is not talked to. */
+static void set_tls(CURL *e, const struct fg_client *cl)
+{
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	curl_easy_setopt(e, CURLOPT_SSLVERSION,
+			 (long)CURL_SSLVERSION_TLSv1_2);
+	if (cl->cacert)
+		curl_easy_setopt(e, CURLOPT_CAINFO, cl->cacert);
+	if (cl->cert) {
+		curl_easy_setopt(e, CURLOPT_SSLCERT, cl->cert);
+		curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+		curl_easy_setopt(e, CURLOPT_SSLKEY,
+				 cl->cert_key ? cl->cert_key : cl->cert);
+		curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+		/* an encrypted key is refused instead of OpenSSL asking for
+		 * its passphrase on the terminal, which would hang a script */
+		curl_easy_setopt(e, CURLOPT_KEYPASSWD, "");
+	}
+}
+
 int fg_req_init(struct fg_req *r, const struct fg_client *cl,
 		const char *method, char *url, json_t *body, const char *lease,
 		uint64_t timeout_ms)
 {
 	memset(r, 0, sizeof(*r));
+	r->cl = cl;
 	r->url = url;
 	if (!url)
 		return -1;
@@ -78,19 +131,11 @@ int fg_req_init(struct fg_req *r, const struct fg_client *cl,
 		if (!r->body || add_header(r, "Content-Type: application/json") < 0)
 			return -1;
 	}
-	if (lease) {
-		size_t n = strlen("Fence-Lease: ") + strlen(lease) + 1;
-		char *h = malloc(n);
-		if (!h)
-			return -1;
-		snprintf(h, n, "Fence-Lease: %s", lease);
-		int e = add_header(r, h);
-		/* the copy curl made is freed with the list; wipe ours */
-		memset(h, 0, n);
-		free(h);
-		if (e < 0)
-			return -1;
-	}
+	if (lease && add_secret_header(r, "Fence-Lease: ", lease) < 0)
+		return -1;
+	if (cl->key && add_secret_header(r, "Authorization: Bearer ",
+					 cl->key) < 0)
+		return -1;
 
 	CURL *e = r->easy;
 	curl_easy_setopt(e, CURLOPT_URL, r->url);
@@ -120,6 +165,7 @@ int fg_req_init(struct fg_req *r, const struct fg_client *cl,
 	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, r->errbuf);
 	curl_easy_setopt(e, CURLOPT_SOCKOPTFUNCTION, on_socket);
 	curl_easy_setopt(e, CURLOPT_PRIVATE, r);
+	set_tls(e, cl);
 	return 0;
 }
 
@@ -127,10 +173,13 @@ void fg_req_finish(struct fg_req *r)
 {
 	if (r->easy)
 		curl_easy_cleanup(r->easy);
+	/* header lines may carry the key or a lease */
+	for (struct curl_slist *l = r->headers; l; l = l->next)
+		fg_keyfile_wipe(l->data, strlen(l->data));
 	curl_slist_free_all(r->headers);
 	if (r->body) {
 		/* a body may carry a lease */
-		memset(r->body, 0, strlen(r->body));
+		fg_keyfile_wipe(r->body, strlen(r->body));
 		free(r->body);
 	}
 	free(r->url);
@@ -221,6 +270,20 @@ static const char *error_code(const struct fg_req *r)
 	return json_is_string(e) ? json_string_value(e) : NULL;
 }
 
+/*
+ * A TLS alert from the gateway ("tlsv13 alert certificate required",
+ * "sslv3 alert bad certificate") surfaces with TLS 1.3 only when the
+ * first answer is read, as a receive error: it is still the handshake
+ * failing, which asking again cannot mend, not the gateway going away.
+ */
+static bool tls_alert(const struct fg_req *r)
+{
+	return (r->result == CURLE_RECV_ERROR ||
+		r->result == CURLE_SEND_ERROR) &&
+	       strncmp(r->url, "https://", 8) == 0 &&
+	       strstr(r->errbuf, " alert ") != NULL;
+}
+
 enum fg_outcome fg_req_outcome(const struct fg_req *r)
 {
 	const char *code = error_code(r);
@@ -233,8 +296,16 @@ enum fg_outcome fg_req_outcome(const struct fg_req *r)
 	case CURLE_URL_MALFORMAT:
 	case CURLE_UNSUPPORTED_PROTOCOL:
 		return FG_BAD_URL;
+	case CURLE_PEER_FAILED_VERIFICATION:
+		return FG_TLS_UNVERIFIED;
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_SSL_CIPHER:
+		return FG_TLS_FAILED;
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CACERT_BADFILE:
+		return FG_TLS_FILES;
 	default:
-		return FG_UNAVAILABLE;
+		return tls_alert(r) ? FG_TLS_FAILED : FG_UNAVAILABLE;
 	}
 	if (r->status >= 200 && r->status < 300)
 		return FG_OK;
@@ -244,6 +315,12 @@ enum fg_outcome fg_req_outcome(const struct fg_req *r)
 		return FG_HELD;
 	if (r->status == 410)
 		return FG_LEASE_GONE;
+	if (r->status == 401)
+		return FG_UNAUTHENTICATED;
+	if (r->status == 403 && code && strcmp(code, "forbidden") == 0)
+		return FG_FORBIDDEN;
+	if (r->status == 429 && code && strcmp(code, "too_many_failures") == 0)
+		return FG_THROTTLED;
 	if (r->status == 429)
 		return FG_QUEUE_FULL;
 	if (r->status == 400 || r->status == 413 || r->status == 431)
@@ -251,18 +328,113 @@ enum fg_outcome fg_req_outcome(const struct fg_req *r)
 	return FG_UNEXPECTED;
 }
 
+static const char *message_of(const struct fg_req *r)
+{
+	json_t *m = r->json ? json_object_get(r->json, "message") : NULL;
+	return json_is_string(m) ? json_string_value(m) : NULL;
+}
+
+/* 401 in plain words: what was presented, and what to do about it. */
+static void describe_unknown(const struct fg_req *r, char *buf, size_t len)
+{
+	const struct fg_client *cl = r->cl;
+
+	if (cl && cl->key && cl->cert)
+		snprintf(buf, len, "the gateway does not accept this key "
+			 "(from %s) with this client certificate (--cert "
+			 "'%s'): the key must be known, and both must name "
+			 "the same principal", cl->key_file, cl->cert);
+	else if (cl && cl->key)
+		snprintf(buf, len, "the gateway does not accept this key "
+			 "(from %s)", cl->key_file);
+	else if (cl && cl->cert)
+		snprintf(buf, len, "the gateway does not know who you are: "
+			 "it knows no principal by this client certificate "
+			 "(--cert '%s'); pass --key-file (or "
+			 "FENCEGATE_KEY_FILE) or another certificate",
+			 cl->cert);
+	else
+		snprintf(buf, len, "the gateway does not know who you are: "
+			 "pass --key-file (or FENCEGATE_KEY_FILE) or a client "
+			 "certificate (--cert/--key)");
+}
+
+/* The TLS failures, with the setting that mends each. */
+static void describe_tls(const struct fg_req *r, enum fg_outcome o,
+			 char *buf, size_t len)
+{
+	const struct fg_client *cl = r->cl;
+	const char *why = r->errbuf[0] ? r->errbuf :
+			  curl_easy_strerror(r->result);
+
+	if (o == FG_TLS_UNVERIFIED && cl && cl->cacert)
+		snprintf(buf, len, "cannot verify the gateway's certificate "
+			 "against --cacert '%s': %s", cl->cacert, why);
+	else if (o == FG_TLS_UNVERIFIED)
+		snprintf(buf, len, "cannot verify the gateway's certificate: "
+			 "%s; pass --cacert", why);
+	else if (o == FG_TLS_FILES)
+		snprintf(buf, len, "cannot use the TLS files given (--cacert, "
+			 "--cert, --key): %s", why);
+	else if (strstr(why, "wrong version number"))
+		/* what OpenSSL says when the other end answers in plain HTTP */
+		snprintf(buf, len, "TLS with the gateway failed: %s (it does "
+			 "not seem to speak TLS: is it an http:// gateway?)",
+			 why);
+	else if (cl && !cl->cert)
+		snprintf(buf, len, "TLS with the gateway failed: %s (if it "
+			 "asks for a client certificate, pass --cert and "
+			 "--key)", why);
+	else
+		snprintf(buf, len, "TLS with the gateway failed: %s", why);
+}
+
 const char *fg_req_describe(const struct fg_req *r, char *buf, size_t len)
 {
+	enum fg_outcome o = fg_req_outcome(r);
+	const char *msg = message_of(r);
+	curl_off_t after = -1;
+
+	switch (o) {
+	case FG_TLS_UNVERIFIED:
+	case FG_TLS_FAILED:
+	case FG_TLS_FILES:
+		describe_tls(r, o, buf, len);
+		return buf;
+	case FG_UNAUTHENTICATED:
+		describe_unknown(r, buf, len);
+		return buf;
+	case FG_FORBIDDEN:
+		snprintf(buf, len, "the principal lacks the right: %s",
+			 msg ? msg : "(the gateway did not say which)");
+		return buf;
+	case FG_THROTTLED:
+		if (curl_easy_getinfo(r->easy, CURLINFO_RETRY_AFTER,
+				      &after) != CURLE_OK)
+			after = -1;
+		if (after > 0)
+			snprintf(buf, len, "the gateway refuses calls from "
+				 "this address for %" CURL_FORMAT_CURL_OFF_T
+				 "s, after too many unknown keys from it; "
+				 "check the key (--key-file) and try again "
+				 "later", after);
+		else
+			snprintf(buf, len, "the gateway refuses calls from "
+				 "this address for a while, after too many "
+				 "unknown keys from it; check the key "
+				 "(--key-file) and try again later");
+		return buf;
+	default:
+		break;
+	}
 	if (r->result != CURLE_OK) {
 		snprintf(buf, len, "%s", r->errbuf[0] ? r->errbuf :
 			 curl_easy_strerror(r->result));
 		return buf;
 	}
 	const char *code = error_code(r);
-	json_t *m = r->json ? json_object_get(r->json, "message") : NULL;
-	if (code && json_is_string(m))
-		snprintf(buf, len, "%ld %s: %s", r->status, code,
-			 json_string_value(m));
+	if (code && msg)
+		snprintf(buf, len, "%ld %s: %s", r->status, code, msg);
 	else if (code)
 		snprintf(buf, len, "%ld %s", r->status, code);
 	else if (r->status >= 200 && r->status < 300)
@@ -288,7 +460,15 @@ int fg_outcome_exit(enum fg_outcome o)
 	case FG_UNAVAILABLE:
 		return FG_EXIT_UNAVAILABLE;
 	case FG_BAD_URL:
+	case FG_TLS_FILES:
 		return FG_EXIT_USAGE;
+	case FG_UNAUTHENTICATED:
+	case FG_FORBIDDEN:
+	case FG_THROTTLED:
+		return FG_EXIT_NOPERM;
+	case FG_TLS_UNVERIFIED:
+	case FG_TLS_FAILED:
+		return FG_EXIT_UNAVAILABLE;
 	case FG_NOMEM:
 		return FG_EXIT_SOFTWARE;
 	case FG_UNEXPECTED:

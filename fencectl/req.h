@@ -5,7 +5,13 @@
  * Every call is bounded: a connect timeout, and a total timeout that is
  * the client's timeout plus whatever wait the call asks the gateway for.
  * Every socket is close-on-exec, so the command `lock` runs never inherits
- * a connection to the gateway.
+ * a connection to the gateway. Every call carries the client's identity
+ * (its bearer key, its client certificate) when it has one, and an
+ * https:// gateway's certificate is always verified.
+ *
+ * What an answer means is said here once, in plain words, for every
+ * subcommand alike: who the gateway thinks the caller is (401), what the
+ * caller may not do (403), a certificate that cannot be verified.
  */
 #ifndef FENCECTL_REQ_H
 #define FENCECTL_REQ_H
@@ -19,6 +25,12 @@ struct fg_client {
 	const char *base;		/* gateway URL, e.g. http://127.0.0.1:8080 */
 	uint64_t connect_timeout_ms;
 	uint64_t timeout_ms;		/* bound on one call, beyond its wait */
+	const char *key;		/* bearer key (a secret); NULL: none */
+	const char *key_file;		/* where key came from, for messages */
+	const char *cacert;		/* CA to verify an https:// gateway
+					 * (PEM); NULL: the system's */
+	const char *cert;		/* client certificate (PEM); NULL: none */
+	const char *cert_key;		/* its private key; NULL: in cert */
 };
 
 /** What an answer means to fencectl, whatever the call. */
@@ -30,11 +42,20 @@ enum fg_outcome {
 	FG_REFUSED,		/* 400, 413, 431: the request is invalid */
 	FG_UNAVAILABLE,		/* no answer (refused, timed out), or 5xx */
 	FG_BAD_URL,		/* the gateway URL itself is unusable */
+	FG_UNAUTHENTICATED,	/* 401: the gateway knows no principal by what
+				 * was presented */
+	FG_FORBIDDEN,		/* 403 forbidden: the principal lacks a right */
+	FG_THROTTLED,		/* 429 too_many_failures: this address sent
+				 * too many unknown keys */
+	FG_TLS_UNVERIFIED,	/* the gateway's certificate did not verify */
+	FG_TLS_FAILED,		/* the TLS handshake failed otherwise */
+	FG_TLS_FILES,		/* --cacert, --cert or --key is unusable */
 	FG_UNEXPECTED,		/* anything else */
 	FG_NOMEM,
 };
 
 struct fg_req {
+	const struct fg_client *cl;	/* borrowed: outlives the call */
 	CURL *easy;
 	struct curl_slist *headers;
 	char *url;
@@ -51,14 +72,19 @@ struct fg_req {
 
 /**
  * Prepares a call: method on url, with body (borrowed; JSON, or NULL for
- * none) and a Fence-Lease header when lease is not NULL. timeout_ms bounds
- * the whole call (0: the client's timeout). url is owned by r from here on,
- * and freed by fg_req_finish() even when this fails. 0, or -1 when out of
- * memory (r can still be finished).
+ * none) and a Fence-Lease header when lease is not NULL, and the client's
+ * identity (see struct fg_client). timeout_ms bounds the whole call (0:
+ * the client's timeout). url is owned by r from here on, and freed by
+ * fg_req_finish() even when this fails. 0, or -1 when out of memory (r
+ * can still be finished).
  */
 int fg_req_init(struct fg_req *r, const struct fg_client *cl,
 		const char *method, char *url, json_t *body, const char *lease,
 		uint64_t timeout_ms);
+
+/** Adds one header line ("Name: value") to a prepared call; the copy r
+ *  keeps is wiped when r is finished. 0, or -1 when out of memory. */
+int fg_req_add_header(struct fg_req *r, const char *line);
 
 /** Frees everything r holds. Accepts a zeroed or failed r. */
 void fg_req_finish(struct fg_req *r);
@@ -83,7 +109,8 @@ enum fg_outcome fg_req_outcome(const struct fg_req *r);
 /**
  * What happened, for people: "410 lease_expired: this lease does not hold
  * the lock", "Failed to connect to 127.0.0.1 port 8080 ...: Connection
- * refused". Written into buf[len], which is returned.
+ * refused", "the gateway does not accept this key (from FILE)". Never
+ * the key itself. Written into buf[len], which is returned.
  */
 const char *fg_req_describe(const struct fg_req *r, char *buf, size_t len);
 

@@ -30,6 +30,7 @@
 #include "jsonio.h"
 #include "log.h"
 #include "loop.h"
+#include "tls.h"
 #include "writeset.h"
 #include "fencegate/name.h"
 
@@ -181,15 +182,6 @@ static struct fail_slot *fail_budget(struct fg_access *a,
 	}
 	s->t_ns = now;
 	return s;
-}
-
-/* Until the listener speaks TLS, no request carries a certificate. */
-static int fg_tls_peer_cn(struct MHD_Connection *c, char *cn, size_t cap)
-{
-	(void)c;
-	(void)cn;
-	(void)cap;
-	return 0;
 }
 
 /* ---- who asks ----------------------------------------------------------- */

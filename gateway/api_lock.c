@@ -13,12 +13,14 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
 #include "errors.h"
 #include "gateway.h"
 #include "jsonio.h"
+#include "log.h"
 #include "loop.h"
 #include "metrics.h"
 #include "waitq.h"
@@ -45,10 +47,24 @@ static enum MHD_Result not_allowed(struct MHD_Connection *c, const char *allow)
 	return fg_respond_not_allowed(c, allow);
 }
 
+/* Who the call is checked against in lockcore: the principal the access
+ * step found, or NULL in open mode (nothing stored, nothing checked). */
+static const char *principal_of(const struct fg_req *req)
+{
+	return req->principal[0] ? req->principal : NULL;
+}
+
+static enum MHD_Result forbidden(struct MHD_Connection *c)
+{
+	return fg_respond_error(c, FG_E_FORBIDDEN,
+				"this lease was granted to another principal",
+				NULL);
+}
+
 /* ---- lock calls in flight ------------------------------------------ */
 
 enum call_kind { CALL_ACQUIRE, CALL_CONFIRM, CALL_RENEW, CALL_RELEASE,
-		 CALL_INSPECT, CALL_CHECK };
+		 CALL_INSPECT, CALL_CHECK, CALL_BREAK };
 
 /* A lock call of one request, and what its answer needs. Freed with the
  * request (fg_api_call_free()). */
@@ -61,7 +77,8 @@ struct fg_api_call {
 	struct fg_lock_info info;  /* owns value and owner */
 	struct fg_check chk;
 	struct fg_seq seq;         /* check: the sequencer checked */
-	uint64_t tok0;             /* inspect: `after`, or UINT64_MAX without it */
+	uint64_t tok0;             /* inspect: `after`, or UINT64_MAX without it;
+				      break: the token named */
 	uint32_t wait_ms;
 };
 
@@ -218,6 +235,7 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 		.lock_delay_ms = gw->cfg->lock_delay_ms,
 		.liveness_ms = gw->cfg->waiter_liveness_ms,
 		.max_waiters = gw->cfg->max_waiters,
+		.principal = principal_of(req),
 	};
 	const char *mode = NULL, *reenter = NULL;
 	size_t mode_len, reenter_len;
@@ -297,6 +315,8 @@ static enum MHD_Result acquired(struct fg_req *req, struct MHD_Connection *c)
 		return fg_api_resume(req, c);
 	case FG_EXPIRED:
 		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
+	case FG_FORBIDDEN:
+		return forbidden(c);
 	case FG_TOO_MANY:
 		return fg_respond_error(c, FG_E_TOO_MANY_WAITERS, NULL, NULL);
 	default:
@@ -306,6 +326,7 @@ static enum MHD_Result acquired(struct fg_req *req, struct MHD_Connection *c)
 
 static enum MHD_Result renewed(struct fg_req *req, struct MHD_Connection *c);
 static enum MHD_Result released(struct fg_req *req, struct MHD_Connection *c);
+static enum MHD_Result broken(struct fg_req *req, struct MHD_Connection *c);
 static enum MHD_Result inspected(struct fg_req *req, struct MHD_Connection *c);
 static enum MHD_Result checked(struct fg_req *req, struct MHD_Connection *c);
 
@@ -342,6 +363,8 @@ enum MHD_Result fg_api_resume(struct fg_req *req, struct MHD_Connection *c)
 		return renewed(req, c);
 	case CALL_RELEASE:
 		return released(req, c);
+	case CALL_BREAK:
+		return broken(req, c);
 	case CALL_INSPECT:
 		return inspected(req, c);
 	case CALL_CHECK:
@@ -415,8 +438,8 @@ static enum MHD_Result renew(struct fg_req *req, struct MHD_Connection *c,
 		goto done;
 	}
 	ret = sent_or_respond(c, req->loop->as
-		? fg_alock_renew(req->loop->as, name, lease, ttl, value, value_len,
-				 on_grant, req)
+		? fg_alock_renew(req->loop->as, name, lease, principal_of(req),
+				 ttl, value, value_len, on_grant, req)
 		: FG_EUNAVAIL);
 done:
 	json_decref(o);
@@ -426,6 +449,8 @@ done:
 static enum MHD_Result renewed(struct fg_req *req, struct MHD_Connection *c)
 {
 	const struct fg_grant *g = &req->call->g;
+	if (g->status == FG_FORBIDDEN)
+		return forbidden(c);
 	if (g->status != FG_GRANTED)
 		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
 	req->rec.has_token = true;
@@ -448,15 +473,97 @@ static enum MHD_Result release(struct fg_req *req, struct MHD_Connection *c,
 	if (!call_new(req, CALL_RELEASE))
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	return sent_or_respond(c, req->loop->as
-		? fg_alock_release(req->loop->as, name, lease, on_grant, req)
+		? fg_alock_release(req->loop->as, name, lease, principal_of(req),
+				   on_grant, req)
 		: FG_EUNAVAIL);
 }
 
 static enum MHD_Result released(struct fg_req *req, struct MHD_Connection *c)
 {
+	if (req->call->g.status == FG_FORBIDDEN)
+		return forbidden(c);
 	if (req->call->g.status != FG_GRANTED)
 		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
 	return fg_respond_empty(c, MHD_HTTP_NO_CONTENT);
+}
+
+/* ---- break ------------------------------------------------------------ */
+
+struct one_header {
+	const char *name;
+	unsigned n;
+	const char *value;   /* the last one; lives as long as the request */
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
+				    const char *key, const char *value)
+{
+	struct one_header *h = cls;
+	(void)kind;
+	if (strcasecmp(key, h->name) == 0) {
+		h->n++;
+		h->value = value;
+	}
+	return MHD_YES;
+}
+
+/* DELETE with Fence-Break: ends the grant of the token named, whoever
+ * holds it (the access step checked the caller's right to). The token,
+ * not a lease, names the grant, so a break never ends a newer grant than
+ * the one its caller saw. */
+static enum MHD_Result break_grant(struct fg_req *req, struct MHD_Connection *c,
+				   const char *name, const struct one_header *h)
+{
+	uint64_t token;
+	if (h->n > 1)
+		return bad(c, "more than one Fence-Break header");
+	if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Fence-Lease"))
+		return bad(c, "Fence-Break and Fence-Lease do not go together: "
+			      "a break names a grant by its token, a release by its lease");
+	if (fg_parse_u64(h->value, FG_TOKEN_MAX - 1, &token))
+		return bad(c, "Fence-Break must be a token: a decimal integer below 2^53");
+	struct fg_api_call *call = call_new(req, CALL_BREAK);
+	if (!call)
+		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	call->tok0 = token;
+	snprintf(req->name, sizeof(req->name), "%s", name);
+	req->rec.has_token = true;
+	req->rec.token = token;
+	return sent_or_respond(c, req->loop->as
+		? fg_alock_break(req->loop->as, name, token, on_grant, req)
+		: FG_EUNAVAIL);
+}
+
+static enum MHD_Result broken(struct fg_req *req, struct MHD_Connection *c)
+{
+	const struct fg_api_call *call = req->call;
+	const char *who = req->principal[0] ? req->principal : "-";
+	if (call->g.status == FG_REMOVED) {
+		fg_log_info("lock %s: the grant of token %" PRIu64 " was broken "
+			    "by principal %s", req->name, call->tok0, who);
+		return fg_respond_empty(c, MHD_HTTP_NO_CONTENT);
+	}
+	bool has_current = call->g.token > 0;
+	req->rec.has_current = has_current;
+	req->rec.current = call->g.token;
+	return fg_respond_error(c, FG_E_STALE_TOKEN,
+		"this token is not the lock's current grant",
+		json_pack("{s:I, s:o}", "token", (json_int_t)call->tok0,
+			  "current", has_current
+				  ? json_integer((json_int_t)call->g.token)
+				  : json_null()));
+}
+
+/* DELETE: a release (Fence-Lease) or a break (Fence-Break). */
+static enum MHD_Result delete_lock(struct fg_req *req, struct MHD_Connection *c,
+				   const char *name)
+{
+	struct one_header brk = { "Fence-Break", 0, NULL };
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &brk);
+	req->rec.brk = brk.n > 0;
+	if (brk.n > 0)
+		return break_grant(req, c, name, &brk);
+	return release(req, c, name);
 }
 
 static enum MHD_Result inspect(struct fg_req *req, struct MHD_Connection *c,
@@ -663,7 +770,7 @@ enum MHD_Result fg_api_dispatch(struct fg_req *req, struct MHD_Connection *c,
 		if (method_is(method, "PATCH"))
 			return renew(req, c, name);
 		if (method_is(method, "DELETE"))
-			return release(req, c, name);
+			return delete_lock(req, c, name);
 		if (method_is(method, "GET") || method_is(method, "HEAD"))
 			return inspect(req, c, name);
 		return not_allowed(c, "GET, POST, PATCH, DELETE");

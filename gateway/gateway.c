@@ -1,12 +1,15 @@
 /*
  * gateway.c - the services every loop shares: the settings, the gateway's
- * id, the Redis connection options, the HMAC key and the health flags.
+ * id, the Redis connection options (credentials included), the HMAC key
+ * and the health flags.
  *
  * Invariant: after fg_gateway_init() these are read-only, except the key
  * (under key_mu, changed only by the maintenance thread) and the health
  * flags (atomic); no loop owns any of them, so loops never wait on each
- * other.
+ * other. The Redis password goes to the topology (which keeps the copy
+ * every connection logs in with) and into no log line.
  */
+#include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
@@ -15,8 +18,38 @@
 
 #include <openssl/rand.h>
 
+#include "clock.h"
 #include "gateway.h"
+#include "log.h"
 #include "metrics.h"
+
+/* Every connection retries a refused login on its own pace (a loop's
+ * every 200 ms, the maintenance thread's every 100 ms): one line in this
+ * long says why Redis is down without flooding the log. */
+#define REFUSED_LOG_EVERY_MS 10000
+
+static atomic_uint_fast64_t refused_logged_at;
+
+/* Told by lockcore, on any thread, of a refusal (fg_redis_auth.refused):
+ * the user and Redis' error, never the password. */
+static void redis_refused(void *arg, const char *user,
+			  const struct fg_redis_node *node, const char *why)
+{
+	(void)arg;
+	uint64_t now = fg_clock_ms();
+	uint_fast64_t last = atomic_load(&refused_logged_at);
+	if (last && now < last + REFUSED_LOG_EVERY_MS)
+		return; /* logged lately */
+	if (!atomic_compare_exchange_strong(&refused_logged_at, &last,
+					    now ? now : 1))
+		return; /* another thread logs it just now */
+	if (user)
+		fg_log_warn("Redis refused the credentials of user %s: %s "
+			    "(%s:%d)", user, why, node->host, node->port);
+	else
+		fg_log_warn("Redis refused the credentials of the default "
+			    "user: %s (%s:%d)", why, node->host, node->port);
+}
 
 static int read_key_file(struct fg_gateway *gw, const char *path)
 {
@@ -54,7 +87,13 @@ int fg_gateway_init(struct fg_gateway *gw, struct fg_config *cfg)
 	for (size_t i = 0; i < sizeof(id); i++)
 		snprintf(&gw->id[2 * i], 3, "%02x", id[i]);
 	unsigned connect_ms = c->redis_timeout_ms < 500 ? c->redis_timeout_ms : 500;
-	gw->topo = fg_topo_create(&c->redis, connect_ms, c->redis_timeout_ms);
+	struct fg_redis_auth auth = {
+		.user = c->redis_user,
+		.password = c->redis_password,
+		.refused = redis_refused,
+	};
+	gw->topo = fg_topo_create(&c->redis, connect_ms, c->redis_timeout_ms,
+				  &auth);
 	gw->maint_fd = eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
 	if (!gw->topo || gw->maint_fd < 0) {
 		fprintf(stderr, "fencegate: out of memory or descriptors\n");

@@ -23,6 +23,7 @@
 #include "log.h"
 #include "loop.h"
 #include "proxy.h"
+#include "tls.h"
 #include "waitq.h"
 
 #define API_PREFIX "/_fence/"
@@ -179,6 +180,16 @@ static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
 	return fg_api_dispatch(req, c, method, req->uri, plen);
 }
 
+/* A connection's start and close. Its socket context belongs to tls.c
+ * (the certificate its handshake used, its client certificate's answer). */
+static void on_connection(void *cls, struct MHD_Connection *c,
+			  void **socket_context,
+			  enum MHD_ConnectionNotificationCode code)
+{
+	(void)cls;
+	fg_tls_connection(c, socket_context, code);
+}
+
 static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 {
 	char line[512];
@@ -231,7 +242,9 @@ struct MHD_Daemon *fg_http_daemon(struct fg_loop *loop)
 {
 	const struct fg_config *cfg = loop->gw->cfg;
 	unsigned flags = MHD_USE_EPOLL | MHD_ALLOW_SUSPEND_RESUME |
-			 MHD_USE_ERROR_LOG | MHD_USE_TURBO;
+			 MHD_USE_ERROR_LOG | MHD_USE_TURBO | fg_tls_daemon_flags();
+	struct MHD_OptionItem tls[FG_TLS_OPTIONS];
+	fg_tls_daemon_options(tls);
 	unsigned limit = cfg->max_connections / loop->gw->nloops;
 	loop->max_connections = limit ? limit : 1u;
 	/* The connection's memory pool holds the request head, so it is the
@@ -246,6 +259,8 @@ struct MHD_Daemon *fg_http_daemon(struct fg_loop *loop)
 		MHD_OPTION_URI_LOG_CALLBACK, on_uri, loop,
 		MHD_OPTION_NOTIFY_COMPLETED, on_completed, loop,
 		MHD_OPTION_EXTERNAL_LOGGER, on_mhd_log, loop,
+		MHD_OPTION_NOTIFY_CONNECTION, on_connection, loop,
+		MHD_OPTION_ARRAY, tls,
 		MHD_OPTION_END);
 	if (!d)
 		fg_log_error("cannot start the HTTP daemon of loop %u", loop->index);

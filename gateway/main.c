@@ -12,7 +12,8 @@
  * Under systemd (Type=notify) the process says READY=1 once every loop
  * accepts, STOPPING=1 when a stop signal came (readiness turns 503 at the
  * same moment). SIGHUP reopens the access log (logrotate) and reads the
- * auth-file again.
+ * auth-file and the TLS certificate, key and client CA again (access.c,
+ * tls.c).
  *
  * `fencegate --new-key NAME` only makes a bearer key for principal NAME
  * (auth.h) and prints it with its auth-file line: no config is read.
@@ -36,6 +37,7 @@
 #include "log.h"
 #include "loop.h"
 #include "metrics.h"
+#include "tls.h"
 
 /* Many parked waiters are many open sockets. */
 static void raise_fd_limit(void)
@@ -111,7 +113,14 @@ int main(int argc, char **argv)
 		fg_config_finish(&cfg);
 		return 2;
 	}
+	if (fg_tls_init(&cfg, err, sizeof(err))) {
+		fprintf(stderr, "fencegate: %s\n", err);
+		fg_accesslog_close();
+		fg_config_finish(&cfg);
+		return 2;
+	}
 	if (fg_gateway_init(&gw, &cfg)) {
+		fg_tls_finish();
 		fg_accesslog_close();
 		fg_config_finish(&cfg);
 		return 2;
@@ -178,6 +187,7 @@ int main(int argc, char **argv)
 		sd_notify(0, "RELOADING=1");
 		fg_accesslog_reopen();
 		fg_access_reload(&gw);
+		fg_tls_reload();
 		sd_notify(0, "READY=1");
 	}
 	fg_log_info("signal %d: shutting down", sig);
@@ -202,6 +212,7 @@ error_curl:
 error_config:
 	fg_access_finish(&gw);
 	fg_gateway_finish(&gw);
+	fg_tls_finish();
 	fg_accesslog_close();
 	fg_config_finish(&cfg);
 	return rc;

@@ -54,6 +54,7 @@
 #include "loop.h"
 #include "proxy.h"
 #include "redirect.h"
+#include "tls.h"
 #include "waitq.h"
 
 /* Bytes buffered per direction. Below glibc's mmap threshold, so that a
@@ -133,6 +134,7 @@ struct fg_xfer {
 	struct event hup;             /* the client's hang-up, mid-body */
 	bool hup_set, hup_on;
 	CURL *easy;
+	char errbuf[CURL_ERROR_SIZE]; /* curl's words for a failure */
 	struct curl_slist *req_headers;
 	bool added, read_paused, write_paused;
 	uint64_t started;
@@ -590,6 +592,30 @@ static void easy_put(struct fg_proxy *px, CURL *e)
 		curl_easy_cleanup(e);
 }
 
+/* A failure of the upstream's TLS: its handshake, its certificate, the
+ * CA file or our own certificate. */
+static bool tls_failure(CURLcode code)
+{
+	switch (code) {
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_ENGINE_INITFAILED:
+	case CURLE_USE_SSL_FAILED:
+		return true;
+	default:
+		return false;
+	}
+}
+
 /* The transfer ended (done, failed, aborted): tell the worker. */
 static void ended(struct fg_proxy *px, struct fg_xfer *x, CURLcode code)
 {
@@ -605,6 +631,12 @@ static void ended(struct fg_proxy *px, struct fg_xfer *x, CURLcode code)
 		x->up_ns = (int64_t)ns;
 		pthread_mutex_unlock(&x->mu);
 		fg_metrics_upstream(status, ns);
+		/* the client is answered 502; the operator needs curl's why
+		 * ("SSL certificate problem: unable to get local issuer
+		 * certificate") */
+		if (tls_failure(code))
+			fg_log_warn("upstream %s: TLS failed: %s", px->base,
+				    x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
 		curl_multi_remove_handle(px->multi, x->easy);
 		x->added = false;
 		if (x->aprev)
@@ -1068,7 +1100,7 @@ static bool client_headers(struct MHD_Connection *c, bool shallow, bool probe,
 	bool ok = !h.failed &&
 		  (h.xff_len ? append(&h.list, "X-Forwarded-For: %s, %s", h.xff, ip)
 			     : append(&h.list, "X-Forwarded-For: %s", ip)) &&
-		  append(&h.list, "X-Forwarded-Proto: http") &&
+		  append(&h.list, "X-Forwarded-Proto: %s", fg_tls_on() ? "https" : "http") &&
 		  (!host || append(&h.list, "X-Forwarded-Host: %s", host)) &&
 		  append(&h.list, "Via: 1.1 fencegate") &&
 		  append(&h.list, "Expect:") &&
@@ -1082,7 +1114,10 @@ static bool client_headers(struct MHD_Connection *c, bool shallow, bool probe,
 
 /* What every upstream request of a transfer's handle is: its URL (the
  * path exactly as given), its headers, the transfer's callbacks, HTTP/1.1
- * over http or https only. */
+ * over http or https only, and an https upstream verified (peer and host
+ * name, against upstream-ca or the system's CAs) with our client
+ * certificate when one is set. Every handle has the same TLS settings, so
+ * curl reuses its upstream connections across them. */
 static void easy_setup(CURL *e, struct fg_xfer *x, const char *url,
 		       const struct fg_config *cfg)
 {
@@ -1099,6 +1134,26 @@ static void easy_setup(CURL *e, struct fg_xfer *x, const char *url,
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->upstream_connect_timeout_ms);
 	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
 	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+	x->errbuf[0] = '\0';
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+	/* curl's defaults, said here so that no later line can quietly turn
+	 * them off */
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (cfg->upstream_ca)
+		curl_easy_setopt(e, CURLOPT_CAINFO, cfg->upstream_ca);
+#if LIBCURL_VERSION_NUM >= 0x075700
+	/* Read for every new upstream connection (not kept for curl's day),
+	 * so a replaced upstream-ca counts from the next one on; open
+	 * connections go on under the CA they were verified by. */
+	curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 0L);
+#endif
+	if (cfg->upstream_cert) {
+		curl_easy_setopt(e, CURLOPT_SSLCERT, cfg->upstream_cert);
+		curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+		curl_easy_setopt(e, CURLOPT_SSLKEY, cfg->upstream_key);
+		curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+	}
 }
 
 /* Builds the curl handle of a transfer: the checked method, target and
@@ -1607,7 +1662,7 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 		if (cfg->proxy_redirect && (strcasecmp(name, "Location") == 0 ||
 					    strcasecmp(name, "Content-Location") == 0))
 			mine = fg_redirect_answer(cfg->up.base, cfg->up.base_path,
-						  value, "http", host);
+						  value, fg_tls_on() ? "https" : "http", host);
 		MHD_add_response_header(r, name, mine ? mine : value);
 		free(mine);
 	}

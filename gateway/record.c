@@ -31,6 +31,7 @@ const char *fg_endpoint_name(enum fg_endpoint r)
 		[FG_EP_ACQUIRE] = "acquire",
 		[FG_EP_RENEW] = "renew",
 		[FG_EP_RELEASE] = "release",
+		[FG_EP_BREAK] = "break",
 		[FG_EP_INSPECT] = "inspect",
 		[FG_EP_OBSERVE] = "observe",
 		[FG_EP_CHECK] = "check",
@@ -150,7 +151,7 @@ static enum fg_endpoint classify(const struct fg_req *req)
 		if (is(m, "PATCH"))
 			return FG_EP_RENEW;
 		if (is(m, "DELETE"))
-			return FG_EP_RELEASE;
+			return r->brk ? FG_EP_BREAK : FG_EP_RELEASE;
 		if (is(m, "GET") || is(m, "HEAD"))
 			return strstr(uri + len, "wait_ms=") ? FG_EP_OBSERVE
 							     : FG_EP_INSPECT;

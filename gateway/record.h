@@ -26,6 +26,7 @@ enum fg_endpoint {
 	FG_EP_ACQUIRE,
 	FG_EP_RENEW,
 	FG_EP_RELEASE,
+	FG_EP_BREAK,        /* DELETE with Fence-Break */
 	FG_EP_INSPECT,
 	FG_EP_OBSERVE,      /* inspect with wait_ms: a long poll */
 	FG_EP_CHECK,
@@ -75,6 +76,7 @@ struct fg_rec {
 	uint64_t token, current;
 
 	bool granted;              /* a grant was answered (acquire) */
+	bool brk;                  /* a DELETE that carried Fence-Break */
 	enum fg_mode mode;
 
 	int upstream_status;       /* 0: the upstream never answered */

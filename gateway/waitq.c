@@ -451,8 +451,9 @@ void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
 		return;
 	memcpy(buf, name, n + 1);
 	snprintf(buf + n + 1, FG_LEASE_LEN + 1, "%s", lease);
-	if (!wq->as || fg_alock_release(wq->as, buf, buf + n + 1, on_released,
-					buf) != FG_OK)
+	/* the hold was this client's: no principal to check */
+	if (!wq->as || fg_alock_release(wq->as, buf, buf + n + 1, NULL,
+					on_released, buf) != FG_OK)
 		free(buf);
 }
 
@@ -891,6 +892,20 @@ static void wake_admissions(struct fg_waitq *wq, const char *name)
 	watch_maybe_free(wq, wt);
 }
 
+/* "t <ms> <lock>": the lock can change hands in ms, sooner than this
+ * loop's tick is due (a break's lock-delay ends then). */
+static void wake_ticks(struct fg_waitq *wq, const char *rest)
+{
+	char name[FG_NAME_MAX + 1];
+	long long ms;
+	struct watch *wt;
+	if (sscanf(rest, "%lld %255s", &ms, name) != 2 || ms < 0)
+		return;
+	HASH_FIND_STR(wq->watches, name, wt);
+	if (wt && wt->acq)
+		schedule_tick(wq, wt, ms);
+}
+
 static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 {
 	char buf[FG_NAME_MAX + FG_LEASE_LEN + 128], id[FG_WAITER_ID_MAX], mode[2];
@@ -902,6 +917,10 @@ static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 	buf[len] = '\0';
 	if (len > 2 && buf[0] == 'w' && buf[1] == ' ') {
 		wake_admissions(wq, buf + 2);
+		return;
+	}
+	if (len > 2 && buf[0] == 't' && buf[1] == ' ') {
+		wake_ticks(wq, buf + 2);
 		return;
 	}
 	int n = sscanf(buf, "%39s %llu %1s %22s %255s", id, &tok, mode, lease, name);

@@ -5,7 +5,10 @@
  * the lock scripts; `sub` holds the subscriptions. All reconnect by
  * themselves, to wherever the topology (fencegate/topo.h) says the
  * masters are now: a loop follows a failover or a slot move at its next
- * call, or when told (fg_astore_follow()).
+ * call, or when told (fg_astore_follow()). Each session begins with AUTH
+ * when there are credentials (topo-private.h), queued ahead of anything
+ * else; it counts as up, and subscribes, only once AUTH said OK, and a
+ * refused AUTH ends it and is retried like a failed connect.
  *
  * Invariants: every accepted call gets its callback exactly once — with
  * the reply, or with FG_EUNAVAIL when the connection drops or the reply
@@ -40,6 +43,7 @@
 
 #include "fencegate/topo.h"
 #include "lockcore-private.h"
+#include "topo-private.h"
 
 #define RETRY_MS 200
 #define GIVEBACK_EVERY_MS 200    /* a give-back Redis has not answered */
@@ -60,6 +64,9 @@ struct conn {
 	int is_sub;
 	int pinned;         /* a cluster master's: keeps its node */
 	int retired;        /* its node left the topology: not restarted */
+	int logging_in;     /* this session waits for AUTH's answer */
+	int subscribed;     /* sub: Redis took a SUBSCRIBE of this session
+			       (or it had none to send) */
 	struct event *retry;
 	uint64_t epoch;     /* grows with every connect: one Redis session */
 	uint64_t sent;      /* commands sent, across reconnects */
@@ -169,6 +176,22 @@ static void on_retry(evutil_socket_t fd, short what, void *arg)
 }
 
 static void subscribe_one(struct conn *cn, const char *chan);
+static void conn_drop(struct conn *cn);
+
+/* The session is connected and logged in: it may serve. */
+static void session_up(struct conn *cn)
+{
+	cn->up = 1;
+	if (cn->is_sub) {
+		/* ready once Redis took one: a user without the channel
+		 * right is answered NOPERM, and hiredis ends the session */
+		cn->subscribed = cn->as->nchans == 0;
+		for (size_t i = 0; i < cn->as->nchans; i++)
+			subscribe_one(cn, cn->as->chans[i]);
+		if (cn->as->on_resync)
+			cn->as->on_resync(cn->as->arg);
+	}
+}
 
 static void on_connect(const redisAsyncContext *ac, int status)
 {
@@ -183,21 +206,39 @@ static void on_connect(const redisAsyncContext *ac, int status)
 		schedule_retry(cn);
 		return;
 	}
-	cn->up = 1;
-	if (cn->is_sub) {
-		for (size_t i = 0; i < cn->as->nchans; i++)
-			subscribe_one(cn, cn->as->chans[i]);
-		if (cn->as->on_resync)
-			cn->as->on_resync(cn->as->arg);
+	if (!cn->logging_in) /* else AUTH's answer brings the session up */
+		session_up(cn);
+}
+
+/* AUTH's answer, the first reply of every session with credentials. */
+static void on_login(redisAsyncContext *ac, void *reply, void *priv)
+{
+	struct conn *cn = ac->data;
+	(void)priv;
+	if (cn->ac != ac || !reply)
+		return; /* dropped already: on_disconnect or conn_drop saw to it */
+	cn->logging_in = 0;
+	if (fg__login_reply(cn->as->topo, &cn->node, reply) == FG_OK) {
+		session_up(cn);
+		return;
 	}
+	/* refused: down, like a connect that failed; what was queued
+	 * behind AUTH is answered FG_EUNAVAIL as the session is freed */
+	if (cn->is_sub)
+		cn->as->spread++;
+	conn_drop(cn);
+	schedule_retry(cn);
 }
 
 static void on_disconnect(const redisAsyncContext *ac, int status)
 {
 	struct conn *cn = ac->data;
-	(void)status;
 	if (cn->ac != ac)
 		return;
+	/* hiredis ends a session on an error reply it has no caller for: a
+	 * SUBSCRIBE refused for want of a channel right */
+	if (status != REDIS_OK && ac->errstr)
+		fg__login_refused(cn->as->topo, &cn->node, ac->errstr);
 	cn->up = 0;
 	cn->ac = NULL;
 	if (cn->is_sub)
@@ -238,7 +279,15 @@ static void conn_start(struct conn *cn)
 	ac->data = cn;
 	cn->ac = ac;
 	cn->epoch++;
-	if (redisLibeventAttach(ac, as->base) != REDIS_OK) {
+	/* AUTH goes first in the output buffer, ahead of any call queued
+	 * while the connect is under way */
+	const char *argv[FG__LOGIN_ARGC_MAX];
+	size_t len[FG__LOGIN_ARGC_MAX];
+	int argc = fg__login_argv(as->topo, argv, len);
+	cn->logging_in = argc > 0;
+	if (redisLibeventAttach(ac, as->base) != REDIS_OK ||
+	    (argc && redisAsyncCommandArgv(ac, on_login, NULL, argc, argv,
+					   len) != REDIS_OK)) {
 		cn->ac = NULL;
 		redisAsyncFree(ac);
 		schedule_retry(cn);
@@ -451,8 +500,10 @@ static void on_sub_reply(redisAsyncContext *ac, void *reply, void *priv)
 	    r->element[2]->type == REDIS_REPLY_STRING)
 		cn->as->on_message(chan, r->element[2]->str,
 				   r->element[2]->len, cn->as->arg);
-	else if (strcmp(kind, "subscribe") == 0)
+	else if (strcmp(kind, "subscribe") == 0) {
+		cn->subscribed = 1;
 		cn->as->on_message(chan, NULL, 0, cn->as->arg);
+	}
 }
 
 static void subscribe_one(struct conn *cn, const char *chan)
@@ -502,7 +553,7 @@ int fg_astore_unsubscribe(fg_astore *as, const char *channel)
 
 int fg_astore_ready(const fg_astore *as)
 {
-	if (!as || !as->sub.up || !as->view.nnodes)
+	if (!as || !as->sub.up || !as->sub.subscribed || !as->view.nnodes)
 		return 0;
 	if (as->view.slots) {
 		for (size_t i = 0; i < as->view.nnodes; i++) {
@@ -744,7 +795,8 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *priv)
 		/* undo_lease holds "<lease>\0<name>" */
 		struct fg__call c;
 		fg__build_release(&c, op->undo_lease + strlen(op->undo_lease) + 1,
-				  op->undo_lease, op->as->margin, op->as->idle);
+				  op->undo_lease, NULL, op->as->margin,
+				  op->as->idle);
 		if (redisAsyncCommandArgv(ac, on_undone, op, c.argc, c.argv,
 					  c.argvlen) == REDIS_OK) {
 			op->conn = ac->data;
@@ -1114,19 +1166,19 @@ int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
 		aop_free(op);
 		return FG_ENOMEM;
 	}
-	fg__build_renew(&op->call, name, lease, 0, NULL, 0, as->idle);
+	fg__build_renew(&op->call, name, lease, NULL, 0, NULL, 0, as->idle);
 	return submit(as, op);
 }
 
 int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
-		   uint32_t ttl_ms, const char *value, size_t value_len,
-		   fg_grant_cb *cb, void *arg)
+		   const char *principal, uint32_t ttl_ms, const char *value,
+		   size_t value_len, fg_grant_cb *cb, void *arg)
 {
 	struct aop *op = grant_op(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
-	fg__build_renew(&op->call, name, lease, ttl_ms, value, value_len,
-			as->idle);
+	fg__build_renew(&op->call, name, lease, principal, ttl_ms, value,
+			value_len, as->idle);
 	return submit(as, op);
 }
 
@@ -1164,12 +1216,23 @@ int fg_alock_dequeue(fg_astore *as, const char *name, const char *waiter_id,
 }
 
 int fg_alock_release(fg_astore *as, const char *name, const char *lease,
-		     fg_grant_cb *cb, void *arg)
+		     const char *principal, fg_grant_cb *cb, void *arg)
 {
 	struct aop *op = grant_op(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
-	fg__build_release(&op->call, name, lease, as->margin, as->idle);
+	fg__build_release(&op->call, name, lease, principal, as->margin,
+			  as->idle);
+	return submit(as, op);
+}
+
+int fg_alock_break(fg_astore *as, const char *name, uint64_t token,
+		   fg_grant_cb *cb, void *arg)
+{
+	struct aop *op = grant_op(cb, arg);
+	if (!op)
+		return FG_ENOMEM;
+	fg__build_break(&op->call, name, token, as->margin, as->idle);
 	return submit(as, op);
 }
 

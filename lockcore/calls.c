@@ -18,7 +18,8 @@
 extern const char fg__lua_library[];
 extern const char fg__fn_acquire[], fg__fn_renew[], fg__fn_release[],
 	fg__fn_inspect[], fg__fn_check[], fg__fn_tick[], fg__fn_dequeue[],
-	fg__fn_admit[], fg__fn_extend[], fg__fn_finish[], fg__fn_giveback[];
+	fg__fn_admit[], fg__fn_extend[], fg__fn_finish[], fg__fn_giveback[],
+	fg__fn_break[];
 
 static const char *const fn_name[FG__LUA_COUNT] = {
 	[FG__LUA_ACQUIRE] = fg__fn_acquire,
@@ -32,6 +33,7 @@ static const char *const fn_name[FG__LUA_COUNT] = {
 	[FG__LUA_EXTEND] = fg__fn_extend,
 	[FG__LUA_FINISH] = fg__fn_finish,
 	[FG__LUA_GIVEBACK] = fg__fn_giveback,
+	[FG__LUA_BREAK] = fg__fn_break,
 };
 
 _Static_assert(FG__LUA_COUNT == FG_SCRIPT_COUNT,
@@ -45,7 +47,7 @@ const char *fg_script_name(unsigned script)
 		[FG__LUA_CHECK] = "check", [FG__LUA_TICK] = "tick",
 		[FG__LUA_DEQUEUE] = "dequeue", [FG__LUA_ADMIT] = "admit",
 		[FG__LUA_EXTEND] = "extend", [FG__LUA_FINISH] = "finish",
-		[FG__LUA_GIVEBACK] = "giveback",
+		[FG__LUA_GIVEBACK] = "giveback", [FG__LUA_BREAK] = "break",
 	};
 	return script < FG__LUA_COUNT ? names[script] : "unknown";
 }
@@ -162,23 +164,35 @@ void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
 	str0(c, q->reenter);
 	opt(c, q->value, q->value_len);
 	opt(c, q->owner, q->owner_len);
+	opt(c, q->principal, q->principal ? strlen(q->principal) : 0);
 }
 
 void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
-		     uint32_t ttl_ms, const char *value, size_t value_len,
-		     unsigned idle)
+		     const char *principal, uint32_t ttl_ms, const char *value,
+		     size_t value_len, unsigned idle)
 {
 	fg__call_init(c, FG__LUA_RENEW, name, idle);
 	str0(c, lease);
 	fg__call_num(c, ttl_ms);
 	opt(c, value, value_len);
+	opt(c, principal, principal ? strlen(principal) : 0);
 }
 
 void fg__build_release(struct fg__call *c, const char *name,
-		       const char *lease, unsigned margin_ms, unsigned idle)
+		       const char *lease, const char *principal,
+		       unsigned margin_ms, unsigned idle)
 {
 	fg__call_init(c, FG__LUA_RELEASE, name, idle);
 	str0(c, lease);
+	fg__call_num(c, margin_ms);
+	opt(c, principal, principal ? strlen(principal) : 0);
+}
+
+void fg__build_break(struct fg__call *c, const char *name, uint64_t token,
+		     unsigned margin_ms, unsigned idle)
+{
+	fg__call_init(c, FG__LUA_BREAK, name, idle);
+	fg__call_num(c, token);
 	fg__call_num(c, margin_ms);
 }
 
@@ -299,12 +313,18 @@ int fg__parse_grant(const redisReply *r, struct fg_grant *g)
 				return FG_EPROTO;
 			g->wake_in_ms = v;
 		}
-	} else if (is_str(st, "expired")) {
-		g->status = FG_EXPIRED;
+	} else if (is_str(st, "expired") || is_str(st, "removed")) {
+		g->status = is_str(st, "expired") ? FG_EXPIRED : FG_REMOVED;
+		/* break: the grant's token, or the newest the lock knows of */
+		if (r->elements > 1) {
+			if (int_at(r, 1, &v) || v < 0)
+				return FG_EPROTO;
+			g->token = (uint64_t)v;
+		}
 	} else if (is_str(st, "toomany")) {
 		g->status = FG_TOO_MANY;
-	} else if (is_str(st, "removed")) {
-		g->status = FG_REMOVED;
+	} else if (is_str(st, "forbidden")) {
+		g->status = FG_FORBIDDEN;
 	} else {
 		return FG_EPROTO;
 	}

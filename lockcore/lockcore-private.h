@@ -25,6 +25,7 @@ enum fg__lua {
 	FG__LUA_EXTEND,
 	FG__LUA_FINISH,
 	FG__LUA_GIVEBACK,
+	FG__LUA_BREAK,
 	FG__LUA_COUNT,
 };
 
@@ -79,10 +80,13 @@ int fg__parse_admit(const struct redisReply *r, struct fg_admit *out);
 void fg__build_acquire(struct fg__call *c, const struct fg_acquire *req,
 		       unsigned idle);
 void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
-		     uint32_t ttl_ms, const char *value, size_t value_len,
-		     unsigned idle);
+		     const char *principal, uint32_t ttl_ms, const char *value,
+		     size_t value_len, unsigned idle);
 void fg__build_release(struct fg__call *c, const char *name,
-		       const char *lease, unsigned margin_ms, unsigned idle);
+		       const char *lease, const char *principal,
+		       unsigned margin_ms, unsigned idle);
+void fg__build_break(struct fg__call *c, const char *name, uint64_t token,
+		     unsigned margin_ms, unsigned idle);
 void fg__build_inspect(struct fg__call *c, const char *name, unsigned idle);
 void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
 		     unsigned idle);

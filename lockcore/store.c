@@ -5,7 +5,9 @@
  * command_timeout_ms; a connection that failed or timed out is dropped at
  * once (a late reply must never be read as the answer to a later command),
  * and reconnecting is tried at most once per connect_timeout_ms, so a down
- * Redis answers FG_EUNAVAIL fast instead of stacking waits.
+ * Redis answers FG_EUNAVAIL fast instead of stacking waits. A connection
+ * is used only once it logged in (topo-private.h): one whose AUTH was
+ * refused counts as down, and is retried at the same pace.
  */
 #include <poll.h>
 #include <stdbool.h>
@@ -18,6 +20,7 @@
 
 #include "fencegate/topo.h"
 #include "lockcore-private.h"
+#include "topo-private.h"
 
 #define STORE_CONNS 8
 
@@ -86,8 +89,9 @@ static bool dead(const redisContext *rc)
 	return poll(&pfd, 1, 0) != 0;
 }
 
-/* The connection to `node`, made or reused; NULL when it cannot be had
- * now. The oldest of STORE_CONNS goes when a new server is needed. */
+/* The connection to `node`, made (and logged in) or reused; NULL when it
+ * cannot be had now. The oldest of STORE_CONNS goes when a new server is
+ * needed. */
 static struct sconn *conn_to(fg_store *st, const struct fg_redis_node *node)
 {
 	struct sconn *sc = NULL;
@@ -116,7 +120,8 @@ static struct sconn *conn_to(fg_store *st, const struct fg_redis_node *node)
 	sc->rc = redisConnectWithTimeout(node->host, node->port,
 					 tv_ms(st->connect_timeout_ms));
 	if (!sc->rc || sc->rc->err ||
-	    redisSetTimeout(sc->rc, tv_ms(st->command_timeout_ms)) != REDIS_OK) {
+	    redisSetTimeout(sc->rc, tv_ms(st->command_timeout_ms)) != REDIS_OK ||
+	    fg__login(st->topo, node, sc->rc) != FG_OK) {
 		drop(sc);
 		sc->next_try_ms = now + st->connect_timeout_ms;
 		fg_topo_suspect(st->topo);
@@ -365,20 +370,29 @@ int fg_lock_acquire(fg_store *st, const struct fg_acquire *req,
 }
 
 int fg_lock_renew(fg_store *st, const char *name, const char *lease,
-		  uint32_t ttl_ms, const char *value, size_t value_len,
-		  struct fg_grant *out)
+		  const char *principal, uint32_t ttl_ms, const char *value,
+		  size_t value_len, struct fg_grant *out)
 {
 	struct fg__call c;
-	fg__build_renew(&c, name, lease, ttl_ms, value, value_len,
+	fg__build_renew(&c, name, lease, principal, ttl_ms, value, value_len,
 			st->idle_forget_ms);
 	return grant_call(st, &c, out);
 }
 
 int fg_lock_release(fg_store *st, const char *name, const char *lease,
-		    struct fg_grant *out)
+		    const char *principal, struct fg_grant *out)
 {
 	struct fg__call c;
-	fg__build_release(&c, name, lease, st->write_margin_ms, st->idle_forget_ms);
+	fg__build_release(&c, name, lease, principal, st->write_margin_ms,
+			  st->idle_forget_ms);
+	return grant_call(st, &c, out);
+}
+
+int fg_lock_break(fg_store *st, const char *name, uint64_t token,
+		  struct fg_grant *out)
+{
+	struct fg__call c;
+	fg__build_break(&c, name, token, st->write_margin_ms, st->idle_forget_ms);
 	return grant_call(st, &c, out);
 }
 

@@ -7,6 +7,10 @@
  * still g. A view never names a server that did not answer as a master
  * when the view was made: a Sentinel's answer is confirmed with ROLE, a
  * cluster's map is the owner column of CLUSTER SLOTS.
+ *
+ * It also holds the one copy of the Redis credentials (topo-private.h):
+ * every connection lockcore makes, this file's own included, sends AUTH
+ * before anything else, and the password is wiped when the topology goes.
  */
 #include <pthread.h>
 #include <stdbool.h>
@@ -17,9 +21,11 @@
 #include <sys/time.h>
 
 #include <hiredis/hiredis.h>
+#include <openssl/crypto.h>
 
 #include "fencegate/error.h"
 #include "fencegate/topo.h"
+#include "topo-private.h"
 
 struct fg_topo {
 	struct fg_redis_addr addr;
@@ -34,6 +40,15 @@ struct fg_topo {
 	void *hook_arg;
 
 	redisContext *watch;              /* subscribed to +switch-master */
+
+	/* read-only after fg_topo_create(); owned, the password wiped at
+	 * fg_topo_destroy() */
+	char *user;                       /* NULL: the default user */
+	char *password;                   /* NULL: no AUTH */
+	size_t password_len;
+	void (*refused)(void *, const char *, const struct fg_redis_node *,
+			const char *);
+	void *refused_arg;
 };
 
 /* ---- the setting ------------------------------------------------------ */
@@ -264,7 +279,8 @@ static int one_node(struct fg_topo_view *v, const struct fg_redis_node *n)
 /* ---- life ---------------------------------------------------------------- */
 
 fg_topo *fg_topo_create(const struct fg_redis_addr *addr,
-			unsigned connect_timeout_ms, unsigned command_timeout_ms)
+			unsigned connect_timeout_ms, unsigned command_timeout_ms,
+			const struct fg_redis_auth *auth)
 {
 	fg_topo *t = calloc(1, sizeof(*t));
 	if (!t)
@@ -277,12 +293,25 @@ fg_topo *fg_topo_create(const struct fg_redis_addr *addr,
 	pthread_mutex_init(&t->mu, NULL);
 	atomic_init(&t->gen, 1);
 	atomic_init(&t->suspected, 0);
-	if (addr->mode == FG_REDIS_DIRECT && one_node(&t->cur, &addr->seeds[0])) {
-		fg_topo_destroy(t);
-		return NULL;
-	}
+	if (addr->mode == FG_REDIS_DIRECT && one_node(&t->cur, &addr->seeds[0]))
+		goto error;
 	t->cur.gen = 1; /* after one_node(), which starts the view afresh */
+	if (auth && auth->password) {
+		t->password = strdup(auth->password);
+		if (!t->password)
+			goto error;
+		t->password_len = strlen(t->password);
+		if (auth->user && !(t->user = strdup(auth->user)))
+			goto error;
+	}
+	if (auth) {
+		t->refused = auth->refused;
+		t->refused_arg = auth->refused_arg;
+	}
 	return t;
+error:
+	fg_topo_destroy(t);
+	return NULL;
 }
 
 void fg_topo_destroy(fg_topo *t)
@@ -291,6 +320,10 @@ void fg_topo_destroy(fg_topo *t)
 		return;
 	if (t->watch)
 		redisFree(t->watch);
+	if (t->password)
+		OPENSSL_cleanse(t->password, t->password_len);
+	free(t->password);
+	free(t->user);
 	fg_topo_view_finish(&t->cur);
 	pthread_mutex_destroy(&t->mu);
 	free(t);
@@ -332,8 +365,87 @@ int fg_topo_view(fg_topo *t, struct fg_topo_view *out)
 	return err;
 }
 
+/* ---- logging in ---------------------------------------------------------- */
+
+int fg__login_argv(const fg_topo *t, const char *argv[FG__LOGIN_ARGC_MAX],
+		   size_t argvlen[FG__LOGIN_ARGC_MAX])
+{
+	int n = 0;
+	if (!t->password)
+		return 0;
+	argv[n] = "AUTH";
+	argvlen[n++] = 4;
+	if (t->user) {
+		argv[n] = t->user;
+		argvlen[n++] = strlen(t->user);
+	}
+	argv[n] = t->password;
+	argvlen[n++] = t->password_len;
+	return n;
+}
+
+/* Tells the hook; Redis never quotes a password in an error, but should
+ * one ever do, the text stays out of the logs. */
+static void tell_refused(const fg_topo *t, const struct fg_redis_node *node,
+			 const char *why)
+{
+	if (!t->refused)
+		return;
+	if (t->password && strstr(why, t->password))
+		why = "(an error text that quoted the password, left out)";
+	t->refused(t->refused_arg, t->user, node, why);
+}
+
+int fg__login_refused(const fg_topo *t, const struct fg_redis_node *node,
+		      const char *err)
+{
+	static const char *const kinds[] = { "NOPERM", "NOAUTH", "WRONGPASS" };
+	if (!err)
+		return 0;
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++) {
+		size_t l = strlen(kinds[i]);
+		if (strncmp(err, kinds[i], l) == 0 &&
+		    (err[l] == ' ' || err[l] == '\0')) {
+			tell_refused(t, node, err);
+			return 1;
+		}
+	}
+	return 0;
+}
+
+int fg__login_reply(const fg_topo *t, const struct fg_redis_node *node,
+		    const redisReply *r)
+{
+	if (!r)
+		return FG_EUNAVAIL;
+	if (r->type == REDIS_REPLY_STATUS && strcmp(r->str, "OK") == 0)
+		return FG_OK;
+	/* any error to AUTH is a refusal, also one without the usual
+	 * prefix ("ERR AUTH <password> called without any password
+	 * configured") */
+	if (r->type == REDIS_REPLY_ERROR && !fg__login_refused(t, node, r->str))
+		tell_refused(t, node, r->str);
+	return FG_EUNAVAIL;
+}
+
+int fg__login(const fg_topo *t, const struct fg_redis_node *node, redisContext *rc)
+{
+	const char *argv[FG__LOGIN_ARGC_MAX];
+	size_t len[FG__LOGIN_ARGC_MAX];
+	int argc = fg__login_argv(t, argv, len);
+	if (argc == 0)
+		return FG_OK;
+	redisReply *r = redisCommandArgv(rc, argc, argv, len);
+	int err = fg__login_reply(t, node, r);
+	if (r)
+		freeReplyObject(r);
+	return err;
+}
+
 /* ---- discovery (maintenance thread) ------------------------------------- */
 
+/* A connection to n, logged in (Sentinels take the same credentials as
+ * the servers); NULL when it cannot be had or its login was refused. */
 static redisContext *dial(const fg_topo *t, const struct fg_redis_node *n)
 {
 	struct timeval ct = { t->connect_timeout_ms / 1000,
@@ -341,12 +453,22 @@ static redisContext *dial(const fg_topo *t, const struct fg_redis_node *n)
 	struct timeval rt = { t->command_timeout_ms / 1000,
 			      (t->command_timeout_ms % 1000) * 1000 };
 	redisContext *rc = redisConnectWithTimeout(n->host, n->port, ct);
-	if (!rc || rc->err || redisSetTimeout(rc, rt) != REDIS_OK) {
+	if (!rc || rc->err || redisSetTimeout(rc, rt) != REDIS_OK ||
+	    fg__login(t, n, rc) != FG_OK) {
 		if (rc)
 			redisFree(rc);
 		return NULL;
 	}
 	return rc;
+}
+
+/* A reply that refuses a right is told (the view cannot be had with
+ * these credentials, and the operator must hear why). */
+static void refused_reply(const fg_topo *t, const struct fg_redis_node *n,
+			  const redisReply *r)
+{
+	if (r && r->type == REDIS_REPLY_ERROR)
+		fg__login_refused(t, n, r->str);
 }
 
 /* Does the server at n say it is a master? */
@@ -356,6 +478,7 @@ static int is_master(const fg_topo *t, const struct fg_redis_node *n)
 	if (!rc)
 		return 0;
 	redisReply *r = redisCommand(rc, "ROLE");
+	refused_reply(t, n, r);
 	int yes = r && r->type == REDIS_REPLY_ARRAY && r->elements > 0 &&
 		  r->element[0]->type == REDIS_REPLY_STRING &&
 		  strcmp(r->element[0]->str, "master") == 0;
@@ -365,11 +488,16 @@ static int is_master(const fg_topo *t, const struct fg_redis_node *n)
 	return yes;
 }
 
-/* Keeps rc (a Sentinel that just answered) as the +switch-master watch. */
-static void watch_on(fg_topo *t, redisContext *rc)
+/* Keeps rc (a Sentinel that just answered) as the +switch-master watch;
+ * a refused subscription keeps none (the next refresh tries again). */
+static void watch_on(fg_topo *t, const struct fg_redis_node *n,
+		     redisContext *rc)
 {
 	redisReply *r = redisCommand(rc, "SUBSCRIBE +switch-master");
-	if (!r) {
+	if (!r || r->type == REDIS_REPLY_ERROR) {
+		refused_reply(t, n, r);
+		if (r)
+			freeReplyObject(r);
 		redisFree(rc);
 		return;
 	}
@@ -387,6 +515,7 @@ static int refresh_sentinel(fg_topo *t)
 			continue;
 		redisReply *r = redisCommand(rc, "SENTINEL get-master-addr-by-name %s",
 					     t->addr.master);
+		refused_reply(t, &t->addr.seeds[i], r);
 		struct fg_redis_node m = { .port = 0 };
 		if (r && r->type == REDIS_REPLY_ARRAY && r->elements == 2 &&
 		    r->element[0]->type == REDIS_REPLY_STRING &&
@@ -407,7 +536,7 @@ static int refresh_sentinel(fg_topo *t)
 		memmove(&t->order[1], &t->order[0], k * sizeof(t->order[0]));
 		t->order[0] = i;
 		if (!t->watch)
-			watch_on(t, rc);
+			watch_on(t, &t->addr.seeds[i], rc);
 		else
 			redisFree(rc);
 		struct fg_topo_view v;
@@ -487,6 +616,7 @@ static int ask_slots(fg_topo *t, const struct fg_redis_node *n)
 	if (!rc)
 		return FG_EUNAVAIL;
 	redisReply *r = redisCommand(rc, "CLUSTER SLOTS");
+	refused_reply(t, n, r);
 	struct fg_topo_view v;
 	int err = fg_topo_parse_slots(r, n, &v);
 	if (r)

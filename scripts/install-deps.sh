@@ -8,8 +8,12 @@ pkgs=(
   gcc libc6-dev meson ninja-build pkg-config python3
   libmicrohttpd-dev libhiredis-dev libssl-dev libjansson-dev libevent-dev
   libcurl4-openssl-dev libcmocka-dev uthash-dev libsystemd-dev
+  # the listener's TLS (libmicrohttpd's TLS is GnuTLS)
+  libgnutls28-dev
   # run, test, demo
   redis-server redis-tools redis-sentinel curl nginx libnginx-mod-http-dav-ext
+  # the TLS tests make their certificates and old-protocol clients with it
+  openssl
   # a second WebDAV origin for the proxy tests: Apache httpd with mod_dav;
   # the WebDAV compliance suite run against each origin and through fencegate
   apache2 litmus

@@ -39,7 +39,7 @@ struct event_base;
 struct fg_topo;
 
 /* The lock scripts, for per-script measurements (fg_script_name()). */
-#define FG_SCRIPT_COUNT 11
+#define FG_SCRIPT_COUNT 12
 
 /**
  * Told of every lock script call the asynchronous front answered: which
@@ -136,6 +136,11 @@ struct fg_acquire {
 	size_t value_len;
 	const char *owner;       /* NULL or free text, for inspect */
 	size_t owner_len;
+	const char *principal;   /* who asks (at most FG_PRINCIPAL_MAX of
+				    [A-Za-z0-9._@-]): a grant, and a waiter's
+				    grant, is stored with it, and a re-entry
+				    by anyone else is FG_FORBIDDEN. NULL: open
+				    mode, nothing stored or checked */
 };
 
 enum fg_grant_status {
@@ -144,12 +149,17 @@ enum fg_grant_status {
 	FG_BUSY = 2,     /* held, and wait_ms was 0 */
 	FG_EXPIRED = 3,  /* the lease given holds nothing */
 	FG_TOO_MANY = 4, /* the lock's queue is full */
-	FG_REMOVED = 5,  /* dequeue: the waiter left the queue */
+	FG_REMOVED = 5,  /* dequeue: the waiter left the queue; break: the
+			    grant ended */
+	FG_FORBIDDEN = 6, /* the lease holds the lock, but was granted to
+			     another principal: nothing changed */
 };
 
 struct fg_grant {
 	enum fg_grant_status status;
-	uint64_t token;
+	uint64_t token;      /* break sets it too: the grant's token
+				(FG_REMOVED) or the newest the lock knows
+				of (FG_EXPIRED; 0: none) */
 	enum fg_mode mode;
 	uint32_t holds;      /* holds of this lease after the call */
 	uint32_t ttl_ms;     /* the lease's ttl */
@@ -165,19 +175,35 @@ int fg_lock_acquire(fg_store *st, const struct fg_acquire *req,
 /**
  * Extends the lease to ttl_ms from now (0: the ttl it was granted with);
  * when value is non-NULL also sets the lock's value. out->status is
- * FG_GRANTED or FG_EXPIRED.
+ * FG_GRANTED, FG_EXPIRED (the lease holds nothing, whoever asks) or
+ * FG_FORBIDDEN (it holds, but principal is not the one it was granted
+ * to; nothing changed). principal NULL: open mode, not checked.
  */
 int fg_lock_renew(fg_store *st, const char *name, const char *lease,
-		  uint32_t ttl_ms, const char *value, size_t value_len,
-		  struct fg_grant *out);
+		  const char *principal, uint32_t ttl_ms, const char *value,
+		  size_t value_len, struct fg_grant *out);
 
 /**
  * Undoes one hold of the lease; at zero holds the lease leaves, and when
  * no holder is left the next waiter(s) are granted in the same script.
- * out->status is FG_GRANTED (holds = holds left) or FG_EXPIRED.
+ * out->status is FG_GRANTED (holds = holds left), FG_EXPIRED or
+ * FG_FORBIDDEN, with principal as for fg_lock_renew().
  */
 int fg_lock_release(fg_store *st, const char *name, const char *lease,
-		    struct fg_grant *out);
+		    const char *principal, struct fg_grant *out);
+
+/**
+ * Breaks the grant whose token is `token`: it ends as if it had expired
+ * now. Every holder leaves, its admitted writes are aborted on every
+ * gateway (as at a release), its lock-delay counts from now, and without
+ * one the next waiter(s) are granted in the same script. out->status is
+ * FG_REMOVED (out->token: the grant's), or FG_EXPIRED when token is not
+ * the live grant's (the lock is free, in lock-delay, or held under
+ * another token; out->token: the newest token the lock knows of, 0 for
+ * none): nothing changed. Nobody's rights are checked here.
+ */
+int fg_lock_break(fg_store *st, const char *name, uint64_t token,
+		  struct fg_grant *out);
 
 struct fg_lock_info {
 	bool held;
@@ -284,7 +310,8 @@ int fg_astore_unsubscribe(fg_astore *as, const char *channel);
  *  next call. Loop thread. */
 void fg_astore_follow(fg_astore *as);
 
-/** fg_lock_acquire, fg_lock_renew and fg_lock_check, asynchronously: the
+/** fg_lock_acquire, fg_lock_renew, fg_lock_release, fg_lock_break and
+ *  fg_lock_check, asynchronously: the
  *  request path of a gateway event loop. A call that fails at once
  *  returns negative and never calls cb; the arguments are copied. With
  *  replicas set (fg_store_opts), an acquire's grant is answered only once
@@ -296,12 +323,13 @@ void fg_astore_follow(fg_astore *as);
 int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		     fg_grant_cb *cb, void *arg);
 int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
-		   uint32_t ttl_ms, const char *value, size_t value_len,
-		   fg_grant_cb *cb, void *arg);
+		   const char *principal, uint32_t ttl_ms, const char *value,
+		   size_t value_len, fg_grant_cb *cb, void *arg);
 /** A waiter's grant (heard of by message) made good: with replicas set, a
  *  renewal of the lease (to the ttl it was granted with) followed by WAIT,
  *  as for an acquire; without, just the renewal. g->status is FG_GRANTED
- *  or FG_EXPIRED (the grant is gone). */
+ *  or FG_EXPIRED (the grant is gone). The lease is this gateway's own:
+ *  no principal is checked. */
 int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
 		     fg_grant_cb *cb, void *arg);
 typedef void fg_check_cb(int err, const struct fg_check *c, void *arg);
@@ -327,7 +355,9 @@ int fg_alock_dequeue(fg_astore *as, const char *name, const char *waiter_id,
 		     const char *lease, bool peek, fg_grant_cb *cb, void *arg);
 
 int fg_alock_release(fg_astore *as, const char *name, const char *lease,
-		     fg_grant_cb *cb, void *arg);
+		     const char *principal, fg_grant_cb *cb, void *arg);
+int fg_alock_break(fg_astore *as, const char *name, uint64_t token,
+		   fg_grant_cb *cb, void *arg);
 
 int fg_alock_inspect(fg_astore *as, const char *name, fg_info_cb *cb,
 		     void *arg);
@@ -366,7 +396,9 @@ int fg_alock_finish(fg_astore *as, const char *name, const char *write_id,
 /** "fg:gw:<id>": where a gateway hears that one of its waiters was granted
  *  ("<waiter id> <token> <x|s> <lease> <name>"), that a running write's
  *  grant ended ("x <write id>") or ends sooner ("e <write id>"), and that
- *  a write it waits behind ended ("w <name>"). */
+ *  a write it waits behind ended ("w <name>"), and that a lock its
+ *  waiters wait on can change hands in ms, sooner than it was told
+ *  ("t <ms> <name>": a break's lock-delay ends). */
 int fg_chan_gateway(const char *gateway_id, char *out, size_t cap);
 /** "fg:ev:<name>": published on every grant and end of a grant while an
  *  observer's tick asked for it. */

@@ -10,6 +10,8 @@
  * set with fg_topo_set_hook() then asks the maintenance thread to look
  * again. Invariant: a view only ever names servers that answered as
  * masters (ROLE, or the owner column of CLUSTER SLOTS) when it was made.
+ * The topology also holds the credentials (fg_redis_auth) that every
+ * connection to Redis, its own and the stores', logs in with.
  */
 #ifndef FENCEGATE_TOPO_H
 #define FENCEGATE_TOPO_H
@@ -55,12 +57,30 @@ int fg_redis_addr_parse(const char *s, struct fg_redis_addr *out, char *err,
 /** The hash slot of a key (CRC16 of its hash tag, as Redis Cluster). */
 unsigned fg_keyslot(const char *key, size_t len);
 
+/* How every connection to Redis logs in: the servers, the Sentinels and
+ * every cluster node alike, before any other command. */
+struct fg_redis_auth {
+	const char *user;     /* NULL: AUTH <password> (the default user) */
+	const char *password; /* NULL: no AUTH at all */
+	/* Optional. Told when a server refused the credentials, or a command
+	 * for want of a right (WRONGPASS, NOAUTH, NOPERM): the user (NULL for
+	 * the default user), the server, and its error text, never the
+	 * password. Any thread, at every refusal (the caller rate-limits);
+	 * must not block. */
+	void (*refused)(void *arg, const char *user,
+			const struct fg_redis_node *node, const char *why);
+	void *refused_arg;
+};
+
 typedef struct fg_topo fg_topo;
 
 /** Caller owns the result (fg_topo_destroy()); NULL on allocation failure.
- *  A DIRECT topology is complete at once; the others after a refresh. */
+ *  A DIRECT topology is complete at once; the others after a refresh.
+ *  auth may be NULL (no AUTH); its strings are copied, and the copy of the
+ *  password is wiped at fg_topo_destroy(). */
 fg_topo *fg_topo_create(const struct fg_redis_addr *addr,
-			unsigned connect_timeout_ms, unsigned command_timeout_ms);
+			unsigned connect_timeout_ms, unsigned command_timeout_ms,
+			const struct fg_redis_auth *auth);
 void fg_topo_destroy(fg_topo *t);
 
 enum fg_redis_mode fg_topo_mode(const fg_topo *t);

@@ -1,16 +1,20 @@
 -- acquire: re-enter, grant now, or queue.
 -- args: 3 lease, 4 mode, 5 ttl, 6 lock-delay, 7 wait, 8 waiter id,
 --       9 gateway id, 10 liveness, 11 max waiters, 12 re-entry lease or '',
---       13 '1' if value, 14 value, 15 '1' if owner, 16 owner
+--       13 '1' if value, 14 value, 15 '1' if owner, 16 owner,
+--       17 '1' if principal, 18 principal (absent: open mode; a grant
+--       is stored with it, a re-entry must come from it)
 -- Reply: {'granted', token, mode, holds, ttl} | {'queued', wake_in} |
 --        {'busy', wake_in} | {'expired'} (re-entry: the lease holds nothing;
---        a fresh lease: it was given back) | {'toomany'}
+--        a fresh lease: it was given back) | {'toomany'} |
+--        {'forbidden'} (re-entry: the lease holds, for another principal)
 local LEASE, MODE = ARGV[3], ARGV[4]
 local TTL, LD, WAIT = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
 local WID, GW, LIVE, MAXW = ARGV[8], ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11])
 local RE = ARGV[12]
 local VAL = (ARGV[13] == '1') and ARGV[14] or nil
 local OWN = (ARGV[15] == '1') and ARGV[16] or nil
+local PRIN = (ARGV[17] == '1') and ARGV[18] or nil
 
 -- A fresh lease's k: field says this call was given back before it got
 -- here (its answer was lost and the gateway undid it): it does nothing.
@@ -23,8 +27,10 @@ elseif RE ~= '' then
   local h = holder(RE)
   if not h then
     reply = {'expired'}
+  elseif not owns(h, PRIN) then
+    reply = {'forbidden'}
   else
-    rehold(RE, h.n + 1, TTL)
+    rehold(RE, h, h.n + 1, TTL)
     set_meta(VAL, OWN)
     reply = {'granted', tonumber(st.t), st.m, h.n + 1, TTL}
   end
@@ -32,11 +38,11 @@ else
   local queued = num(st.qn)
   local delayed = num(st.d) > NOW
   if queued == 0 and not held() and not delayed then
-    local t = grant_new(LEASE, MODE, TTL, LD)
+    local t = grant_new(LEASE, MODE, TTL, LD, PRIN)
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
   elseif queued == 0 and held() and MODE == 's' and st.m == 's' then
-    local t = join(LEASE, TTL)
+    local t = join(LEASE, TTL, PRIN)
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
   elseif WAIT == 0 then
@@ -48,7 +54,7 @@ else
     local dl = NOW + WAIT
     redis.call('ZADD', Q, seq, WID)
     redis.call('HSET', W, WID, cjson.encode({g = GW, m = MODE, t = TTL, ld = LD,
-      l = LEASE, dl = fmt(dl), v = VAL, o = OWN}))
+      l = LEASE, dl = fmt(dl), v = VAL, o = OWN, p = PRIN}))
     put('qs', seq, 'qn', queued + 1, 'g:' .. GW, fmt(NOW + LIVE))
     if dl > num(st.qd) then put('qd', fmt(dl)) end
     dirty = true

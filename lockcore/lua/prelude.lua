@@ -13,11 +13,12 @@
 --                       ob observers until (ms), aw gateways with writes
 --                       waiting on F (space-separated), kx latest end of
 --                       a k: field (ms), g:<gw> gateway alive-until (ms),
---                       h:<lease> "<holds>:<ttl_ms>:<expiry ms>" per holder,
+--                       h:<lease> "<holds>:<ttl_ms>:<expiry ms>[:<principal>]"
+--                       per holder (no principal: granted in open mode),
 --                       k:<lease> given back until (ms): a call with that
 --                       lease that reaches Redis late does nothing
 --   Q  fg:{N}:q  zset   waiter id -> arrival sequence (FIFO)
---   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o}
+--   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o,p}
 --   F  fg:{N}:f  zset   admitted write id -> recorded until (ms)
 -- Every function takes the keys S, Q, W, F and the arguments idle-forget
 -- ms, lock name; the rest is per script.
@@ -143,14 +144,24 @@ local function current() return math.max(num(st.c), num(st.t)) end
 local function live(tok) return tok == num(st.t) and held() end
 local function forged(tok) return tok > math.max(current(), NOW_US) end
 
--- A holder: {n = holds, ttl = ms, exp = ms} or nil.
+-- A holder: {n = holds, ttl = ms, exp = ms, p = principal ('' for none)}
+-- or nil.
 local function holder(lease)
   local v = hget('h:' .. lease)
   if not v then return nil end
-  local n, ttl, exp = string.match(v, '^(%d+):(%d+):(%d+)$')
-  return {n = tonumber(n), ttl = tonumber(ttl), exp = tonumber(exp)}
+  local n, ttl, exp, p = string.match(v, '^(%d+):(%d+):(%d+):?(.*)$')
+  return {n = tonumber(n), ttl = tonumber(ttl), exp = tonumber(exp), p = p}
 end
-local function hval(n, ttl, exp) return n .. ':' .. ttl .. ':' .. fmt(exp) end
+local function hval(n, ttl, exp, p)
+  local v = n .. ':' .. ttl .. ':' .. fmt(exp)
+  if p and p ~= '' then v = v .. ':' .. p end
+  return v
+end
+
+-- A grant belongs to its principal: may a call by P (nil: open mode, not
+-- asked) act on holder h? The caller checked that h holds first, so a
+-- lease that no longer holds is 'expired' whoever asks.
+local function owns(h, p) return p == nil or h.p == p end
 
 -- Recounts n, x and nx from the h: fields (only with several holders, or
 -- when some expired). Returns the leases whose expiry passed, and the
@@ -166,7 +177,7 @@ local function recount()
   end
   local n, x, nx, gone, last = 0, 0, 0, {}, 0
   for f, v in pairs(hs) do
-    local e = tonumber(string.match(v, ':(%d+)$'))
+    local e = tonumber(string.match(v, '^%d+:%d+:(%d+)'))
     if e <= NOW then
       gone[#gone + 1] = f
       if e > last then last = e end
@@ -208,35 +219,37 @@ local function purge()
   if gone > 0 and not held() then end_grant(last, true) end
 end
 
-local function grant_new(lease, mode, ttl, ld)
+local function grant_new(lease, mode, ttl, ld, p)
   local t = next_token()
   if st.d then del('d') end
   local exp = fmt(NOW + ttl)
   put('m', mode, 't', fmt(t), 'ld', tostring(ld), 'n', 1, 'x', exp, 'nx', exp,
-      'h:' .. lease, hval(1, ttl, NOW + ttl))
+      'h:' .. lease, hval(1, ttl, NOW + ttl, p))
   dirty = true
   publish(t)
   return t
 end
 
 -- A shared grant is joined under its current token.
-local function join(lease, ttl)
+local function join(lease, ttl, p)
   local exp = NOW + ttl
   local x, nx = num(st.x), num(st.nx)
   if exp > x then x = exp end
   if nx == 0 or exp < nx then nx = exp end
-  put('n', num(st.n) + 1, 'x', fmt(x), 'nx', fmt(nx), 'h:' .. lease, hval(1, ttl, exp))
+  put('n', num(st.n) + 1, 'x', fmt(x), 'nx', fmt(nx), 'h:' .. lease,
+      hval(1, ttl, exp, p))
   dirty = true
   return tonumber(st.t)
 end
 
--- Sets a holder's expiry (renew, re-entry) and keeps x/nx exact.
-local function rehold(lease, holds, ttl)
+-- Sets a holder's expiry (renew, re-entry) and keeps x/nx exact; its
+-- principal stays.
+local function rehold(lease, h, holds, ttl)
   local exp = NOW + ttl
   if num(st.n) == 1 then
-    put('h:' .. lease, hval(holds, ttl, exp), 'x', fmt(exp), 'nx', fmt(exp))
+    put('h:' .. lease, hval(holds, ttl, exp, h.p), 'x', fmt(exp), 'nx', fmt(exp))
   else
-    put('h:' .. lease, hval(holds, ttl, exp))
+    put('h:' .. lease, hval(holds, ttl, exp, h.p))
     recount()
   end
   dirty = true
@@ -264,7 +277,9 @@ local function handoff()
         del(gk)
       elseif tonumber(r.dl) >= NOW then
         local t
-        if held() then t = join(r.l, r.t) else t = grant_new(r.l, r.m, r.t, r.ld) end
+        -- the grant carries the principal the waiter queued with
+        if held() then t = join(r.l, r.t, r.p)
+        else t = grant_new(r.l, r.m, r.t, r.ld, r.p) end
         set_meta(r.v, r.o)
         -- lease and name ride along: a gateway that no longer knows
         -- the waiter gives the grant back at once

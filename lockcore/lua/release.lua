@@ -4,9 +4,12 @@
 -- each is recorded only for the margin from now (the storage may still be
 -- applying one whose last byte left) and its gateway is told to abort it
 -- upstream, so the next holder never waits on them.
--- args: 3 lease, 4 margin ms (at least the margin the writes carry)
--- Reply: {'granted', token, mode, holds left, ttl} | {'expired'}
+-- args: 3 lease, 4 margin ms (at least the margin the writes carry),
+--       5 '1' if principal, 6 principal (absent: not asked)
+-- Reply: {'granted', token, mode, holds left, ttl} | {'expired'} |
+--        {'forbidden'} (the lease holds, for another principal)
 local LEASE, MARGIN = ARGV[3], tonumber(ARGV[4])
+local PRIN = (ARGV[5] == '1') and ARGV[6] or nil
 begin(KEYS, ARGV, 'h:' .. LEASE)
 MARGIN_FLOOR = MARGIN
 advance()
@@ -14,10 +17,12 @@ local reply
 local h = holder(LEASE)
 if not h then
   reply = {'expired'}
+elseif not owns(h, PRIN) then
+  reply = {'forbidden'}
 else
   reply = {'granted', tonumber(st.t), st.m, h.n - 1, h.ttl}
   if h.n > 1 then
-    put('h:' .. LEASE, hval(h.n - 1, h.ttl, h.exp))
+    put('h:' .. LEASE, hval(h.n - 1, h.ttl, h.exp, h.p))
   elseif num(st.n) <= 1 then
     del('h:' .. LEASE)
     end_grant(NOW, false)

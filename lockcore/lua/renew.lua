@@ -1,19 +1,24 @@
 -- renew: extend a held lease (or shorten it: its running writes then
 -- follow the new end, prelude's follow_end()); optionally proclaim a new
 -- value.
--- args: 3 lease, 4 ttl (0: the lease's own), 5 '1' if value, 6 value
--- Reply: {'granted', token, mode, holds, ttl} | {'expired'}
+-- args: 3 lease, 4 ttl (0: the lease's own), 5 '1' if value, 6 value,
+--       7 '1' if principal, 8 principal (absent: not asked)
+-- Reply: {'granted', token, mode, holds, ttl} | {'expired'} |
+--        {'forbidden'} (the lease holds, for another principal)
 local LEASE, TTL = ARGV[3], tonumber(ARGV[4])
 local VAL = (ARGV[5] == '1') and ARGV[6] or nil
+local PRIN = (ARGV[7] == '1') and ARGV[8] or nil
 begin(KEYS, ARGV, 'h:' .. LEASE)
 advance()
 local reply
 local h = holder(LEASE)
 if not h then
   reply = {'expired'}
+elseif not owns(h, PRIN) then
+  reply = {'forbidden'}
 else
   local ttl = TTL > 0 and TTL or h.ttl
-  rehold(LEASE, h.n, ttl)
+  rehold(LEASE, h, h.n, ttl)
   set_meta(VAL, nil)
   reply = {'granted', tonumber(st.t), st.m, h.n, ttl}
 end

@@ -225,13 +225,49 @@ class RespError(Exception):
     pass
 
 
+# How the harness itself logs in to a Redis or a Sentinel whose default
+# user is off (RedisAcl): port -> (user, password).
+_ADMIN_LOGINS = {}
+
+
+class RedisAcl:
+    """The users of a Redis or a Sentinel with `default` off: the harness's
+    own admin (every right; its password is the same on every server of a
+    run, so replicas and Sentinels log in to each other with it) and the
+    ACL file lines `users` ("user NAME RULES...") under test."""
+
+    ADMIN = "fg-test-admin"
+    ADMIN_PASSWORD = os.urandom(12).hex()
+
+    def __init__(self, users=()):
+        self.users = list(users)
+
+    def lines(self):
+        return ["user default off",
+                "user %s on >%s ~* &* +@all" % (self.ADMIN,
+                                                 self.ADMIN_PASSWORD)] \
+            + self.users
+
+    def register(self, port):
+        """The harness's clients log in to `port` as the admin."""
+        _ADMIN_LOGINS[port] = (self.ADMIN, self.ADMIN_PASSWORD)
+
+
 class RespClient:
-    """Minimal RESP2 client, enough to look inside Redis."""
+    """Minimal RESP2 client, enough to look inside Redis. It logs in first
+    as the harness's admin where a RedisAcl registered the port."""
 
     def __init__(self, port, timeout=5.0):
         self.sock = socket.create_connection(("127.0.0.1", port),
                                              timeout=timeout)
         self.f = self.sock.makefile("rb")
+        login = _ADMIN_LOGINS.get(port)
+        if login:
+            try:
+                self.command("AUTH", *login)
+            except BaseException:
+                self.close()
+                raise
 
     def close(self):
         try:
@@ -311,14 +347,28 @@ class Process:
 
 
 class RedisServer(Process):
-    """A private redis-server on a free loopback port, no persistence."""
+    """A private redis-server on a free loopback port, no persistence. With
+    `acl` (a RedisAcl) its users come from an ACL file, `default` off, and
+    it replicates (when told to) as the harness's admin."""
 
-    def __init__(self, port=None, extra_args=()):
+    def __init__(self, port=None, extra_args=(), acl=None):
         self.port = port or free_port()
         self.extra_args = list(extra_args)
+        self.acl = acl
         self.dir = tempfile.mkdtemp(prefix="redis-", dir=tmp_root())
         self.logpath = os.path.join(self.dir, "redis.log")
         self.proc = None
+        if acl is not None:
+            acl.register(self.port)
+
+    def _acl_args(self):
+        if self.acl is None:
+            return []
+        path = os.path.join(self.dir, "users.acl")
+        with open(path, "w") as f:
+            f.write("\n".join(self.acl.lines()) + "\n")
+        return ["--aclfile", path, "--masteruser", RedisAcl.ADMIN,
+                "--masterauth", RedisAcl.ADMIN_PASSWORD]
 
     def url(self):
         """What a gateway's --redis names this server by."""
@@ -339,7 +389,8 @@ class RedisServer(Process):
             self.proc = spawn([exe, "--port", str(self.port),
                                "--bind", "127.0.0.1", "--save", "",
                                "--appendonly", "no", "--daemonize", "no",
-                               "--dir", self.dir] + self.extra_args,
+                               "--dir", self.dir] + self._acl_args()
+                              + self.extra_args,
                               stdout=log, stderr=subprocess.STDOUT,
                               cwd=self.dir)
         if not wait_until(self.ping, timeout, 0.02):
@@ -374,7 +425,7 @@ class RedisServer(Process):
         """Kills this server and starts a new, empty one on the same port;
         returns the new one."""
         self.kill()
-        return RedisServer(self.port, self.extra_args).start()
+        return RedisServer(self.port, self.extra_args, self.acl).start()
 
 
 # What a gateway given a Redis port by a test is pointed at: the URL of the
@@ -541,9 +592,10 @@ class Response:
 
 
 def http_request(port, method, path, body=None, raw=None, headers=None,
-                 timeout=10.0):
+                 timeout=10.0, ssl_context=None):
     """One request on a fresh connection. `body` is JSON-encoded; `raw`
-    (bytes or str) is sent as is. Returns a Response."""
+    (bytes or str) is sent as is; with `ssl_context`, over HTTPS. Returns
+    a Response."""
     hdrs = {}
     data = None
     if body is not None:
@@ -555,7 +607,11 @@ def http_request(port, method, path, body=None, raw=None, headers=None,
     if headers:
         hdrs.update(headers)
     t0 = time.monotonic()
-    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
+    if ssl_context is not None:
+        conn = http.client.HTTPSConnection("127.0.0.1", port, timeout=timeout,
+                                           context=ssl_context)
+    else:
+        conn = http.client.HTTPConnection("127.0.0.1", port, timeout=timeout)
     try:
         conn.request(method, path, body=data, headers=hdrs)
         r = conn.getresponse()
@@ -675,6 +731,8 @@ class Gateway(Process):
         self.logpath = os.path.join(self.dir, "stderr.log")
         self.proc = None
         self.stopped_rc = None
+        self.ssl_context = None   # set for a gateway given tls-cert: its
+                                  # own requests then go over HTTPS
 
     @staticmethod
     def executable():
@@ -714,7 +772,7 @@ class Gateway(Process):
                                     file_tail(self.logpath)))
             try:
                 http_request(self.port, "GET", "/_fence/v1/health",
-                             timeout=2.0)
+                             timeout=2.0, ssl_context=self.ssl_context)
                 return
             except OSError:
                 time.sleep(0.03)
@@ -727,7 +785,8 @@ class Gateway(Process):
         def ok():
             try:
                 return http_request(self.port, "GET", "/_fence/v1/health",
-                                    timeout=2.0).status == 200
+                                    timeout=2.0,
+                                    ssl_context=self.ssl_context).status == 200
             except OSError:
                 return False
         return wait_until(ok, timeout, 0.02)
@@ -742,6 +801,7 @@ class Gateway(Process):
             self.stopped_rc = kill_process(self.proc)
 
     def request(self, method, path, **kw):
+        kw.setdefault("ssl_context", self.ssl_context)
         return http_request(self.port, method, path, **kw)
 
     def log_tail(self, lines=40):

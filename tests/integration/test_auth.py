@@ -283,6 +283,10 @@ class Break(AuthCase):
         r = self.api("ops", "DELETE", "jobs/stuck2",
                      headers={"Fence-Break": str(g["token"])})
         self.assertEqual(r.status, 204, r)
+        self.assertTrue(wait_until(lambda: any(
+            l["endpoint"] == "break" and l["principal"] == "ops" and
+            l["status"] == 204 and l["token"] == g["token"]
+            for l in self.log_lines()), slack(5.0)), self.log_lines())
         self.assertFalse(self.api("ci", "GET", "jobs/stuck2").json["held"])
         r = self.gw.request("PUT", "/jobs/stuck2", raw=b"late",
                             headers={"Fencing-Token": g["sequencer"]})

@@ -36,7 +36,7 @@ EXIT_NOT_OBTAINED = 75
 EXIT_LEASE_LOST = 79
 
 SUBCOMMANDS = ("lock", "elect", "acquire", "renew", "release", "inspect",
-               "check")
+               "check", "break")
 
 
 def fencectl_exe():

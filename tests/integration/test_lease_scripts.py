@@ -1,8 +1,12 @@
-"""test_lease_scripts.py - the lock scripts' side of v1.1.1, called directly
-on the real Redis the gateway loaded them into: every move of a lease's end
-earlier reaches the records of its admitted writes and tells their gateway
-(`follow_end()`), and `giveback.lua` undoes a call whose answer was lost,
-leaving the lease a no-op for a call that reaches Redis after it.
+"""test_lease_scripts.py - the lock scripts' side of v1.1.1 and v1.2, called
+directly on the real Redis the gateway loaded them into: every move of a
+lease's end earlier reaches the records of its admitted writes and tells
+their gateway (`follow_end()`), and `giveback.lua` undoes a call whose
+answer was lost, leaving the lease a no-op for a call that reaches Redis
+after it; a grant belongs to the principal it was made for (re-entry,
+renewal and release by another are refused and change nothing, a lease
+that no longer holds is expired whoever asks); `break.lua` ends the grant
+of the token it names, every holder of it, as an expiry now.
 
 The gateway loads the library on its first call; the tests then send FCALL
 with the same keys and arguments the gateway's calls.c builds, so what is
@@ -61,8 +65,9 @@ class Subscriber:
         self.c.close()
 
 
-@harness.single_redis("calls the scripts on the one redis-server directly")
-class LeaseScriptTests(TestCase):
+class ScriptCalls(TestCase):
+    """Calls of the loaded library's functions, as calls.c builds them
+    (no tests of its own)."""
 
     def setUp(self):
         super().setUp()
@@ -106,6 +111,10 @@ class LeaseScriptTests(TestCase):
 
     def held(self, name):
         return self.redis.command("HGET", keys(name)[0], "n") is not None
+
+
+@harness.single_redis("calls the scripts on the one redis-server directly")
+class LeaseScriptTests(ScriptCalls):
 
     # ---- follow_end(): every end of a lease reaches its writes --------
 
@@ -275,3 +284,230 @@ class UnknownWaiterTests(TestCase):
         # and the lock is anyone's again
         self.acquire_ok(name, ttl_ms=1000)
 
+
+
+def dec(r):
+    return [x.decode() if isinstance(x, bytes) else x for x in r]
+
+
+@harness.single_redis("calls the scripts on the one redis-server directly")
+class PrincipalScriptTests(ScriptCalls):
+    """A grant belongs to its principal (contract v1.2): the acquire,
+    renew and release scripts take the caller's principal as an optional
+    last pair of arguments ('1', name), exactly as calls.c builds them;
+    without it (open mode) nothing is checked."""
+
+    def acq(self, name, lease, prin=None, mode="x", ttl=60000, wait=0,
+            wid="", gw="", reenter=""):
+        args = [lease, mode, ttl, 0, wait, wid, gw, 30000, 100, reenter,
+                "0", "", "0", ""]
+        if prin is not None:
+            args += ["1", prin]
+        return dec(self.fcall("acquire", name, *args))
+
+    def ren(self, name, lease, prin=None, ttl=0):
+        args = [lease, ttl, "0", ""]
+        if prin is not None:
+            args += ["1", prin]
+        return dec(self.fcall("renew", name, *args))
+
+    def rel(self, name, lease, prin=None):
+        args = [lease, MARGIN_MS]
+        if prin is not None:
+            args += ["1", prin]
+        return dec(self.fcall("release", name, *args))
+
+    def hfield(self, name, lease):
+        v = self.redis.command("HGET", keys(name)[0], "h:" + lease)
+        return None if v is None else v.decode()
+
+    def test_renew_release_and_reentry_by_another_principal_are_forbidden_and_change_nothing(self):
+        name = self.lock_name()
+        lease = "A" * 22
+        g = self.acq(name, lease, "alice", ttl=60000)
+        self.assertEqual(g[0], "granted", g)
+        before = self.hfield(name, lease)
+        self.assertTrue(before.endswith(":alice"), before)
+        self.assertEqual(self.ren(name, lease, "bob", ttl=100), ["forbidden"])
+        self.assertEqual(self.rel(name, lease, "bob"), ["forbidden"])
+        self.assertEqual(self.acq(name, "Z" * 22, "bob", ttl=100,
+                                  reenter=lease), ["forbidden"])
+        # nothing moved: the holder's expiry, holds and principal
+        self.assertEqual(self.hfield(name, lease), before)
+        self.assertTrue(self.held(name))
+        # the principal it was granted to may
+        r = self.acq(name, "Z" * 22, "alice", ttl=60000, reenter=lease)
+        self.assertEqual((r[0], r[3]), ("granted", 2), r)
+        self.assertEqual(self.ren(name, lease, "alice")[0], "granted")
+        self.assertTrue(self.hfield(name, lease).endswith(":alice"))
+        self.assertEqual(self.rel(name, lease, "alice")[:4],
+                         ["granted", g[1], "x", 1])
+        self.assertEqual(self.rel(name, lease, "alice")[0], "granted")
+        self.assertFalse(self.held(name))
+
+    def test_open_mode_calls_are_not_checked(self):
+        name = self.lock_name()
+        lease = "B" * 22
+        self.assertEqual(self.acq(name, lease, "alice")[0], "granted")
+        # no principal given: nothing is checked, and the stored one stays
+        self.assertEqual(self.ren(name, lease)[0], "granted")
+        r = self.acq(name, "Y" * 22, reenter=lease)
+        self.assertEqual((r[0], r[3]), ("granted", 2), r)
+        self.assertTrue(self.hfield(name, lease).endswith(":alice"))
+        self.assertEqual(self.rel(name, lease)[0], "granted")
+        self.assertEqual(self.rel(name, lease)[0], "granted")
+        self.assertFalse(self.held(name))
+
+    def test_a_grant_made_in_open_mode_belongs_to_no_principal(self):
+        name = self.lock_name()
+        lease = "C" * 22
+        self.assertEqual(self.acq(name, lease)[0], "granted")
+        self.assertEqual(self.hfield(name, lease).count(":"), 2)
+        self.assertEqual(self.ren(name, lease, "alice"), ["forbidden"])
+        self.assertEqual(self.rel(name, lease, "alice"), ["forbidden"])
+        self.assertTrue(self.held(name))
+        self.assertEqual(self.rel(name, lease)[0], "granted")
+
+    def test_a_lease_that_no_longer_holds_is_expired_whoever_asks(self):
+        name = self.lock_name()
+        # released
+        self.assertEqual(self.acq(name, "D" * 22, "alice")[0], "granted")
+        self.assertEqual(self.rel(name, "D" * 22, "alice")[0], "granted")
+        self.assertEqual(self.ren(name, "D" * 22, "bob"), ["expired"])
+        self.assertEqual(self.rel(name, "D" * 22, "bob"), ["expired"])
+        self.assertEqual(self.acq(name, "X" * 22, "bob", reenter="D" * 22),
+                         ["expired"])
+        # run out: Redis' clock passed its expiry
+        g = self.acq(name, "E" * 22, "alice", ttl=100)
+        self.assertEqual(g[0], "granted", g)
+        end = self.redis_ms() + 100
+        self.wait_for(lambda: self.redis_ms() > end + 1, 2.0,
+                      "Redis' clock to pass the lease's end")
+        self.assertEqual(self.ren(name, "E" * 22, "bob"), ["expired"])
+        self.assertEqual(self.rel(name, "E" * 22, "bob"), ["expired"])
+        self.assertEqual(self.acq(name, "X" * 22, "bob", reenter="E" * 22),
+                         ["expired"])
+        self.assertFalse(self.held(name))
+
+    def test_a_waiter_granted_from_the_queue_carries_its_principal(self):
+        name = self.lock_name()
+        self.assertEqual(self.acq(name, "F" * 22, "alice")[0], "granted")
+        q = self.acq(name, "G" * 22, "bob", wait=30000, wid="gwP-1", gw="gwP")
+        self.assertEqual(q[0], "queued", q)
+        self.assertEqual(self.rel(name, "F" * 22, "alice")[0], "granted")
+        self.assertTrue(self.hfield(name, "G" * 22).endswith(":bob"))
+        self.assertEqual(self.ren(name, "G" * 22, "alice"), ["forbidden"])
+        self.assertEqual(self.ren(name, "G" * 22, "bob")[0], "granted")
+
+    def test_shared_holders_each_belong_to_their_own_principal(self):
+        name = self.lock_name()
+        self.assertEqual(self.acq(name, "H" * 22, "alice", mode="s")[0], "granted")
+        self.assertEqual(self.acq(name, "I" * 22, "bob", mode="s")[0], "granted")
+        self.assertEqual(self.rel(name, "H" * 22, "bob"), ["forbidden"])
+        self.assertEqual(self.rel(name, "I" * 22, "alice"), ["forbidden"])
+        self.assertEqual(self.rel(name, "I" * 22, "bob")[0], "granted")
+        self.assertEqual(self.ren(name, "H" * 22, "alice")[0], "granted")
+        self.assertTrue(self.hfield(name, "H" * 22).endswith(":alice"))
+
+
+@harness.single_redis("calls the scripts on the one redis-server directly")
+class BreakScriptTests(ScriptCalls):
+    """break.lua: the grant of the token named ends as at an expiry now."""
+
+    def acq(self, name, lease, mode="x", ttl=60000, ld=0, wait=0, wid="",
+            gw=""):
+        return dec(self.fcall("acquire", name, lease, mode, ttl, ld, wait,
+                              wid, gw, 30000, 100, "", "0", "", "0", ""))
+
+    def brk(self, name, token):
+        return dec(self.fcall("break", name, token, MARGIN_MS))
+
+    def fields(self, name):
+        raw = self.redis.command("HGETALL", keys(name)[0])
+        return {raw[i].decode(): raw[i + 1].decode()
+                for i in range(0, len(raw), 2)}
+
+    def test_break_ends_the_grant_and_aborts_its_writes_through_follow_end(self):
+        name = self.lock_name()
+        sub = Subscriber(self.redis.port, "fg:gw:gwK")
+        try:
+            g = self.acq(name, "K" * 22)
+            tok = int(g[1])
+            self.assertEqual(self.fc_admit(name, tok, "gwK-w1")[0], "admitted")
+            self.assertEqual(self.brk(name, tok), ["removed", tok])
+            self.assertFalse(self.held(name))
+            self.assertEqual([f for f in self.fields(name) if f.startswith("h:")], [])
+            self.assertLessEqual(self.record(name, "gwK-w1") - self.redis_ms(),
+                                 MARGIN_MS + 50)
+            self.assertEqual(sub.messages(), ["x gwK-w1"])
+        finally:
+            sub.close()
+        self.assertEqual(self.fc_renew(name, "K" * 22, 0), [b"expired"])
+
+    def test_break_ends_every_shared_holder(self):
+        name = self.lock_name()
+        g = self.acq(name, "L" * 22, mode="s")
+        self.assertEqual(self.acq(name, "M" * 22, mode="s")[1], g[1])
+        self.assertEqual(self.acq(name, "N" * 22, mode="s")[1], g[1])
+        self.assertEqual(self.brk(name, int(g[1])), ["removed", int(g[1])])
+        f = self.fields(name)
+        self.assertEqual([k for k in f if k.startswith("h:")], [], f)
+        for k in ("n", "x", "nx", "m"):
+            self.assertNotIn(k, f)
+        for lease in ("L", "M", "N"):
+            self.assertEqual(self.fc_renew(name, lease * 22, 0), [b"expired"])
+
+    def test_another_token_or_a_free_lock_changes_nothing(self):
+        name = self.lock_name()
+        self.assertEqual(self.brk(name, 12345), ["expired", 0])
+        g = self.acq(name, "O" * 22)
+        tok = int(g[1])
+        before = self.fields(name)
+        self.assertEqual(self.brk(name, tok - 1), ["expired", tok])
+        self.assertEqual(self.brk(name, tok + 1), ["expired", tok])
+        self.assertEqual(self.fields(name), before)
+        self.assertEqual(self.fc_renew(name, "O" * 22, 0)[0], b"granted")
+
+    def test_with_lock_delay_0_the_next_waiter_is_granted_in_the_same_step(self):
+        name = self.lock_name()
+        tok = int(self.acq(name, "P" * 22)[1])
+        q = self.acq(name, "Q" * 22, wait=30000, wid="gwQ-1", gw="gwQ")
+        self.assertEqual(q[0], "queued", q)
+        sub = Subscriber(self.redis.port, "fg:gw:gwQ")
+        try:
+            self.assertEqual(self.brk(name, tok), ["removed", tok])
+            msgs = sub.messages()
+            self.assertEqual(len(msgs), 1, msgs)
+            wid, tok2, mode, lease, lock = msgs[0].split(" ")
+            self.assertEqual((wid, mode, lease, lock),
+                             ("gwQ-1", "x", "Q" * 22, name))
+            self.assertGreater(int(tok2), tok)
+        finally:
+            sub.close()
+        self.assertTrue(self.held(name))
+
+    def test_lock_delay_counts_from_the_break_and_the_waiters_gateways_hear_when_it_ends(self):
+        name = self.lock_name()
+        tok = int(self.acq(name, "R" * 22, ttl=60000, ld=2000)[1])
+        q = self.acq(name, "S" * 22, wait=30000, wid="gwS-1", gw="gwS")
+        self.assertEqual(q[0], "queued", q)
+        sub = Subscriber(self.redis.port, "fg:gw:gwS")
+        try:
+            t0 = self.redis_ms()
+            self.assertEqual(self.brk(name, tok), ["removed", tok])
+            t1 = self.redis_ms()
+            d = int(self.fields(name)["d"])
+            self.assertTrue(t0 + 2000 <= d <= t1 + 2000, (t0, d, t1))
+            msgs = sub.messages()
+            self.assertEqual(len(msgs), 1, msgs)
+            kind, ms, lock = msgs[0].split(" ")
+            self.assertEqual((kind, lock), ("t", name), msgs)
+            self.assertTrue(1900 <= int(ms) <= 2001, msgs)
+        finally:
+            sub.close()
+        self.assertFalse(self.held(name))
+        self.assertEqual(self.redis.command("ZCARD", keys(name)[1]), 1)
+        # in lock-delay the lock is not the token's any more
+        self.assertEqual(self.brk(name, tok), ["expired", tok])
+        # a try-once acquire is refused until the delay ends
+        self.assertEqual(self.acq(name, "T" * 22)[0], "busy")

@@ -26,8 +26,9 @@ import threading
 import time
 
 import harness
-from harness import (RedisServer, RespClient, RespError, SetupError,
-                     file_tail, free_port, slack, spawn, wait_until)
+from harness import (RedisAcl, RedisServer, RespClient, RespError,
+                     SetupError, file_tail, free_port, slack, spawn,
+                     wait_until)
 
 # ---------------------------------------------------------------------------
 # key slots (the CRC16 of Redis Cluster: XMODEM, polynomial 0x1021)
@@ -137,10 +138,12 @@ def node_info(port, section, timeout=2.0):
 
 class SentinelNode(harness.Process):
     """One redis-sentinel on a free loopback port, with a writable config
-    file of its own (Sentinel rewrites it)."""
+    file of its own (Sentinel rewrites it). With `acl` (a RedisAcl) its
+    users are those, `default` off, and it logs in to the Redis nodes and
+    to the other Sentinels as the harness's admin."""
 
     def __init__(self, master_name, master_port, quorum=2,
-                 down_after_ms=1000, failover_timeout_ms=3000):
+                 down_after_ms=1000, failover_timeout_ms=3000, acl=None):
         self.port = free_port()
         self.dir = tempfile.mkdtemp(prefix="sentinel-", dir=harness.tmp_root())
         self.conf = os.path.join(self.dir, "sentinel.conf")
@@ -159,6 +162,16 @@ class SentinelNode(harness.Process):
                     % (self.port, self.dir, master_name, master_port, quorum,
                        master_name, down_after_ms, master_name,
                        failover_timeout_ms, master_name))
+            if acl is not None:
+                acl.register(self.port)
+                f.write("".join(line + "\n" for line in acl.lines()))
+                f.write("sentinel auth-user %s %s\n"
+                        "sentinel auth-pass %s %s\n"
+                        "sentinel sentinel-user %s\n"
+                        "sentinel sentinel-pass %s\n"
+                        % (master_name, RedisAcl.ADMIN, master_name,
+                           RedisAcl.ADMIN_PASSWORD, RedisAcl.ADMIN,
+                           RedisAcl.ADMIN_PASSWORD))
 
     def start(self, timeout=10.0):
         exe = _tool("redis-sentinel", "FG_REDIS_SENTINEL")
@@ -186,22 +199,26 @@ class SentinelNode(harness.Process):
 class SentinelSet:
     """A primary, two replicas and three sentinels (quorum 2) watching them
     as `name`. Nodes are harness.RedisServer objects in self.nodes (the
-    primary first, as started); the current roles are asked of Redis."""
+    primary first, as started); the current roles are asked of Redis.
+    `acl` (RedisAcl) gives every Redis node its users, `sentinel_acl` every
+    Sentinel."""
 
     def __init__(self, name="mymaster", down_after_ms=1000,
-                 failover_timeout_ms=3000):
+                 failover_timeout_ms=3000, acl=None, sentinel_acl=None):
         self.name = name
         self.down_after_ms = down_after_ms
-        primary = RedisServer()
+        primary = RedisServer(acl=acl)
         self.nodes = [primary] + [
             RedisServer(extra_args=["--replicaof", "127.0.0.1",
-                                    str(primary.port)]) for _ in range(2)]
+                                    str(primary.port)], acl=acl)
+            for _ in range(2)]
         for n in self.nodes:
             # replicas sync at once, not after the default 5 s
             n.extra_args += ["--repl-diskless-sync-delay", "0"]
         self.sentinels = [SentinelNode(name, primary.port,
                                        down_after_ms=down_after_ms,
-                                       failover_timeout_ms=failover_timeout_ms)
+                                       failover_timeout_ms=failover_timeout_ms,
+                                       acl=sentinel_acl)
                           for _ in range(3)]
 
     def url(self, scheme="redis-sentinel"):
@@ -364,10 +381,11 @@ class ClusterNode(RedisServer):
     """A cluster-enabled redis-server; its cluster bus port is a free port
     of its own (cluster-port), and nodes.conf lives in its directory."""
 
-    def __init__(self, port=None, bus_port=None, node_timeout_ms=1000):
+    def __init__(self, port=None, bus_port=None, node_timeout_ms=1000,
+                 acl=None):
         self.bus_port = bus_port or free_port()
         self.node_timeout_ms = node_timeout_ms
-        super().__init__(port, extra_args=[
+        super().__init__(port, acl=acl, extra_args=[
             "--cluster-enabled", "yes",
             "--cluster-config-file", "nodes.conf",
             "--cluster-node-timeout", str(node_timeout_ms),
@@ -382,7 +400,8 @@ class ClusterNode(RedisServer):
 
     def fresh(self):
         """A new, empty node on the same ports (a new directory)."""
-        return ClusterNode(self.port, self.bus_port, self.node_timeout_ms)
+        return ClusterNode(self.port, self.bus_port, self.node_timeout_ms,
+                           self.acl)
 
 
 # Commands whose first key is not args[1].
@@ -400,12 +419,15 @@ class RedisCluster:
     """Three masters, three replicas, made a cluster by redis-cli. Usable
     where the suite uses a RedisServer: .port (a seed; gateways given this
     port by a test are pointed at url()), command(), keys(), lock_keys(),
-    alive(), stop(), kill(), pause()/resume(), start(), restart_empty()."""
+    alive(), stop(), kill(), pause()/resume(), start(), restart_empty().
+    `acl` (RedisAcl) gives every node its users."""
 
-    def __init__(self, masters=3, replicas=1, node_timeout_ms=1000):
+    def __init__(self, masters=3, replicas=1, node_timeout_ms=1000,
+                 acl=None):
         self.n_masters = masters
         self.n_replicas = replicas
-        self.nodes = [ClusterNode(node_timeout_ms=node_timeout_ms)
+        self.acl = acl
+        self.nodes = [ClusterNode(node_timeout_ms=node_timeout_ms, acl=acl)
                       for _ in range(masters * (1 + replicas))]
         self.port = self.nodes[0].port
         harness.register_redis_url(self.port, self.url())
@@ -427,12 +449,19 @@ class RedisCluster:
             redis_cli(["--cluster", "create"] +
                       ["127.0.0.1:%d" % n.port for n in self.nodes] +
                       ["--cluster-replicas", str(self.n_replicas),
-                       "--cluster-yes"], timeout, "cluster create")
+                       "--cluster-yes"] + self._cli_login(), timeout,
+                      "cluster create")
             self.wait_ok(timeout)
         except BaseException:
             self.stop()
             raise
         return self
+
+    def _cli_login(self):
+        if self.acl is None:
+            return []
+        return ["--user", RedisAcl.ADMIN, "--pass", RedisAcl.ADMIN_PASSWORD,
+                "--no-auth-warning"]
 
     def live_nodes(self):
         return [n for n in self.nodes if n.alive()]

@@ -208,7 +208,7 @@ static void test_direct_topology_is_complete_at_once(void **state)
 	struct fg_redis_addr a;
 	char err[128];
 	assert_int_equal(fg_redis_addr_parse("redis://127.0.0.1:6399", &a, err, sizeof(err)), 0);
-	fg_topo *t = fg_topo_create(&a, 100, 100);
+	fg_topo *t = fg_topo_create(&a, 100, 100, NULL);
 	assert_non_null(t);
 	assert_int_equal(fg_topo_gen(t), 1);
 	assert_int_equal(fg_topo_refresh(t), FG_OK); /* nothing to find */
@@ -232,7 +232,7 @@ static void test_unreachable_sentinels_leave_no_master(void **state)
 	/* port 1 on loopback: nothing listens, the refusal is immediate */
 	assert_int_equal(fg_redis_addr_parse("redis-sentinel://127.0.0.1:1/m", &a,
 					     err, sizeof(err)), 0);
-	fg_topo *t = fg_topo_create(&a, 100, 100);
+	fg_topo *t = fg_topo_create(&a, 100, 100, NULL);
 	assert_int_equal(fg_topo_refresh(t), FG_EUNAVAIL);
 	struct fg_topo_view v;
 	assert_int_equal(fg_topo_view(t, &v), FG_OK);
