@@ -33,6 +33,7 @@ TLS_DIR="$TMP/tls"
 AT_PATH="/fgt-$RUNID/obj-" # the objects of these rows, NOBJ of them
 # summary figures, empty when not measured
 AUTH_GET_OPEN="" AUTH_GET_KEY="" AUTH_CPS_OPEN="" AUTH_CPS_KEY="" AUTH_ERRS_FG="" AUTH_ERRS_PEER=""
+AUTH_GET_OPEN_US="" AUTH_GET_KEY_US="" AUTH_CYC_OPEN_US="" AUTH_CYC_KEY_US=""
 TLS_GET_FG="" TLS_GET_NG="" TLS_HS_FG="" TLS_HS_NG="" TLS_ERRS_FG="" TLS_ERRS_PEER=""
 TLS_RESUME_FG="" TLS_RESUME_NG="" TLS_HS_FG_US="" TLS_HS_NG_US=""
 AT_SKIPPED=""
@@ -97,13 +98,14 @@ at_mean_cps() {
 	[ "$n" -gt 0 ] && calc "printf \"%.1f\", $t / $n"
 	return 0
 }
-# at_cpu_per PROC LABEL... -> PROC's CPU microseconds per request over
-# those IO runs (empty when none has figures)
+# at_cpu_per PROC UNIT LABEL... -> PROC's CPU microseconds per UNIT
+# (requests, cycles: that field of the RESULT lines) over those runs;
+# empty when none has figures
 at_cpu_per() {
 	local l v q c=0 n=0
-	for l in "${@:2}"; do
+	for l in "${@:3}"; do
 		v=${CPU["$l $1"]:-}
-		q=$(iof "$l" requests)
+		q=$(field "$(grep '^RESULT ' "$TMP/$l.txt" 2>/dev/null || true)" "$2")
 		[ -n "$v" ] && [ "$v" != - ] && [ -n "$q" ] || continue
 		c=$(calc "print $c + $v")
 		n=$((n + q))
@@ -123,7 +125,7 @@ at_errs() { # at_errs LABEL...: errors over the wrk runs that have a RESULT line
 # ---- auth ----------------------------------------------------------------
 auth_rows() {
 	local po=$AUTH_OPEN_PORT pk=$AUTH_KEY_PORT uo="http://127.0.0.1:$AUTH_OPEN_PORT" uk="http://127.0.0.1:$AUTH_KEY_PORT"
-	local opid kpid r t order c1 c2 c3 c4 ok=1 labels_o=() labels_k=()
+	local opid kpid r t order c1 c2 c3 c4 ok=1 labels_o=() labels_k=() gets_o=() gets_k=()
 	say "[auth] a fencegate with an auth-file of $AUTH_PRINCIPALS principals and --proxy-auth required (fg-key)" \
 		"against an open one, no auth-file (fg-open); same flags else; the bench key one of the principals, rights lock:* observe:* read:*"
 	if ! at_auth_file; then
@@ -168,10 +170,16 @@ auth_rows() {
 				esac
 			done
 		done
-		io_merge auth-get-open $(for ((r = 1; r <= AUTH_ROUNDS; r++)); do echo auth-get-open-r$r; done)
-		io_merge auth-get-key $(for ((r = 1; r <= AUTH_ROUNDS; r++)); do echo auth-get-key-r$r; done)
+		for ((r = 1; r <= AUTH_ROUNDS; r++)); do gets_o+=(auth-get-open-r$r); gets_k+=(auth-get-key-r$r); done
+		io_merge auth-get-open "${gets_o[@]}"
+		io_merge auth-get-key "${gets_k[@]}"
 		AUTH_GET_OPEN=$(iof auth-get-open ok_rps)
 		AUTH_GET_KEY=$(iof auth-get-key ok_rps)
+		# throughput on a shared 2-core box drifts by more than the cost
+		# measured; the gateway's own CPU per request drifts much less
+		AUTH_GET_OPEN_US=$(at_cpu_per fg-open requests "${gets_o[@]}")
+		AUTH_GET_KEY_US=$(at_cpu_per fg-key requests "${gets_k[@]}")
+		say "  CPU per GET over the rounds: fg-open ${AUTH_GET_OPEN_US:--} us, fg-key ${AUTH_GET_KEY_US:--} us"
 		say "[auth cycles] the load of [lock cycles, fencegate] (fence_cycle.lua, ring of $NAME_RING names per wrk thread);" \
 			"fg-key's requests carry Authorization: Bearer; $AUTH_ROUNDS round(s), the order reversed every other round"
 		for ((r = 1; r <= AUTH_ROUNDS; r++)); do
@@ -190,9 +198,12 @@ auth_rows() {
 		done
 		AUTH_CPS_OPEN=$(at_mean_cps "${labels_o[@]}")
 		AUTH_CPS_KEY=$(at_mean_cps "${labels_k[@]}")
-		say "  mean of $AUTH_ROUNDS round(s): fg-open ${AUTH_CPS_OPEN:--} cycles/s, fg-key ${AUTH_CPS_KEY:--} cycles/s"
-		AUTH_ERRS_FG=$(($(sum_errs auth-get-key) + $(at_errs "${labels_k[@]}")))
-		AUTH_ERRS_PEER=$(($(sum_errs auth-get-open) + $(at_errs "${labels_o[@]}")))
+		AUTH_CYC_OPEN_US=$(at_cpu_per fg-open cycles "${labels_o[@]}")
+		AUTH_CYC_KEY_US=$(at_cpu_per fg-key cycles "${labels_k[@]}")
+		say "  mean of $AUTH_ROUNDS round(s): fg-open ${AUTH_CPS_OPEN:--} cycles/s, fg-key ${AUTH_CPS_KEY:--} cycles/s;" \
+			"CPU per cycle: fg-open ${AUTH_CYC_OPEN_US:--} us, fg-key ${AUTH_CYC_KEY_US:--} us"
+		AUTH_ERRS_FG=$(($(sum_errs "${gets_k[@]}") + $(at_errs "${labels_k[@]}")))
+		AUTH_ERRS_PEER=$(($(sum_errs "${gets_o[@]}") + $(at_errs "${labels_o[@]}")))
 		track_main
 	else
 		say "  !! the smoke answers are not 401 / 200 $OBJ_SIZE / 401 / 200 $OBJ_SIZE: the auth rows are not measured"
@@ -305,8 +316,8 @@ $NGINX_PROXY_LOCATION" "$NGINX_PROXY_UPSTREAM"
 		done
 		# the handshake rate is bound by wrk's own share of the cores as much as
 		# by the server's: the server's CPU per handshake says what it costs
-		TLS_HS_FG_US=$(at_cpu_per fg-tls "${lf[@]}")
-		TLS_HS_NG_US=$(at_cpu_per nginx-tls "${ln[@]}")
+		TLS_HS_FG_US=$(at_cpu_per fg-tls requests "${lf[@]}")
+		TLS_HS_NG_US=$(at_cpu_per nginx-tls requests "${ln[@]}")
 		say "  CPU per new connection (handshake + GET): fg-tls ${TLS_HS_FG_US:--} us, nginx-tls ${TLS_HS_NG_US:--} us"
 		TLS_GET_FG=$(iof tls-get-fg ok_rps)
 		TLS_GET_NG=$(iof tls-get-nginx ok_rps)
@@ -332,9 +343,13 @@ auth_tls_summary() {
 		r=$(ratio "$AUTH_GET_KEY" "$AUTH_GET_OPEN")
 		printf "$ROW" "GET ${OBJ_SIZE} B, key on each (proxy-auth), req/s" "$(num "$AUTH_GET_KEY")" "open fencegate $(num "$AUTH_GET_OPEN")" \
 			"$(r2 "$r")" ">= 0.95x" "$(verdict "$r" '>=' 0.95)"
+		printf "$ROW" "  fencegate CPU per GET, us" "$(num "$AUTH_GET_KEY_US")" "open fencegate $(num "$AUTH_GET_OPEN_US")" \
+			"$(r2 "$(ratio "$AUTH_GET_KEY_US" "$AUTH_GET_OPEN_US")")" "(info)" ""
 		r=$(ratio "$AUTH_CPS_KEY" "$AUTH_CPS_OPEN")
 		printf "$ROW" "lock cycles, key on each, cycles/s" "$(num "$AUTH_CPS_KEY")" "open fencegate $(num "$AUTH_CPS_OPEN")" \
 			"$(r2 "$r")" ">= 0.95x" "$(verdict "$r" '>=' 0.95)"
+		printf "$ROW" "  fencegate CPU per cycle, us" "$(num "$AUTH_CYC_KEY_US")" "open fencegate $(num "$AUTH_CYC_OPEN_US")" \
+			"$(r2 "$(ratio "$AUTH_CYC_KEY_US" "$AUTH_CYC_OPEN_US")")" "(info)" ""
 		printf "$ROW" "  auth-file principals" "$AUTH_PRINCIPALS" "" "" "" ""
 	fi
 	if want tls; then
@@ -345,7 +360,7 @@ auth_tls_summary() {
 		printf "$ROW" "TLS handshakes/s (ECDSA P-256, GET each)" "$(num "$TLS_HS_FG")" "nginx HTTPS proxy $(num "$TLS_HS_NG")" \
 			"$(r2 "$r")" "report" ""
 		printf "$ROW" "  server CPU per handshake + GET, us" "$(num "$TLS_HS_FG_US")" "nginx HTTPS proxy $(num "$TLS_HS_NG_US")" \
-			"$(r2 "$(ratio "$TLS_HS_FG_US" "$TLS_HS_NG_US")")" "report" ""
+			"$(r2 "$(ratio "$TLS_HS_FG_US" "$TLS_HS_NG_US")")" "(info)" ""
 		printf "$ROW" "  session resumed when offered" "${TLS_RESUME_FG:--}" "nginx ${TLS_RESUME_NG:--}" "" "" ""
 	fi
 	local ef="" ep=""
