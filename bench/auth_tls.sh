@@ -27,6 +27,7 @@
 # $TMP/auth, read by curl (-H @FILE) and by the wrk scripts; it is never on
 # a command line, in a log or in the output. Every process started here is
 # in PIDS (run.sh stops it on exit) and is stopped by PID when its rows end.
+# shellcheck shell=bash disable=SC2034 # sets run.sh's RUN_HOOK, FG_SCHEME, FG_CURL
 
 AUTH_DIR="$TMP/auth"
 TLS_DIR="$TMP/tls"
@@ -113,6 +114,41 @@ at_cpu_per() {
 	[ "$n" -gt 0 ] && calc "printf \"%.0f\", $c / $n * 1e6"
 	return 0
 }
+# How a server spread its CPU over its loops (fencegate's threads, nginx's
+# worker processes) in a run: fencegate's loops share one listening socket
+# and whichever is idle first accepts, so wrk's 32 connects can land
+# unevenly, and a run whose connections all sit on one loop serves from one
+# core. The rates compare runs, so each says its spread.
+AT_SPREAD_PID=""
+declare -A AT_SPREAD=() # run -> the busiest thread's share of the server's CPU, %
+at_ticks() { # at_ticks PID -> "tid ticks" for every thread of it and of its children
+	local p t
+	for p in $(kids "$1"); do
+		for t in /proc/"$p"/task/*; do
+			printf '%s %s\n' "${t##*/}" "$(awk '{ sub(/^.*\) /, ""); print $12 + $13 }' "$t/stat" 2>/dev/null || echo 0)"
+		done
+	done
+}
+at_spread_hook() { # RUN_HOOK: before|after LABEL
+	if [ "$1" = before ]; then
+		at_ticks "$AT_SPREAD_PID" | sort >"$TMP/$2.ticks0"
+		return 0
+	fi
+	at_ticks "$AT_SPREAD_PID" | sort >"$TMP/$2.ticks1"
+	AT_SPREAD[$2]=$(join "$TMP/$2.ticks0" "$TMP/$2.ticks1" |
+		awk '{ d = $3 - $2; t += d; if (d > m) m = d } END { if (t > 0) printf "%.0f", m / t * 100 }')
+}
+# at_spread PID LABEL CMD...: CMD (io_run or run_wrk LABEL ...) with PID's
+# spread taken around its measured run, then said
+at_spread() {
+	local pid=$1 label=$2
+	shift 2
+	AT_SPREAD_PID=$pid
+	RUN_HOOK=at_spread_hook
+	"$@"
+	RUN_HOOK=""
+	say "  $(printf '%-28s' '') busiest thread: ${AT_SPREAD[$label]:-?}% of the server's CPU ($(kids "$pid" | wc -l) process(es), $(at_ticks "$pid" | wc -l) thread(s))"
+}
 at_errs() { # at_errs LABEL...: errors over the wrk runs that have a RESULT line
 	local l t=0 line
 	for l in "$@"; do
@@ -165,12 +201,12 @@ auth_rows() {
 			[ $((r % 2)) = 0 ] && order="open key"
 			for t in $order; do
 				case $t in
-				open) P_PATH=$AT_PATH io_run auth-get-open-r$r fg-open "$uo" GET ;;
-				key) P_PATH=$AT_PATH io_run auth-get-key-r$r fg-key "$uk" GET "" "$AUTH_DIR/proxy.hdr" ;;
+				open) P_PATH=$AT_PATH at_spread "$opid" auth-get-open-r$r io_run auth-get-open-r$r fg-open "$uo" GET ;;
+				key) P_PATH=$AT_PATH at_spread "$kpid" auth-get-key-r$r io_run auth-get-key-r$r fg-key "$uk" GET "" "$AUTH_DIR/proxy.hdr" ;;
 				esac
 			done
 		done
-		for ((r = 1; r <= AUTH_ROUNDS; r++)); do gets_o+=(auth-get-open-r$r); gets_k+=(auth-get-key-r$r); done
+		for ((r = 1; r <= AUTH_ROUNDS; r++)); do gets_o+=("auth-get-open-r$r"); gets_k+=("auth-get-key-r$r"); done
 		io_merge auth-get-open "${gets_o[@]}"
 		io_merge auth-get-key "${gets_k[@]}"
 		AUTH_GET_OPEN=$(iof auth-get-open ok_rps)
@@ -188,13 +224,15 @@ auth_rows() {
 			for t in $order; do
 				say "  cycles-$t-r$r:"
 				case $t in
-				open) run_wrk auth-cycles-open-r$r fg-open "$HERE/fence_cycle.lua" "$uo" "fgo-$RUNID-r$r" "$NAME_RING" ;;
-				key) run_wrk auth-cycles-key-r$r fg-key "$HERE/fence_cycle.lua" "$uk" "fgk-$RUNID-r$r" "$NAME_RING" "$AUTH_DIR/lock.hdr" ;;
+				open) at_spread "$opid" auth-cycles-open-r$r \
+					run_wrk auth-cycles-open-r$r fg-open "$HERE/fence_cycle.lua" "$uo" "fgo-$RUNID-r$r" "$NAME_RING" ;;
+				key) at_spread "$kpid" auth-cycles-key-r$r \
+					run_wrk auth-cycles-key-r$r fg-key "$HERE/fence_cycle.lua" "$uk" "fgk-$RUNID-r$r" "$NAME_RING" "$AUTH_DIR/lock.hdr" ;;
 				esac
-				[ -n "$WRK_LINE" ] && report_cycles auth-cycles-$t-r$r "$WRK_LINE"
+				[ -n "$WRK_LINE" ] && report_cycles "auth-cycles-$t-r$r" "$WRK_LINE"
 			done
-			labels_o+=(auth-cycles-open-r$r)
-			labels_k+=(auth-cycles-key-r$r)
+			labels_o+=("auth-cycles-open-r$r")
+			labels_k+=("auth-cycles-key-r$r")
 		done
 		AUTH_CPS_OPEN=$(at_mean_cps "${labels_o[@]}")
 		AUTH_CPS_KEY=$(at_mean_cps "${labels_k[@]}")
@@ -302,15 +340,17 @@ $NGINX_PROXY_LOCATION" "$NGINX_PROXY_UPSTREAM"
 				[ $((r % 2)) = 0 ] && order="nginx fg"
 				for t in $order; do
 					case $kind-$t in
-					get-fg) P_PATH=$AT_PATH io_run tls-get-fg-r$r fg-tls "$uf" GET ;;
-					get-nginx) P_PATH=$AT_PATH io_run tls-get-nginx-r$r nginx-tls "$un" GET ;;
-					hs-fg) P_PATH=$AT_PATH io_run tls-hs-fg-r$r fg-tls "$uf" GET "" "$TLS_DIR/close.hdr" ;;
-					hs-nginx) P_PATH=$AT_PATH io_run tls-hs-nginx-r$r nginx-tls "$un" GET "" "$TLS_DIR/close.hdr" ;;
+					get-fg) P_PATH=$AT_PATH at_spread "$fpid" tls-get-fg-r$r io_run tls-get-fg-r$r fg-tls "$uf" GET ;;
+					get-nginx) P_PATH=$AT_PATH at_spread "$npid" tls-get-nginx-r$r io_run tls-get-nginx-r$r nginx-tls "$un" GET ;;
+					hs-fg) P_PATH=$AT_PATH at_spread "$fpid" tls-hs-fg-r$r \
+						io_run tls-hs-fg-r$r fg-tls "$uf" GET "" "$TLS_DIR/close.hdr" ;;
+					hs-nginx) P_PATH=$AT_PATH at_spread "$npid" tls-hs-nginx-r$r \
+						io_run tls-hs-nginx-r$r nginx-tls "$un" GET "" "$TLS_DIR/close.hdr" ;;
 					esac
 				done
 			done
 			lf=() ln=()
-			for ((r = 1; r <= TLS_ROUNDS; r++)); do lf+=(tls-$kind-fg-r$r); ln+=(tls-$kind-nginx-r$r); done
+			for ((r = 1; r <= TLS_ROUNDS; r++)); do lf+=("tls-$kind-fg-r$r"); ln+=("tls-$kind-nginx-r$r"); done
 			io_merge tls-$kind-fg "${lf[@]}"
 			io_merge tls-$kind-nginx "${ln[@]}"
 		done
@@ -363,6 +403,15 @@ auth_tls_summary() {
 			"$(r2 "$(ratio "$TLS_HS_FG_US" "$TLS_HS_NG_US")")" "(info)" ""
 		printf "$ROW" "  session resumed when offered" "${TLS_RESUME_FG:--}" "nginx ${TLS_RESUME_NG:--}" "" "" ""
 	fi
+	# fencegate runs whose busiest thread did 90% or more of its work: one
+	# loop served them (see AT_SPREAD above)
+	local l n=0 one=0
+	for l in "${!AT_SPREAD[@]}"; do
+		case $l in auth-* | tls-*-fg-*) ;; *) continue ;; esac
+		n=$((n + 1))
+		[ "${AT_SPREAD[$l]:-0}" -ge 90 ] && one=$((one + 1))
+	done
+	[ "$n" -gt 0 ] && printf "$ROW" "  fencegate runs served by one loop" "$one of $n" "" "" "(info)" ""
 	local ef="" ep=""
 	if [ -n "$AUTH_ERRS_FG$TLS_ERRS_FG" ]; then ef=$((${AUTH_ERRS_FG:-0} + ${TLS_ERRS_FG:-0})); fi
 	if [ -n "$AUTH_ERRS_PEER$TLS_ERRS_PEER" ]; then ep=$((${AUTH_ERRS_PEER:-0} + ${TLS_ERRS_PEER:-0})); fi
