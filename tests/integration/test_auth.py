@@ -469,6 +469,25 @@ class Audit(AuthCase):
                         (count("unauthenticated"), count("forbidden")))
 
 
+class AuditText(AuthCase):
+
+    extra_flags = ("--access-log-format", "text")
+
+    def test_text_lines_name_the_principal_or_a_dash(self):
+        self.take("ci", "jobs/text")
+        self.api(None, "GET", "jobs/text")
+
+        def lines():
+            with open(self.access_log) as f:
+                return [l for l in f if LOCKS + "jobs/text" in l]
+        self.assertTrue(wait_until(lambda: len(lines()) >= 2, slack(5.0)))
+        got = lines()
+        self.assertIn(" 200 ", got[0])
+        self.assertIn(" principal=ci ", got[0])
+        self.assertIn(" 401 ", got[1])
+        self.assertIn(" principal=- ", got[1])
+
+
 class Guessing(AuthCase):
 
     extra_flags = ("--threads", "1")
