@@ -32,6 +32,7 @@ import json
 import os
 import re
 import signal
+import subprocess
 import tempfile
 import threading
 import time
@@ -487,13 +488,14 @@ class NginxPinnedTests(StoreTestCase):
                              % check.resp)
         try:
             rc = g.proc.wait(slack(5.0))
-        except Exception:
+        except subprocess.TimeoutExpired:
             self.fail("fencegate did not exit within %.1f s of SIGTERM"
                       % slack(5.0))
         g.stopped_rc = rc
         self.assertEqual(rc, 0, "fencegate's exit code after SIGTERM")
         self.assertLess(time.monotonic() - t_term, slack(5.0))
-        self.assertIsNone(g.sanitizer_report())
+        report = g.sanitizer_report()
+        self.assertIsNone(report, "sanitizer report:\n%s" % report)
 
         # nginx: the upload ended unapplied; nothing of it was stored
         old = self.store.wait_log(slack(3.0), test_id=self.OLD)
