@@ -1240,7 +1240,7 @@ static enum MHD_Result respond_released(struct MHD_Connection *c,
 					const struct fg_fence *f)
 {
 	return fg_respond_error(c, FG_E_STALE_TOKEN,
-		"the grant was released; its write was not forwarded",
+		"the grant was released or broken; its write was not forwarded",
 		json_pack("{s:I, s:n}", "token",
 			  (json_int_t)fg_fence_first_write(f)->token, "current"));
 }
@@ -1617,14 +1617,14 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 			}
 			bool known = x->cur_known;
 			const char *msg =
-				sent ? (released ? "the grant was released before the upstream "
-						   "answered the write; the gateway hung up, and "
+				sent ? (released ? "the grant was released or broken before "
+						   "the upstream answered the write; the gateway hung up, and "
 						   "the upstream may have applied it"
 						 : "the lease ran out before the upstream answered "
 						   "the write; the gateway hung up, and the "
 						   "upstream may have applied it")
-				     : (released ? "the grant was released before the write "
-						   "finished; it was aborted upstream"
+				     : (released ? "the grant was released or broken before "
+						   "the write finished; it was aborted upstream"
 						 : "the lease ran out before the write finished; "
 						   "it was aborted upstream");
 			return fg_respond_error(c, FG_E_STALE_TOKEN, msg,
