@@ -16,7 +16,10 @@
 -- only long after its release was answered; should it still be held (a
 -- release that failed), the acquire fails and counts as an error. Every
 -- answer other than the two above counts as an error, by status.
--- Usage: wrk -t2 -c32 -d10s -s fence_cycle.lua URL -- <name-prefix> [ring]
+-- header-file: `Name: value` lines sent with every request (a bearer key);
+-- a file, not wrk's -H, which wrk.format() leaves out when given headers,
+-- and which would show the key in ps.
+-- Usage: wrk -t2 -c32 -d10s -s fence_cycle.lua URL -- <name-prefix> [ring] [header-file]
 
 local threads = {}
 local next_id = 0
@@ -38,9 +41,33 @@ errs = {}
 errsummary = ""
 sample = ""
 
+local acq_hdr = { ["Content-Type"] = "application/json" }
+local acq_body = '{"ttl_ms":30000}'
+local extra = {}
+
+local function read_headers(path)
+   local f = io.open(path, "r")
+   if not f then
+      io.stderr:write("fence_cycle.lua: cannot open header file " .. path .. "\n")
+      os.exit(2)
+   end
+   for line in f:lines() do
+      local n, v = string.match(line, "^([^:%s]+):%s*(.-)%s*$")
+      if n then
+         extra[n] = v
+      elseif string.match(line, "%S") then
+         io.stderr:write("fence_cycle.lua: not a header line in " .. path .. "\n")
+         os.exit(2)
+      end
+   end
+   f:close()
+end
+
 function init(args)
    if args[1] then prefix = args[1] end
    if args[2] then ring = tonumber(args[2]) or ring end
+   if args[3] and args[3] ~= "" then read_headers(args[3]) end
+   for n, v in pairs(extra) do acq_hdr[n] = v end
    prefix = prefix .. "-" .. tostring(id) .. "-"
 end
 
@@ -61,13 +88,12 @@ local function fail(what, status, body)
    end
 end
 
-local acq_hdr = { ["Content-Type"] = "application/json" }
-local acq_body = '{"ttl_ms":30000}'
-
 function request()
    local h = table.remove(held)
    if h then
-      return wrk.format("DELETE", "/_fence/v1/locks/" .. h[1], { ["Fence-Lease"] = h[2] })
+      local rh = { ["Fence-Lease"] = h[2] }
+      for n, v in pairs(extra) do rh[n] = v end
+      return wrk.format("DELETE", "/_fence/v1/locks/" .. h[1], rh)
    end
    slot = (slot + 1) % ring
    return wrk.format("POST", "/_fence/v1/locks/" .. prefix .. tostring(slot), acq_hdr, acq_body)

@@ -11,9 +11,14 @@
 --         given, also `Fencing-Token: <sequencer of object i>`. run.sh
 --         acquires the locks (one per object, named by the path without its
 --         leading '/') before the run and writes "<i> <sequencer>" lines.
+--   header-file: `Name: value` lines added to every request (a bearer key,
+--         `Connection: close`). A file, not wrk's -H: wrk.format() leaves
+--         -H out when given headers, and a key on the command line would
+--         show in ps.
 --
--- Usage: wrk -tT -cC -d10s -s object_io.lua URL -- <tag> GET|PUT <path-prefix> <nobj> <nthreads> [size] [token-file]
--- (<tag> is ignored: run.sh passes a different one for the warm-up run.)
+-- Usage: wrk -tT -cC -d10s -s object_io.lua URL -- <tag> GET|PUT <path-prefix> <nobj> <nthreads> [size] [token-file] [header-file]
+-- (<tag> is ignored: run.sh passes a different one for the warm-up run;
+-- an empty token-file is none.)
 -- Answers >= 400 are counted by wrk itself (http_ge400 below).
 
 local threads = {}
@@ -34,6 +39,19 @@ local reqs = {}
 local nreq = 0
 local k = 0
 
+-- read_headers FILE -> { name = value } from its `Name: value` lines
+local function read_headers(path)
+   local hs = {}
+   local f = io.open(path, "r")
+   if not f then die("cannot open header file " .. path) end
+   for line in f:lines() do
+      local n, v = string.match(line, "^([^:%s]+):%s*(.-)%s*$")
+      if n then hs[n] = v elseif string.match(line, "%S") then die("not a header line in " .. path) end
+   end
+   f:close()
+   return hs
+end
+
 function init(args)
    local method = args[2] or "GET"
    local prefix = args[3] or "/obj-"
@@ -41,6 +59,8 @@ function init(args)
    local nthreads = tonumber(args[5] or "1") or 1
    local size = tonumber(args[6] or "1024") or 1024
    local tokfile = args[7]
+   local extra = {}
+   if args[8] and args[8] ~= "" then extra = read_headers(args[8]) end
    local toks = {}
    if tokfile and tokfile ~= "" then
       local f = io.open(tokfile, "r")
@@ -55,6 +75,7 @@ function init(args)
    if method == "PUT" then body = string.rep("x", size) end
    for i = id % nthreads, nobj - 1, nthreads do
       local h = {}
+      for n, v in pairs(extra) do h[n] = v end
       if method == "PUT" then h["Content-Type"] = "application/octet-stream" end
       if tokfile and tokfile ~= "" then
          if not toks[i] then die("no sequencer for object " .. i .. " in " .. tokfile) end
