@@ -36,12 +36,17 @@
 
 #define API_LOCKS "/_fence/v1/locks/"
 
-/* Unknown keys an address may send in a burst, and how fast it may send
- * more after that (per loop: a client spread over N loops gets N times
- * this, which is still a fixed bound). */
+/* Unknown keys an address (an IPv4 address, an IPv6 /64) may send in a
+ * burst, and how fast it may send more after that (per loop: a client
+ * spread over N loops gets N times this, which is still a fixed bound).
+ * The budgets are kept in FAIL_SETS sets of FAIL_WAYS; a new address
+ * takes the place of the one with the fullest budget, so an address that
+ * is being refused keeps its place against up to FAIL_WAYS - 1 others
+ * of its set. */
 #define FAIL_BURST 10.0
 #define FAIL_PER_S 1.0
-#define FAIL_SLOTS 256
+#define FAIL_SETS 64
+#define FAIL_WAYS 4
 
 struct fail_slot {
 	unsigned char addr[16];
@@ -54,7 +59,7 @@ struct fg_access {
 	struct fg_gateway *gw;
 	struct fg_authtab *tab;  /* a reference; NULL: open */
 	unsigned gen;            /* the gateway's auth_gen when taken */
-	struct fail_slot fail[FAIL_SLOTS];
+	struct fail_slot fail[FAIL_SETS][FAIL_WAYS];
 };
 
 /* ---- the table in force ------------------------------------------------ */
@@ -153,35 +158,45 @@ static void client_addr(struct MHD_Connection *c, unsigned char out[16])
 	} else if (sa->sa_family == AF_INET6) {
 		const struct sockaddr_in6 *in6 = (const struct sockaddr_in6 *)sa;
 		memcpy(out, &in6->sin6_addr, 16);
+		if (!IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
+			memset(out + 8, 0, 8); /* one site's /64 is one budget */
 	}
 }
 
-static struct fail_slot *fail_slot(struct fg_access *a, const unsigned char addr[16])
+static void refill(struct fail_slot *s, uint64_t now)
+{
+	s->tokens += (double)(now - s->t_ns) / 1e9 * FAIL_PER_S;
+	if (s->tokens > FAIL_BURST)
+		s->tokens = FAIL_BURST;
+	s->t_ns = now;
+}
+
+/* The address's budget, refilled for the time since it was last used. */
+static struct fail_slot *fail_budget(struct fg_access *a,
+				     const unsigned char addr[16])
 {
 	uint32_t h = 2166136261u; /* FNV-1a */
 	for (int i = 0; i < 16; i++)
 		h = (h ^ addr[i]) * 16777619u;
-	return &a->fail[h % FAIL_SLOTS];
-}
-
-/* Refills the slot's budget; a slot held by another address is taken
- * over (a collision only ever gives an address a fresh budget). */
-static struct fail_slot *fail_budget(struct fg_access *a,
-				     const unsigned char addr[16])
-{
-	struct fail_slot *s = fail_slot(a, addr);
+	struct fail_slot *set = a->fail[h % FAIL_SETS], *fullest = NULL;
 	uint64_t now = fg_rec_now_ns();
-	if (!s->used || memcmp(s->addr, addr, 16) != 0) {
-		memcpy(s->addr, addr, 16);
-		s->used = true;
-		s->tokens = FAIL_BURST;
-	} else {
-		s->tokens += (double)(now - s->t_ns) / 1e9 * FAIL_PER_S;
-		if (s->tokens > FAIL_BURST)
-			s->tokens = FAIL_BURST;
+	for (int w = 0; w < FAIL_WAYS; w++) {
+		struct fail_slot *s = &set[w];
+		if (!s->used) {
+			fullest = s;
+			continue;
+		}
+		refill(s, now);
+		if (memcmp(s->addr, addr, 16) == 0)
+			return s;
+		if (!fullest || (fullest->used && s->tokens > fullest->tokens))
+			fullest = s;
 	}
-	s->t_ns = now;
-	return s;
+	memcpy(fullest->addr, addr, 16);
+	fullest->used = true;
+	fullest->tokens = FAIL_BURST;
+	fullest->t_ns = now;
+	return fullest;
 }
 
 /* ---- who asks ----------------------------------------------------------- */
@@ -386,8 +401,10 @@ bool fg_access_api(struct fg_req *req, struct MHD_Connection *c,
 
 /* ---- the proxy -------------------------------------------------------------- */
 
-/* Does a read list or walk a collection? Then it touches every object
- * under it, each guarded by its own lock unless a route guards them all. */
+/* Does an unfenced-looking read list or walk a collection? Then it
+ * touches every object under it, each guarded by its own lock unless a
+ * route guards them all. (A repeated Depth never gets here: proxy.c
+ * refuses it, so the value read is the value forwarded.) */
 static bool reads_collection(struct MHD_Connection *c, const char *method,
 			     const struct fg_writeset *ws)
 {
@@ -399,18 +416,19 @@ static bool reads_collection(struct MHD_Connection *c, const char *method,
 	return !depth || strcmp(depth, "0") != 0;
 }
 
-/* read: on what an unfenced read touches: the lock guarding its path; for
- * a collection, the collection and everything under it, so either the one
- * route lock guarding that whole subtree or every lock whose name starts
- * with the collection's path ("docs/" for GET /docs/). */
+/* read: on what a read of the request path touches: the lock guarding it;
+ * for a collection, the collection and everything under it, so either the
+ * one route lock guarding that whole subtree or every lock whose name
+ * starts with the collection's path ("docs/" for GET /docs/). */
 static bool require_read(struct MHD_Connection *c, const struct fg_config *cfg,
-			 const struct fg_principal *p, const char *method,
-			 const struct fg_writeset *ws, enum MHD_Result *ret)
+			 const struct fg_principal *p,
+			 const struct fg_writeset *ws, bool collection,
+			 enum MHD_Result *ret)
 {
 	char lock[FG_NAME_MAX + 1];
 	bool route = false;
 	bool has_lock = fg_lock_for_path(cfg, ws->path, ws->path_len, lock, &route) == 0;
-	if (!reads_collection(c, method, ws)) {
+	if (!collection) {
 		if (has_lock)
 			return require(c, p, FG_RIGHT_READ, lock, ret);
 		return forbid(c, p, FG_RIGHT_READ, "", true, ret);
@@ -443,11 +461,21 @@ bool fg_access_proxy(struct fg_req *req, struct MHD_Connection *c,
 	if (!authenticate(req->loop->access, t, c, "Fence-Authorization", &p, ret))
 		return false;
 	note_principal(req, p);
-	if (ws->n == 0)
-		return require_read(c, cfg, p, method, ws, ret);
+	if (!ws)
+		return true; /* a request refused for its write set: who only */
+	/* every lock whose sequencer the request carries, as it is used */
 	for (int i = 0; i < ws->n; i++)
 		if (!require(c, p, ws->m[i].write ? FG_RIGHT_LOCK : FG_RIGHT_READ,
 			     ws->m[i].lock, ret))
 			return false;
+	/* and what it reads, whether or not a sequencer came with it: a read
+	 * (a fenced read of a collection reaches past its one lock), and a
+	 * COPY's source (a copy reads it; a slashless one is forwarded with
+	 * "Depth: 0" unless a route guards its subtree, writeset.h) */
+	if (!ws->write)
+		return require_read(c, cfg, p, ws, reads_collection(c, method, ws), ret);
+	if (strcmp(method, "COPY") == 0)
+		return require_read(c, cfg, p, ws, ws->path_len > 0 &&
+				    ws->path[ws->path_len - 1] == '/', ret);
 	return true;
 }

@@ -53,7 +53,8 @@ bool fg_access_api(struct fg_req *req, struct MHD_Connection *c,
  * Fence-Authorization or the client certificate, with read: (reads) or
  * lock: (writes) on the lock guarding every object the request touches
  * (ws: its write set, as fg_writeset_build() decided it). Else true at
- * once.
+ * once. With ws NULL (a request refused for its write set) it only
+ * finds who asks, so that nobody learns the routes before a 401.
  */
 bool fg_access_proxy(struct fg_req *req, struct MHD_Connection *c,
 		     const char *method, const struct fg_writeset *ws,

@@ -171,11 +171,14 @@ int main(int argc, char **argv)
 			fg_log_error("cannot start the thread of loop %u", i);
 			goto error_running;
 		}
+	/* the upstream by host and port: its URL may carry a password */
+	char up[FG_HOST_MAX + 16];
+	snprintf(up, sizeof(up), "%s:%s", cfg.upstream ? cfg.up.host : "none",
+		 cfg.upstream ? cfg.up.port : "-");
 	fg_log_info("fencegate %s listening on %s:%d (redis %s:%d, upstream %s, "
 		    "%u loops, gateway %s)",
 		    FG_VERSION, cfg.listen_host, cfg.listen_port, cfg.redis_host,
-		    cfg.redis_port, cfg.upstream ? cfg.upstream : "none",
-		    gw.nloops, gw.id);
+		    cfg.redis_port, up, gw.nloops, gw.id);
 
 	sd_notifyf(0, "READY=1\nMAINPID=%lu\nSTATUS=listening on %s:%d",
 		   (unsigned long)getpid(), cfg.listen_host, cfg.listen_port);

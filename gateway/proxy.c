@@ -635,7 +635,8 @@ static void ended(struct fg_proxy *px, struct fg_xfer *x, CURLcode code)
 		 * ("SSL certificate problem: unable to get local issuer
 		 * certificate") */
 		if (tls_failure(code))
-			fg_log_warn("upstream %s: TLS failed: %s", px->base,
+			fg_log_warn("upstream %s:%s: TLS failed: %s",
+				    px->gw->cfg->up.host, px->gw->cfg->up.port,
 				    x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
 		curl_multi_remove_handle(px->multi, x->easy);
 		x->added = false;
@@ -1239,7 +1240,7 @@ static enum MHD_Result respond_released(struct MHD_Connection *c,
 					const struct fg_fence *f)
 {
 	return fg_respond_error(c, FG_E_STALE_TOKEN,
-		"the grant was released; its write was not forwarded",
+		"the grant was released or broken; its write was not forwarded",
 		json_pack("{s:I, s:n}", "token",
 			  (json_int_t)fg_fence_first_write(f)->token, "current"));
 }
@@ -1616,14 +1617,14 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 			}
 			bool known = x->cur_known;
 			const char *msg =
-				sent ? (released ? "the grant was released before the upstream "
-						   "answered the write; the gateway hung up, and "
+				sent ? (released ? "the grant was released or broken before "
+						   "the upstream answered the write; the gateway hung up, and "
 						   "the upstream may have applied it"
 						 : "the lease ran out before the upstream answered "
 						   "the write; the gateway hung up, and the "
 						   "upstream may have applied it")
-				     : (released ? "the grant was released before the write "
-						   "finished; it was aborted upstream"
+				     : (released ? "the grant was released or broken before "
+						   "the write finished; it was aborted upstream"
 						 : "the lease ran out before the write finished; "
 						   "it was aborted upstream");
 			return fg_respond_error(c, FG_E_STALE_TOKEN, msg,
@@ -1766,6 +1767,36 @@ static bool bodyless_read(const char *method)
 	       strcmp(method, "OPTIONS") == 0;
 }
 
+/* The WebDAV headers the gateway decides by (which objects a request
+ * touches, whether it replaces a collection) each have one value: sent
+ * twice, the gateway would check one and a storage might act on the
+ * other. */
+static const char *const single_headers[] = { "Depth", "Overwrite", "Destination" };
+#define NSINGLE (sizeof(single_headers) / sizeof(single_headers[0]))
+
+static enum MHD_Result count_single(void *cls, enum MHD_ValueKind kind,
+				    const char *key, const char *value)
+{
+	unsigned *n = cls;
+	(void)kind;
+	(void)value;
+	for (size_t i = 0; i < NSINGLE; i++)
+		if (strcasecmp(key, single_headers[i]) == 0)
+			n[i]++;
+	return MHD_YES;
+}
+
+/* The first single-valued header that came twice, or NULL. */
+static const char *repeated_header(struct MHD_Connection *c)
+{
+	unsigned n[NSINGLE] = { 0 };
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_single, n);
+	for (size_t i = 0; i < NSINGLE; i++)
+		if (n[i] > 1)
+			return single_headers[i];
+	return NULL;
+}
+
 enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 				const char *method, const char *upload,
 				size_t *upload_size)
@@ -1787,6 +1818,12 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 		if (bodyless_read(method) && (req->body_chunked || req->body_length > 0))
 			return fg_respond_error_close(c, FG_E_BAD_REQUEST,
 				"GET, HEAD and OPTIONS requests carry no body here");
+		const char *twice = repeated_header(c);
+		if (twice) {
+			char msg[96];
+			snprintf(msg, sizeof(msg), "more than one %s header", twice);
+			return fg_respond_error_close(c, FG_E_BAD_REQUEST, msg);
+		}
 		struct fg_writeset ws;
 		bool has_token = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							     "Fencing-Token") != NULL;
@@ -1795,13 +1832,15 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 			MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Destination"),
 			MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
 			has_token, &ws);
+		enum MHD_Result ret;
+		if (e != FG_E_COUNT && !fg_access_proxy(req, c, method, NULL, &ret))
+			return ret;
 		if (e != FG_E_COUNT)
 			return fg_respond_error(c, e,
 				e == FG_E_BAD_LOCK_NAME
 					? "this path maps to no valid lock name; add a route rule"
 					: NULL,
 				NULL);
-		enum MHD_Result ret;
 		if (!fg_access_proxy(req, c, method, &ws, &ret))
 			return ret;
 		req->shallow = ws.shallow;

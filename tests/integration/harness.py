@@ -812,12 +812,13 @@ class Gateway(Process):
 
 
 class Env:
-    """redis-server + upstream + N gateways sharing them."""
+    """redis-server + upstream + N gateways sharing them. The upstream
+    answers with `upstream_handler` (an UpstreamHandler class) when given."""
 
     def __init__(self, flags=(), gateways=1, redis=True, upstream=True,
-                 gateway_flags=None):
+                 gateway_flags=None, upstream_handler=None):
         self.redis = new_redis()
-        self.upstream = Upstream()
+        self.upstream = Upstream(handler=upstream_handler)
         self.start_redis = redis
         self.start_upstream = upstream
         per = gateway_flags or [list(flags)] * gateways

@@ -18,7 +18,7 @@ from harness import (LOCKS, Gateway, TestCase, UpstreamHandler, Upstream,
                      read_request_body, slack, wait_until)
 
 KEYS = {n: secrets.token_urlsafe(32) for n in
-        ("ci", "ops", "reader", "nobody", "late")}
+        ("ci", "ops", "reader", "nobody", "late", "writer")}
 
 
 def sha(key):
@@ -32,6 +32,7 @@ def auth_lines(extra=()):
         "ops      sha256:%s    admin:* metrics" % sha(KEYS["ops"]),
         "reader   sha256:%s    read:docs/ observe:docs/" % sha(KEYS["reader"]),
         "nobody   sha256:%s" % sha(KEYS["nobody"]),
+        "writer   sha256:%s    lock:docs/" % sha(KEYS["writer"]),
         "certops  cert         admin:*",
     ] + list(extra)) + "\n"
 
@@ -62,6 +63,7 @@ class _Recording(UpstreamHandler):
             self.wfile.write(out)
 
     do_GET = do_HEAD = do_PUT = do_DELETE = do_POST = do_PROPFIND = _answer
+    do_COPY = _answer
 
 
 class AuthCase(TestCase):
@@ -314,9 +316,31 @@ class ProxyAuth(AuthCase):
     extra_flags = ("--proxy-auth", "required")
 
     def proxied(self, who, method, path, raw=None, headers=None):
-        h = {"Fence-Authorization": "Bearer " + KEYS[who]} if who else {}
-        h.update(headers or {})
-        return self.gw.request(method, path, raw=raw, headers=h)
+        h = [("Fence-Authorization", "Bearer " + KEYS[who])] if who else []
+        if isinstance(headers, dict):
+            headers = list(headers.items())
+        h += headers or []
+        if not any(k == "Fence-Authorization" for k, _ in h) and \
+                len({k for k, _ in h}) == len(h):
+            return self.gw.request(method, path, raw=raw, headers=dict(h))
+        return self.raw_request(method, path, raw, h)
+
+    def raw_request(self, method, path, raw, headers):
+        """A request whose headers may repeat a name."""
+        import http.client
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port, timeout=10)
+        try:
+            conn.putrequest(method, path, skip_accept_encoding=True)
+            for k, v in headers:
+                conn.putheader(k, v)
+            body = raw or b""
+            conn.putheader("Content-Length", str(len(body)))
+            conn.endheaders(body)
+            r = conn.getresponse()
+            return harness.Response(r.status, r.reason, r.getheaders(),
+                                    r.read(), 0)
+        finally:
+            conn.close()
 
     def test_reads_need_a_principal_with_read(self):
         self.assert_refused(self.proxied(None, "GET", "/docs/a"), 401,
@@ -353,6 +377,32 @@ class ProxyAuth(AuthCase):
         r = self.proxied("ops", "PUT", "/docs/w", raw=b"x",
                          headers={"Fencing-Token": g["sequencer"]})
         self.assertEqual(r.status, 200, r)
+
+    def test_a_copy_needs_read_on_its_source(self):
+        g = self.take("writer", "docs/copy")
+        hdrs = {"Destination": "/docs/copy", "Overwrite": "F",
+                "Destination-Fencing-Token": g["sequencer"]}
+        r = self.proxied("writer", "COPY", "/secret/payroll", headers=hdrs)
+        self.assert_refused(r, 403, "forbidden")
+        self.assertIn("read:", r.json["message"])
+        self.assertIn("secret/payroll", r.json["message"])
+        self.assertEqual([x for x in self.upstream.records if x[0] == "COPY"], [])
+        r = self.proxied("writer", "COPY", "/docs/orig", headers=hdrs)
+        self.assertEqual(r.status, 200, r)
+
+    def test_a_repeated_depth_is_refused(self):
+        r = self.proxied("reader", "PROPFIND", "/docs/a",
+                         headers=[("Depth", "0"), ("Depth", "infinity")])
+        self.assert_refused(r, 400, "bad_request")
+        self.assertIn("Depth", r.json["message"])
+        self.assertEqual(self.upstream.records, [])
+
+    def test_who_asks_comes_before_what_the_routes_say(self):
+        # "/" maps to no lock: a stranger learns nothing but 401
+        r = self.proxied(None, "PUT", "/", raw=b"x")
+        self.assert_refused(r, 401, "unauthenticated")
+        r = self.proxied("reader", "PUT", "/", raw=b"x")
+        self.assert_refused(r, 400, "bad_lock_name")
 
     def test_fence_authorization_never_reaches_the_upstream(self):
         g = self.take("ops", "docs/h")
@@ -417,6 +467,25 @@ class Audit(AuthCase):
         self.assertTrue(wait_until(lambda: count("unauthenticated") == u0 + 2 and
                                    count("forbidden") == f0 + 1, slack(5.0)),
                         (count("unauthenticated"), count("forbidden")))
+
+
+class AuditText(AuthCase):
+
+    extra_flags = ("--access-log-format", "text")
+
+    def test_text_lines_name_the_principal_or_a_dash(self):
+        self.take("ci", "jobs/text")
+        self.api(None, "GET", "jobs/text")
+
+        def lines():
+            with open(self.access_log) as f:
+                return [l for l in f if LOCKS + "jobs/text" in l]
+        self.assertTrue(wait_until(lambda: len(lines()) >= 2, slack(5.0)))
+        got = lines()
+        self.assertIn(" 200 ", got[0])
+        self.assertIn(" principal=ci ", got[0])
+        self.assertIn(" 401 ", got[1])
+        self.assertIn(" principal=- ", got[1])
 
 
 class Guessing(AuthCase):
@@ -487,6 +556,20 @@ class StartUp(TestCase):
         g.start()
         self.assertTrue(wait_until(lambda: "no auth-file" in open(g.logpath).read(),
                                    slack(5.0)), g.log_tail())
+
+    def test_an_upstream_password_is_never_logged(self):
+        g = Gateway(1, 1, ["--listen", "127.0.0.1:%d" % harness.free_port(),
+                           "--redis", "127.0.0.1:1", "--upstream",
+                           "http://store:s3cretpw@127.0.0.1:%d" % harness.free_port()],
+                    add_defaults=False)
+        g.port = int(g.flags[1].rsplit(":", 1)[1])
+        self.log_paths.append(g.logpath)
+        self.addCleanup(self._stop_gateway, g)
+        g.start()
+        self.assertTrue(wait_until(lambda: "listening on" in open(g.logpath).read(),
+                                   slack(5.0)), g.log_tail())
+        text = open(g.logpath).read().split("\n", 1)[1]  # past the harness's argv line
+        self.assertNotIn("s3cretpw", text)
 
     def test_a_bad_auth_file_is_exit_2(self):
         d = tempfile.mkdtemp(dir=harness.tmp_root())

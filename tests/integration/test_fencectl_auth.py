@@ -152,13 +152,8 @@ class RecordingGatewayHandler(harness.UpstreamHandler):
     do_GET = do_POST = do_PATCH = do_DELETE = _answer
 
 
-LEASE = "L" * 22
-
-
-def grant(name, token=5, ttl_ms=30000):
-    return {"name": name, "lease": LEASE, "token": token,
-            "mode": "exclusive", "ttl_ms": ttl_ms,
-            "sequencer": "fg1.stand-in.%d" % token, "holds": 1}
+# the stand-in grant of test_fencectl.py, the same here
+from test_fencectl import LEASE, grant  # noqa: E402
 
 
 def state(name, held, token=None):

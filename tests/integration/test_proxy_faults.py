@@ -207,6 +207,11 @@ class SlowUpstreamTests(StoreTestCase):
         self.addCleanup(self.slow.stop)
         self.gw = env.gw
         self.redis = env.redis
+        # Env.start() waits for health only when it started the upstream
+        # itself: wait here, or a first acquire may come before the
+        # gateway has found Redis (a cluster's slot map takes a moment)
+        self.assertTrue(env.gw.wait_healthy(slack(10.0)),
+                        "the gateway did not get ready: " + env.gw.log_tail())
         return env
 
     def test_no_response_head_within_upstream_timeout_gets_504_upstream_timeout(self):

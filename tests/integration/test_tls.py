@@ -853,7 +853,7 @@ class UpstreamTest(TlsTestCase):
         self.assertEqual(r.json["error"], "upstream_unavailable")
         self.assertIsNone(store.read(path))
         self.assertEqual(store.log_for(test_id="b-put"), [])
-        m = self.wait_log(g, r"warn upstream https://127\.0\.0\.1:%d: TLS "
+        m = self.wait_log(g, r"warn upstream 127\.0\.0\.1:%d: TLS "
                           r"failed: SSL certificate problem: ([^\n]*)" % store.port)
         self.assertIn(b"issuer", m.group(1))
         r = g.request("GET", path)
