@@ -160,8 +160,7 @@ at_errs() { # at_errs LABEL...: errors over the wrk runs that have a RESULT line
 
 # ---- auth ----------------------------------------------------------------
 auth_rows() {
-	local po=$AUTH_OPEN_PORT pk=$AUTH_KEY_PORT uo="http://127.0.0.1:$AUTH_OPEN_PORT" uk="http://127.0.0.1:$AUTH_KEY_PORT"
-	local opid kpid r t order c1 c2 c3 c4 ok=1 labels_o=() labels_k=() gets_o=() gets_k=()
+	local po pk uo uk opid kpid r t order c1 c2 c3 c4 ok=1 labels_o=() labels_k=() gets_o=() gets_k=()
 	say "[auth] a fencegate with an auth-file of $AUTH_PRINCIPALS principals and --proxy-auth required (fg-key)" \
 		"against an open one, no auth-file (fg-open); same flags else; the bench key one of the principals, rights lock:* observe:* read:*"
 	if ! at_auth_file; then
@@ -170,6 +169,8 @@ auth_rows() {
 	fi
 	say "  auth-file: $(grep -c . "$AUTH_DIR/auth-file") lines, $(stat -c %s "$AUTH_DIR/auth-file") bytes, keys minted with fencegate --new-key"
 	at_objects || { AT_SKIPPED+="${AT_SKIPPED:+, }auth (no objects)"; return 0; }
+	read -r po pk < <(free_ports 2)
+	uo="http://127.0.0.1:$po" uk="http://127.0.0.1:$pk"
 	if ! start_fg fg-open "$po" "127.0.0.1:$REDIS_PORT"; then
 		XFG_DIED+="${XFG_DIED:+, }fg-open did not start"
 		return 0
@@ -277,8 +278,7 @@ tls_resumes() {
 	case "$out" in *$'\nReused, '*) echo yes ;; *$'\nNew, '*) echo no ;; *) echo "?" ;; esac
 }
 tls_rows() {
-	local pf=$TLS_FG_PORT pn=$TLS_NGINX_PORT uf="https://127.0.0.1:$TLS_FG_PORT" un="https://127.0.0.1:$TLS_NGINX_PORT"
-	local fpid npid r t order c1 c2 c3 ok=1 kind lf ln
+	local pf pn uf un fpid npid r t order c1 c2 c3 ok=1 kind lf ln
 	say "[tls] one self-signed ECDSA P-256 certificate (openssl req -x509 -newkey ec, prime256v1; SAN IP:127.0.0.1)" \
 		"for a fencegate with --tls-cert/--tls-key (fg-tls) and nginx as an HTTPS reverse proxy (nginx-tls: the plain" \
 		"proxy's forwarding, $FG_LOOPS worker(s), reuseport; ssl_session_cache off, ssl_session_tickets off)"
@@ -294,6 +294,8 @@ tls_rows() {
 	say "  certificate: $(openssl x509 -in "$TLS_DIR/cert.pem" -noout -text | awk -F': *' '/Public Key Algorithm|NIST CURVE|Signature Algorithm/ { print $2 }' | sort -u | paste -sd, -)"
 	at_objects || { AT_SKIPPED+="${AT_SKIPPED:+, }tls (no objects)"; return 0; }
 	printf 'Connection: close\n' >"$TLS_DIR/close.hdr"
+	read -r pf pn < <(free_ports 2)
+	uf="https://127.0.0.1:$pf" un="https://127.0.0.1:$pn"
 	nginx_conf nginx-tls "$FG_LOOPS" "		listen 127.0.0.1:$pn ssl reuseport;
 		ssl_certificate $TLS_DIR/cert.pem;
 		ssl_certificate_key $TLS_DIR/key.pem;

@@ -201,25 +201,23 @@ TRACK_NAMES=()
 TRACK_PIDS=()
 track() { TRACK_NAMES+=("$1"); TRACK_PIDS+=("$2"); }
 
-# Free loopback ports: bind them all at once so they are distinct.
+# free_ports N -> N free loopback ports, bound all at once so they are distinct
+free_ports() {
+	python3 -c 'import socket, sys
+socks = [socket.socket() for _ in range(int(sys.argv[1]))]
+for s in socks: s.bind(("127.0.0.1", 0))
+print(" ".join(str(s.getsockname()[1]) for s in socks))' "$1"
+}
 # UPSTREAM_PORT is the WebDAV storage nginx (fencegate's --upstream), NPROXY_PORT
 # the plain nginx reverse proxy in front of it, FGS_PORT a second, fresh
 # fencegate for the streaming test. CL_PORT1..3 are the cluster nodes (CL_BUS1..3
 # their cluster bus, set explicitly: port + 10000 may be taken or out of range),
 # FGC_PORT the fencegate on the cluster; PRI_PORT and REP_PORT the primary and
-# its replica, ACK_PORT0 and ACK_PORT1 the fencegates on them; AUTH_OPEN_PORT
-# and AUTH_KEY_PORT the open and the auth-file fencegate of the auth rows,
-# TLS_FG_PORT and TLS_NGINX_PORT the HTTPS fencegate and nginx.
+# its replica, ACK_PORT0 and ACK_PORT1 the fencegates on them. (The auth and
+# TLS rows take theirs when they start: a port picked long before it is
+# bound may be taken meanwhile.)
 read -r REDIS_PORT ETCD_PORT ETCD_PEER_PORT FG_PORT UPSTREAM_PORT NPROXY_PORT FGS_PORT \
-	CL_PORT1 CL_PORT2 CL_PORT3 CL_BUS1 CL_BUS2 CL_BUS3 FGC_PORT PRI_PORT REP_PORT ACK_PORT0 ACK_PORT1 \
-	AUTH_OPEN_PORT AUTH_KEY_PORT TLS_FG_PORT TLS_NGINX_PORT < <(python3 - <<'EOF'
-import socket
-socks = []
-for _ in range(22):
-    s = socket.socket(); s.bind(("127.0.0.1", 0)); socks.append(s)
-print(" ".join(str(s.getsockname()[1]) for s in socks))
-EOF
-)
+	CL_PORT1 CL_PORT2 CL_PORT3 CL_BUS1 CL_BUS2 CL_BUS3 FGC_PORT PRI_PORT REP_PORT ACK_PORT0 ACK_PORT1 < <(free_ports 18)
 
 wait_for() { # wait_for SECONDS PID DESC CMD...
 	local secs=$1 pid=$2 desc=$3 i
