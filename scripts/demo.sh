@@ -162,7 +162,10 @@ ci_key=$(echo "$ci_new" | sed -n 1p); ops_key=$(echo "$ops_new" | sed -n 1p)
   echo "$ci_new" | sed -n 2p | awk '{ print $1, $2, "lock:jobs/ observe:*" }'
   echo "$ops_new" | sed -n 2p | awk '{ print $1, $2, "admin:* metrics" }'
 } >"$work/auth"
+# keys stay in files (fencectl --key-file, curl -H @FILE): never on a
+# command line, where ps would show them
 printf %s "$ci_key" >"$work/ci.key"; printf %s "$ops_key" >"$work/ops.key"
+printf 'Authorization: Bearer %s\n' "$ci_key" >"$work/ci.hdr"
 build-release/gateway/fencegate --listen "127.0.0.1:$aport" --redis "127.0.0.1:$rport" \
   --upstream "http://127.0.0.1:$sport" --log-level warn --auth-file "$work/auth" \
   2>"$work/fencegate-auth.log" &
@@ -176,13 +179,13 @@ step "a stranger (no key) tries to take jobs/deploy"
 show curl -s -X POST "$agw/_fence/v1/locks/jobs/deploy" -d '{}'
 
 step "ci takes jobs/deploy for an hour, writes, and then hangs"
-c=$(curl -s -X POST -H "Authorization: Bearer $ci_key" "$agw/_fence/v1/locks/jobs/deploy" -d '{"ttl_ms":3600000}')
+c=$(curl -s -X POST -H @"$work/ci.hdr" "$agw/_fence/v1/locks/jobs/deploy" -d '{"ttl_ms":3600000}')
 c_seq=$(echo "$c" | field sequencer)
 echo "ci holds token $(echo "$c" | field token)"
 show curl -s -w '%{http_code}\n' -X PUT -H "Fencing-Token: $c_seq" --data-binary 'v1 by ci' "$agw/jobs/deploy"
 
 step "ci has no admin: right, so it cannot break a lock, not even its own"
-show curl -s -X DELETE -H "Authorization: Bearer $ci_key" -H "Fence-Break: $(echo "$c" | field token)" "$agw/_fence/v1/locks/jobs/deploy"
+show curl -s -X DELETE -H @"$work/ci.hdr" -H "Fence-Break: $(echo "$c" | field token)" "$agw/_fence/v1/locks/jobs/deploy"
 
 step "the operator breaks the stuck lock: fencectl break jobs/deploy"
 show build-release/fencectl/fencectl --gateway "$agw" --key-file "$work/ops.key" break jobs/deploy
