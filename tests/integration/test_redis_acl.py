@@ -273,14 +273,17 @@ class RedisAclTests(TopologyCase):
         c = self.own(RedisCluster(acl=server_acl(pw)))
         up = self.recording_upstream()
         gw = self.acl_gateway(c.url(), up, self.password_file(pw))
-        masters = set()
-        for i in range(12):
+        # one lock on each master: names are picked by their slot's owner
+        # (random names could all miss one master), then each is cycled
+        names = {}
+        for i in range(300):
             name = self.lock_name("-%d" % i)
-            self.lock_cycle(gw, name)
-            masters.add(c.owner_of(name).port)
-            if len(masters) == 3 and i >= 3:
+            names.setdefault(c.owner_of(name).port, name)
+            if len(names) == 3:
                 break
-        self.assertEqual(len(masters), 3, "locks on masters %r" % masters)
+        self.assertEqual(len(names), 3, "names on masters %r" % names)
+        for name in names.values():
+            self.lock_cycle(gw, name)
         self.woken_by_release(gw, gw, self.lock_name())
         for n in c.nodes:
             self.assert_no_acl_denials(n.port, "node %d" % n.port)
