@@ -190,6 +190,32 @@ def wait_until(fn, timeout, interval=0.02):
         time.sleep(interval)
 
 
+def tcp_local_ports(pid, remote_ports):
+    """Local ports of a process's TCP connections to any of `remote_ports`
+    (its socket inodes, matched in /proc/net/tcp and tcp6)."""
+    inodes = set()
+    fd_dir = "/proc/%d/fd" % pid
+    for fd in os.listdir(fd_dir):
+        try:
+            link = os.readlink(os.path.join(fd_dir, fd))
+        except OSError:
+            continue
+        if link.startswith("socket:["):
+            inodes.add(link[8:-1])
+    out = set()
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if f[9] in inodes and \
+                    int(f[2].rsplit(":", 1)[1], 16) in remote_ports:
+                out.add(int(f[1].rsplit(":", 1)[1], 16))
+    return out
+
+
 def file_tail(path, lines=40):
     try:
         with open(path, "rb") as f:

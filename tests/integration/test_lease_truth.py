@@ -17,7 +17,6 @@ against the real processes:
   keeps the lock from the next client.
 """
 
-import os
 import re
 import select
 import socket
@@ -61,28 +60,8 @@ def metric_sum(gw, family, labels=None):
 
 
 def redis_command_conns(gw, redis_port):
-    """Local ports of the gateway process's TCP connections to Redis (read
-    from /proc: its socket inodes, matched in /proc/net/tcp)."""
-    inodes = set()
-    fd_dir = "/proc/%d/fd" % gw.proc.pid
-    for fd in os.listdir(fd_dir):
-        try:
-            link = os.readlink(os.path.join(fd_dir, fd))
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    ports = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            f = row.split()
-            if f[9] in inodes and int(f[2].rsplit(":", 1)[1], 16) == redis_port:
-                ports.add(int(f[1].rsplit(":", 1)[1], 16))
-    return ports
+    """Local ports of the gateway process's TCP connections to Redis."""
+    return harness.tcp_local_ports(gw.proc.pid, {redis_port})
 
 
 def kill_command_conns(redis, gw):

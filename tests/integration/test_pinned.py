@@ -116,28 +116,8 @@ def recorded_writes(redis, lock):
 
 def local_ports(proc, remote_ports):
     """Local ports of the process's TCP connections to any of
-    `remote_ports` (its socket inodes, matched in /proc/net/tcp)."""
-    inodes = set()
-    fd_dir = "/proc/%d/fd" % proc.pid
-    for fd in os.listdir(fd_dir):
-        try:
-            link = os.readlink(os.path.join(fd_dir, fd))
-        except OSError:
-            continue
-        if link.startswith("socket:["):
-            inodes.add(link[8:-1])
-    out = set()
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = open(table).read().splitlines()[1:]
-        except OSError:
-            continue
-        for row in rows:
-            f = row.split()
-            if f[9] in inodes and \
-                    int(f[2].rsplit(":", 1)[1], 16) in remote_ports:
-                out.add(int(f[1].rsplit(":", 1)[1], 16))
-    return out
+    `remote_ports`."""
+    return harness.tcp_local_ports(proc.pid, remote_ports)
 
 
 def stopped(proc):
