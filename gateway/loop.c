@@ -19,12 +19,12 @@
 #include <event2/event.h>
 #include <openssl/rand.h>
 
-#include "access.h"
-#include "gateway.h"
-#include "log.h"
+#include "access/access.h"
+#include "proc/gateway.h"
+#include "base/log.h"
 #include "loop.h"
-#include "proxy.h"
-#include "waitq.h"
+#include "proxy/proxy.h"
+#include "lockwait/waitq.h"
 
 /* How long a stopping loop keeps serving, so that the waiters it answered
  * (503) get their answer before the connections close. */

@@ -30,14 +30,14 @@
 #include <openssl/crypto.h>
 #include <systemd/sd-daemon.h>
 
-#include "access.h"
-#include "accesslog.h"
-#include "auth.h"
-#include "gateway.h"
-#include "log.h"
+#include "access/access.h"
+#include "proc/accesslog.h"
+#include "base/auth.h"
+#include "proc/gateway.h"
+#include "base/log.h"
 #include "loop.h"
-#include "metrics.h"
-#include "tls.h"
+#include "proc/metrics.h"
+#include "http/tls.h"
 
 /* Many parked waiters are many open sockets. */
 static void raise_fd_limit(void)

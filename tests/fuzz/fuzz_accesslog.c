@@ -1,6 +1,6 @@
 /*
  * fuzz_accesslog - the access log's reading of a request target
- * (fg_accesslog_path, gateway/accesslog.c): the one place client bytes go
+ * (fg_accesslog_path, gateway/proc/accesslog.c): the one place client bytes go
  * into a log line.
  *
  * Properties, for any bytes:
@@ -18,7 +18,7 @@
 
 #include <jansson.h>
 
-#include "accesslog.h"
+#include "proc/accesslog.h"
 #include "fuzz.h"
 
 #define PATH_MAX_LOG 2048

@@ -1,5 +1,5 @@
 /*
- * fuzz_authfile - the auth-file reader (gateway/auth.c, fg_authtab_parse).
+ * fuzz_authfile - the auth-file reader (gateway/base/auth.c, fg_authtab_parse).
  *
  * Properties:
  *  - it returns 0 and a table, or -1 with *out untouched and a message
@@ -29,7 +29,7 @@
 
 #include <openssl/sha.h>
 
-#include "auth.h"
+#include "base/auth.h"
 #include "fuzz.h"
 
 #define KNOWN_NAME "fuzz.known"

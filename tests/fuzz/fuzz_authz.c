@@ -1,5 +1,5 @@
 /*
- * fuzz_authz - what a request names and may do (gateway/auth.c): an
+ * fuzz_authz - what a request names and may do (gateway/base/auth.c): an
  * Authorization value read by fg_auth_bearer(), its key looked up in a
  * small fixed table, and the input as a lock name or CN against it.
  *
@@ -22,7 +22,7 @@
 
 #include <openssl/sha.h>
 
-#include "auth.h"
+#include "base/auth.h"
 #include "fuzz.h"
 
 static const char *const keys[] = { "ci-key", "reader-key", "abc", "fuzz-known-key" };

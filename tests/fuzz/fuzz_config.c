@@ -1,5 +1,5 @@
 /*
- * fuzz_config - the config file reader (gateway/config.c): `name value`
+ * fuzz_config - the config file reader (gateway/base/config.c): `name value`
  * lines, # comments, every setting's value parser, route rules. The input
  * is written to one temporary file (made once, rewritten per input) and
  * read with fg_config_read_file(), as `fencegate --config FILE` does.
@@ -30,10 +30,10 @@
 #include <strings.h>
 #include <unistd.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "fencegate/name.h"
 #include "fuzz.h"
-#include "writeset.h"
+#include "base/writeset.h"
 
 int getaddrinfo(const char *node, const char *service,
 		const struct addrinfo *hints, struct addrinfo **res)

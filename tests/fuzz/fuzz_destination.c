@@ -1,7 +1,7 @@
 /*
  * fuzz_destination - the write set of a proxied request
  * (fg_writeset_build) and the Destination header of COPY/MOVE
- * (fg_dest_raw_path), in gateway/writeset.c.
+ * (fg_dest_raw_path), in gateway/base/writeset.c.
  *
  * Input: '\n'-separated fields "METHOD\nTARGET\nDESTINATION\nHOST\nFLAGS";
  * a missing DESTINATION or HOST is an absent header (NULL); FLAGS holds
@@ -38,12 +38,12 @@
 #include <string.h>
 #include <strings.h>
 
-#include "config.h"
-#include "errors.h"
+#include "base/config.h"
+#include "http/errors.h"
 #include "fencegate/name.h"
 #include "fuzz.h"
 #include "nginx_uri.h"
-#include "writeset.h"
+#include "base/writeset.h"
 
 static struct fg_config plain, routed;
 

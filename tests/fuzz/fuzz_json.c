@@ -1,5 +1,5 @@
 /*
- * fuzz_json - request bodies and query numbers (gateway/jsonio.c): the
+ * fuzz_json - request bodies and query numbers (gateway/base/jsonio.c): the
  * bodies of POST/PATCH /_fence/v1/locks/... and /_fence/v1/check, and the
  * ?wait_ms= / ?after= numbers.
  *
@@ -21,7 +21,7 @@
 
 #include "fencegate/sequencer.h"
 #include "fuzz.h"
-#include "jsonio.h"
+#include "base/jsonio.h"
 
 static bool all_space(const uint8_t *d, size_t n)
 {

@@ -1,6 +1,6 @@
 /*
  * fuzz_name - lock names (lockcore/name.c) and the percent-decoder every
- * path the gateway interprets goes through (fg_pct_decode, gateway/jsonio.c).
+ * path the gateway interprets goes through (fg_pct_decode, gateway/base/jsonio.c).
  *
  * Properties:
  *  - fg_name_valid() agrees with a reference written here from the
@@ -20,7 +20,7 @@
 
 #include "fencegate/name.h"
 #include "fuzz.h"
-#include "jsonio.h"
+#include "base/jsonio.h"
 #include "nginx_uri.h"
 
 static bool ref_char(uint8_t c)

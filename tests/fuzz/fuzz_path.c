@@ -1,7 +1,7 @@
 /*
  * fuzz_path - the request path the fencing proxy resolves and the lock it
  * picks for it (fg_path_resolve, fg_lock_for_path, fg_subtree_guarded,
- * fg_fence_lock_for in gateway/writeset.c). The input is a raw request
+ * fg_fence_lock_for in gateway/base/writeset.c). The input is a raw request
  * path; like the proxy, the harness cuts it at the first '?'.
  *
  * Properties:
@@ -26,11 +26,11 @@
 #include <stdbool.h>
 #include <string.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "fencegate/name.h"
 #include "fuzz.h"
 #include "nginx_uri.h"
-#include "writeset.h"
+#include "base/writeset.h"
 
 static struct fg_config plain, routed;
 

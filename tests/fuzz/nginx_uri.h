@@ -6,7 +6,7 @@
  * and ".." segments removed, a ".." above the root a 400, a trailing '/'
  * (or a final "." / "..") leaving a trailing '/'.
  *
- * Deliberately written apart from gateway/writeset.c (segment stack, not
+ * Deliberately written apart from gateway/base/writeset.c (segment stack, not
  * an in-place scan) so that the two can be compared.
  *
  * Precondition: raw[0] == '/', and raw holds no byte <= 0x20, no 0x7f, no

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_auth.c - principals, keys and rights (gateway/auth.c).
+ * tests/unit/test_auth.c - principals, keys and rights (gateway/base/auth.c).
  *
  * Pins auth.h: what an auth-file may say and every way it can be wrong
  * (each refused with its line number and without echoing a hash); which
@@ -23,7 +23,7 @@
 
 #include <cmocka.h>
 
-#include "auth.h"
+#include "base/auth.h"
 
 #define H_ABC "ba7816bf8f01cfea414140de5dae2223b00361a396177a9cb410ff61f20015ad"
 #define H_CI "21974faad09c41084fe7e836c08fe39d0a0f09ad32a03d21de2ea760ad72715f"

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_config.c - the gateway's settings (gateway/config.c).
+ * tests/unit/test_config.c - the gateway's settings (gateway/base/config.c).
  *
  * Pins config.h's contract: defaults, every flag form (--name value,
  * --name=value, '-' and '_' alike), strict numbers inside the ranges that
@@ -20,8 +20,8 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "log.h"
+#include "base/config.h"
+#include "base/log.h"
 
 #define ERR_MAX 1024
 

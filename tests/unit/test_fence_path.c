@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_fence_path.c - which lock guards a path, and which
- * methods are writes (the pure part of gateway/fence.c).
+ * methods are writes (the pure part of gateway/fence/fence.c).
  *
  * Pins fence.h: fg_fence_lock_for percent-decodes the raw path, picks the
  * longest matching route prefix (a prefix "/a/b/" also covers "/a/b"),
@@ -22,10 +22,10 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "routes.h"
-#include "fence.h"
-#include "gateway.h"
+#include "fence/fence.h"
+#include "proc/gateway.h"
 
 /* ---- helpers ------------------------------------------------------- */
 

@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_jsonio.c - strict request bodies and query numbers
- * (gateway/jsonio.c), and the table of error answers (gateway/errors.c).
+ * (gateway/base/jsonio.c), and the table of error answers (gateway/http/errors.c).
  *
  * Pins jsonio.h: a body is one JSON object (empty only when allowed, no
  * duplicate keys, nothing after it); a number field is a JSON integer in
@@ -22,8 +22,8 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/sequencer.h"
-#include "errors.h"
-#include "jsonio.h"
+#include "http/errors.h"
+#include "base/jsonio.h"
 
 #define MSG_MAX 256
 

@@ -1,6 +1,6 @@
 /*
  * tests/unit/test_redirect.c - the upstream's own address in what crosses
- * the gateway (gateway/redirect.c).
+ * the gateway (gateway/base/redirect.c).
  *
  * Pins redirect.h: a Destination is the upstream's absolute URI without
  * userinfo; a Location naming the upstream's base URL (scheme and
@@ -17,8 +17,8 @@
 
 #include <cmocka.h>
 
-#include "config.h"
-#include "redirect.h"
+#include "base/config.h"
+#include "base/redirect.h"
 
 static struct fg_upstream up_of(const char *url)
 {

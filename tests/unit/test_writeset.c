@@ -1,5 +1,5 @@
 /*
- * test_writeset.c - unit tests of gateway/writeset.c: how paths resolve,
+ * test_writeset.c - unit tests of gateway/base/writeset.c: how paths resolve,
  * which Destination is accepted, and the write set (v1.1) of every method:
  * which locks a request must carry sequencers for, through which header,
  * and which requests are refused before any token is looked at.
@@ -14,9 +14,9 @@
 
 #include <cmocka.h>
 
-#include "config.h"
+#include "base/config.h"
 #include "routes.h"
-#include "writeset.h"
+#include "base/writeset.h"
 
 
 /* ---- fg_path_resolve ------------------------------------------------ */

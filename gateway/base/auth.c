@@ -30,7 +30,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
-#include "auth.h"
+#include "base/auth.h"
 #include "fencegate/sequencer.h" /* fg_b64url_encode */
 
 #define DIGEST_LEN SHA256_DIGEST_LENGTH

@@ -16,7 +16,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "redirect.h"
+#include "base/redirect.h"
 
 /* The end of "scheme://[userinfo@]authority" in base, and where its
  * authority starts (after any userinfo). */

@@ -18,10 +18,10 @@
 
 #include <openssl/rand.h>
 
-#include "clock.h"
-#include "gateway.h"
-#include "log.h"
-#include "metrics.h"
+#include "base/clock.h"
+#include "proc/gateway.h"
+#include "base/log.h"
+#include "proc/metrics.h"
 
 /* Every connection retries a refused login on its own pace (a loop's
  * every 200 ms, the maintenance thread's every 100 ms): one line in this

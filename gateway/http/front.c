@@ -16,15 +16,15 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "access.h"
-#include "errors.h"
-#include "framing.h"
-#include "gateway.h"
-#include "log.h"
+#include "access/access.h"
+#include "http/errors.h"
+#include "http/framing.h"
+#include "proc/gateway.h"
+#include "base/log.h"
 #include "loop.h"
-#include "proxy.h"
-#include "tls.h"
-#include "waitq.h"
+#include "proxy/proxy.h"
+#include "http/tls.h"
+#include "lockwait/waitq.h"
 
 #define API_PREFIX "/_fence/"
 /* How much of an oversized body is read and dropped before the answer,

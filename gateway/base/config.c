@@ -21,10 +21,10 @@
 
 #include <openssl/crypto.h>
 
-#include "config.h"
-#include "writeset.h"
+#include "base/config.h"
+#include "base/writeset.h"
 #include "fencegate/name.h"
-#include "log.h"
+#include "base/log.h"
 
 enum kind { K_BOOL, K_UINT, K_HOSTPORT_LISTEN, K_HOSTPORT_REDIS, K_STRING, K_LOGLEVEL, K_ROUTE,
 	    K_LOGFORMAT, K_PROXYAUTH };

@@ -14,10 +14,10 @@
 #include <string.h>
 #include <time.h>
 
-#include "errors.h"
-#include "gateway.h"
+#include "http/errors.h"
+#include "proc/gateway.h"
 #include "loop.h"
-#include "metrics.h"
+#include "proc/metrics.h"
 
 /* Histogram bounds, seconds: 100 µs to 30 s covers a Redis script on a
  * quiet box and a large upload alike. */

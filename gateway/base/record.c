@@ -13,11 +13,11 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "accesslog.h"
-#include "errors.h"
-#include "gateway.h"
-#include "metrics.h"
-#include "record.h"
+#include "proc/accesslog.h"
+#include "http/errors.h"
+#include "proc/gateway.h"
+#include "proc/metrics.h"
+#include "base/record.h"
 
 #define API_PREFIX "/_fence/"
 #define LOCKS_PREFIX "/_fence/v1/locks/"

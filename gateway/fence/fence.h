@@ -13,8 +13,8 @@
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
 #include "fencegate/sequencer.h"
-#include "config.h"
-#include "writeset.h"
+#include "base/config.h"
+#include "base/writeset.h"
 
 struct fg_req;
 struct fg_loop;

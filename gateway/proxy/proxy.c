@@ -44,18 +44,18 @@
 #include <event2/event_struct.h>
 #include <uthash.h>
 
-#include "access.h"
-#include "clock.h"
-#include "errors.h"
-#include "fence.h"
-#include "gateway.h"
-#include "log.h"
-#include "metrics.h"
+#include "access/access.h"
+#include "base/clock.h"
+#include "http/errors.h"
+#include "fence/fence.h"
+#include "proc/gateway.h"
+#include "base/log.h"
+#include "proc/metrics.h"
 #include "loop.h"
-#include "proxy.h"
-#include "redirect.h"
-#include "tls.h"
-#include "waitq.h"
+#include "proxy/proxy.h"
+#include "base/redirect.h"
+#include "http/tls.h"
+#include "lockwait/waitq.h"
 
 /* Bytes buffered per direction. Below glibc's mmap threshold, so that a
  * transfer's buffers come from the heap, not from an mmap per request. */

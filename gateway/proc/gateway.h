@@ -23,9 +23,9 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/topo.h"
-#include "config.h"
-#include "fence.h"
-#include "record.h"
+#include "base/config.h"
+#include "fence/fence.h"
+#include "base/record.h"
 
 #define FG_BODY_MAX (64 * 1024)
 

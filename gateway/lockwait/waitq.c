@@ -33,12 +33,12 @@
 #include <uthash.h>
 #include <utlist.h>
 
-#include "clock.h"
-#include "gateway.h"
-#include "log.h"
+#include "base/clock.h"
+#include "proc/gateway.h"
+#include "base/log.h"
 #include "loop.h"
-#include "metrics.h"
-#include "waitq.h"
+#include "proc/metrics.h"
+#include "lockwait/waitq.h"
 
 enum kind { ACQ, OBS, ADM };
 

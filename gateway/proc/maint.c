@@ -20,9 +20,9 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "clock.h"
-#include "gateway.h"
-#include "log.h"
+#include "base/clock.h"
+#include "proc/gateway.h"
+#include "base/log.h"
 #include "loop.h"
 
 #define PERIOD_MS 1000

@@ -11,8 +11,8 @@
 #include <string.h>
 
 #include "fencegate/error.h"
-#include "errors.h"
-#include "record.h"
+#include "http/errors.h"
+#include "base/record.h"
 
 const struct fg_errdef fg_errors[FG_E_COUNT] = {
 	[FG_E_BAD_LOCK_NAME] = { 400, "bad_lock_name",

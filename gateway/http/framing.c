@@ -11,9 +11,9 @@
 #include <string.h>
 #include <strings.h>
 
-#include "errors.h"
-#include "framing.h"
-#include "gateway.h"
+#include "http/errors.h"
+#include "http/framing.h"
+#include "proc/gateway.h"
 
 #define CL_DIGITS_MAX 15 /* below 2^53: no overflow anywhere downstream */
 

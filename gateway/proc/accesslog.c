@@ -16,11 +16,11 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "accesslog.h"
-#include "errors.h"
-#include "gateway.h"
-#include "log.h"
-#include "record.h"
+#include "proc/accesslog.h"
+#include "http/errors.h"
+#include "proc/gateway.h"
+#include "base/log.h"
+#include "base/record.h"
 
 #define PATH_LOG_MAX 2048  /* longer paths are cut, and marked so */
 

@@ -7,7 +7,7 @@
 #include <time.h>
 #include <unistd.h>
 
-#include "log.h"
+#include "base/log.h"
 
 int fg_log_level = FG_LOG_INFO;
 

@@ -12,8 +12,8 @@
 #include <string.h>
 #include <strings.h>
 
-#include "jsonio.h"
-#include "writeset.h"
+#include "base/jsonio.h"
+#include "base/writeset.h"
 
 #define API_PREFIX "/_fence/"
 

@@ -6,7 +6,7 @@
 #include <stdio.h>
 #include <string.h>
 
-#include "jsonio.h"
+#include "base/jsonio.h"
 
 json_t *fg_json_body(const char *body, size_t len, bool allow_empty,
 		     char *msg, size_t n)

@@ -29,9 +29,9 @@
 #include <gnutls/gnutls.h>
 #include <gnutls/x509.h>
 
-#include "config.h"
-#include "log.h"
-#include "tls.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "http/tls.h"
 
 /* TLS 1.2 and 1.3 only, GnuTLS' default ciphers and groups otherwise. */
 #define PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"

@@ -17,13 +17,13 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
-#include "errors.h"
-#include "gateway.h"
-#include "jsonio.h"
-#include "log.h"
+#include "http/errors.h"
+#include "proc/gateway.h"
+#include "base/jsonio.h"
+#include "base/log.h"
 #include "loop.h"
-#include "metrics.h"
-#include "waitq.h"
+#include "proc/metrics.h"
+#include "lockwait/waitq.h"
 
 #define LOCKS_PREFIX "/_fence/v1/locks/"
 #define LEASE_MAX 64

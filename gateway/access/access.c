@@ -23,15 +23,15 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "access.h"
-#include "auth.h"
-#include "errors.h"
-#include "gateway.h"
-#include "jsonio.h"
-#include "log.h"
+#include "access/access.h"
+#include "base/auth.h"
+#include "http/errors.h"
+#include "proc/gateway.h"
+#include "base/jsonio.h"
+#include "base/log.h"
 #include "loop.h"
-#include "tls.h"
-#include "writeset.h"
+#include "http/tls.h"
+#include "base/writeset.h"
 #include "fencegate/name.h"
 
 #define API_LOCKS "/_fence/v1/locks/"

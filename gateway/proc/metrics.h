@@ -16,7 +16,7 @@
 #include <stdint.h>
 
 #include "fencegate/lock.h"
-#include "record.h"
+#include "base/record.h"
 
 struct fg_gateway;
 

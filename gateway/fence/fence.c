@@ -14,12 +14,12 @@
 #include <strings.h>
 
 #include "fencegate/sequencer.h"
-#include "errors.h"
-#include "fence.h"
-#include "gateway.h"
-#include "jsonio.h"
-#include "clock.h"
-#include "log.h"
+#include "http/errors.h"
+#include "fence/fence.h"
+#include "proc/gateway.h"
+#include "base/jsonio.h"
+#include "base/clock.h"
+#include "base/log.h"
 #include "loop.h"
 
 #define FT_HEADER "Fencing-Token"

@@ -16,8 +16,8 @@
 #include <stddef.h>
 
 #include "fencegate/name.h"
-#include "config.h"
-#include "errors.h"
+#include "base/config.h"
+#include "http/errors.h"
 
 /* The longest request path (and Destination path) the gateway proxies. */
 #define FG_PATH_MAX 4096
