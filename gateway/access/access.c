@@ -25,7 +25,7 @@
 
 #include "access/access.h"
 #include "base/auth.h"
-#include "http/errors.h"
+#include "http/respond.h"
 #include "proc/gateway.h"
 #include "base/jsonio.h"
 #include "base/log.h"

@@ -17,7 +17,7 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
-#include "http/errors.h"
+#include "http/respond.h"
 #include "proc/gateway.h"
 #include "base/jsonio.h"
 #include "base/log.h"

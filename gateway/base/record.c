@@ -14,7 +14,7 @@
 #include <sys/socket.h>
 
 #include "proc/accesslog.h"
-#include "http/errors.h"
+#include "base/errors.h"
 #include "proc/gateway.h"
 #include "proc/metrics.h"
 #include "base/record.h"

@@ -87,7 +87,7 @@ struct fg_rec {
 void fg_rec_begin(struct fg_req *req, const char *uri);
 
 /** The request whose handler runs on this thread (so that the answer
- *  writers in errors.c can note what they queue); NULL outside. */
+ *  writers in http/respond.c can note what they queue); NULL outside. */
 void fg_rec_enter(struct fg_req *req, const char *method);
 void fg_rec_leave(void);
 struct fg_rec *fg_rec_current(void);

@@ -17,7 +17,7 @@
 
 #include "fencegate/name.h"
 #include "base/config.h"
-#include "http/errors.h"
+#include "base/errors.h"
 
 /* The longest request path (and Destination path) the gateway proxies. */
 #define FG_PATH_MAX 4096

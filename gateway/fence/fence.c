@@ -14,7 +14,7 @@
 #include <strings.h>
 
 #include "fencegate/sequencer.h"
-#include "http/errors.h"
+#include "http/respond.h"
 #include "fence/fence.h"
 #include "proc/gateway.h"
 #include "base/jsonio.h"

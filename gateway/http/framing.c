@@ -11,7 +11,7 @@
 #include <string.h>
 #include <strings.h>
 
-#include "http/errors.h"
+#include "http/respond.h"
 #include "http/framing.h"
 #include "proc/gateway.h"
 

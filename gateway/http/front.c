@@ -17,7 +17,7 @@
 #include <sys/socket.h>
 
 #include "access/access.h"
-#include "http/errors.h"
+#include "http/respond.h"
 #include "http/framing.h"
 #include "proc/gateway.h"
 #include "base/log.h"

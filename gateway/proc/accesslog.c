@@ -17,7 +17,7 @@
 #include <unistd.h>
 
 #include "proc/accesslog.h"
-#include "http/errors.h"
+#include "base/errors.h"
 #include "proc/gateway.h"
 #include "base/log.h"
 #include "base/record.h"

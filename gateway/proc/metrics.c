@@ -14,7 +14,7 @@
 #include <string.h>
 #include <time.h>
 
-#include "http/errors.h"
+#include "base/errors.h"
 #include "proc/gateway.h"
 #include "loop.h"
 #include "proc/metrics.h"

@@ -46,7 +46,7 @@
 
 #include "access/access.h"
 #include "base/clock.h"
-#include "http/errors.h"
+#include "http/respond.h"
 #include "fence/fence.h"
 #include "proc/gateway.h"
 #include "base/log.h"

@@ -39,7 +39,7 @@
 #include <strings.h>
 
 #include "base/config.h"
-#include "http/errors.h"
+#include "base/errors.h"
 #include "fencegate/name.h"
 #include "fuzz.h"
 #include "nginx_uri.h"

@@ -22,7 +22,7 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/sequencer.h"
-#include "http/errors.h"
+#include "base/errors.h"
 #include "base/jsonio.h"
 
 #define MSG_MAX 256
