@@ -68,37 +68,6 @@ static void on_http(evutil_socket_t fd, short what, void *arg)
 	arm_http_timer(loop);
 }
 
-void fg_loop_resume(struct fg_loop *loop, struct MHD_Connection *c)
-{
-	MHD_resume_connection(c);
-	event_active(loop->mhd_io, EV_READ, 0);
-}
-
-void fg_loop_reread(struct fg_loop *loop, struct MHD_Connection *c)
-{
-	/* a resumed connection is marked readable and read whatever its
-	 * socket said last */
-	MHD_suspend_connection(c);
-	fg_loop_resume(loop, c);
-}
-
-bool fg_loop_client_gone(struct MHD_Connection *c)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	if (!ci)
-		return false;
-	struct pollfd p = { .fd = ci->connect_fd, .events = POLLRDHUP };
-	return poll(&p, 1, 0) > 0 &&
-	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
-}
-
-void fg_loop_next_id(struct fg_loop *loop, bool write, char *out, size_t cap)
-{
-	snprintf(out, cap, "%s-%s%" PRIu64, loop->id, write ? "w" : "",
-		 ++loop->seq);
-}
-
 /* ---- messages from Redis ---------------------------------------------- */
 
 void fg_loop_on_message(const char *chan, const char *msg, size_t len,
@@ -215,7 +184,8 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 	if (!loop->stop_ev || !loop->exit_timer || !loop->mhd_timer ||
 	    !loop->follow_ev)
 		goto error_events;
-	loop->wq = fg_waitq_create(loop);
+	loop->wq = fg_waitq_create(loop, fg_loop_on_message, fg_loop_on_resync,
+				   loop);
 	if (!loop->wq)
 		goto error_events;
 	loop->as = fg_waitq_store(loop->wq);

@@ -1,52 +1,17 @@
 /*
- * loop.h - one event loop: a thread, a libevent base, and everything a
- * request needs on it. Private to the gateway.
- *
- * Invariant: every object a loop owns (its libmicrohttpd daemon, its Redis
- * connections, its waiters, its curl multi handle and transfers) is
- * touched only on the loop's thread, once the thread runs. Other threads
- * only ask it to stop (fg_loop_stop()).
+ * loop.h - assembling one event loop: its thread, its services, the
+ * routes of its daemon, and where Redis' channel messages go. Private to
+ * the gateway; only main.c includes it. What a loop lends the services it
+ * holds (struct fg_loop) is rt/rt.h.
  */
 #ifndef FENCEGATE_LOOP_H
 #define FENCEGATE_LOOP_H
 
-#include <pthread.h>
-#include <stdbool.h>
-#include <stdint.h>
+#include <stddef.h>
 
-#include <microhttpd.h>
+#include "rt/rt.h"
 
-#include "fencegate/lock.h"
-
-struct event;
-struct event_base;
 struct fg_gateway;
-struct fg_waitq;
-struct fg_proxy;
-
-struct fg_loop {
-	struct fg_gateway *gw;
-	unsigned index;
-	/* This loop's identity in Redis: its channel fg:gw:<id>, the prefix
-	 * of its waiter and write ids. Messages for what the loop owns reach
-	 * it on its own subscription, so none crosses threads. */
-	char id[FG_GATEWAY_ID_LEN + 1];
-	uint64_t seq;                /* waiter and write ids */
-	struct event_base *base;
-	struct MHD_Daemon *daemon;
-	unsigned max_connections;    /* the daemon's share of the limit */
-	struct event *mhd_io;        /* the daemon's epoll fd is readable */
-	struct event *mhd_timer;     /* the daemon's own timeouts */
-	struct event *stop_ev;
-	struct event *follow_ev;     /* the Redis topology moved */
-	struct event *exit_timer;
-	struct fg_waitq *wq;         /* waiters; owns the Redis connections */
-	fg_astore *as;               /* = the wait queue's, for calls */
-	struct fg_proxy *px;
-	struct fg_access *access;    /* the loop's part of the access step */
-	pthread_t thread;
-	bool started;
-};
 
 /** Builds loop `index` (base, Redis, waiters, upstream, daemon), not yet
  *  running. NULL on failure. Caller owns the result. */
@@ -66,30 +31,10 @@ void fg_loop_stop(struct fg_loop *loop);
 /** Frees a loop that is not running. Accepts NULL. */
 void fg_loop_destroy(struct fg_loop *loop);
 
-/** Resumes a suspended connection of the loop and has the daemon run on
- *  the loop's next turn (libmicrohttpd 0.9.75 driven from outside does
- *  not wake itself for a resume). On the loop's thread. */
-void fg_loop_resume(struct fg_loop *loop, struct MHD_Connection *c);
-
-/** Has the daemon read connection `c` again on the loop's next turn.
- *  libmicrohttpd 0.9.75's epoll loop takes a short read for a drained
- *  socket, so a hang-up that came in with a client's last bytes is never
- *  read: the connection (and whatever it feeds) waits for its timeout.
- *  Only for a connection that is not suspended; on the loop's thread,
- *  outside the daemon's callbacks. */
-void fg_loop_reread(struct fg_loop *loop, struct MHD_Connection *c);
-
-/** Has the peer of `c` closed or reset? Asked of the kernel, whatever is
- *  left unread: libmicrohttpd does not read a suspended connection. */
-bool fg_loop_client_gone(struct MHD_Connection *c);
-
 /** The Redis subscriber's callbacks (arg: the loop): messages for the
  *  loop's writes go to its proxy, the rest to its waiters. */
 void fg_loop_on_message(const char *chan, const char *msg, size_t len,
 			void *arg);
 void fg_loop_on_resync(void *arg);
-
-/** The next id for a waiter ("<loop id>-<n>") or a write ("<loop id>-w<n>"). */
-void fg_loop_next_id(struct fg_loop *loop, bool write, char *out, size_t cap);
 
 #endif

@@ -37,9 +37,17 @@
 #include "base/log.h"
 #include "loop.h"
 #include "proc/metrics.h"
-#include "http/tls.h"
+#include "proc/tls.h"
 
 /* Many parked waiters are many open sockets. */
+/* The maintenance thread saw Redis' topology move: every loop's
+ * connections follow it now. */
+static void follow_topology(struct fg_gateway *gw)
+{
+	for (unsigned i = 0; i < gw->nloops; i++)
+		fg_loop_follow(gw->loops[i]);
+}
+
 static void raise_fd_limit(void)
 {
 	struct rlimit rl;
@@ -162,6 +170,7 @@ int main(int argc, char **argv)
 			goto error_loops;
 		}
 	}
+	gw.topology_moved = follow_topology;
 	if (fg_maint_start(&gw)) {
 		fg_log_error("cannot start the maintenance thread");
 		goto error_loops;

@@ -29,8 +29,8 @@
 #include "proc/gateway.h"
 #include "base/jsonio.h"
 #include "base/log.h"
-#include "loop.h"
-#include "http/tls.h"
+#include "rt/rt.h"
+#include "proc/tls.h"
 #include "base/writeset.h"
 #include "fencegate/name.h"
 

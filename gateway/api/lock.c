@@ -21,7 +21,7 @@
 #include "proc/gateway.h"
 #include "base/jsonio.h"
 #include "base/log.h"
-#include "loop.h"
+#include "rt/rt.h"
 #include "proc/metrics.h"
 #include "lockwait/waitq.h"
 

@@ -1,6 +1,7 @@
 /*
- * record.c - the per-request record, and what happens to it when the
- * request completes: one access line, and the metrics.
+ * record.c - the per-request record: filled while the request runs,
+ * closed once when it completes. Pure: it writes no log and counts no
+ * metric (proc/report.c does, from the closed record).
  *
  * Invariants: see record.h. The "current" request is a thread-local set
  * only while libmicrohttpd runs the request's handler on its loop, which
@@ -9,20 +10,13 @@
  */
 #include <stdio.h>
 #include <string.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
-#include "proc/accesslog.h"
-#include "base/errors.h"
-#include "proc/gateway.h"
-#include "proc/metrics.h"
 #include "base/record.h"
 
 #define API_PREFIX "/_fence/"
 #define LOCKS_PREFIX "/_fence/v1/locks/"
 
-static _Thread_local struct fg_req *cur;
+static _Thread_local struct fg_rec *cur;
 
 const char *fg_endpoint_name(enum fg_endpoint r)
 {
@@ -52,25 +46,10 @@ uint64_t fg_rec_now_ns(void)
 	return (uint64_t)ts.tv_sec * 1000000000u + (uint64_t)ts.tv_nsec;
 }
 
-static void client_addr(struct MHD_Connection *c, char *out, size_t cap)
+void fg_rec_begin(struct fg_rec *r, const char *uri)
 {
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	out[0] = '\0';
-	if (!ci || !ci->client_addr)
-		return;
-	const struct sockaddr *sa = ci->client_addr;
-	if (sa->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
-			  out, (socklen_t)cap);
-	else if (sa->sa_family == AF_INET6)
-		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
-			  out, (socklen_t)cap);
-}
-
-void fg_rec_begin(struct fg_req *req, const char *uri)
-{
-	struct fg_rec *r = &req->rec;
+	r->uri = uri;
+	r->principal = "";
 	r->t0_ns = fg_rec_now_ns();
 	clock_gettime(CLOCK_REALTIME, &r->wall);
 	r->error = -1;
@@ -78,17 +57,15 @@ void fg_rec_begin(struct fg_req *req, const char *uri)
 	r->admit_ns = -1;
 	r->upstream_ns = -1;
 	r->proxied = strncmp(uri, API_PREFIX, sizeof(API_PREFIX) - 1) != 0;
-	if (fg_accesslog_on())
-		client_addr(req->conn, r->client, sizeof(r->client));
 }
 
-void fg_rec_enter(struct fg_req *req, const char *method)
+void fg_rec_enter(struct fg_rec *r, const char *method)
 {
-	cur = req;
-	if (!req->rec.method[0]) {
+	cur = r;
+	if (!r->method[0]) {
 		size_t n = strlen(method);
-		snprintf(req->rec.method, sizeof(req->rec.method), "%s",
-			 n < sizeof(req->rec.method) ? method : "OTHER");
+		snprintf(r->method, sizeof(r->method), "%s",
+			 n < sizeof(r->method) ? method : "OTHER");
 	}
 }
 
@@ -99,16 +76,16 @@ void fg_rec_leave(void)
 
 struct fg_rec *fg_rec_current(void)
 {
-	return cur ? &cur->rec : NULL;
+	return cur;
 }
 
 void fg_rec_answered(unsigned status, int error, size_t body_len)
 {
 	if (!cur)
 		return;
-	cur->rec.status = status;
-	cur->rec.error = error;
-	cur->rec.bytes_out += body_len;
+	cur->status = status;
+	cur->error = error;
+	cur->bytes_out += body_len;
 }
 
 void fg_rec_refused(int error, const char *lock, uint64_t token,
@@ -116,7 +93,7 @@ void fg_rec_refused(int error, const char *lock, uint64_t token,
 {
 	if (!cur)
 		return;
-	struct fg_rec *r = &cur->rec;
+	struct fg_rec *r = cur;
 	r->decision = FG_DEC_REFUSED;
 	r->refusal = error;
 	snprintf(r->lock, sizeof(r->lock), "%s", lock ? lock : "");
@@ -133,14 +110,13 @@ static bool is(const char *m, const char *lit)
 
 /* Which endpoint a request went to, from its method and path alone, so
  * that a request refused before its handler ran is counted too. */
-static enum fg_endpoint classify(const struct fg_req *req)
+static enum fg_endpoint classify(const struct fg_rec *r)
 {
-	const struct fg_rec *r = &req->rec;
-	const char *m = r->method, *uri = req->uri ? req->uri : "";
+	const char *m = r->method, *uri = r->uri ? r->uri : "";
 	if (r->proxied) {
 		bool read = is(m, "GET") || is(m, "HEAD") || is(m, "OPTIONS") ||
 			    is(m, "PROPFIND");
-		return read && !req->fence.write && r->decision != FG_DEC_ADMITTED
+		return read && !r->write && r->decision != FG_DEC_ADMITTED
 			       ? FG_EP_PROXY_READ : FG_EP_PROXY_WRITE;
 	}
 	size_t len = strcspn(uri, "?");
@@ -171,51 +147,12 @@ static enum fg_endpoint classify(const struct fg_req *req)
 	return FG_EP_OTHER;
 }
 
-static void count_lock_call(const struct fg_rec *r)
+void fg_rec_close(struct fg_rec *r, bool completed_ok, size_t api_body_len)
 {
-	switch (r->endpoint) {
-	case FG_EP_ACQUIRE:
-		if (r->granted && r->status == 200)
-			fg_metrics_grant(r->mode);
-		break;
-	case FG_EP_RENEW:
-		if (r->status == 200)
-			fg_metrics_renewal();
-		else if (r->error == FG_E_LEASE_EXPIRED)
-			fg_metrics_expiry();
-		break;
-	case FG_EP_RELEASE:
-		if (r->status == 204)
-			fg_metrics_release();
-		else if (r->error == FG_E_LEASE_EXPIRED)
-			fg_metrics_expiry();
-		break;
-	default:
-		break;
-	}
-}
-
-void fg_rec_finish(struct fg_req *req, bool completed_ok)
-{
-	struct fg_rec *r = &req->rec;
 	if (!r->t0_ns)
 		return;
 	r->aborted = !completed_ok;
-	r->endpoint = classify(req);
+	r->endpoint = classify(r);
 	if (!r->proxied)
-		r->bytes_in = req->body_len;
-	uint64_t ns = fg_rec_now_ns() - r->t0_ns;
-	fg_metrics_request(r->endpoint, r->status, ns, r->bytes_in, r->bytes_out);
-	count_lock_call(r);
-	if (r->error == FG_E_UNAUTHENTICATED)
-		fg_metrics_auth_refused(FG_AUTH_UNAUTHENTICATED);
-	else if (r->error == FG_E_FORBIDDEN)
-		fg_metrics_auth_refused(FG_AUTH_FORBIDDEN);
-	else if (r->error == FG_E_TOO_MANY_FAILURES)
-		fg_metrics_auth_refused(FG_AUTH_THROTTLED);
-	if (r->fenced && r->decision != FG_DEC_NONE && r->decision != FG_DEC_PASS)
-		fg_metrics_fence(r->decision != FG_DEC_REFUSED,
-				 r->decision == FG_DEC_ADMITTED, r->refusal,
-				 r->admit_ns >= 0 ? (uint64_t)r->admit_ns : 0);
-	fg_accesslog_write(req);
+		r->bytes_in = api_body_len;
 }

@@ -3,7 +3,8 @@
  * line and its metrics. Private to the gateway.
  *
  * Invariants: a record is filled on the request's loop thread only, while
- * the request lives, and read once, when it completes (fg_rec_finish());
+ * the request lives, closed once when it completes (fg_rec_close()) and
+ * then reported once (proc/report.c);
  * it holds names, numbers and codes, never a lease, a sequencer, a key or
  * a query string, so neither the access log nor the metrics can leak one.
  */
@@ -17,8 +18,6 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
-
-struct fg_req;
 
 /* The bounded set of routes metrics are labelled with. */
 enum fg_endpoint {
@@ -70,7 +69,7 @@ struct fg_rec {
 	uint64_t fence_t0_ns;      /* when the checks began */
 	int64_t admit_ns;          /* checks to decision; -1 if none */
 	/* the lock a lock call or a refusal names (a proxied request that
-	 * was admitted names its write set from req->fence instead) */
+	 * was admitted names its write set in locks[] instead) */
 	char lock[FG_NAME_MAX + 1];
 	bool has_token, has_current;
 	uint64_t token, current;
@@ -81,14 +80,29 @@ struct fg_rec {
 
 	int upstream_status;       /* 0: the upstream never answered */
 	int64_t upstream_ns;       /* -1: no upstream transfer */
+
+	/* Borrowed from the request, valid until it is freed (after the
+	 * record was reported): the raw request-target, and who the access
+	 * step found the caller to be ("" when none). */
+	const char *uri;
+	const char *principal;
+	/* A proxied request's write set once decided (the proxy notes it at
+	 * completion): whether a lock of it was admitted as a write, and
+	 * each lock with its token; the names are the request's. */
+	bool write;
+	int nlocks;
+	const char *locks[2];
+	uint64_t tokens[2];
 };
 
-/** Starts the record of a request whose line was just read. */
-void fg_rec_begin(struct fg_req *req, const char *uri);
+/** Starts the record of a request whose line (`uri`, borrowed until the
+ *  record is reported) was just read. */
+void fg_rec_begin(struct fg_rec *r, const char *uri);
 
-/** The request whose handler runs on this thread (so that the answer
- *  writers in http/respond.c can note what they queue); NULL outside. */
-void fg_rec_enter(struct fg_req *req, const char *method);
+/** The record of the request whose handler runs on this thread (so that
+ *  the answer writers in http/respond.c can note what they queue); NULL
+ *  outside. */
+void fg_rec_enter(struct fg_rec *r, const char *method);
 void fg_rec_leave(void);
 struct fg_rec *fg_rec_current(void);
 
@@ -99,9 +113,11 @@ void fg_rec_answered(unsigned status, int error, size_t body_len);
 void fg_rec_refused(int error, const char *lock, uint64_t token,
 		    bool has_current, uint64_t current);
 
-/** The request completed: its access line is written and the metrics
- *  take it in. Called once, from the request-completed callback. */
-void fg_rec_finish(struct fg_req *req, bool completed_ok);
+/** The request completed (whole, or the connection ended first): what
+ *  the record derives is settled — whether it was aborted, its endpoint,
+ *  the body bytes of a lock call (api_body_len). Then it is reported
+ *  once (proc/report.h). */
+void fg_rec_close(struct fg_rec *r, bool completed_ok, size_t api_body_len);
 
 /** Monotonic nanoseconds (durations only). */
 uint64_t fg_rec_now_ns(void);

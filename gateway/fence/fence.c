@@ -20,7 +20,7 @@
 #include "base/jsonio.h"
 #include "base/clock.h"
 #include "base/log.h"
-#include "loop.h"
+#include "rt/rt.h"
 
 #define FT_HEADER "Fencing-Token"
 #define DFT_HEADER "Destination-Fencing-Token"

@@ -13,23 +13,43 @@
 #include <stdlib.h>
 #include <string.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
 
 #include "access/access.h"
 #include "http/respond.h"
 #include "http/framing.h"
+#include "proc/accesslog.h"
+#include "proc/report.h"
 #include "proc/gateway.h"
 #include "base/log.h"
-#include "loop.h"
+#include "rt/rt.h"
 #include "proxy/proxy.h"
-#include "http/tls.h"
+#include "proc/tls.h"
 #include "lockwait/waitq.h"
 
 #define API_PREFIX "/_fence/"
 /* How much of an oversized body is read and dropped before the answer,
  * so that a client that ignores 413 cannot keep the connection busy. */
 #define DISCARD_MAX (1024 * 1024)
+
+/* The peer's address, for the access log. */
+static void client_addr(struct MHD_Connection *c, char *out, size_t cap)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	out[0] = '\0';
+	if (!ci || !ci->client_addr)
+		return;
+	const struct sockaddr *sa = ci->client_addr;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)(const void *)sa)->sin_addr,
+			  out, (socklen_t)cap);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)(const void *)sa)->sin6_addr,
+			  out, (socklen_t)cap);
+}
 
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
@@ -42,7 +62,11 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	req->conn = c;
 	req->uri = strdup(uri);
 	fg_framing_note_target(req, uri);
-	fg_rec_begin(req, uri);
+	fg_rec_begin(&req->rec, uri);
+	req->rec.uri = req->uri;
+	req->rec.principal = req->principal;
+	if (fg_accesslog_on())
+		client_addr(c, req->rec.client, sizeof(req->rec.client));
 	return req;
 }
 
@@ -66,7 +90,9 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 				   req->reentry);
 	fg_waiter_drop(loop->wq, req->waiter);
 	fg_proxy_note(req);
-	fg_rec_finish(req, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
+	fg_rec_close(&req->rec, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
+		     req->body_len);
+	fg_report(req->gw->id, &req->rec);
 	fg_api_call_free(req);
 	fg_proxy_completed(req);
 	free(req->body);
@@ -130,7 +156,7 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	(void)url;
 	if (!req || !req->uri)
 		return MHD_NO;
-	fg_rec_enter(req, method);
+	fg_rec_enter(&req->rec, method);
 	enum MHD_Result ret = handle(req, c, method, version, upload, upload_size);
 	fg_rec_leave();
 	return ret;

@@ -36,7 +36,7 @@
 #include "base/clock.h"
 #include "proc/gateway.h"
 #include "base/log.h"
-#include "loop.h"
+#include "rt/rt.h"
 #include "proc/metrics.h"
 #include "lockwait/waitq.h"
 
@@ -996,7 +996,9 @@ void fg_waitq_resync(struct fg_waitq *wq)
 
 /* ---- life cycle ------------------------------------------------------ */
 
-struct fg_waitq *fg_waitq_create(struct fg_loop *loop)
+struct fg_waitq *fg_waitq_create(struct fg_loop *loop,
+				 fg_message_cb *on_message,
+				 fg_resync_cb *on_resync, void *arg)
 {
 	struct fg_waitq *wq = calloc(1, sizeof(*wq));
 	if (!wq)
@@ -1011,7 +1013,7 @@ struct fg_waitq *fg_waitq_create(struct fg_loop *loop)
 	if (!wq->kick)
 		goto error_kick;
 	wq->as = fg_astore_create(wq->base, &wq->gw->store_opts,
-				  fg_loop_on_message, fg_loop_on_resync, loop);
+				  on_message, on_resync, arg);
 	if (!wq->as || fg_astore_subscribe(wq->as, wq->chan) != FG_OK)
 		goto error_astore;
 	return wq;

@@ -36,9 +36,12 @@ enum fg_wait_result {
 };
 
 /** The loop's waiters and its Redis connections (commands, and the
- *  subscription to the loop's channel). NULL on failure. Caller owns the
- *  result. */
-struct fg_waitq *fg_waitq_create(struct fg_loop *loop);
+ *  subscription to the loop's channel, whose messages go to on_message:
+ *  the loop routes them, some back to fg_waitq_message()). NULL on
+ *  failure. Caller owns the result. */
+struct fg_waitq *fg_waitq_create(struct fg_loop *loop,
+				 fg_message_cb *on_message,
+				 fg_resync_cb *on_resync, void *arg);
 
 /** The loop's asynchronous Redis connection (owned by the queue). */
 fg_astore *fg_waitq_store(struct fg_waitq *wq);

@@ -17,8 +17,8 @@
 #include <unistd.h>
 
 #include "proc/accesslog.h"
+#include "base/config.h"
 #include "base/errors.h"
-#include "proc/gateway.h"
 #include "base/log.h"
 #include "base/record.h"
 
@@ -231,9 +231,8 @@ struct line {
 	double ms, admit_ms, upstream_ms; /* < 0: none */
 };
 
-static void gather(const struct fg_req *req, struct line *l)
+static void gather(const struct fg_rec *r, struct line *l)
 {
-	const struct fg_rec *r = &req->rec;
 	memset(l, 0, sizeof(*l));
 	fmt_time(&r->wall, l->time);
 	l->decision = decision_name(r);
@@ -242,15 +241,14 @@ static void gather(const struct fg_req *req, struct line *l)
 	l->ms = (double)(fg_rec_now_ns() - r->t0_ns) / 1e6;
 	l->admit_ms = r->admit_ns >= 0 ? (double)r->admit_ns / 1e6 : -1;
 	l->upstream_ms = r->upstream_ns >= 0 ? (double)r->upstream_ns / 1e6 : -1;
-	const struct fg_fence *f = &req->fence;
 	if ((r->decision == FG_DEC_ADMITTED || r->decision == FG_DEC_CHECKED) &&
-	    f->n > 0) {
-		l->lock = f->m[0].lock;
-		l->token = f->m[0].token;
+	    r->nlocks > 0) {
+		l->lock = r->locks[0];
+		l->token = r->tokens[0];
 		l->has_token = true;
-		if (f->n > 1) {
-			l->lock2 = f->m[1].lock;
-			l->token2 = f->m[1].token;
+		if (r->nlocks > 1) {
+			l->lock2 = r->locks[1];
+			l->token2 = r->tokens[1];
 			l->has_token2 = true;
 		}
 	} else if (r->lock[0]) {
@@ -290,17 +288,16 @@ static void json_ms(struct out *o, const char *k, double ms)
 		put(o, ",\"%s\":null", k);
 }
 
-static void json_line(struct out *o, const struct fg_req *req,
+static void json_line(struct out *o, const char *gw_id, const struct fg_rec *r,
 		      const struct line *l)
 {
-	const struct fg_rec *r = &req->rec;
 	put(o, "{\"time\":\"%s\",\"gateway\":\"%s\",\"client\":\"%s\","
-	       "\"method\":\"", l->time, req->gw->id, r->client);
+	       "\"method\":\"", l->time, gw_id, r->client);
 	put_path(o, r->method, false);
 	put(o, "\",\"path\":\"");
-	put_path(o, req->uri ? req->uri : "", false);
+	put_path(o, r->uri ? r->uri : "", false);
 	put(o, "\",\"endpoint\":\"%s\"", fg_endpoint_name(r->endpoint));
-	json_str_or_null(o, "principal", req->principal[0] ? req->principal : NULL);
+	json_str_or_null(o, "principal", r->principal[0] ? r->principal : NULL);
 	json_num(o, "status", r->status != 0, r->status);
 	put(o, ",\"completed\":%s", r->aborted ? "false" : "true");
 	json_str_or_null(o, "error", l->error);
@@ -339,17 +336,16 @@ static void kv_ms(struct out *o, const char *k, double ms)
 		put(o, " %s=-", k);
 }
 
-static void text_line(struct out *o, const struct fg_req *req,
+static void text_line(struct out *o, const char *gw_id, const struct fg_rec *r,
 		      const struct line *l)
 {
-	const struct fg_rec *r = &req->rec;
-	put(o, "%s %s %s \"", l->time, req->gw->id, r->client[0] ? r->client : "-");
+	put(o, "%s %s %s \"", l->time, gw_id, r->client[0] ? r->client : "-");
 	put_path(o, r->method, true);
 	put(o, " ");
-	put_path(o, req->uri ? req->uri : "", true);
+	put_path(o, r->uri ? r->uri : "", true);
 	put(o, "\" %u endpoint=%s principal=%s completed=%s", r->status,
 	    fg_endpoint_name(r->endpoint),
-	    req->principal[0] ? req->principal : "-", r->aborted ? "no" : "yes");
+	    r->principal[0] ? r->principal : "-", r->aborted ? "no" : "yes");
 	put(o, " error=%s decision=%s lock=%s", l->error ? l->error : "-",
 	    l->decision ? l->decision : "-", l->lock ? l->lock : "-");
 	kv_num(o, "token", l->has_token, l->token);
@@ -368,18 +364,18 @@ static void text_line(struct out *o, const struct fg_req *req,
 	kv_ms(o, "upstream_ms", l->upstream_ms);
 }
 
-void fg_accesslog_write(const struct fg_req *req)
+void fg_accesslog_write(const char *gw_id, const struct fg_rec *r)
 {
 	if (log_fd < 0)
 		return;
 	struct line l;
 	char buf[LINE_MAX];
 	struct out o = { buf, sizeof(buf) - 1, 0 }; /* the last byte: '\n' */
-	gather(req, &l);
+	gather(r, &l);
 	if (log_text)
-		text_line(&o, req, &l);
+		text_line(&o, gw_id, r, &l);
 	else
-		json_line(&o, req, &l);
+		json_line(&o, gw_id, r, &l);
 	o.buf[o.len++] = '\n';
 	ssize_t w = write(log_fd, o.buf, o.len);
 	(void)w; /* a full disk must not stop the gateway */

@@ -16,7 +16,7 @@
 #include <stddef.h>
 
 struct fg_config;
-struct fg_req;
+struct fg_rec;
 
 /** Opens what cfg->access_log names (nothing for off/NULL). 0, or -1
  *  with err set (the process exits 2). */
@@ -29,8 +29,9 @@ void fg_accesslog_reopen(void);
 /** True when lines are written. */
 bool fg_accesslog_on(void);
 
-/** Writes the completed request's line. */
-void fg_accesslog_write(const struct fg_req *req);
+/** Writes the line of a completed request's closed record, naming
+ *  gateway gw_id. */
+void fg_accesslog_write(const char *gw_id, const struct fg_rec *r);
 
 /** Writes the request target's path as a line has it (query dropped,
  *  cut at 2048 bytes, escaped for JSON or text) into out, NUL-terminated,

@@ -61,6 +61,9 @@ struct fg_gateway {
 
 
 	fg_topo *topo;                   /* where Redis is; refreshed by maint */
+	/* Called on the maintenance thread when the topology moved (set
+	 * before it starts, by main.c: every loop's connections follow). */
+	void (*topology_moved)(struct fg_gateway *gw);
 
 	pthread_t maint;
 	int maint_fd;                    /* eventfd: look again now */

@@ -23,7 +23,6 @@
 #include "base/clock.h"
 #include "proc/gateway.h"
 #include "base/log.h"
-#include "loop.h"
 
 #define PERIOD_MS 1000
 #define RETRY_MS 100        /* while Redis is down or its topology moving */
@@ -143,8 +142,8 @@ static int discover(struct fg_gateway *gw, uint64_t *last_ms, bool periodic)
 	if (fg_topo_gen(gw->topo) != gen) {
 		fg_log_info("redis topology changed (generation %llu)",
 			    (unsigned long long)fg_topo_gen(gw->topo));
-		for (unsigned i = 0; i < gw->nloops; i++)
-			fg_loop_follow(gw->loops[i]);
+		if (gw->topology_moved)
+			gw->topology_moved(gw);
 	}
 	return err != FG_OK;
 }

@@ -16,7 +16,6 @@
 
 #include "base/errors.h"
 #include "proc/gateway.h"
-#include "loop.h"
 #include "proc/metrics.h"
 
 /* Histogram bounds, seconds: 100 µs to 30 s covers a Redis script on a

@@ -51,10 +51,10 @@
 #include "proc/gateway.h"
 #include "base/log.h"
 #include "proc/metrics.h"
-#include "loop.h"
+#include "rt/rt.h"
 #include "proxy/proxy.h"
 #include "base/redirect.h"
-#include "http/tls.h"
+#include "proc/tls.h"
 #include "lockwait/waitq.h"
 
 /* Bytes buffered per direction. Below glibc's mmap threshold, so that a
@@ -1920,6 +1920,14 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 
 void fg_proxy_note(struct fg_req *req)
 {
+	const struct fg_fence *f = &req->fence;
+	struct fg_rec *r = &req->rec;
+	r->write = f->write;
+	r->nlocks = f->n;
+	for (int i = 0; i < f->n && i < 2; i++) {
+		r->locks[i] = f->m[i].lock;
+		r->tokens[i] = f->m[i].token;
+	}
 	struct fg_xfer *x = req->xfer;
 	if (!x)
 		return;

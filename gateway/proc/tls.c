@@ -31,7 +31,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
-#include "http/tls.h"
+#include "proc/tls.h"
 
 /* TLS 1.2 and 1.3 only, GnuTLS' default ciphers and groups otherwise. */
 #define PRIORITIES "NORMAL:-VERS-ALL:+VERS-TLS1.3:+VERS-TLS1.2"

@@ -1,0 +1,44 @@
+/*
+ * rt.c - the loop's runtime calls its services make: resuming a
+ * connection so that the daemon runs on the loop's next turn, reading a
+ * connection again, asking the kernel whether a client left, and ids.
+ * On the loop's thread only.
+ */
+#include <inttypes.h>
+#include <poll.h>
+#include <stdio.h>
+
+#include <event2/event.h>
+
+#include "rt/rt.h"
+
+void fg_loop_resume(struct fg_loop *loop, struct MHD_Connection *c)
+{
+	MHD_resume_connection(c);
+	event_active(loop->mhd_io, EV_READ, 0);
+}
+
+void fg_loop_reread(struct fg_loop *loop, struct MHD_Connection *c)
+{
+	/* a resumed connection is marked readable and read whatever its
+	 * socket said last */
+	MHD_suspend_connection(c);
+	fg_loop_resume(loop, c);
+}
+
+bool fg_loop_client_gone(struct MHD_Connection *c)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
+	if (!ci)
+		return false;
+	struct pollfd p = { .fd = ci->connect_fd, .events = POLLRDHUP };
+	return poll(&p, 1, 0) > 0 &&
+	       (p.revents & (POLLRDHUP | POLLHUP | POLLERR)) != 0;
+}
+
+void fg_loop_next_id(struct fg_loop *loop, bool write, char *out, size_t cap)
+{
+	snprintf(out, cap, "%s-%s%" PRIu64, loop->id, write ? "w" : "",
+		 ++loop->seq);
+}

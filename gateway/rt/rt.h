@@ -1,0 +1,74 @@
+/*
+ * rt.h - what a loop lends the services it holds: its thread's libevent
+ * base, its Redis connection, its ids, and the daemon's wake-up.
+ * Private to the gateway.
+ *
+ * Invariant: every object a loop owns (its libmicrohttpd daemon, its Redis
+ * connections, its waiters, its curl multi handle and transfers) is
+ * touched only on the loop's thread, once the thread runs. Other threads
+ * only ask it to stop or to follow the topology (loop.h).
+ */
+#ifndef FENCEGATE_RT_H
+#define FENCEGATE_RT_H
+
+#include <pthread.h>
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+#include "fencegate/lock.h"
+
+struct event;
+struct event_base;
+struct fg_gateway;
+struct fg_waitq;
+struct fg_proxy;
+struct fg_access;
+
+struct fg_loop {
+	struct fg_gateway *gw;
+	unsigned index;
+	/* This loop's identity in Redis: its channel fg:gw:<id>, the prefix
+	 * of its waiter and write ids. Messages for what the loop owns reach
+	 * it on its own subscription, so none crosses threads. */
+	char id[FG_GATEWAY_ID_LEN + 1];
+	uint64_t seq;                /* waiter and write ids */
+	struct event_base *base;
+	struct MHD_Daemon *daemon;
+	unsigned max_connections;    /* the daemon's share of the limit */
+	struct event *mhd_io;        /* the daemon's epoll fd is readable */
+	struct event *mhd_timer;     /* the daemon's own timeouts */
+	struct event *stop_ev;
+	struct event *follow_ev;     /* the Redis topology moved */
+	struct event *exit_timer;
+	struct fg_waitq *wq;         /* waiters; owns the Redis connections */
+	fg_astore *as;               /* = the wait queue's, for calls */
+	struct fg_proxy *px;
+	struct fg_access *access;    /* the loop's part of the access step */
+	pthread_t thread;
+	bool started;
+};
+
+/** Resumes a suspended connection of the loop and has the daemon run on
+ *  the loop's next turn (libmicrohttpd 0.9.75 driven from outside does
+ *  not wake itself for a resume). On the loop's thread. */
+void fg_loop_resume(struct fg_loop *loop, struct MHD_Connection *c);
+
+/** Has the daemon read connection `c` again on the loop's next turn.
+ *  libmicrohttpd 0.9.75's epoll loop takes a short read for a drained
+ *  socket, so a hang-up that came in with a client's last bytes is never
+ *  read: the connection (and whatever it feeds) waits for its timeout.
+ *  Only for a connection that is not suspended; on the loop's thread,
+ *  outside the daemon's callbacks. */
+void fg_loop_reread(struct fg_loop *loop, struct MHD_Connection *c);
+
+/** Has the peer of `c` closed or reset? Asked of the kernel, whatever is
+ *  left unread: libmicrohttpd does not read a suspended connection. */
+bool fg_loop_client_gone(struct MHD_Connection *c);
+
+/** The next id for a waiter ("<loop id>-<n>") or a write ("<loop id>-w<n>"). */
+void fg_loop_next_id(struct fg_loop *loop, bool write, char *out, size_t cap);
+
+#endif
