@@ -20,6 +20,8 @@
 #include <openssl/rand.h>
 
 #include "access/access.h"
+#include "api/api.h"
+#include "http/front.h"
 #include "proc/gateway.h"
 #include "base/log.h"
 #include "loop.h"
@@ -116,6 +118,15 @@ void fg_loop_follow(struct fg_loop *loop)
 	event_active(loop->follow_ev, EV_READ, 0);
 }
 
+/* ---- the daemon's routes ------------------------------------------------ */
+
+static const struct fg_routes routes = {
+	.api = fg_api_handle,
+	.proxy = fg_proxy_handle,
+	.api_finish = fg_api_finish,
+	.proxy_finish = fg_proxy_finish,
+};
+
 /* ---- stopping ---------------------------------------------------------- */
 
 static void on_exit_timer(evutil_socket_t fd, short what, void *arg)
@@ -195,6 +206,7 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 	loop->access = fg_access_create(gw);
 	if (!loop->access)
 		goto error_proxy;
+	loop->routes = &routes;
 	loop->daemon = fg_http_daemon(loop);
 	if (!loop->daemon)
 		goto error_proxy;

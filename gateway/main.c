@@ -35,6 +35,7 @@
 #include "base/auth.h"
 #include "proc/gateway.h"
 #include "base/log.h"
+#include "http/front.h"
 #include "loop.h"
 #include "proc/metrics.h"
 #include "proc/tls.h"

@@ -7,7 +7,7 @@
  * sent asynchronously on the request's loop, with the connection
  * suspended; its callback only stores the answer and resumes the
  * connection, and the answer is written from libmicrohttpd's handler
- * (fg_api_resume()), the one place a response may be queued.
+ * (resume()), the one place a response may be queued.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -17,6 +17,8 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
+#include "access/access.h"
+#include "api/api.h"
 #include "http/respond.h"
 #include "proc/gateway.h"
 #include "base/jsonio.h"
@@ -66,8 +68,10 @@ static enum MHD_Result forbidden(struct MHD_Connection *c)
 enum call_kind { CALL_ACQUIRE, CALL_CONFIRM, CALL_RENEW, CALL_RELEASE,
 		 CALL_INSPECT, CALL_CHECK, CALL_BREAK };
 
+static enum MHD_Result resume(struct fg_req *req, struct MHD_Connection *c);
+
 /* A lock call of one request, and what its answer needs. Freed with the
- * request (fg_api_call_free()). */
+ * request (call_free()). */
 struct fg_api_call {
 	enum call_kind kind;
 	bool replied;
@@ -82,7 +86,7 @@ struct fg_api_call {
 	uint32_t wait_ms;
 };
 
-void fg_api_call_free(struct fg_req *req)
+static void call_free(struct fg_req *req)
 {
 	if (!req->call)
 		return;
@@ -91,7 +95,7 @@ void fg_api_call_free(struct fg_req *req)
 	req->call = NULL;
 }
 
-bool fg_api_holds_grant(struct fg_req *req)
+static bool holds_grant(struct fg_req *req)
 {
 	if (req->granted)
 		return true; /* answered, maybe not delivered */
@@ -149,7 +153,7 @@ static void on_check(int err, const struct fg_check *chk, void *arg)
 /* A new call of `kind` for the request; NULL when out of memory. */
 static struct fg_api_call *call_new(struct fg_req *req, enum call_kind kind)
 {
-	fg_api_call_free(req);
+	call_free(req);
 	req->call = calloc(1, sizeof(*req->call));
 	if (req->call)
 		req->call->kind = kind;
@@ -312,7 +316,7 @@ static enum MHD_Result acquired(struct fg_req *req, struct MHD_Connection *c)
 	case FG_QUEUED:
 		if (fg_waiter_park(req->loop->wq, req->waiter, c, g->wake_in_ms))
 			return MHD_YES;
-		return fg_api_resume(req, c);
+		return resume(req, c);
 	case FG_EXPIRED:
 		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
 	case FG_FORBIDDEN:
@@ -344,7 +348,7 @@ static enum MHD_Result confirmed(struct fg_req *req, struct MHD_Connection *c)
 	return respond_grant(req, c, req->name, req->lease, &g);
 }
 
-enum MHD_Result fg_api_resume(struct fg_req *req, struct MHD_Connection *c)
+static enum MHD_Result resume(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_api_call *call = req->call;
 	if (!call || call->done)
@@ -607,7 +611,7 @@ static enum MHD_Result inspected(struct fg_req *req, struct MHD_Connection *c)
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	if (fg_waiter_park(req->loop->wq, req->waiter, c, -1))
 		return MHD_YES;
-	return fg_api_resume(req, c);
+	return resume(req, c);
 }
 
 /* ---- check, health --------------------------------------------------- */
@@ -755,7 +759,7 @@ static bool method_is(const char *m, const char *lit)
 	return strcmp(m, lit) == 0;
 }
 
-enum MHD_Result fg_api_dispatch(struct fg_req *req, struct MHD_Connection *c,
+static enum MHD_Result dispatch(struct fg_req *req, struct MHD_Connection *c,
 				const char *method, const char *path,
 				size_t len)
 {
@@ -802,4 +806,33 @@ enum MHD_Result fg_api_dispatch(struct fg_req *req, struct MHD_Connection *c,
 			return gets[i].fn(req, c);
 		}
 	return fg_respond_error(c, FG_E_NOT_FOUND, NULL, NULL);
+}
+
+enum MHD_Result fg_api_handle(struct fg_req *req, struct MHD_Connection *c,
+			      const char *method, const char *path,
+			      size_t path_len)
+{
+	if (req->waiter || req->call)
+		return resume(req, c);
+	enum MHD_Result ret;
+	if (!fg_access_api(req, c, method, path, path_len, &ret))
+		return ret;
+	return dispatch(req, c, method, path, path_len);
+}
+
+void fg_api_finish(struct fg_req *req, bool ok)
+{
+	/* A grant whose answer was not delivered goes back now: the client
+	 * may have left before the answer was even written (libmicrohttpd
+	 * saw the close first), or was answered an error while the grant
+	 * was made (a waiter's confirmation that could not be sent, a
+	 * sequencer that could not be signed). */
+	bool delivered = ok && req->granted;
+	if (!delivered && holds_grant(req))
+		fg_waitq_give_back(req->loop->wq, req->name, req->lease,
+				   req->waiter ? fg_waiter_id(req->waiter) : NULL,
+				   req->reentry);
+	fg_waiter_drop(req->loop->wq, req->waiter);
+	req->waiter = NULL;
+	call_free(req);
 }

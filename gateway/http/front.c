@@ -1,10 +1,12 @@
 /*
- * http.c - the HTTP front: libmicrohttpd setup, per-request state, body
- * limits, and the split between the lock API and the proxy.
+ * front.c - the HTTP front: libmicrohttpd setup, per-request state, body
+ * limits, and the split between the lock API and the proxy, which it
+ * reaches only through the routes its loop handed it (front.h).
  *
  * Invariants: a request's state (struct fg_req) is allocated when its
  * request line is read (the URI callback) and freed in the
- * request-completed callback, nowhere else; an API body never grows past
+ * request-completed callback, nowhere else, after its route finished it
+ * and its record was reported; an API body never grows past
  * FG_BODY_MAX bytes; every request under /_fence/ goes to the API, every
  * other one to the proxy.
  */
@@ -17,17 +19,15 @@
 #include <netinet/in.h>
 #include <sys/socket.h>
 
-#include "access/access.h"
 #include "http/respond.h"
 #include "http/framing.h"
+#include "http/front.h"
 #include "proc/accesslog.h"
 #include "proc/report.h"
 #include "proc/gateway.h"
 #include "base/log.h"
 #include "rt/rt.h"
-#include "proxy/proxy.h"
 #include "proc/tls.h"
-#include "lockwait/waitq.h"
 
 #define API_PREFIX "/_fence/"
 /* How much of an oversized body is read and dropped before the answer,
@@ -70,6 +70,11 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	return req;
 }
 
+static bool is_api(const char *uri)
+{
+	return strncmp(uri, API_PREFIX, sizeof(API_PREFIX) - 1) == 0;
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
@@ -78,32 +83,17 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	(void)c;
 	if (!req)
 		return;
-	/* A grant whose answer was not delivered goes back now: the client
-	 * may have left before the answer was even written (libmicrohttpd
-	 * saw the close first), or was answered an error while the grant
-	 * was made (a waiter's confirmation that could not be sent, a
-	 * sequencer that could not be signed). */
-	bool delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && req->granted;
-	if (!delivered && fg_api_holds_grant(req))
-		fg_waitq_give_back(loop->wq, req->name, req->lease,
-				   req->waiter ? fg_waiter_id(req->waiter) : NULL,
-				   req->reentry);
-	fg_waiter_drop(loop->wq, req->waiter);
-	fg_proxy_note(req);
-	fg_rec_close(&req->rec, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK,
-		     req->body_len);
+	bool ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+	if (is_api(req->uri ? req->uri : ""))
+		loop->routes->api_finish(req, ok);
+	else
+		loop->routes->proxy_finish(req);
+	fg_rec_close(&req->rec, ok, req->body_len);
 	fg_report(req->gw->id, &req->rec);
-	fg_api_call_free(req);
-	fg_proxy_completed(req);
 	free(req->body);
 	free(req->uri);
 	free(req);
 	*con_cls = NULL;
-}
-
-static bool is_api(const char *uri)
-{
-	return strncmp(uri, API_PREFIX, sizeof(API_PREFIX) - 1) == 0;
 }
 
 static bool body_too_large(struct MHD_Connection *c)
@@ -178,9 +168,7 @@ static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
 		}
 	}
 	if (!is_api(req->uri))
-		return fg_proxy_handle(req, c, method, upload, upload_size);
-	if (req->waiter || req->call)
-		return fg_api_resume(req, c);
+		return req->loop->routes->proxy(req, c, method, upload, upload_size);
 	if (!req->started) {
 		req->started = true;
 		if (body_too_large(c))
@@ -200,10 +188,7 @@ static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	const char *q = strchr(req->uri, '?');
 	size_t plen = q ? (size_t)(q - req->uri) : strlen(req->uri);
-	enum MHD_Result ret;
-	if (!fg_access_api(req, c, method, req->uri, plen, &ret))
-		return ret;
-	return fg_api_dispatch(req, c, method, req->uri, plen);
+	return req->loop->routes->api(req, c, method, req->uri, plen);
 }
 
 /* A connection's start and close. Its socket context belongs to tls.c

@@ -128,23 +128,4 @@ void fg_maint_stop(struct fg_gateway *gw);
  *  (asked for at once). Any thread. */
 void fg_maint_redis_failed(struct fg_gateway *gw);
 
-/* HTTP (http.c). */
-/** Opens the listening socket every loop's daemon accepts on. 0 or -1. */
-int fg_http_listen(struct fg_gateway *gw);
-/** A libmicrohttpd daemon driven by the loop (external epoll). NULL on
- *  failure. */
-struct MHD_Daemon *fg_http_daemon(struct fg_loop *loop);
-
-/* Handlers (api_lock.c): route, translate, answer. */
-enum MHD_Result fg_api_dispatch(struct fg_req *req, struct MHD_Connection *c,
-				const char *method, const char *path,
-				size_t path_len);
-/** A suspended request was resumed: answer from its waiter or its call. */
-enum MHD_Result fg_api_resume(struct fg_req *req, struct MHD_Connection *c);
-/** Was the lock granted to this request (by its acquire or its wait),
- *  whether or not the answer was sent? */
-bool fg_api_holds_grant(struct fg_req *req);
-/** Frees what the request's lock call holds (request completed). */
-void fg_api_call_free(struct fg_req *req);
-
 #endif

@@ -1918,7 +1918,7 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 	return respond(req, c);
 }
 
-void fg_proxy_note(struct fg_req *req)
+static void note(struct fg_req *req)
 {
 	const struct fg_fence *f = &req->fence;
 	struct fg_rec *r = &req->rec;
@@ -1938,7 +1938,7 @@ void fg_proxy_note(struct fg_req *req)
 	pthread_mutex_unlock(&x->mu);
 }
 
-void fg_proxy_completed(struct fg_req *req)
+static void completed(struct fg_req *req)
 {
 	struct fg_xfer *x = req->xfer;
 	if (!x)
@@ -1954,4 +1954,12 @@ void fg_proxy_completed(struct fg_req *req)
 	if (running)
 		post(x, CMD_ABORT);
 	xfer_put(x);
+}
+
+void fg_proxy_finish(struct fg_req *req)
+{
+	fg_waiter_drop(req->loop->wq, req->waiter); /* an admission wait */
+	req->waiter = NULL;
+	note(req);
+	completed(req);
 }

@@ -40,12 +40,10 @@ void fg_proxy_reask_write(struct fg_proxy *px, const char *write_id,
  *  write whose grant ended is aborted. */
 void fg_proxy_recheck_writes(struct fg_proxy *px);
 
-/** Copies what the request's transfer knows (upstream status, duration,
- *  bytes sent) into its record; before fg_proxy_completed(). */
-void fg_proxy_note(struct fg_req *req);
-
-/** The request ended (completed, or the client went away): an upstream
- *  request still running is aborted. */
-void fg_proxy_completed(struct fg_req *req);
+/** The request ended (completed, or the client went away): its record
+ *  takes what the fence decided and what the transfer knows (upstream
+ *  status, duration, bytes sent); an upstream request still running is
+ *  aborted, an admission wait let go. */
+void fg_proxy_finish(struct fg_req *req);
 
 #endif

@@ -26,6 +26,7 @@ struct fg_gateway;
 struct fg_waitq;
 struct fg_proxy;
 struct fg_access;
+struct fg_routes;
 
 struct fg_loop {
 	struct fg_gateway *gw;
@@ -37,6 +38,7 @@ struct fg_loop {
 	uint64_t seq;                /* waiter and write ids */
 	struct event_base *base;
 	struct MHD_Daemon *daemon;
+	const struct fg_routes *routes; /* the daemon's handlers (loop.c) */
 	unsigned max_connections;    /* the daemon's share of the limit */
 	struct event *mhd_io;        /* the daemon's epoll fd is readable */
 	struct event *mhd_timer;     /* the daemon's own timeouts */

@@ -1,0 +1,44 @@
+/*
+ * front.h - the HTTP front of a loop: the listening socket, the daemon,
+ * and the routes the loop hands it. Private to the gateway.
+ *
+ * The front knows no handler: the API and the proxy sit above it and are
+ * reached only through struct fg_routes, which loop.c fills.
+ */
+#ifndef FENCEGATE_FRONT_H
+#define FENCEGATE_FRONT_H
+
+#include <stdbool.h>
+#include <stddef.h>
+
+#include <microhttpd.h>
+
+struct fg_gateway;
+struct fg_loop;
+struct fg_req;
+
+struct fg_routes {
+	/* A request under /_fence/, once its body was read whole (at most
+	 * FG_BODY_MAX bytes), and again each time it is resumed. */
+	enum MHD_Result (*api)(struct fg_req *req, struct MHD_Connection *c,
+			       const char *method, const char *path,
+			       size_t path_len);
+	/* Any other request, at every call of the access handler (the body
+	 * streams through it). */
+	enum MHD_Result (*proxy)(struct fg_req *req, struct MHD_Connection *c,
+				 const char *method, const char *upload,
+				 size_t *upload_size);
+	/* The request ended (ok: its answer was sent whole), before its
+	 * record is reported and its state freed. */
+	void (*api_finish)(struct fg_req *req, bool ok);
+	void (*proxy_finish)(struct fg_req *req);
+};
+
+/** Opens the listening socket every loop's daemon accepts on. 0 or -1. */
+int fg_http_listen(struct fg_gateway *gw);
+
+/** A libmicrohttpd daemon driven by the loop (external epoll), serving
+ *  through loop->routes. NULL on failure. */
+struct MHD_Daemon *fg_http_daemon(struct fg_loop *loop);
+
+#endif
