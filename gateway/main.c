@@ -134,9 +134,9 @@ int main(int argc, char **argv)
 		fg_config_finish(&cfg);
 		return 2;
 	}
-	if (fg_access_load(&gw, err, sizeof(err))) {
+	if (fg_gateway_auth_load(&gw, err, sizeof(err))) {
 		fprintf(stderr, "fencegate: %s\n", err);
-		fg_access_finish(&gw);
+		fg_gateway_auth_finish(&gw);
 		fg_gateway_finish(&gw);
 		fg_accesslog_close();
 		fg_config_finish(&cfg);
@@ -199,7 +199,7 @@ int main(int argc, char **argv)
 			break;
 		sd_notify(0, "RELOADING=1");
 		fg_accesslog_reopen();
-		fg_access_reload(&gw);
+		fg_gateway_auth_reload(&gw);
 		fg_tls_reload();
 		sd_notify(0, "READY=1");
 	}
@@ -223,7 +223,7 @@ error_listen:
 error_curl:
 	curl_global_cleanup();
 error_config:
-	fg_access_finish(&gw);
+	fg_gateway_auth_finish(&gw);
 	fg_gateway_finish(&gw);
 	fg_tls_finish();
 	fg_accesslog_close();

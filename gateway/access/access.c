@@ -10,12 +10,10 @@
  * address that sent too many unknown keys is refused before its next key
  * is hashed, so guessing costs the gateway a bounded amount of work.
  *
- * The table in force belongs to the gateway (replaced on SIGHUP under
- * auth_mu); each loop keeps a reference to the one it last took and looks
+ * The table in force belongs to the gateway (proc/gateway.c, replaced on
+ * SIGHUP); each loop keeps a reference to the one it last took and looks
  * at the gateway's generation number, one atomic load, per request.
  */
-#include <pthread.h>
-#include <stdatomic.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -64,51 +62,6 @@ struct fg_access {
 
 /* ---- the table in force ------------------------------------------------ */
 
-int fg_access_load(struct fg_gateway *gw, char *err, size_t errlen)
-{
-	pthread_mutex_init(&gw->auth_mu, NULL);
-	atomic_store(&gw->auth_gen, 1u);
-	gw->auth = NULL;
-	if (!gw->cfg->auth_file)
-		return 0;
-	char why[512];
-	if (fg_authtab_load(gw->cfg->auth_file, &gw->auth, why, sizeof(why))) {
-		snprintf(err, errlen, "%s", why);
-		return -1;
-	}
-	fg_log_info("auth-file %s: %zu principals", gw->cfg->auth_file,
-		    fg_authtab_count(gw->auth));
-	return 0;
-}
-
-void fg_access_reload(struct fg_gateway *gw)
-{
-	if (!gw->cfg->auth_file)
-		return;
-	struct fg_authtab *t = NULL;
-	char why[512];
-	if (fg_authtab_load(gw->cfg->auth_file, &t, why, sizeof(why))) {
-		fg_log_error("auth-file %s not reloaded, the previous one stays "
-			     "in force: %s", gw->cfg->auth_file, why);
-		return;
-	}
-	pthread_mutex_lock(&gw->auth_mu);
-	struct fg_authtab *old = gw->auth;
-	gw->auth = t;
-	atomic_fetch_add(&gw->auth_gen, 1u);
-	pthread_mutex_unlock(&gw->auth_mu);
-	fg_authtab_unref(old);
-	fg_log_info("auth-file %s reloaded: %zu principals", gw->cfg->auth_file,
-		    fg_authtab_count(t));
-}
-
-void fg_access_finish(struct fg_gateway *gw)
-{
-	fg_authtab_unref(gw->auth);
-	gw->auth = NULL;
-	pthread_mutex_destroy(&gw->auth_mu);
-}
-
 struct fg_access *fg_access_create(struct fg_gateway *gw)
 {
 	struct fg_access *a = calloc(1, sizeof(*a));
@@ -125,16 +78,12 @@ void fg_access_destroy(struct fg_access *a)
 	free(a);
 }
 
-/* The table in force, as this loop last took it. */
+/* The table in force, as this loop last took it: taken again only when
+ * the gateway's generation moved (one atomic load in proc/, per request). */
 static const struct fg_authtab *table(struct fg_access *a)
 {
-	struct fg_gateway *gw = a->gw;
-	unsigned gen = atomic_load_explicit(&gw->auth_gen, memory_order_acquire);
-	if (gen != a->gen) {
-		pthread_mutex_lock(&gw->auth_mu);
-		struct fg_authtab *t = gw->auth ? fg_authtab_ref(gw->auth) : NULL;
-		a->gen = atomic_load(&gw->auth_gen);
-		pthread_mutex_unlock(&gw->auth_mu);
+	if (fg_gateway_auth_gen(a->gw) != a->gen) {
+		struct fg_authtab *t = fg_gateway_auth_ref(a->gw, &a->gen);
 		fg_authtab_unref(a->tab);
 		a->tab = t;
 	}

@@ -21,17 +21,6 @@ struct fg_loop;
 struct fg_req;
 struct fg_writeset;
 
-/** Reads auth-file (when set) into the gateway's table in force.
- *  0, or -1 with err set (the process exits 2). Main thread, at start. */
-int fg_access_load(struct fg_gateway *gw, char *err, size_t errlen);
-
-/** SIGHUP: reads auth-file again; a file that does not parse keeps the
- *  table in force, and the reason is logged. Main thread. */
-void fg_access_reload(struct fg_gateway *gw);
-
-/** Frees the table in force (after every loop ended). */
-void fg_access_finish(struct fg_gateway *gw);
-
 /** A loop's part: the table it last took, and its count of unknown keys
  *  per client address. Caller owns the result. NULL on allocation
  *  failure. */

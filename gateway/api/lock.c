@@ -687,7 +687,7 @@ static bool redis_ready(struct fg_req *req)
 {
 	uint8_t key[FG_KEY_MAX];
 	size_t keylen;
-	return atomic_load(&req->gw->redis_up) && fg_astore_ready(req->loop->as) &&
+	return fg_gateway_redis_up(req->gw) && fg_astore_ready(req->loop->as) &&
 	       fg_gateway_key(req->gw, key, &keylen) == FG_OK;
 }
 
@@ -697,7 +697,7 @@ static const char *upstream_state(struct fg_req *req, bool *ok)
 	*ok = true;
 	if (!req->gw->cfg->upstream)
 		return "none";
-	*ok = atomic_load(&req->gw->upstream_up);
+	*ok = fg_gateway_upstream_up(req->gw);
 	return *ok ? "up" : "down";
 }
 
@@ -718,7 +718,7 @@ static enum MHD_Result readyz(struct fg_req *req, struct MHD_Connection *c)
 {
 	bool redis = redis_ready(req), upstream_ok;
 	const char *up = upstream_state(req, &upstream_ok);
-	bool stopping = atomic_load(&req->gw->draining);
+	bool stopping = fg_gateway_draining(req->gw);
 	bool ready = redis && upstream_ok && !stopping;
 	json_t *o = json_pack("{s:s, s:s, s:s}",
 			      "status", ready ? "ready" : "not_ready",

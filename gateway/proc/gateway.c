@@ -1,14 +1,17 @@
 /*
  * gateway.c - the services every loop shares: the settings, the gateway's
- * id, the Redis connection options (credentials included), the HMAC key
- * and the health flags.
+ * id, the Redis connection options (credentials included), the HMAC key,
+ * the auth table in force and the health flags. The only mutexes and
+ * atomics of the request path's state are here and in proc/ beside it.
  *
  * Invariant: after fg_gateway_init() these are read-only, except the key
- * (under key_mu, changed only by the maintenance thread) and the health
- * flags (atomic); no loop owns any of them, so loops never wait on each
+ * (under key_mu, changed only by the maintenance thread), the auth table
+ * in force (under auth_mu, replaced on SIGHUP; a loop sees a new one by
+ * its generation, one atomic load) and the health flags (atomic); no loop owns any of them, so loops never wait on each
  * other. The Redis password goes to the topology (which keeps the copy
  * every connection logs in with) and into no log line.
  */
+#include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
@@ -18,6 +21,7 @@
 
 #include <openssl/rand.h>
 
+#include "base/auth.h"
 #include "base/clock.h"
 #include "proc/gateway.h"
 #include "base/log.h"
@@ -142,4 +146,82 @@ void fg_gateway_set_key(struct fg_gateway *gw, const uint8_t *key, size_t len)
 	memcpy(gw->key, key, len);
 	gw->key_len = len;
 	pthread_mutex_unlock(&gw->key_mu);
+}
+
+/* ---- the auth table in force ------------------------------------------- */
+
+int fg_gateway_auth_load(struct fg_gateway *gw, char *err, size_t errlen)
+{
+	pthread_mutex_init(&gw->auth_mu, NULL);
+	atomic_store(&gw->auth_gen, 1u);
+	gw->auth = NULL;
+	if (!gw->cfg->auth_file)
+		return 0;
+	char why[512];
+	if (fg_authtab_load(gw->cfg->auth_file, &gw->auth, why, sizeof(why))) {
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
+	fg_log_info("auth-file %s: %zu principals", gw->cfg->auth_file,
+		    fg_authtab_count(gw->auth));
+	return 0;
+}
+
+void fg_gateway_auth_reload(struct fg_gateway *gw)
+{
+	if (!gw->cfg->auth_file)
+		return;
+	struct fg_authtab *t = NULL;
+	char why[512];
+	if (fg_authtab_load(gw->cfg->auth_file, &t, why, sizeof(why))) {
+		fg_log_error("auth-file %s not reloaded, the previous one stays "
+			     "in force: %s", gw->cfg->auth_file, why);
+		return;
+	}
+	pthread_mutex_lock(&gw->auth_mu);
+	struct fg_authtab *old = gw->auth;
+	gw->auth = t;
+	atomic_fetch_add(&gw->auth_gen, 1u);
+	pthread_mutex_unlock(&gw->auth_mu);
+	fg_authtab_unref(old);
+	fg_log_info("auth-file %s reloaded: %zu principals", gw->cfg->auth_file,
+		    fg_authtab_count(t));
+}
+
+void fg_gateway_auth_finish(struct fg_gateway *gw)
+{
+	fg_authtab_unref(gw->auth);
+	gw->auth = NULL;
+	pthread_mutex_destroy(&gw->auth_mu);
+}
+
+unsigned fg_gateway_auth_gen(struct fg_gateway *gw)
+{
+	return atomic_load_explicit(&gw->auth_gen, memory_order_acquire);
+}
+
+struct fg_authtab *fg_gateway_auth_ref(struct fg_gateway *gw, unsigned *gen)
+{
+	pthread_mutex_lock(&gw->auth_mu);
+	struct fg_authtab *t = gw->auth ? fg_authtab_ref(gw->auth) : NULL;
+	*gen = atomic_load(&gw->auth_gen);
+	pthread_mutex_unlock(&gw->auth_mu);
+	return t;
+}
+
+/* ---- health flags ------------------------------------------------------ */
+
+bool fg_gateway_redis_up(struct fg_gateway *gw)
+{
+	return atomic_load(&gw->redis_up);
+}
+
+bool fg_gateway_upstream_up(struct fg_gateway *gw)
+{
+	return atomic_load(&gw->upstream_up);
+}
+
+bool fg_gateway_draining(struct fg_gateway *gw)
+{
+	return atomic_load(&gw->draining);
 }

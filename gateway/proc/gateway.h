@@ -121,6 +121,26 @@ void fg_gateway_set_key(struct fg_gateway *gw, const uint8_t *key, size_t len);
 /** Copies the HMAC key in force. FG_OK, or FG_ENOKEY before it is known. */
 int fg_gateway_key(struct fg_gateway *gw, uint8_t out[FG_KEY_MAX], size_t *len);
 
+/** Reads auth-file (when set) into the table in force. 0, or -1 with
+ *  err set (the process exits 2). Main thread, at start. */
+int fg_gateway_auth_load(struct fg_gateway *gw, char *err, size_t errlen);
+/** SIGHUP: reads auth-file again; a file that does not parse keeps the
+ *  table in force, and the reason is logged. Main thread. */
+void fg_gateway_auth_reload(struct fg_gateway *gw);
+/** Frees the table in force (after every loop ended). */
+void fg_gateway_auth_finish(struct fg_gateway *gw);
+/** The generation of the table in force: moves on each replacement. */
+unsigned fg_gateway_auth_gen(struct fg_gateway *gw);
+/** A new reference to the table in force (NULL: open), and its
+ *  generation in *gen. */
+struct fg_authtab *fg_gateway_auth_ref(struct fg_gateway *gw, unsigned *gen);
+
+/** The health flags (any thread). */
+bool fg_gateway_redis_up(struct fg_gateway *gw);
+bool fg_gateway_upstream_up(struct fg_gateway *gw);
+/** A stop signal came: not ready. */
+bool fg_gateway_draining(struct fg_gateway *gw);
+
 /** Starts / stops the maintenance thread (key sync, health probes). */
 int fg_maint_start(struct fg_gateway *gw);
 void fg_maint_stop(struct fg_gateway *gw);
