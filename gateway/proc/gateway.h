@@ -118,7 +118,9 @@ void fg_gateway_set_key(struct fg_gateway *gw, const uint8_t *key, size_t len);
 /** Copies the HMAC key in force. FG_OK, or FG_ENOKEY before it is known. */
 int fg_gateway_key(struct fg_gateway *gw, uint8_t out[FG_KEY_MAX], size_t *len);
 
-/** Starts / stops the maintenance thread (key sync, health probes). */
+/** Starts / stops the maintenance thread (key sync, health probes): start
+ *  before the loops start, stop after they stopped (the loops call the
+ *  topology hook it sets). */
 int fg_maint_start(struct fg_gateway *gw);
 void fg_maint_stop(struct fg_gateway *gw);
 /** A loop's Redis call failed: health says "down" until a probe answers
