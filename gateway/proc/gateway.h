@@ -141,7 +141,9 @@ bool fg_gateway_upstream_up(struct fg_gateway *gw);
 /** A stop signal came: not ready. */
 bool fg_gateway_draining(struct fg_gateway *gw);
 
-/** Starts / stops the maintenance thread (key sync, health probes). */
+/** Starts / stops the maintenance thread (key sync, health probes): start
+ *  before the loops start, stop after they stopped (the loops call the
+ *  topology hook it sets). */
 int fg_maint_start(struct fg_gateway *gw);
 void fg_maint_stop(struct fg_gateway *gw);
 /** A loop's Redis call failed: health says "down" until a probe answers

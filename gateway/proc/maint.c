@@ -155,7 +155,6 @@ static void *maint_main(void *arg)
 	int was_redis = -1, was_up = -1;
 	uint64_t last_refresh = 0, last_probe = 0, last_upstream = 0;
 
-	fg_topo_set_hook(gw->topo, on_suspect, gw);
 	while (!atomic_load(&gw->stopping)) {
 		uint64_t now = fg_clock_ms();
 		bool periodic = now - last_probe >= PERIOD_MS;
@@ -188,14 +187,21 @@ static void *maint_main(void *arg)
 		/* while Redis is down or moving, look again soon */
 		nap(gw, again || !redis ? RETRY_MS : PERIOD_MS);
 	}
-	fg_topo_set_hook(gw->topo, NULL, NULL);
 	fg_store_destroy(st);
 	return NULL;
 }
 
+/* The loops call the suspect hook from their own threads, and the hook is
+ * a plain pointer: it is set here, before any loop thread is created, and
+ * cleared in fg_maint_stop(), after every loop thread was joined. */
 int fg_maint_start(struct fg_gateway *gw)
 {
-	return pthread_create(&gw->maint, NULL, maint_main, gw) == 0 ? 0 : -1;
+	fg_topo_set_hook(gw->topo, on_suspect, gw);
+	if (pthread_create(&gw->maint, NULL, maint_main, gw) != 0) {
+		fg_topo_set_hook(gw->topo, NULL, NULL);
+		return -1;
+	}
+	return 0;
 }
 
 void fg_maint_stop(struct fg_gateway *gw)
@@ -203,4 +209,5 @@ void fg_maint_stop(struct fg_gateway *gw)
 	atomic_store(&gw->stopping, true);
 	wake(gw);
 	pthread_join(gw->maint, NULL);
+	fg_topo_set_hook(gw->topo, NULL, NULL);
 }

@@ -103,6 +103,8 @@ uint64_t fg_topo_gen(const fg_topo *t);
 void fg_topo_suspect(fg_topo *t);
 /** 1 when a refresh was asked for since the last one began. */
 int fg_topo_suspected(const fg_topo *t);
+/** The hook fg_topo_suspect() calls. Not synchronised: set it before the
+ *  threads that may call fg_topo_suspect() start, clear it after they end. */
 void fg_topo_set_hook(fg_topo *t, void (*hook)(void *), void *arg);
 
 /** The Sentinel subscription's descriptor (-1 without one): readable when

@@ -87,6 +87,65 @@ SANITIZER_MARKERS = (b"ERROR: AddressSanitizer", b"ERROR: LeakSanitizer",
                      b"runtime error:", b"ThreadSanitizer",
                      b"UndefinedBehaviorSanitizer")
 
+
+# A ThreadSanitizer run (FENCEGATE_SANITIZED=thread: scripts/tsan.sh) sends
+# every instrumented process's reports to a file of its own (TSAN_OPTIONS
+# log_path, one file per pid), so a report from any fencegate or fencectl
+# the suite starts is found, whatever became of its stderr (a pipe a test
+# reads, a gateway nobody stops). run.py sweeps the files after every test
+# and fails the test that was running; what appears between tests or after
+# the last one counts as a failure outside a test.
+_SANITIZER_SEEN = {}   # report file -> bytes already swept
+
+
+def thread_sanitized():
+    return os.environ.get("FENCEGATE_SANITIZED") == "thread"
+
+
+def sanitizer_log_dir():
+    return os.path.join(tmp_root(), "sanitizer")
+
+
+def route_sanitizer_reports():
+    """In a ThreadSanitizer run, points every child's reports at files under
+    the run's temporary directory (children inherit the environment)."""
+    if not thread_sanitized():
+        return
+    d = sanitizer_log_dir()
+    os.makedirs(d, exist_ok=True)
+    opts = os.environ.get("TSAN_OPTIONS", "")
+    os.environ["TSAN_OPTIONS"] = (opts + ":" if opts else "") + \
+        "log_path=" + os.path.join(d, "tsan")
+
+
+def new_sanitizer_reports():
+    """Reports written to the sanitizer files since the last call, as a list
+    of texts (each headed by its file, which names the pid). The closing
+    "reported N warnings" line of a process whose reports were swept
+    already is not a new report."""
+    d = sanitizer_log_dir()
+    if not thread_sanitized() or not os.path.isdir(d):
+        return []
+    out = []
+    for fn in sorted(os.listdir(d)):
+        path = os.path.join(d, fn)
+        try:
+            with open(path, "rb") as fh:
+                fh.seek(_SANITIZER_SEEN.get(path, 0))
+                data = fh.read()
+        except OSError:
+            continue
+        _SANITIZER_SEEN[path] = _SANITIZER_SEEN.get(path, 0) + len(data)
+        text = data.decode("utf-8", "replace")
+        if not re.sub(r"ThreadSanitizer: reported \d+ warnings?\s*", "",
+                      text).strip():
+            continue
+        if len(text) > 6000:
+            text = text[:6000] + "\n(... %d more bytes in %s)" \
+                % (len(text) - 6000, path)
+        out.append("--- %s ---\n%s" % (fn, text.rstrip()))
+    return out
+
 # ---------------------------------------------------------------------------
 # ports and processes
 

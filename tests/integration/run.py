@@ -20,6 +20,11 @@ left-out test is listed with its reason, and none counts as passed.
 
 The forwarding test classes (storage.on_both_origins) run twice, against
 nginx and, as <Name>OnApache, against Apache httpd with mod_dav.
+
+With FENCEGATE_SANITIZED=thread in the environment (scripts/tsan.sh), every
+process the suite starts writes its ThreadSanitizer reports to files under
+the run's temporary directory; a report found after a test fails that test,
+one found between tests or after the last counts as a failure of its own.
 """
 
 import argparse
@@ -56,6 +61,11 @@ class Result(unittest.TestResult):
 
     def startTest(self, test):
         super().startTest(test)
+        for r in harness.new_sanitizer_reports():
+            # a class stops its shared gateways after its last test
+            harness.LATE_FAILURES.append(
+                "sanitizer report between tests (before %s):\n%s"
+                % (test.id(), r))
         self._current_failed = False
         self._t0 = time.monotonic()
         self._watchdog = threading.Timer(TEST_TIMEOUT, self._timeout, [test])
@@ -72,6 +82,10 @@ class Result(unittest.TestResult):
         if self._watchdog:
             self._watchdog.cancel()
         dt = time.monotonic() - self._t0
+        for r in harness.new_sanitizer_reports():
+            self._current_failed = True
+            self.failed.append((test.id(), r))
+            print("\n==== SANITIZER REPORT: %s\n%s\n====" % (test.id(), r))
         if self._current_failed:
             self.failed_ids.add(test.id())
             print("FAIL  %s (%.2fs)" % (test.id(), dt))
@@ -170,6 +184,7 @@ def main():
                                              or 1.0)
     harness.Config.redis_mode = args.redis_mode
     tmp = harness.tmp_root()
+    harness.route_sanitizer_reports()
 
     def on_signal(signum, frame):
         harness.stop_all()
@@ -219,6 +234,9 @@ def main():
         selected.run(result)
     finally:
         harness.stop_all()
+    for r in harness.new_sanitizer_reports():
+        harness.LATE_FAILURES.append("sanitizer report after the last test:\n"
+                                     + r)
 
     failed = len(result.failed_ids) + len(harness.LATE_FAILURES) \
         + len(load_errors)

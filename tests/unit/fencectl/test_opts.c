@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_fencectl_opts.c - fencectl's command line reader
+ * tests/unit/fencectl/test_opts.c - fencectl's command line reader
  * (fencectl/opts.c).
  *
  * Pins opts.h: options before, between and after positional arguments, in

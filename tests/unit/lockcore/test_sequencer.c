@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_sequencer.c - sequencers, leases and base64url
+ * tests/unit/lockcore/test_sequencer.c - sequencers, leases and base64url
  * (lockcore/sequencer.c).
  *
  * Pins the wire format of fencegate/sequencer.h: the test computes the

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_fencectl_duration.c - durations on fencectl's command
+ * tests/unit/fencectl/test_duration.c - durations on fencectl's command
  * line (fencectl/duration.c).
  *
  * Pins duration.h: terms NUMBER UNIT (ms, s, m, h), or one plain number of

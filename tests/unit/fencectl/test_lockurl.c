@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_fencectl_lockurl.c - lock API URLs built by fencectl
+ * tests/unit/fencectl/test_lockurl.c - lock API URLs built by fencectl
  * (fencectl/lockurl.c).
  *
  * Pins lockurl.h: '/' separates segments and stays; the unreserved

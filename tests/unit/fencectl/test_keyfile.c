@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_fencectl_keyfile.c - fencectl's bearer key file
+ * tests/unit/fencectl/test_keyfile.c - fencectl's bearer key file
  * (fencectl/keyfile.c).
  *
  * Pins keyfile.h: one trailing newline or CR LF is not part of the key,

@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_name.c - fg_name_valid (lockcore/name.c).
+ * tests/unit/lockcore/test_name.c - fg_name_valid (lockcore/name.c).
  *
  * Pins the lock-name grammar of fencegate/name.h: 1..FG_NAME_MAX bytes of
  * [A-Za-z0-9._~/-], no "", "." or ".." segment, judged on name[0..len)

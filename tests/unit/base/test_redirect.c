@@ -1,5 +1,5 @@
 /*
- * tests/unit/test_redirect.c - the upstream's own address in what crosses
+ * tests/unit/base/test_redirect.c - the upstream's own address in what crosses
  * the gateway (gateway/base/redirect.c).
  *
  * Pins redirect.h: a Destination is the upstream's absolute URI without

@@ -1,5 +1,6 @@
 /*
- * tests/unit/test_config.c - the gateway's settings (gateway/base/config.c).
+ * tests/unit/base/test_config.c - the gateway's settings
+ * (gateway/base/config.c).
  *
  * Pins config.h's contract: defaults, every flag form (--name value,
  * --name=value, '-' and '_' alike), strict numbers inside the ranges that

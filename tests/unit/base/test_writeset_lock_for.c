@@ -1,8 +1,8 @@
 /*
- * tests/unit/test_fence_path.c - which lock guards a path, and which
- * methods are writes (the pure part of gateway/fence/fence.c).
+ * tests/unit/base/test_writeset_lock_for.c - which lock guards a path,
+ * and which methods are writes (gateway/base/writeset.c).
  *
- * Pins fence.h: fg_fence_lock_for percent-decodes the raw path, picks the
+ * Pins writeset.h: fg_fence_lock_for percent-decodes the raw path, picks the
  * longest matching route prefix (a prefix "/a/b/" also covers "/a/b"),
  * else takes the decoded path without its leading and trailing '/'; the
  * result must be a valid lock name (fencegate/name.h) or it is -1. Only
@@ -24,8 +24,7 @@
 
 #include "base/config.h"
 #include "routes.h"
-#include "fence/fence.h"
-#include "proc/gateway.h"
+#include "base/writeset.h"
 
 /* ---- helpers ------------------------------------------------------- */
 
@@ -462,5 +461,5 @@ int main(void)
 		cmocka_unit_test(test_is_write_configured),
 	};
 
-	return cmocka_run_group_tests_name("fence_path", tests, NULL, NULL);
+	return cmocka_run_group_tests_name("writeset_lock_for", tests, NULL, NULL);
 }

@@ -1,5 +1,6 @@
 /*
- * tests/unit/test_auth.c - principals, keys and rights (gateway/base/auth.c).
+ * tests/unit/base/test_auth.c - principals, keys and rights
+ * (gateway/base/auth.c).
  *
  * Pins auth.h: what an auth-file may say and every way it can be wrong
  * (each refused with its line number and without echoing a hash); which

@@ -1,6 +1,6 @@
 /*
- * tests/unit/test_topo.c - lockcore/topo.c without a Redis: the `redis`
- * setting's forms, hash slots as Redis Cluster computes them, and the slot
+ * tests/unit/lockcore/test_topo.c - lockcore/topo.c without a Redis: the
+ * `redis` setting's forms, hash slots as Redis Cluster computes them, and the slot
  * map read from a CLUSTER SLOTS reply (built here by hand).
  */
 #include <setjmp.h>
