@@ -22,6 +22,7 @@ struct event;
 struct event_base;
 struct fg_gateway;
 struct fg_waitq;
+struct fg_admitq;
 struct fg_proxy;
 
 struct fg_loop {
@@ -42,6 +43,7 @@ struct fg_loop {
 	struct event *exit_timer;
 	struct fg_waitq *wq;         /* waiters; owns the Redis connections */
 	fg_astore *as;               /* = the wait queue's, for calls */
+	struct fg_admitq *aq;        /* fenced writes waiting for older ones */
 	struct fg_proxy *px;
 	struct fg_access *access;    /* the loop's part of the access step */
 	pthread_t thread;
@@ -84,7 +86,8 @@ void fg_loop_reread(struct fg_loop *loop, struct MHD_Connection *c);
 bool fg_loop_client_gone(struct MHD_Connection *c);
 
 /** The Redis subscriber's callbacks (arg: the loop): messages for the
- *  loop's writes go to its proxy, the rest to its waiters. */
+ *  loop's running writes go to its proxy, those for its waiting writes
+ *  to its admission queue, the rest to its lock waiters. */
 void fg_loop_on_message(const char *chan, const char *msg, size_t len,
 			void *arg);
 void fg_loop_on_resync(void *arg);

@@ -91,7 +91,9 @@ void fg_api_call_free(struct fg_req *req)
 	req->call = NULL;
 }
 
-bool fg_api_holds_grant(struct fg_req *req)
+/* Was the lock granted to this request (by its acquire or its wait),
+ * whether or not the answer was sent? */
+static bool holds_grant(struct fg_req *req)
 {
 	if (req->granted)
 		return true; /* answered, maybe not delivered */
@@ -101,6 +103,21 @@ bool fg_api_holds_grant(struct fg_req *req)
 	const struct fg_api_call *call = req->call;
 	return call && call->kind == CALL_ACQUIRE && call->replied &&
 	       !call->err && call->g.status == FG_GRANTED;
+}
+
+void fg_api_completed(struct fg_req *req, bool delivered)
+{
+	/* A grant whose answer was not delivered goes back now: the client
+	 * may have left before the answer was even written (libmicrohttpd
+	 * saw the close first), or was answered an error while the grant
+	 * was made (a waiter's confirmation that could not be sent, a
+	 * sequencer that could not be signed). */
+	if (!(delivered && req->granted) && holds_grant(req))
+		fg_waitq_give_back(req->loop->wq, req->name, req->lease,
+				   req->waiter ? fg_waiter_id(req->waiter) : NULL,
+				   req->reentry);
+	fg_waiter_drop(req->loop->wq, req->waiter);
+	req->waiter = NULL;
 }
 
 static void replied(struct fg_req *req, int err)

@@ -24,7 +24,6 @@
 #include "loop.h"
 #include "proxy/proxy.h"
 #include "http/tls.h"
-#include "lockwait/waitq.h"
 
 #define API_PREFIX "/_fence/"
 /* How much of an oversized body is read and dropped before the answer,
@@ -49,22 +48,12 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
-	struct fg_loop *loop = cls;
 	struct fg_req *req = *con_cls;
+	(void)cls;
 	(void)c;
 	if (!req)
 		return;
-	/* A grant whose answer was not delivered goes back now: the client
-	 * may have left before the answer was even written (libmicrohttpd
-	 * saw the close first), or was answered an error while the grant
-	 * was made (a waiter's confirmation that could not be sent, a
-	 * sequencer that could not be signed). */
-	bool delivered = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK && req->granted;
-	if (!delivered && fg_api_holds_grant(req))
-		fg_waitq_give_back(loop->wq, req->name, req->lease,
-				   req->waiter ? fg_waiter_id(req->waiter) : NULL,
-				   req->reentry);
-	fg_waiter_drop(loop->wq, req->waiter);
+	fg_api_completed(req, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	fg_proxy_note(req);
 	fg_rec_finish(req, toe == MHD_REQUEST_TERMINATED_COMPLETED_OK);
 	fg_api_call_free(req);

@@ -31,6 +31,7 @@
 
 struct fg_waitq;
 struct fg_waiter;
+struct fg_admission;
 struct fg_proxy;
 struct fg_xfer;
 struct fg_loop;
@@ -89,6 +90,8 @@ struct fg_req {
 	char *body;                /* NUL-terminated when complete */
 	size_t body_len;
 	struct fg_waiter *waiter;  /* a blocking acquire or observe */
+	struct fg_admission *admission; /* a fenced write waiting for older
+				      writes (proxy/admitq.h) */
 	char name[FG_NAME_MAX + 1];  /* the lock it waits on */
 	char lease[FG_LEASE_LEN + 1]; /* the lease it waits to get */
 	struct fg_fence fence;     /* a proxied request's checks */
@@ -138,9 +141,9 @@ enum MHD_Result fg_api_dispatch(struct fg_req *req, struct MHD_Connection *c,
 				size_t path_len);
 /** A suspended request was resumed: answer from its waiter or its call. */
 enum MHD_Result fg_api_resume(struct fg_req *req, struct MHD_Connection *c);
-/** Was the lock granted to this request (by its acquire or its wait),
- *  whether or not the answer was sent? */
-bool fg_api_holds_grant(struct fg_req *req);
+/** The request completed (delivered: its answer was sent whole): a grant
+ *  whose answer was not delivered goes back, and its waiter is let go. */
+void fg_api_completed(struct fg_req *req, bool delivered);
 /** Frees what the request's lock call holds (request completed). */
 void fg_api_call_free(struct fg_req *req);
 
