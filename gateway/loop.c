@@ -25,6 +25,7 @@
 #include "proc/gateway.h"
 #include "base/log.h"
 #include "loop.h"
+#include "proxy/admitq.h"
 #include "proxy/proxy.h"
 #include "lockwait/waitq.h"
 
@@ -92,6 +93,16 @@ void fg_loop_on_message(const char *chan, const char *msg, size_t len,
 			fg_proxy_reask_write(loop->px, id, ms);
 		return;
 	}
+	/* "w <lock>": a write of the lock ended; the writes waiting behind
+	 * it ask again */
+	if (msg && len > 2 && len < 2 + FG_NAME_MAX + 1 && msg[0] == 'w' &&
+	    msg[1] == ' ' && strncmp(chan, "fg:gw:", 6) == 0) {
+		char name[FG_NAME_MAX + 1];
+		memcpy(name, msg + 2, len - 2);
+		name[len - 2] = '\0';
+		fg_admitq_wake(loop->aq, name);
+		return;
+	}
 	fg_waitq_message(loop->wq, chan, msg, len);
 }
 
@@ -100,6 +111,7 @@ void fg_loop_on_resync(void *arg)
 	struct fg_loop *loop = arg;
 	/* an abort message may have been lost with the connection */
 	fg_proxy_recheck_writes(loop->px);
+	fg_admitq_resync(loop->aq);
 	fg_waitq_resync(loop->wq);
 }
 
@@ -146,6 +158,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 	 * other loops until all have stopped. */
 	MHD_quiesce_daemon(loop->daemon);
 	fg_waitq_stop(loop->wq);
+	fg_admitq_stop(loop->aq);
 	struct timeval tv = { 0, STOP_FLUSH_MS * 1000 };
 	evtimer_add(loop->exit_timer, &tv);
 }
@@ -155,6 +168,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 static void teardown(struct fg_loop *loop)
 {
 	fg_proxy_shutdown(loop->px);
+	fg_admitq_stop(loop->aq);
 	fg_waitq_close_store(loop->wq);
 	loop->as = NULL;
 	MHD_stop_daemon(loop->daemon);
@@ -200,9 +214,12 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 	if (!loop->wq)
 		goto error_events;
 	loop->as = fg_waitq_store(loop->wq);
+	loop->aq = fg_admitq_create(loop);
+	if (!loop->aq)
+		goto error_waitq;
 	loop->px = fg_proxy_create(loop);
 	if (!loop->px)
-		goto error_waitq;
+		goto error_admitq;
 	loop->access = fg_access_create(gw);
 	if (!loop->access)
 		goto error_proxy;
@@ -229,8 +246,11 @@ error_proxy:
 	fg_access_destroy(loop->access);
 	fg_proxy_shutdown(loop->px);
 	fg_proxy_destroy(loop->px);
+error_admitq:
+	fg_admitq_stop(loop->aq);
 error_waitq:
-	fg_waitq_destroy(loop->wq);
+	fg_waitq_destroy(loop->wq); /* closes Redis: its calls answered */
+	fg_admitq_destroy(loop->aq);
 error_events:
 	if (loop->stop_ev)
 		event_free(loop->stop_ev);
@@ -270,12 +290,14 @@ void fg_loop_destroy(struct fg_loop *loop)
 	if (loop->daemon) { /* never ran */
 		MHD_quiesce_daemon(loop->daemon);
 		fg_proxy_shutdown(loop->px);
+		fg_admitq_stop(loop->aq);
 		fg_waitq_close_store(loop->wq);
 		MHD_stop_daemon(loop->daemon);
 	}
 	fg_proxy_destroy(loop->px);
 	fg_access_destroy(loop->access);
-	fg_waitq_destroy(loop->wq);
+	fg_waitq_destroy(loop->wq); /* closes Redis: its calls answered */
+	fg_admitq_destroy(loop->aq);
 	event_free(loop->mhd_io);
 	event_free(loop->stop_ev);
 	event_free(loop->follow_ev);

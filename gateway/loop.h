@@ -32,7 +32,8 @@ void fg_loop_stop(struct fg_loop *loop);
 void fg_loop_destroy(struct fg_loop *loop);
 
 /** The Redis subscriber's callbacks (arg: the loop): messages for the
- *  loop's writes go to its proxy, the rest to its waiters. */
+ *  loop's running writes go to its proxy, those for its waiting writes
+ *  to its admission queue, the rest to its lock waiters. */
 void fg_loop_on_message(const char *chan, const char *msg, size_t len,
 			void *arg);
 void fg_loop_on_resync(void *arg);

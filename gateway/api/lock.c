@@ -4,8 +4,8 @@
  *
  * Invariants: a request that fails validation is answered before anything
  * is sent to Redis, so bad input never changes lock state. A lock call is
- * sent asynchronously on the request's loop, with the connection
- * suspended; its callback only stores the answer and resumes the
+ * sent asynchronously on the request's loop, with the connection parked
+ * (rt/park.h); its callback only stores the answer and resumes the
  * connection, and the answer is written from libmicrohttpd's handler
  * (resume()), the one place a response may be queued.
  */
@@ -25,6 +25,7 @@
 #include "base/log.h"
 #include "rt/rt.h"
 #include "proc/metrics.h"
+#include "rt/park.h"
 #include "lockwait/waitq.h"
 
 #define LOCKS_PREFIX "/_fence/v1/locks/"
@@ -84,6 +85,7 @@ struct fg_api_call {
 	uint64_t tok0;             /* inspect: `after`, or UINT64_MAX without it;
 				      break: the token named */
 	uint32_t wait_ms;
+	struct fg_park park;       /* the connection, while Redis answers */
 };
 
 static void call_free(struct fg_req *req)
@@ -113,7 +115,7 @@ static void replied(struct fg_req *req, int err)
 		fg_maint_redis_failed(req->gw);
 	req->call->err = err;
 	req->call->replied = true;
-	fg_loop_resume(req->loop, req->conn);
+	fg_park_resume(&req->call->park);
 }
 
 static void on_grant(int err, const struct fg_grant *g, void *arg)
@@ -160,12 +162,15 @@ static struct fg_api_call *call_new(struct fg_req *req, enum call_kind kind)
 	return req->call;
 }
 
-/* The call was sent (err == 0): the request waits for its answer. */
-static enum MHD_Result sent_or_respond(struct MHD_Connection *c, int err)
+/* The call was sent (err == 0): the request waits for its answer, parked
+ * with no watch and no timer (Redis answers every call, at worst
+ * FG_EUNAVAIL when the loop's connection closes). */
+static enum MHD_Result sent_or_respond(struct fg_req *req,
+				       struct MHD_Connection *c, int err)
 {
 	if (err)
 		return fg_respond_store_error(c, err);
-	MHD_suspend_connection(c);
+	fg_park_suspend(&req->call->park, req->loop, c, NULL, NULL, NULL);
 	return MHD_YES;
 }
 
@@ -300,7 +305,7 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 		q.waiter_id = fg_waiter_id(req->waiter);
 	}
 	q.gateway_id = req->loop->id;
-	ret = sent_or_respond(c, req->loop->as
+	ret = sent_or_respond(req, c, req->loop->as
 		? fg_alock_acquire(req->loop->as, &q, on_grant, req) : FG_EUNAVAIL);
 done:
 	json_decref(o);
@@ -394,7 +399,7 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 		if (req->gw->cfg->redis_replicas) {
 			if (!call_new(req, CALL_CONFIRM))
 				return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-			return sent_or_respond(c, req->loop->as
+			return sent_or_respond(req, c, req->loop->as
 				? fg_alock_confirm(req->loop->as, req->name, req->lease,
 						   on_grant, req)
 				: FG_EUNAVAIL);
@@ -441,7 +446,7 @@ static enum MHD_Result renew(struct fg_req *req, struct MHD_Connection *c,
 		ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 		goto done;
 	}
-	ret = sent_or_respond(c, req->loop->as
+	ret = sent_or_respond(req, c, req->loop->as
 		? fg_alock_renew(req->loop->as, name, lease, principal_of(req),
 				 ttl, value, value_len, on_grant, req)
 		: FG_EUNAVAIL);
@@ -476,7 +481,7 @@ static enum MHD_Result release(struct fg_req *req, struct MHD_Connection *c,
 		return bad(c, "Fence-Lease is too long to be a lease");
 	if (!call_new(req, CALL_RELEASE))
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-	return sent_or_respond(c, req->loop->as
+	return sent_or_respond(req, c, req->loop->as
 		? fg_alock_release(req->loop->as, name, lease, principal_of(req),
 				   on_grant, req)
 		: FG_EUNAVAIL);
@@ -533,7 +538,7 @@ static enum MHD_Result break_grant(struct fg_req *req, struct MHD_Connection *c,
 	snprintf(req->name, sizeof(req->name), "%s", name);
 	req->rec.has_token = true;
 	req->rec.token = token;
-	return sent_or_respond(c, req->loop->as
+	return sent_or_respond(req, c, req->loop->as
 		? fg_alock_break(req->loop->as, name, token, on_grant, req)
 		: FG_EUNAVAIL);
 }
@@ -589,7 +594,7 @@ static enum MHD_Result inspect(struct fg_req *req, struct MHD_Connection *c,
 	/* Observe: with `after`, wait while the lock is held under that
 	 * token; without it, wait while nothing changes. */
 	call->tok0 = as ? after : UINT64_MAX; /* without: from the answer */
-	return sent_or_respond(c, req->loop->as
+	return sent_or_respond(req, c, req->loop->as
 		? fg_alock_inspect(req->loop->as, name, on_info, req) : FG_EUNAVAIL);
 }
 
@@ -658,7 +663,7 @@ static enum MHD_Result check(struct fg_req *req, struct MHD_Connection *c)
 		goto done;
 	}
 	call->seq = seq;
-	ret = sent_or_respond(c, req->loop->as
+	ret = sent_or_respond(req, c, req->loop->as
 		? fg_alock_check(req->loop->as, seq.name, seq.token, on_check, req)
 		: FG_EUNAVAIL);
 done:

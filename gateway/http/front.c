@@ -78,16 +78,16 @@ static bool is_api(const char *uri)
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
-	struct fg_loop *loop = cls;
 	struct fg_req *req = *con_cls;
+	(void)cls;
 	(void)c;
 	if (!req)
 		return;
 	bool ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
 	if (is_api(req->uri ? req->uri : ""))
-		loop->routes->api_finish(req, ok);
+		req->loop->routes->api_finish(req, ok);
 	else
-		loop->routes->proxy_finish(req);
+		req->loop->routes->proxy_finish(req);
 	fg_rec_close(&req->rec, ok, req->body_len);
 	fg_report(req->gw->id, &req->rec);
 	free(req->body);

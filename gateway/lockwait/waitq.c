@@ -1,17 +1,17 @@
 /*
- * waitq.c - a loop's waiters: every request that waits (blocked
- * acquires, observers, writes waiting for admission) parks here, on its
- * loop, with asynchronous Redis and no thread of its own.
+ * waitq.c - a loop's lock waiters: blocked acquires and observers, parked
+ * on the loop (rt/park.h) with asynchronous Redis and no thread of their
+ * own; the grant messages on the loop's channel; the give-back of grants
+ * whose answer was lost.
  *
  * Invariants:
- * - A waiter is completed exactly once, under wq->mu, and its connection
- *   is resumed exactly when it was suspended.
- * - A waiter is freed when its last reference goes: the worker's (dropped
- *   in the request-completed callback) and the loop's (taken at park,
- *   dropped once the waiter is complete and no Redis call of its is in
- *   flight).
- * - Everything here runs on the loop's thread; waiters are parked
- *   through a FIFO list that the loop takes over on its next turn.
+ * - A waiter is completed exactly once (finish()), and its connection,
+ *   when parked, is resumed then and only then.
+ * - A waiter is freed when its last holder lets go (refs): the request
+ *   (until fg_waiter_drop(), at request completion), the loop while the
+ *   waiter is parked and not complete, and each Redis call of its in
+ *   flight.
+ * - Everything here runs on the loop's thread.
  * - Per lock, this gateway runs at most one tick and one inspect at a time,
  *   however many of its requests wait on that lock.
  * - A waiter whose client is not answered with its grant leaves nothing in
@@ -20,27 +20,23 @@
  *   loop does not know, unless the waiter already took it by asking
  *   (`took`, kept until the message that says so could still come).
  */
-#include <errno.h>
-#include <inttypes.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
-#include <poll.h>
-#include <sys/socket.h>
 
 #include <event2/event.h>
-#include <event2/thread.h>
 #include <uthash.h>
 #include <utlist.h>
 
 #include "base/clock.h"
-#include "proc/gateway.h"
 #include "base/log.h"
 #include "rt/rt.h"
+#include "proc/gateway.h"
 #include "proc/metrics.h"
+#include "rt/park.h"
 #include "lockwait/waitq.h"
 
-enum kind { ACQ, OBS, ADM };
+enum kind { ACQ, OBS };
 
 struct watch;
 
@@ -53,34 +49,23 @@ struct fg_waiter {
 	enum fg_mode mode;
 	uint32_t ttl_ms;
 	uint32_t wait_ms;
-	bool held0, has_tok0; /* observe: answer when these differ */
+	bool held0, has_tok0;    /* observe: answer when these differ */
 	uint64_t tok0;
-	char write_id[FG_WAITER_ID_MAX]; /* admit */
-	uint32_t margin_ms, longest_ms;
-	struct fg_admit admit;
-	uint64_t asked_ms;       /* when the last admit call was sent */
 
-	/* under wq->mu */
 	enum fg_wait_result result;
 	struct fg_grant grant;
 	struct fg_lock_info info;
-	struct MHD_Connection *conn;
-	bool suspended;
-	bool registered;
-	bool loop_ref;
-	bool incoming;
-	int refs;
+	int refs;                /* the request's, the loop's while parked,
+				    one per call in flight (ops) */
+	bool registered;         /* in wq->byid: a grant message finds it */
+	bool parked;             /* the loop holds it until it completes */
 	UT_hash_handle hh;
-	struct fg_waiter *inext;
 
-	/* loop thread only */
+	struct fg_park park;
 	int64_t wake_in;
-	int fd;
-	int ops;
+	int ops;                 /* Redis calls in flight: at most one */
 	bool deadline_hit;
-	bool repoll;             /* asked again while a call was in flight */
-	struct event *timer;
-	struct event *fdev;
+	bool repoll;             /* a dequeue wanted while a call was in flight */
 	struct watch *watch;
 	struct fg_waiter *prev, *next;
 };
@@ -89,7 +74,7 @@ struct watch {
 	struct fg_waitq *wq;
 	char name[FG_NAME_MAX + 1];
 	char chan[FG_NAME_MAX + 16];
-	struct fg_waiter *acq, *obs, *adm;
+	struct fg_waiter *acq, *obs;
 	struct event *tick;
 	struct event *otick;     /* keeps the lock's change events coming */
 	struct event *recheck;
@@ -117,16 +102,12 @@ struct fg_waitq {
 	struct event_base *base;
 	fg_astore *as;
 	char chan[64];
-	struct event *kick;
 
-	pthread_mutex_t mu;
-	struct fg_waiter *byid;
-	struct fg_waiter *incoming, **incoming_tail; /* FIFO */
-	bool stopping;
-
+	struct fg_waiter *byid;  /* waiters a grant message may be for */
 	struct watch *watches;
-	bool stopping_loop;      /* the loop is answering everyone: keep watches */
-	struct took *took, *took_order; /* loop thread: hash, oldest first */
+	bool stopping;           /* answering everyone: no new parks, and
+				    watches stay until destroyed */
+	struct took *took, *took_order; /* hash, oldest first */
 };
 
 
@@ -138,44 +119,46 @@ static struct timeval tv_of(int64_t ms)
 	return tv;
 }
 
-/* ---- references ------------------------------------------------------ */
+/* ---- holders --------------------------------------------------------- */
 
 static const enum fg_gauge gauge_of[] = {
 	[ACQ] = FG_GAUGE_WAIT_ACQUIRE, [OBS] = FG_GAUGE_WAIT_OBSERVE,
-	[ADM] = FG_GAUGE_WAIT_ADMIT,
 };
 
-static void waiter_free(struct fg_waiter *w)
+static void unregister(struct fg_waitq *wq, struct fg_waiter *w)
 {
+	if (w->registered) {
+		HASH_DEL(wq->byid, w);
+		w->registered = false;
+	}
+}
+
+/* One holder lets go; the last one frees. */
+static void put(struct fg_waiter *w)
+{
+	if (--w->refs > 0)
+		return;
+	unregister(w->wq, w);
 	fg_metrics_gauge_add(gauge_of[w->kind], -1);
 	fg_lock_info_finish(&w->info);
 	free(w);
 }
 
-/* Drops one reference; the caller must not hold wq->mu. */
-static void put(struct fg_waitq *wq, struct fg_waiter *w)
+/* A Redis call of the waiter is sent; it holds the waiter until
+ * call_ended(), at the end of its reply. */
+static void call_started(struct fg_waiter *w)
 {
-	pthread_mutex_lock(&wq->mu);
-	int left = --w->refs;
-	if (left == 0 && w->registered) {
-		HASH_DEL(wq->byid, w);
-		w->registered = false;
-	}
-	pthread_mutex_unlock(&wq->mu);
-	if (left == 0)
-		waiter_free(w);
+	w->ops++;
+	w->refs++;
 }
 
-static void maybe_release(struct fg_waitq *wq, struct fg_waiter *w)
+static void call_ended(struct fg_waiter *w)
 {
-	if (w->loop_ref && w->result != FG_WAIT_PENDING && w->ops == 0 &&
-	    !w->incoming) {
-		w->loop_ref = false;
-		put(wq, w);
-	}
+	w->ops--;
+	put(w);
 }
 
-/* ---- worker side ----------------------------------------------------- */
+/* ---- request side ---------------------------------------------------- */
 
 static struct fg_waiter *waiter_new(struct fg_waitq *wq, enum kind kind,
 				    const char *name, uint32_t wait_ms)
@@ -188,13 +171,10 @@ static struct fg_waiter *waiter_new(struct fg_waitq *wq, enum kind kind,
 	fg_metrics_gauge_add(gauge_of[kind], 1);
 	w->wait_ms = wait_ms;
 	w->refs = 1;
-	w->fd = -1;
 	snprintf(w->name, sizeof(w->name), "%s", name);
 	fg_loop_next_id(wq->loop, false, w->id, sizeof(w->id));
-	pthread_mutex_lock(&wq->mu);
 	HASH_ADD_STR(wq->byid, id, w);
 	w->registered = true;
-	pthread_mutex_unlock(&wq->mu);
 	return w;
 }
 
@@ -224,63 +204,9 @@ struct fg_waiter *fg_waiter_observe(struct fg_waitq *wq, const char *name,
 	return w;
 }
 
-struct fg_waiter *fg_waiter_admit(struct fg_waitq *wq, const char *name,
-				  uint64_t token, const char *write_id,
-				  uint32_t margin_ms, uint32_t longest_ms)
-{
-	struct fg_waiter *w = waiter_new(wq, ADM, name, 0);
-	if (w) {
-		w->tok0 = token;
-		snprintf(w->write_id, sizeof(w->write_id), "%s", write_id);
-		w->margin_ms = margin_ms;
-		w->longest_ms = longest_ms;
-	}
-	return w;
-}
-
-void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out,
-			 uint64_t *deadline_at)
-{
-	*out = w->admit;
-	*deadline_at = w->asked_ms + (uint64_t)(w->admit.ms > 0 ? w->admit.ms : 0);
-}
-
 const char *fg_waiter_id(const struct fg_waiter *w)
 {
 	return w->id;
-}
-
-bool fg_waiter_park(struct fg_waitq *wq, struct fg_waiter *w,
-		    struct MHD_Connection *c, int64_t wake_in_ms)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CONNECTION_FD);
-	pthread_mutex_lock(&wq->mu);
-	if (w->result == FG_WAIT_PENDING && wq->stopping) {
-		w->result = FG_WAIT_UNAVAIL;
-		if (w->registered) {
-			HASH_DEL(wq->byid, w);
-			w->registered = false;
-		}
-	}
-	if (w->result != FG_WAIT_PENDING) {
-		pthread_mutex_unlock(&wq->mu);
-		return false;
-	}
-	MHD_suspend_connection(c);
-	w->conn = c;
-	w->fd = ci ? ci->connect_fd : -1;
-	w->suspended = true;
-	w->loop_ref = true;
-	w->refs++;
-	w->wake_in = wake_in_ms;
-	w->incoming = true;
-	w->inext = NULL;
-	*wq->incoming_tail = w;
-	wq->incoming_tail = &w->inext;
-	pthread_mutex_unlock(&wq->mu);
-	event_active(wq->kick, EV_READ, 0);
-	return true;
 }
 
 enum fg_wait_result fg_waiter_result(struct fg_waiter *w, struct fg_grant *g,
@@ -295,11 +221,12 @@ enum fg_wait_result fg_waiter_result(struct fg_waiter *w, struct fg_grant *g,
 
 void fg_waiter_drop(struct fg_waitq *wq, struct fg_waiter *w)
 {
+	(void)wq;
 	if (w)
-		put(wq, w);
+		put(w);
 }
 
-/* ---- per-lock watches (loop thread) ---------------------------------- */
+/* ---- per-lock watches ------------------------------------------------ */
 
 static void on_tick_timer(evutil_socket_t fd, short what, void *arg);
 static void on_otick_timer(evutil_socket_t fd, short what, void *arg);
@@ -334,6 +261,15 @@ static struct watch *watch_get(struct fg_waitq *wq, const char *name)
 	return wt;
 }
 
+static void watch_free(struct fg_waitq *wq, struct watch *wt)
+{
+	HASH_DEL(wq->watches, wt);
+	event_free(wt->tick);
+	event_free(wt->otick);
+	event_free(wt->recheck);
+	free(wt);
+}
+
 static void watch_maybe_free(struct fg_waitq *wq, struct watch *wt)
 {
 	if (wt->obs == NULL && wt->subscribed) {
@@ -342,51 +278,34 @@ static void watch_maybe_free(struct fg_waitq *wq, struct watch *wt)
 		evtimer_del(wt->recheck);
 		evtimer_del(wt->otick);
 	}
-	if (wt->acq || wt->obs || wt->adm || wt->ticking || wt->oticking ||
-	    wt->inspecting || wt->busy || wq->stopping_loop)
+	if (wt->acq || wt->obs || wt->ticking || wt->oticking ||
+	    wt->inspecting || wt->busy || wq->stopping)
 		return;
-	HASH_DEL(wq->watches, wt);
-	event_free(wt->tick);
-	event_free(wt->otick);
-	event_free(wt->recheck);
-	free(wt);
+	watch_free(wq, wt);
 }
 
-/* Takes the waiter out of the loop's bookkeeping. */
+/* Takes the waiter off its lock's watch. */
 static void detach(struct fg_waitq *wq, struct fg_waiter *w)
 {
-	if (w->timer) {
-		event_free(w->timer);
-		w->timer = NULL;
-	}
-	if (w->fdev) {
-		event_free(w->fdev);
-		w->fdev = NULL;
-	}
 	struct watch *wt = w->watch;
-	if (wt) {
-		if (w->kind == ACQ)
-			DL_DELETE(wt->acq, w);
-		else if (w->kind == ADM)
-			DL_DELETE(wt->adm, w);
-		else
-			DL_DELETE(wt->obs, w);
-		w->watch = NULL;
-		watch_maybe_free(wq, wt);
-	}
+	if (!wt)
+		return;
+	if (w->kind == ACQ)
+		DL_DELETE(wt->acq, w);
+	else
+		DL_DELETE(wt->obs, w);
+	w->watch = NULL;
+	watch_maybe_free(wq, wt);
 }
 
-/* Completes a waiter (loop thread). Returns false if it was complete. */
+/* Completes a waiter. Returns false if it was complete. */
 static bool finish(struct fg_waitq *wq, struct fg_waiter *w,
 		   enum fg_wait_result res, const struct fg_grant *g,
 		   const struct fg_lock_info *info)
 {
 	if (w->result != FG_WAIT_PENDING)
 		return false;
-	/* Off our sockets and timers before the connection is resumed:
-	 * once MHD closes it, its descriptor may be reused. */
 	detach(wq, w);
-	pthread_mutex_lock(&wq->mu);
 	if (g)
 		w->grant = *g;
 	if (info) {
@@ -397,16 +316,13 @@ static bool finish(struct fg_waitq *wq, struct fg_waiter *w,
 			res = FG_WAIT_UNAVAIL;
 	}
 	w->result = res;
-	if (w->registered) {
-		HASH_DEL(wq->byid, w);
-		w->registered = false;
+	unregister(wq, w);
+	/* off its socket and timer before the connection resumes */
+	fg_park_resume(&w->park);
+	if (w->parked) {
+		w->parked = false;
+		put(w);
 	}
-	if (w->suspended) {
-		w->suspended = false;
-		fg_loop_resume(wq->loop, w->conn);
-	}
-	pthread_mutex_unlock(&wq->mu);
-	maybe_release(wq, w);
 	return true;
 }
 
@@ -446,6 +362,7 @@ void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
 		return;
 	}
 	size_t n = strlen(name);
+	/* owned by the release call: freed in on_released() */
 	char *buf = malloc(n + 1 + FG_LEASE_LEN + 1);
 	if (!buf)
 		return;
@@ -497,8 +414,7 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 {
 	struct fg_waiter *w = arg;
 	struct fg_waitq *q = w->wq;
-	/* ops stays counted until the end: finish() must not let go of the
-	 * waiter while this function still reads it */
+	/* the call holds the waiter until call_ended(), past finish() */
 	if (err) {
 		/* whether it is still queued, or was handed the lock, is not
 		 * known: its client is answered 503, so both go back */
@@ -525,7 +441,7 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 		if (w->result == FG_WAIT_PENDING || w->result == FG_WAIT_GONE)
 			start_dequeue(q, w, false);
 	}
-	maybe_release(q, w);
+	put(w);
 }
 
 static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek)
@@ -537,10 +453,11 @@ static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek)
 			w->repoll = true;
 		return;
 	}
-	w->ops++;
+	call_started(w);
 	if (fg_alock_dequeue(wq->as, w->name, w->id, w->lease, peek,
 			     on_dequeued, w) != FG_OK) {
-		w->ops--;
+		/* never sent: another holder keeps the waiter */
+		call_ended(w);
 		if (!peek) {
 			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
 			if (w->result != FG_WAIT_GRANTED)
@@ -693,71 +610,14 @@ static void on_recheck(evutil_socket_t fd, short what, void *arg)
 	request_inspect(wt->wq, wt);
 }
 
-/* ---- admissions -------------------------------------------------------- */
+/* ---- parked waiters -------------------------------------------------- */
 
-/*
- * A write that waits asks Redis again only when what it waits on changes:
- * a write of the lock ends (finish.lua publishes "w <lock>" to the gateways
- * whose writes wait), or the last record it waits behind reaches its
- * recorded end (the time the admit reply gave). No polling in between.
- */
-static void arm(struct fg_waiter *w, int64_t ms)
-{
-	struct timeval tv = tv_of(ms);
-	evtimer_add(w->timer, &tv);
-}
-
-static void on_admit_reply(int err, const struct fg_admit *a, void *arg)
+static void on_deadline(void *arg)
 {
 	struct fg_waiter *w = arg;
 	struct fg_waitq *wq = w->wq;
-	/* ops stays counted until the end (see on_dequeued) */
-	if (err) {
-		finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
-	} else if (w->result == FG_WAIT_PENDING) {
-		w->admit = *a;
-		if (a->status == FG_ADMITTED)
-			finish(wq, w, FG_WAIT_ADMITTED, NULL, NULL);
-		else if (a->status != FG_ADMIT_WAIT)
-			finish(wq, w, FG_WAIT_REFUSED, NULL, NULL);
-		else
-			arm(w, w->repoll ? 0 : a->ms + 1); /* a wake came meanwhile */
-		w->repoll = false;
-	} else if (a->status == FG_ADMITTED) {
-		/* admitted for a client that left: let others go at once */
-		fg_alock_finish(wq->as, w->name, w->write_id, NULL, NULL);
-	}
-	w->ops--;
-	maybe_release(wq, w);
-}
-
-static void poll_admit(struct fg_waitq *wq, struct fg_waiter *w)
-{
-	if (w->ops > 0) {
-		w->repoll = true; /* one call at a time; ask again after it */
-		return;
-	}
-	w->ops++;
-	w->asked_ms = fg_clock_ms();
-	if (fg_alock_admit(wq->as, w->name, w->tok0, w->write_id, w->margin_ms,
-			   w->longest_ms, on_admit_reply, w) != FG_OK) {
-		w->ops--;
-		finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
-	}
-}
-
-/* ---- per-waiter events ----------------------------------------------- */
-
-static void on_deadline(evutil_socket_t fd, short what, void *arg)
-{
-	struct fg_waiter *w = arg;
-	struct fg_waitq *wq = w->wq;
-	(void)fd;
-	(void)what;
 	if (w->kind == ACQ) {
 		start_dequeue(wq, w, false);
-	} else if (w->kind == ADM) {
-		poll_admit(wq, w);
 	} else {
 		w->deadline_hit = true;
 		if (w->watch)
@@ -765,65 +625,43 @@ static void on_deadline(evutil_socket_t fd, short what, void *arg)
 	}
 }
 
-/*
- * The client's socket is watched edge-triggered: unread bytes (a body
- * waiting to be read, a pipelined request) wake the loop once per arrival,
- * never in a loop. Whether the client is gone is asked of the kernel
- * (POLLRDHUP): a close or reset counts even with bytes left unread.
- */
-static void on_client_readable(evutil_socket_t fd, short what, void *arg)
+static void on_client_gone(void *arg)
 {
 	struct fg_waiter *w = arg;
 	struct fg_waitq *wq = w->wq;
-	(void)what;
-	struct pollfd p = { .fd = fd, .events = POLLRDHUP };
-	if (poll(&p, 1, 0) <= 0 || !(p.revents & (POLLRDHUP | POLLHUP | POLLERR)))
-		return;
 	if (w->kind == ACQ) {
 		/* Leave the queue now; if the lock was handed over meanwhile,
 		 * on_dequeued gives it back. The call is started first: it
-		 * keeps the loop's reference (ops > 0) past finish(). */
+		 * holds the waiter past finish(). */
 		start_dequeue(wq, w, false);
-		finish(wq, w, FG_WAIT_GONE, NULL, NULL);
-	} else {
-		finish(wq, w, FG_WAIT_GONE, NULL, NULL);
 	}
+	finish(wq, w, FG_WAIT_GONE, NULL, NULL);
 }
 
-static void setup(struct fg_waitq *wq, struct fg_waiter *w)
+bool fg_waiter_park(struct fg_waitq *wq, struct fg_waiter *w,
+		    struct MHD_Connection *c, int64_t wake_in_ms)
 {
-	struct watch *wt = watch_get(wq, w->name);
-	if (!wt) {
+	if (w->result != FG_WAIT_PENDING)
+		return false; /* granted before it could park */
+	struct watch *wt = wq->stopping ? NULL : watch_get(wq, w->name);
+	if (!wt || fg_park_suspend(&w->park, wq->loop, c, on_client_gone,
+				   on_deadline, w) != 0) {
+		if (wt)
+			watch_maybe_free(wq, wt);
 		finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
-		return;
+		return false;
 	}
+	w->parked = true;
+	w->refs++;
+	w->wake_in = wake_in_ms;
 	w->watch = wt;
 	if (w->kind == ACQ)
 		DL_APPEND(wt->acq, w);
-	else if (w->kind == ADM)
-		DL_APPEND(wt->adm, w);
 	else
 		DL_APPEND(wt->obs, w);
-	w->timer = evtimer_new(wq->base, on_deadline, w);
-	if (w->timer)
-		arm(w, w->kind == ADM ? w->wake_in + 1 : (int64_t)w->wait_ms);
-	if (w->fd >= 0) {
-		short ev = EV_READ | EV_ET | EV_PERSIST;
-		if (event_base_get_features(wq->base) & EV_FEATURE_EARLY_CLOSE)
-			ev |= EV_CLOSED;
-		w->fdev = event_new(wq->base, w->fd, ev, on_client_readable, w);
-		if (w->fdev)
-			event_add(w->fdev, NULL);
-	}
-	if (!w->timer) {
-		finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
-		return;
-	}
+	fg_park_arm(&w->park, (int64_t)w->wait_ms);
 	if (w->kind == ACQ) {
 		schedule_tick(wq, wt, w->wake_in);
-	} else if (w->kind == ADM) {
-		/* woken by "w <lock>", or by its timer when the record it
-		 * waits behind ends */
 	} else if (!wt->subscribed) {
 		/* Ask for events first: the tick runs before the inspect that
 		 * the subscription's confirmation triggers (one connection,
@@ -834,63 +672,10 @@ static void setup(struct fg_waitq *wq, struct fg_waiter *w)
 	} else if (wt->confirmed) {
 		request_inspect(wq, wt);
 	}
-}
-
-static void on_kick(evutil_socket_t fd, short what, void *arg)
-{
-	struct fg_waitq *wq = arg;
-	(void)fd;
-	(void)what;
-	pthread_mutex_lock(&wq->mu);
-	struct fg_waiter *list = wq->incoming;
-	wq->incoming = NULL;
-	wq->incoming_tail = &wq->incoming;
-	bool stopping = wq->stopping;
-	pthread_mutex_unlock(&wq->mu);
-
-	while (list) {
-		struct fg_waiter *w = list;
-		list = w->inext;
-		w->inext = NULL;
-		w->incoming = false;
-		if (w->result != FG_WAIT_PENDING)
-			maybe_release(wq, w);
-		else if (stopping)
-			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
-		else
-			setup(wq, w);
-	}
-	if (stopping) {
-		wq->stopping_loop = true;
-		struct watch *wt, *tmp;
-		HASH_ITER(hh, wq->watches, wt, tmp) {
-			struct fg_waiter *w, *wtmp;
-			DL_FOREACH_SAFE(wt->acq, w, wtmp)
-				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
-			DL_FOREACH_SAFE(wt->obs, w, wtmp)
-				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
-			DL_FOREACH_SAFE(wt->adm, w, wtmp)
-				finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
-		}
-	}
+	return true;
 }
 
 /* ---- Redis messages -------------------------------------------------- */
-
-/* "w <lock>": a write of the lock ended; its waiting writes ask again. */
-static void wake_admissions(struct fg_waitq *wq, const char *name)
-{
-	struct watch *wt;
-	HASH_FIND_STR(wq->watches, name, wt);
-	if (!wt)
-		return;
-	struct fg_waiter *w, *tmp;
-	wt->busy++;
-	DL_FOREACH_SAFE(wt->adm, w, tmp)
-		poll_admit(wq, w);
-	wt->busy--;
-	watch_maybe_free(wq, wt);
-}
 
 /* "t <ms> <lock>": the lock can change hands in ms, sooner than this
  * loop's tick is due (a break's lock-delay ends then). */
@@ -915,10 +700,6 @@ static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 		return;
 	memcpy(buf, msg, len);
 	buf[len] = '\0';
-	if (len > 2 && buf[0] == 'w' && buf[1] == ' ') {
-		wake_admissions(wq, buf + 2);
-		return;
-	}
 	if (len > 2 && buf[0] == 't' && buf[1] == ' ') {
 		wake_ticks(wq, buf + 2);
 		return;
@@ -930,22 +711,17 @@ static void on_grant_message(struct fg_waitq *wq, const char *msg, size_t len)
 	struct fg_grant g = { .status = FG_GRANTED, .token = tok, .holds = 1,
 			      .mode = mode[0] == 's' ? FG_MODE_SHARED : FG_MODE_EXCLUSIVE,
 			      .wake_in_ms = -1 };
-	pthread_mutex_lock(&wq->mu);
 	struct fg_waiter *w;
 	HASH_FIND_STR(wq->byid, id, w);
 	bool known = w != NULL;
-	if (w && w->kind == ACQ && w->result == FG_WAIT_PENDING && !w->loop_ref) {
-		/* Granted before its worker parked it: the worker will see
+	if (w && w->kind == ACQ && w->result == FG_WAIT_PENDING && !w->parked) {
+		/* Granted before its request parked it: the request will see
 		 * the result and answer without suspending. */
 		g.ttl_ms = w->ttl_ms;
 		w->grant = g;
 		w->result = FG_WAIT_GRANTED;
-		HASH_DEL(wq->byid, w);
-		w->registered = false;
-		w = NULL;
-	}
-	pthread_mutex_unlock(&wq->mu);
-	if (w && w->kind == ACQ && w->loop_ref) {
+		unregister(wq, w);
+	} else if (w && w->kind == ACQ && w->parked) {
 		g.ttl_ms = w->ttl_ms;
 		if (!finish(wq, w, FG_WAIT_GRANTED, &g, NULL) &&
 		    w->result != FG_WAIT_GRANTED && w->ops == 0)
@@ -987,8 +763,6 @@ void fg_waitq_resync(struct fg_waitq *wq)
 		wt->busy++;
 		DL_FOREACH_SAFE(wt->acq, w, wtmp)
 			start_dequeue(wq, w, true);
-		DL_FOREACH_SAFE(wt->adm, w, wtmp)
-			poll_admit(wq, w);
 		wt->busy--;
 		watch_maybe_free(wq, wt);
 	}
@@ -1006,12 +780,7 @@ struct fg_waitq *fg_waitq_create(struct fg_loop *loop,
 	wq->gw = loop->gw;
 	wq->loop = loop;
 	wq->base = loop->base;
-	wq->incoming_tail = &wq->incoming;
-	pthread_mutex_init(&wq->mu, NULL);
 	fg_chan_gateway(loop->id, wq->chan, sizeof(wq->chan));
-	wq->kick = event_new(wq->base, -1, 0, on_kick, wq);
-	if (!wq->kick)
-		goto error_kick;
 	wq->as = fg_astore_create(wq->base, &wq->gw->store_opts,
 				  on_message, on_resync, arg);
 	if (!wq->as || fg_astore_subscribe(wq->as, wq->chan) != FG_OK)
@@ -1020,9 +789,6 @@ struct fg_waitq *fg_waitq_create(struct fg_loop *loop,
 
 error_astore:
 	fg_astore_destroy(wq->as);
-	event_free(wq->kick);
-error_kick:
-	pthread_mutex_destroy(&wq->mu);
 	free(wq);
 	return NULL;
 }
@@ -1034,12 +800,17 @@ fg_astore *fg_waitq_store(struct fg_waitq *wq)
 
 void fg_waitq_stop(struct fg_waitq *wq)
 {
-	pthread_mutex_lock(&wq->mu);
-	bool was = wq->stopping;
-	wq->stopping = true;
-	pthread_mutex_unlock(&wq->mu);
-	if (!was)
-		on_kick(-1, 0, wq);
+	if (wq->stopping)
+		return;
+	wq->stopping = true; /* watches stay: the walk below is safe */
+	struct watch *wt, *tmp;
+	HASH_ITER(hh, wq->watches, wt, tmp) {
+		struct fg_waiter *w, *wtmp;
+		DL_FOREACH_SAFE(wt->acq, w, wtmp)
+			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+		DL_FOREACH_SAFE(wt->obs, w, wtmp)
+			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+	}
 }
 
 void fg_waitq_close_store(struct fg_waitq *wq)
@@ -1047,8 +818,8 @@ void fg_waitq_close_store(struct fg_waitq *wq)
 	if (!wq || !wq->as)
 		return;
 	fg_waitq_stop(wq);
-	/* Calls still in flight answer FG_EUNAVAIL here and drop their
-	 * references. */
+	/* Calls still in flight answer FG_EUNAVAIL here and let go of their
+	 * waiters. */
 	fg_astore_destroy(wq->as);
 	wq->as = NULL;
 }
@@ -1059,16 +830,9 @@ void fg_waitq_destroy(struct fg_waitq *wq)
 		return;
 	fg_waitq_close_store(wq);
 	struct watch *wt, *tmp;
-	HASH_ITER(hh, wq->watches, wt, tmp) {
-		HASH_DEL(wq->watches, wt);
-		event_free(wt->tick);
-		event_free(wt->otick);
-		event_free(wt->recheck);
-		free(wt);
-	}
+	HASH_ITER(hh, wq->watches, wt, tmp)
+		watch_free(wq, wt);
 	while (wq->took_order)
 		took_forget(wq, wq->took_order);
-	event_free(wq->kick);
-	pthread_mutex_destroy(&wq->mu);
 	free(wq);
 }

@@ -1,14 +1,14 @@
 /*
- * waitq.h - a loop's waiters: blocked acquires, observers and writes
- * waiting for admission, with no thread each. Private to the gateway.
+ * waitq.h - a loop's lock waiters: blocked acquires and observers, with
+ * no thread each. Private to the gateway.
  *
  * A waiter is created by a request, registered under its id *before* the
  * acquire script can hand it the lock (so the grant message always finds
  * it), and then either dropped (answered at once) or parked (its
- * connection suspended). The loop completes a parked waiter exactly once —
- * granted, timed out, store unavailable, client gone, or observed — and
- * resumes its connection; the request answers from the result. Everything
- * runs on the loop's thread.
+ * connection suspended, rt/park.h). The loop completes a parked waiter
+ * exactly once — granted, timed out, store unavailable, client gone, or
+ * observed — and resumes its connection; the request answers from the
+ * result. Everything runs on the loop's thread.
  */
 #ifndef FENCEGATE_WAITQ_H
 #define FENCEGATE_WAITQ_H
@@ -31,8 +31,6 @@ enum fg_wait_result {
 	FG_WAIT_UNAVAIL,   /* Redis could not be asked, or shutting down */
 	FG_WAIT_GONE,      /* the client went away */
 	FG_WAIT_OBSERVED,  /* observe: the lock's state is in the waiter */
-	FG_WAIT_ADMITTED,  /* admit: the write may go (deadline in the waiter) */
-	FG_WAIT_REFUSED,   /* admit: stale, expiring or forged (in the waiter) */
 };
 
 /** The loop's waiters and its Redis connections (commands, and the
@@ -47,8 +45,8 @@ struct fg_waitq *fg_waitq_create(struct fg_loop *loop,
 fg_astore *fg_waitq_store(struct fg_waitq *wq);
 
 /** Completes every parked waiter with FG_WAIT_UNAVAIL (resuming its
- *  connection); later parks are refused. The memory stays valid for
- *  requests still finishing. */
+ *  connection); later parks complete FG_WAIT_UNAVAIL at once. The memory
+ *  stays valid for requests still finishing. */
 void fg_waitq_stop(struct fg_waitq *wq);
 
 /** Stops, then closes the Redis connections: every call in flight is
@@ -59,7 +57,8 @@ void fg_waitq_close_store(struct fg_waitq *wq);
  *  Accepts NULL. */
 void fg_waitq_destroy(struct fg_waitq *wq);
 
-/** A blocked acquire of `name`; the worker holds the one reference. */
+/** A blocked acquire of `name`; the request holds it until
+ *  fg_waiter_drop(). NULL when out of memory. */
 struct fg_waiter *fg_waiter_acquire(struct fg_waitq *wq, const char *name,
 				    const char *lease, enum fg_mode mode,
 				    uint32_t ttl_ms, uint32_t wait_ms);
@@ -70,20 +69,8 @@ struct fg_waiter *fg_waiter_observe(struct fg_waitq *wq, const char *name,
 				    uint32_t wait_ms, bool held,
 				    bool has_token, uint64_t token);
 
-/** A fenced write waiting until the writes admitted under older tokens
- *  are over; the loop asks Redis again until it is admitted or refused. */
-struct fg_waiter *fg_waiter_admit(struct fg_waitq *wq, const char *name,
-				  uint64_t token, const char *write_id,
-				  uint32_t margin_ms, uint32_t longest_ms);
-
-/** The admission result of an admit waiter; when admitted, *deadline_at
- *  is the write's send deadline (monotonic ms, counted from when the
- *  admitting call was sent). */
-void fg_waiter_admission(const struct fg_waiter *w, struct fg_admit *out,
-			 uint64_t *deadline_at);
-
-/** A message on the loop's channel or on a lock's event channel (msg
- *  NULL: the subscription was confirmed). */
+/** A message on the loop's channel (a grant, "t <ms> <lock>") or on a
+ *  lock's event channel (msg NULL: the subscription was confirmed). */
 void fg_waitq_message(struct fg_waitq *wq, const char *chan, const char *msg,
 		      size_t len);
 
@@ -101,10 +88,12 @@ void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
 const char *fg_waiter_id(const struct fg_waiter *w);
 
 /**
- * Suspends the connection and hands the waiter to the loop. Returns false
- * (and does not suspend) when the waiter was already completed, so the
- * caller answers at once. wake_in_ms: when the lock may change hands by
- * itself (-1: not by itself).
+ * Parks the connection (rt/park.h) and hands the waiter to the loop until
+ * it completes. Returns false, and does not suspend, when the waiter is
+ * complete already (granted before it parked) or cannot park (the queue
+ * stops, out of memory: FG_WAIT_UNAVAIL); the caller answers at once.
+ * wake_in_ms: when the lock may change hands by itself (-1: not by
+ * itself).
  */
 bool fg_waiter_park(struct fg_waitq *wq, struct fg_waiter *w,
 		    struct MHD_Connection *c, int64_t wake_in_ms);
@@ -113,7 +102,7 @@ bool fg_waiter_park(struct fg_waitq *wq, struct fg_waiter *w,
 enum fg_wait_result fg_waiter_result(struct fg_waiter *w, struct fg_grant *g,
 				     const struct fg_lock_info **info);
 
-/** The worker lets go of its reference (request completed). */
+/** The request lets go of the waiter (request completed). Accepts NULL. */
 void fg_waiter_drop(struct fg_waitq *wq, struct fg_waiter *w);
 
 #endif

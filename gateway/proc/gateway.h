@@ -31,6 +31,7 @@
 
 struct fg_waitq;
 struct fg_waiter;
+struct fg_admission;
 struct fg_proxy;
 struct fg_xfer;
 struct fg_loop;
@@ -92,6 +93,8 @@ struct fg_req {
 	char *body;                /* NUL-terminated when complete */
 	size_t body_len;
 	struct fg_waiter *waiter;  /* a blocking acquire or observe */
+	struct fg_admission *admission; /* a fenced write waiting for older
+				      writes (proxy/admitq.h) */
 	char name[FG_NAME_MAX + 1];  /* the lock it waits on */
 	char lease[FG_LEASE_LEN + 1]; /* the lease it waits to get */
 	struct fg_fence fence;     /* a proxied request's checks */

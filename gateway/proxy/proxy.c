@@ -52,10 +52,10 @@
 #include "base/log.h"
 #include "proc/metrics.h"
 #include "rt/rt.h"
+#include "proxy/admitq.h"
 #include "proxy/proxy.h"
 #include "base/redirect.h"
 #include "proc/tls.h"
-#include "lockwait/waitq.h"
 
 /* Bytes buffered per direction. Below glibc's mmap threshold, so that a
  * transfer's buffers come from the heap, not from an mmap per request. */
@@ -1728,18 +1728,17 @@ static enum MHD_Result after_admission(struct fg_req *req, struct MHD_Connection
 	struct fg_admit a;
 	uint64_t deadline_at;
 	struct fg_fence *f = &req->fence;
-	fg_waiter_admission(req->waiter, &a, &deadline_at);
-	enum fg_wait_result res = fg_waiter_result(req->waiter, NULL, NULL);
-	fg_waiter_drop(req->loop->wq, req->waiter);
-	req->waiter = NULL;
+	enum fg_admission_result res = fg_admitq_result(req->admission, &a, &deadline_at);
+	fg_admitq_drop(req->admission);
+	req->admission = NULL;
 	switch (res) {
-	case FG_WAIT_ADMITTED:
+	case FG_ADMISSION_ADMITTED:
 		f->m[f->waiting].deadline_at = deadline_at;
 		return admitted_or_wait(req, c, method,
 					fg_fence_admit_rest_or_respond(req, c, method, f));
-	case FG_WAIT_REFUSED:
+	case FG_ADMISSION_REFUSED:
 		return fg_fence_refused(c, method, "-", f, f->waiting, &a);
-	case FG_WAIT_GONE:
+	case FG_ADMISSION_GONE:
 		return MHD_NO;
 	default:
 		return fg_respond_store_error(c, FG_EUNAVAIL);
@@ -1750,13 +1749,13 @@ static enum MHD_Result wait_admission(struct fg_req *req, struct MHD_Connection 
 				      const char *method)
 {
 	const struct fg_fence_lock *m = &req->fence.m[req->fence.waiting];
-	req->waiter = fg_waiter_admit(req->loop->wq, m->lock, m->token,
+	req->admission = fg_admitq_new(req->loop->aq, m->lock, m->token,
 				      req->fence.write_id,
 				      req->gw->cfg->fence_margin_ms,
 				      req->gw->cfg->write_max_ms);
-	if (!req->waiter)
+	if (!req->admission)
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-	if (fg_waiter_park(req->loop->wq, req->waiter, c, req->fence.ms))
+	if (fg_admitq_park(req->admission, c, req->fence.ms))
 		return MHD_YES;
 	return after_admission(req, c, method);
 }
@@ -1857,7 +1856,7 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 					fg_fence_check_or_respond(req, c, method, &ws,
 								  &req->fence));
 	}
-	if (req->waiter)
+	if (req->admission)
 		return after_admission(req, c, method);
 	if (req->fence.busy)
 		return admitted_or_wait(req, c, method,
@@ -1940,6 +1939,8 @@ static void note(struct fg_req *req)
 
 static void completed(struct fg_req *req)
 {
+	fg_admitq_drop(req->admission);
+	req->admission = NULL;
 	struct fg_xfer *x = req->xfer;
 	if (!x)
 		return;
@@ -1958,8 +1959,6 @@ static void completed(struct fg_req *req)
 
 void fg_proxy_finish(struct fg_req *req)
 {
-	fg_waiter_drop(req->loop->wq, req->waiter); /* an admission wait */
-	req->waiter = NULL;
 	note(req);
 	completed(req);
 }

@@ -24,6 +24,7 @@ struct event;
 struct event_base;
 struct fg_gateway;
 struct fg_waitq;
+struct fg_admitq;
 struct fg_proxy;
 struct fg_access;
 struct fg_routes;
@@ -47,6 +48,7 @@ struct fg_loop {
 	struct event *exit_timer;
 	struct fg_waitq *wq;         /* waiters; owns the Redis connections */
 	fg_astore *as;               /* = the wait queue's, for calls */
+	struct fg_admitq *aq;        /* fenced writes waiting for older ones */
 	struct fg_proxy *px;
 	struct fg_access *access;    /* the loop's part of the access step */
 	pthread_t thread;
