@@ -1,180 +1,105 @@
 /*
- * fence.c - the fencing checks of the proxy (the contract's table), for
- * every lock of a request's write set.
+ * fence.c - the contract's fencing table (its fencing section), for every
+ * lock of a request's write set, as pure steps.
  *
- * Invariant: nothing is forwarded unless fg_fence_check_or_respond()
- * returned PASS or ADMITTED (or a WAIT that was later admitted) for every
- * member of the write set; every refusal is decided before the request
- * body is read, so a refused write leaves nothing upstream. A write holds
- * admissions either for all its write members or for none.
+ * Invariant: a step says PASS or ADMITTED only after every member of the
+ * write set passed every row of the table, in the contract's order; every
+ * refusal is decided before the request body is read, so a refused write
+ * leaves nothing upstream. A write holds admissions either for all its
+ * write members or for none: a member that must wait or is refused leaves
+ * the others' admissions marked for its driver to give back. No I/O here:
+ * what the table needs from outside (headers, key, time, Redis answers) is
+ * handed to it.
  */
 #include <stdio.h>
-#include <stdlib.h>
 #include <string.h>
-#include <strings.h>
 
-#include "fencegate/sequencer.h"
-#include "http/respond.h"
 #include "fence/fence.h"
-#include "proc/gateway.h"
-#include "base/jsonio.h"
-#include "base/clock.h"
-#include "base/log.h"
-#include "rt/rt.h"
-
-#define FT_HEADER "Fencing-Token"
-#define DFT_HEADER "Destination-Fencing-Token"
-
-struct tokens {
-	unsigned n[2];
-	const char *value[2];
-};
-
-static enum MHD_Result count_tokens(void *cls, enum MHD_ValueKind kind,
-				    const char *key, const char *value)
-{
-	struct tokens *t = cls;
-	(void)kind;
-	int i = strcasecmp(key, FT_HEADER) == 0    ? FG_WS_FENCING_TOKEN
-		: strcasecmp(key, DFT_HEADER) == 0 ? FG_WS_DESTINATION_FENCING_TOKEN
-						   : -1;
-	if (i >= 0) {
-		t->n[i]++;
-		t->value[i] = value;
-	}
-	return MHD_YES;
-}
-
-static json_t *token_fields(uint64_t token, bool has_current, uint64_t current)
-{
-	return json_pack("{s:I, s:o}", "token", (json_int_t)token, "current",
-			 has_current ? json_integer((json_int_t)current) : json_null());
-}
-
-/* Answers and logs a refusal; the log names the lock and the token numbers,
- * never a sequencer or a lease. */
-static enum MHD_Result refuse(struct MHD_Connection *c, enum fg_error e,
-			      const char *method, const char *path,
-			      const char *lock, uint64_t token, bool has_current,
-			      uint64_t current, const char *message)
-{
-	char cur[24] = "none";
-	if (has_current)
-		snprintf(cur, sizeof(cur), "%llu", (unsigned long long)current);
-	fg_log_info("refused %s %s: %s (lock %s, token %llu, current %s)",
-		    method, path, fg_errors[e].code, lock[0] ? lock : "-",
-		    (unsigned long long)token, cur);
-	json_t *extra = token ? token_fields(token, has_current, current) : NULL;
-	fg_rec_refused((int)e, lock, token, has_current, current);
-	return fg_respond_error(c, e, message, extra);
-}
-
-static void log_path(const char *uri, char out[128])
-{
-	size_t plen = strcspn(uri, "?");
-	snprintf(out, 128, "%.*s", (int)(plen > 100 ? 100 : plen), uri);
-}
-
-/* ---- Redis calls: one at a time, the request suspended meanwhile ------- */
-
-static void on_checked(int err, const struct fg_check *chk, void *arg)
-{
-	struct fg_req *req = arg;
-	if (err == FG_EUNAVAIL)
-		fg_maint_redis_failed(req->gw);
-	req->fence.err = err;
-	if (!err)
-		req->fence.chk = *chk;
-	req->fence.replied = true;
-	fg_loop_resume(req->loop, req->conn);
-}
-
-static void on_admitted(int err, const struct fg_admit *a, void *arg)
-{
-	struct fg_req *req = arg;
-	if (err == FG_EUNAVAIL)
-		fg_maint_redis_failed(req->gw);
-	req->fence.err = err;
-	if (!err)
-		req->fence.adm = *a;
-	req->fence.replied = true;
-	fg_loop_resume(req->loop, req->conn);
-}
-
-/* A call was sent (err == 0): the request waits for its answer. */
-static enum fg_fence_verdict sent_or_respond(struct fg_req *req,
-					     struct MHD_Connection *c, int err)
-{
-	struct fg_fence *f = &req->fence;
-	if (err) {
-		fg_fence_finish(req->loop, f);
-		fg_respond_store_error(c, err);
-		return FG_FENCE_ANSWERED;
-	}
-	f->busy = true;
-	f->replied = false;
-	MHD_suspend_connection(c);
-	return FG_FENCE_PENDING;
-}
-
-static enum fg_fence_verdict send_check(struct fg_req *req,
-					struct MHD_Connection *c,
-					const char *lock, uint64_t token)
-{
-	if (!req->loop->as)
-		return sent_or_respond(req, c, FG_EUNAVAIL);
-	return sent_or_respond(req, c, fg_alock_check(req->loop->as, lock, token,
-						      on_checked, req));
-}
-
-/* ---- the table, member by member ---------------------------------------- */
 
 enum stage {
-	ST_LOCAL,      /* member i: the rows decided without Redis */
-	ST_FORGED,     /* member i failed a local row: is its token forged? */
-	ST_CHECK,      /* member i: CheckSequencer answered */
-	ST_ADMIT,      /* admit the next write member from i */
-	ST_ADMITTED,   /* member i: the admit call answered */
+	ST_LOCAL,    /* member i: the rows decided without Redis */
+	ST_FORGED,   /* member i failed a local row: is its token forged? */
+	ST_CHECK,    /* member i: CheckSequencer asked */
+	ST_ADMIT,    /* admit the next write member from i */
+	ST_ADMITTED, /* member i: its admission asked */
+	ST_WAIT,     /* member f->waiting waits on the wait loop */
+	ST_REFUSED,
+	ST_FAILED,
 };
 
-/* The local rows for member i. FG_FENCE_PASS when they passed (the member
- * is in f->m[i]); PENDING when a Redis call decides; ANSWERED. */
-static enum fg_fence_verdict check_local(struct fg_req *req,
-					 struct MHD_Connection *c,
-					 const char *method, const char *path)
+static const char *header_name(enum fg_ws_header h)
 {
-	struct fg_fence *f = &req->fence;
+	return h == FG_WS_FENCING_TOKEN ? FG_FENCE_TOKEN_HEADER
+					: FG_FENCE_DEST_TOKEN_HEADER;
+}
+
+static enum fg_fence_step refuse(struct fg_fence *f, enum fg_fence_row row,
+				 const char *lock, uint64_t token,
+				 bool has_current, uint64_t current)
+{
+	struct fg_fence_refusal *r = &f->refusal;
+	r->row = row;
+	r->member = f->i;
+	r->header = f->ws[f->i].header;
+	snprintf(r->lock, sizeof(r->lock), "%s", lock);
+	r->token = token;
+	r->has_current = has_current;
+	r->current = current;
+	f->stage = ST_REFUSED;
+	return FG_FENCE_REFUSED;
+}
+
+static enum fg_fence_step fail(struct fg_fence *f, int err)
+{
+	f->err = err;
+	f->stage = ST_FAILED;
+	return FG_FENCE_FAILED;
+}
+
+static enum fg_fence_step ask(struct fg_fence *f, enum fg_fence_step what,
+			      const char *lock, uint64_t token,
+			      struct fg_fence_call *call)
+{
+	f->asked = true;
+	f->answered = false;
+	call->member = f->i;
+	call->lock = lock;
+	call->token = token;
+	return what;
+}
+
+/* A refusal of member i's admission (by its admit call or the wait loop). */
+static enum fg_fence_step refuse_admission(struct fg_fence *f,
+					   const struct fg_admit *a)
+{
+	const struct fg_fence_lock *m = &f->m[f->i];
+	enum fg_fence_row row = a->status == FG_ADMIT_FORGED   ? FG_FENCE_BEYOND_ISSUED
+				: a->status == FG_ADMIT_EXPIRING ? FG_FENCE_EXPIRING
+								 : FG_FENCE_STALE;
+	return refuse(f, row, m->lock, m->token, a->has_current, a->current);
+}
+
+/* The local rows for member i. FG_FENCE_PASS when they passed (the member
+ * is in f->m[i]); else what the table needs or its verdict. */
+static enum fg_fence_step check_local(struct fg_fence *f,
+				      const struct fg_fence_in *in,
+				      struct fg_fence_call *call)
+{
 	const struct fg_ws_member *m = &f->ws[f->i];
 	unsigned n = f->count[m->header];
 	const char *value = f->value[m->header];
-	const char *hname = m->header == FG_WS_FENCING_TOKEN ? FT_HEADER : DFT_HEADER;
-	char msg[FG_NAME_MAX + 160];
-	if (n == 0) {
-		snprintf(msg, sizeof(msg), "this write changes what lock %s guards: "
-			 "it needs a %s header", m->lock, hname);
-		refuse(c, FG_E_TOKEN_REQUIRED, method, path, m->lock, 0, false, 0, msg);
-		return FG_FENCE_ANSWERED;
-	}
-	uint8_t key[FG_KEY_MAX];
-	size_t keylen = 0;
-	if (fg_gateway_key(req->gw, key, &keylen) != FG_OK) {
-		fg_respond_store_error(c, FG_ENOKEY);
-		return FG_FENCE_ANSWERED;
-	}
-	if (n > 1) {
-		snprintf(msg, sizeof(msg), "more than one %s header", hname);
-		refuse(c, FG_E_MALFORMED_TOKEN, method, path, m->lock, 0, false, 0, msg);
-		return FG_FENCE_ANSWERED;
-	}
+	if (n == 0)
+		return refuse(f, FG_FENCE_TOKEN_REQUIRED, m->lock, 0, false, 0);
+	if (in->key_len == 0)
+		return fail(f, FG_ENOKEY);
+	if (n > 1)
+		return refuse(f, FG_FENCE_TOKEN_REPEATED, m->lock, 0, false, 0);
 	struct fg_seq *seq = &f->seq;
-	switch (fg_seq_decode(key, keylen, value, strlen(value), seq)) {
+	switch (fg_seq_decode(in->key, in->key_len, value, strlen(value), seq)) {
 	case FG_SEQ_MALFORMED:
-		snprintf(msg, sizeof(msg), "the %s is not a sequencer", hname);
-		refuse(c, FG_E_MALFORMED_TOKEN, method, path, m->lock, 0, false, 0, msg);
-		return FG_FENCE_ANSWERED;
+		return refuse(f, FG_FENCE_NOT_SEQUENCER, m->lock, 0, false, 0);
 	case FG_SEQ_FORGED:
-		refuse(c, FG_E_FORGED_TOKEN, method, path, m->lock, 0, false, 0, NULL);
-		return FG_FENCE_ANSWERED;
+		return refuse(f, FG_FENCE_BAD_MAC, m->lock, 0, false, 0);
 	case FG_SEQ_VALID:
 		break;
 	}
@@ -184,9 +109,9 @@ static enum fg_fence_verdict check_local(struct fg_req *req,
 		/* A well-signed sequencer that fails a local row may still
 		 * carry a token beyond any issued for its lock, which the
 		 * table ranks first: one round trip decides. */
-		f->refusal = wrong_lock ? FG_E_WRONG_LOCK : FG_E_WRONG_MODE;
+		f->local = wrong_lock ? FG_FENCE_WRONG_LOCK : FG_FENCE_WRONG_MODE;
 		f->stage = ST_FORGED;
-		return send_check(req, c, seq->name, seq->token);
+		return ask(f, FG_FENCE_CHECK, seq->name, seq->token, call);
 	}
 	struct fg_fence_lock *out = &f->m[f->i];
 	memcpy(out->lock, m->lock, sizeof(out->lock));
@@ -195,60 +120,28 @@ static enum fg_fence_verdict check_local(struct fg_req *req,
 	return FG_FENCE_PASS;
 }
 
-static void refuse_local(struct fg_req *req, struct MHD_Connection *c,
-			 const char *method, const char *path)
+void fg_fence_start(struct fg_fence *f, const struct fg_writeset *ws,
+		    const char *const value[2], const unsigned count[2])
 {
-	struct fg_fence *f = &req->fence;
-	const struct fg_ws_member *m = &f->ws[f->i];
-	const struct fg_seq *seq = &f->seq;
-	if (!f->err && f->chk.status == FG_CHECK_FORGED) {
-		refuse(c, FG_E_FORGED_TOKEN, method, path, seq->name, seq->token,
-		       f->chk.has_current, f->chk.current, NULL);
-	} else if (f->refusal == FG_E_WRONG_LOCK) {
-		char msg[FG_NAME_MAX + 160];
-		snprintf(msg, sizeof(msg), "the %s is for another lock than %s, "
-			 "which guards this path",
-			 m->header == FG_WS_FENCING_TOKEN ? FT_HEADER : DFT_HEADER,
-			 m->lock);
-		refuse(c, FG_E_WRONG_LOCK, method, path, m->lock, seq->token,
-		       false, 0, msg);
-	} else {
-		refuse(c, FG_E_WRONG_MODE, method, path, m->lock, seq->token,
-		       false, 0, NULL);
+	memset(f, 0, sizeof(*f));
+	for (int i = 0; i < 2; i++) {
+		f->count[i] = count[i];
+		f->value[i] = value[i];
 	}
+	f->nws = ws->n;
+	memcpy(f->ws, ws->m, sizeof(ws->m[0]) * (size_t)ws->n);
+	f->stage = ST_LOCAL;
 }
 
-const struct fg_fence_lock *fg_fence_first_write(const struct fg_fence *f)
+enum fg_fence_step fg_fence_step(struct fg_fence *f, const struct fg_fence_in *in,
+				 struct fg_fence_call *call)
 {
-	for (int i = 0; i < f->n; i++)
-		if (f->m[i].write)
-			return &f->m[i];
-	return NULL;
-}
-
-void fg_fence_finish(struct fg_loop *loop, struct fg_fence *f)
-{
-	for (int i = 0; i < f->n; i++) {
-		if (!f->m[i].admitted)
-			continue;
-		f->m[i].admitted = false;
-		/* without Redis, the record goes at its recorded end */
-		if (loop->as)
-			fg_alock_finish(loop->as, f->m[i].lock, f->write_id,
-					NULL, NULL);
+	if (f->asked) {
+		if (!f->answered)
+			return FG_FENCE_PENDING;
+		f->asked = false;
+		f->answered = false;
 	}
-}
-
-/* Runs the table from where it stands until it is decided or waits for
- * Redis. Admission is all or none: a write member that must wait or is
- * refused gives back what the others were admitted under. */
-static enum fg_fence_verdict step(struct fg_req *req, struct MHD_Connection *c,
-				  const char *method)
-{
-	struct fg_fence *f = &req->fence;
-	const struct fg_config *cfg = req->gw->cfg;
-	char path[128];
-	log_path(req->uri, path);
 	for (;;) {
 		switch (f->stage) {
 		case ST_LOCAL: {
@@ -256,15 +149,15 @@ static enum fg_fence_verdict step(struct fg_req *req, struct MHD_Connection *c,
 				f->n = f->nws;
 				if (!f->write)
 					return FG_FENCE_PASS;
-				fg_loop_next_id(req->loop, true, f->write_id,
-						sizeof(f->write_id));
+				if (!f->write_id[0])
+					return FG_FENCE_NAME_WRITE;
 				f->stage = ST_ADMIT;
 				f->i = 0;
 				continue;
 			}
-			enum fg_fence_verdict v = check_local(req, c, method, path);
-			if (v != FG_FENCE_PASS)
-				return v;
+			enum fg_fence_step s = check_local(f, in, call);
+			if (s != FG_FENCE_PASS)
+				return s;
 			const struct fg_ws_member *m = &f->ws[f->i];
 			f->write = f->write || m->write;
 			/* A read member is judged by CheckSequencer; a write
@@ -276,24 +169,28 @@ static enum fg_fence_verdict step(struct fg_req *req, struct MHD_Connection *c,
 				continue;
 			}
 			f->stage = ST_CHECK;
-			return send_check(req, c, f->m[f->i].lock, f->m[f->i].token);
+			return ask(f, FG_FENCE_CHECK, f->m[f->i].lock,
+				   f->m[f->i].token, call);
 		}
-		case ST_FORGED:
-			refuse_local(req, c, method, path);
-			return FG_FENCE_ANSWERED;
+		case ST_FORGED: {
+			const struct fg_ws_member *m = &f->ws[f->i];
+			const struct fg_seq *seq = &f->seq;
+			/* a failed call leaves the local row to refuse it */
+			if (!f->err && f->chk.status == FG_CHECK_FORGED)
+				return refuse(f, FG_FENCE_BEYOND_ISSUED, seq->name,
+					      seq->token, f->chk.has_current,
+					      f->chk.current);
+			return refuse(f, f->local, m->lock, seq->token, false, 0);
+		}
 		case ST_CHECK: {
 			const struct fg_fence_lock *fl = &f->m[f->i];
-			if (f->err) {
-				fg_respond_store_error(c, f->err);
-				return FG_FENCE_ANSWERED;
-			}
-			if (f->chk.status != FG_CHECK_VALID) {
-				refuse(c, f->chk.status == FG_CHECK_FORGED
-					   ? FG_E_FORGED_TOKEN : FG_E_STALE_TOKEN,
-				       method, path, fl->lock, fl->token,
-				       f->chk.has_current, f->chk.current, NULL);
-				return FG_FENCE_ANSWERED;
-			}
+			if (f->err)
+				return fail(f, f->err);
+			if (f->chk.status != FG_CHECK_VALID)
+				return refuse(f, f->chk.status == FG_CHECK_FORGED
+						 ? FG_FENCE_BEYOND_ISSUED : FG_FENCE_STALE,
+					      fl->lock, fl->token, f->chk.has_current,
+					      f->chk.current);
 			f->i++;
 			f->stage = ST_LOCAL;
 			continue;
@@ -311,97 +208,123 @@ static enum fg_fence_verdict step(struct fg_req *req, struct MHD_Connection *c,
 			}
 			struct fg_fence_lock *m = &f->m[f->i];
 			f->stage = ST_ADMITTED;
-			f->asked = fg_clock_ms();
-			int err = req->loop->as
-				? fg_alock_admit(req->loop->as, m->lock, m->token,
-						 f->write_id, cfg->fence_margin_ms,
-						 cfg->write_max_ms, on_admitted, req)
-				: FG_EUNAVAIL;
-			return sent_or_respond(req, c, err);
+			f->asked_at = in->now;
+			return ask(f, FG_FENCE_ADMIT, m->lock, m->token, call);
 		}
 		case ST_ADMITTED: {
 			struct fg_fence_lock *m = &f->m[f->i];
-			if (f->err) {
-				fg_fence_finish(req->loop, f);
-				fg_respond_store_error(c, f->err);
-				return FG_FENCE_ANSWERED;
-			}
+			if (f->err)
+				return fail(f, f->err);
 			if (f->adm.status == FG_ADMITTED) {
 				m->admitted = true;
-				m->deadline_at = f->asked + (uint64_t)f->adm.ms;
+				m->deadline_at = f->asked_at + (uint64_t)f->adm.ms;
 				f->stage = ST_ADMIT;
 				continue;
 			}
-			fg_fence_finish(req->loop, f);
 			if (f->adm.status == FG_ADMIT_WAIT) {
 				f->waiting = f->i;
 				f->ms = f->adm.ms;
+				f->stage = ST_WAIT;
 				return FG_FENCE_WAIT;
 			}
-			fg_fence_refused(c, method, path, f, f->i, &f->adm);
-			return FG_FENCE_ANSWERED;
+			return refuse_admission(f, &f->adm);
 		}
+		case ST_WAIT:
+			return FG_FENCE_WAIT;
+		case ST_REFUSED:
+			return FG_FENCE_REFUSED;
+		case ST_FAILED:
+		default:
+			return FG_FENCE_FAILED;
 		}
 	}
 }
 
-enum fg_fence_verdict fg_fence_check_or_respond(struct fg_req *req,
-						struct MHD_Connection *c,
-						const char *method,
-						const struct fg_writeset *ws,
-						struct fg_fence *out)
+void fg_fence_check_answer(struct fg_fence *f, int err, const struct fg_check *chk)
 {
-	memset(out, 0, sizeof(*out));
-	if (ws->n == 0)
-		return FG_FENCE_PASS;
-	struct tokens t = { { 0, 0 }, { NULL, NULL } };
-	MHD_get_connection_values(c, MHD_HEADER_KIND, count_tokens, &t);
-	/* the header values live as long as the request */
-	for (int i = 0; i < 2; i++) {
-		out->count[i] = t.n[i];
-		out->value[i] = t.value[i];
+	f->err = err;
+	if (!err)
+		f->chk = *chk;
+	f->answered = true;
+}
+
+void fg_fence_admit_answer(struct fg_fence *f, int err, const struct fg_admit *a)
+{
+	f->err = err;
+	if (!err)
+		f->adm = *a;
+	f->answered = true;
+}
+
+void fg_fence_unsent(struct fg_fence *f, int err)
+{
+	f->asked = false;
+	f->answered = false;
+	fail(f, err);
+}
+
+void fg_fence_name_write(struct fg_fence *f, const char *id)
+{
+	snprintf(f->write_id, sizeof(f->write_id), "%s", id);
+}
+
+void fg_fence_wait_admitted(struct fg_fence *f, uint64_t deadline_at)
+{
+	f->m[f->waiting].admitted = true;
+	f->m[f->waiting].deadline_at = deadline_at;
+	f->stage = ST_ADMIT;
+	f->i = 0;
+}
+
+void fg_fence_wait_refused(struct fg_fence *f, const struct fg_admit *a)
+{
+	f->i = f->waiting;
+	refuse_admission(f, a);
+}
+
+bool fg_fence_calling(const struct fg_fence *f)
+{
+	return f->asked;
+}
+
+bool fg_fence_give_back(struct fg_fence *f, int i)
+{
+	if (i < 0 || i >= f->n || !f->m[i].admitted)
+		return false;
+	f->m[i].admitted = false;
+	return true;
+}
+
+const struct fg_fence_lock *fg_fence_first_write(const struct fg_fence *f)
+{
+	for (int i = 0; i < f->n; i++)
+		if (f->m[i].write)
+			return &f->m[i];
+	return NULL;
+}
+
+const char *fg_fence_message(const struct fg_fence *f, char *buf, size_t cap)
+{
+	const struct fg_fence_refusal *r = &f->refusal;
+	const char *h = header_name(r->header);
+	switch (r->row) {
+	case FG_FENCE_TOKEN_REQUIRED:
+		snprintf(buf, cap, "this write changes what lock %s guards: "
+			 "it needs a %s header", r->lock, h);
+		return buf;
+	case FG_FENCE_TOKEN_REPEATED:
+		snprintf(buf, cap, "more than one %s header", h);
+		return buf;
+	case FG_FENCE_NOT_SEQUENCER:
+		snprintf(buf, cap, "the %s is not a sequencer", h);
+		return buf;
+	case FG_FENCE_WRONG_LOCK:
+		snprintf(buf, cap, "the %s is for another lock than %s, "
+			 "which guards this path", h, r->lock);
+		return buf;
+	case FG_FENCE_EXPIRING:
+		return "the lease ends before a write could finish";
+	default:
+		return NULL;
 	}
-	out->nws = ws->n;
-	memcpy(out->ws, ws->m, sizeof(ws->m[0]) * (size_t)ws->n);
-	out->stage = ST_LOCAL;
-	return step(req, c, method);
-}
-
-enum fg_fence_verdict fg_fence_resume_or_respond(struct fg_req *req,
-						 struct MHD_Connection *c,
-						 const char *method)
-{
-	struct fg_fence *f = &req->fence;
-	if (!f->replied)
-		return FG_FENCE_PENDING; /* resumed for another reason */
-	f->busy = false;
-	f->replied = false;
-	return step(req, c, method);
-}
-
-enum fg_fence_verdict fg_fence_admit_rest_or_respond(struct fg_req *req,
-						     struct MHD_Connection *c,
-						     const char *method,
-						     struct fg_fence *f)
-{
-	(void)f;
-	req->fence.m[req->fence.waiting].admitted = true;
-	req->fence.stage = ST_ADMIT;
-	req->fence.i = 0;
-	return step(req, c, method);
-}
-
-enum MHD_Result fg_fence_refused(struct MHD_Connection *c, const char *method,
-				 const char *path, const struct fg_fence *f,
-				 int i, const struct fg_admit *a)
-{
-	const struct fg_fence_lock *m = &f->m[i];
-	if (a->status == FG_ADMIT_FORGED)
-		return refuse(c, FG_E_FORGED_TOKEN, method, path, m->lock, m->token,
-			      a->has_current, a->current, NULL);
-	return refuse(c, FG_E_STALE_TOKEN, method, path, m->lock, m->token,
-		      a->has_current, a->current,
-		      a->status == FG_ADMIT_EXPIRING
-			      ? "the lease ends before a write could finish"
-			      : NULL);
 }

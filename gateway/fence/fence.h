@@ -1,32 +1,89 @@
 /*
- * fence.h - the checks a fenced request must pass before any byte of it
- * goes upstream, for every lock of its write set. Private to the gateway.
+ * fence.h - the contract's fencing table, as pure steps: the checks a
+ * fenced request must pass before any byte of it goes upstream, for every
+ * lock of its write set. Private to the gateway.
+ *
+ * The table does no I/O: it reads no header, sends no Redis call, answers
+ * and logs nothing and reads no clock. Its driver (proxy/fencing.c) hands
+ * it the request's inputs, asks fg_fence_step() what comes next, makes the
+ * Redis call a step asks for and hands back its answer, until a step gives
+ * a verdict.
  */
 #ifndef FENCEGATE_FENCE_H
 #define FENCEGATE_FENCE_H
 
 #include <stdbool.h>
+#include <stddef.h>
 #include <stdint.h>
-
-#include <microhttpd.h>
 
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
 #include "fencegate/sequencer.h"
-#include "base/config.h"
 #include "base/writeset.h"
 
-struct fg_req;
-struct fg_loop;
+#define FG_FENCE_TOKEN_HEADER "Fencing-Token"
+#define FG_FENCE_DEST_TOKEN_HEADER "Destination-Fencing-Token"
 
-enum fg_fence_verdict {
-	FG_FENCE_PASS,     /* an unfenced read, or a fenced read that checked */
-	FG_FENCE_ADMITTED, /* a write admitted: forward it before its deadline */
-	FG_FENCE_WAIT,     /* a write that waits for older writes to end */
-	FG_FENCE_ANSWERED, /* refused: the error answer is queued */
-	FG_FENCE_PENDING,  /* a Redis call is in flight; the connection is
-			      suspended until its answer: call
-			      fg_fence_resume_or_respond() then */
+/* What a step of the table needs next, or its verdict. */
+enum fg_fence_step {
+	/* a Redis call is needed (struct fg_fence_call says for what); its
+	 * answer goes to fg_fence_check_answer() / fg_fence_admit_answer(),
+	 * or fg_fence_unsent() when it could not be sent */
+	FG_FENCE_CHECK,      /* CheckSequencer(lock, token) */
+	FG_FENCE_ADMIT,      /* AdmitWrite(lock, token) under f->write_id */
+	FG_FENCE_NAME_WRITE, /* the checks passed and the request writes:
+				name the write (fg_fence_name_write()) */
+	FG_FENCE_PENDING,    /* the answer of the call asked for is not in */
+	/* verdicts; a step after one gives it again */
+	FG_FENCE_PASS,       /* an unfenced read, or a fenced read that checked */
+	FG_FENCE_ADMITTED,   /* every write member admitted: forward it before
+				f->deadline_at */
+	FG_FENCE_WAIT,       /* member f->waiting must wait for older writes,
+				asking again within f->ms */
+	FG_FENCE_REFUSED,    /* f->refusal says by which row */
+	FG_FENCE_FAILED,     /* the lock store failed (f->err, an fg_err):
+				no key yet, or a Redis call failed */
+};
+
+/* The row of the table that refused, in the order they are tried. */
+enum fg_fence_row {
+	FG_FENCE_TOKEN_REQUIRED, /* no header for the member (428) */
+	FG_FENCE_TOKEN_REPEATED, /* more than one (400 malformed_token) */
+	FG_FENCE_NOT_SEQUENCER,  /* unparseable (400 malformed_token) */
+	FG_FENCE_BAD_MAC,        /* the HMAC does not verify (403 forged_token) */
+	FG_FENCE_BEYOND_ISSUED,  /* a token greater than any issued for its
+				    lock (403 forged_token) */
+	FG_FENCE_WRONG_LOCK,     /* another lock's sequencer (403) */
+	FG_FENCE_WRONG_MODE,     /* a shared grant's, for a write (403) */
+	FG_FENCE_STALE,          /* not the live grant's token (409) */
+	FG_FENCE_EXPIRING,       /* the live grant ends before a write could
+				    (409 stale_token) */
+};
+
+/* A refusal, with what its answer and its log line name. */
+struct fg_fence_refusal {
+	enum fg_fence_row row;
+	int member;                  /* the write set member refused */
+	enum fg_ws_header header;    /* where its sequencer came from */
+	char lock[FG_NAME_MAX + 1];  /* the lock it names */
+	uint64_t token;              /* 0: no token was read */
+	bool has_current;
+	uint64_t current;            /* the newest token the lock knows of */
+};
+
+/* The Redis call a step asks for. */
+struct fg_fence_call {
+	int member;
+	const char *lock;  /* into the fence: valid until its next change */
+	uint64_t token;
+};
+
+/* What a step is handed besides the fence's own state. */
+struct fg_fence_in {
+	const uint8_t *key;  /* the HMAC key in force */
+	size_t key_len;      /* 0: not known yet */
+	uint64_t now;        /* monotonic ms: an admission asked for in this
+				step counts its deadline from it */
 };
 
 /* One lock of the write set, once its sequencer checked. */
@@ -40,67 +97,91 @@ struct fg_fence_lock {
 };
 
 struct fg_fence {
-	bool write;             /* some lock is admitted as a write */
-	int n;
+	bool write;             /* some member that passed its local rows
+				   is a write */
+	int n;                  /* members checked: set once all were */
 	struct fg_fence_lock m[2];
-	/* the checks in progress, one Redis call at a time (fence.c) */
+	char write_id[FG_WAITER_ID_MAX]; /* one id for every admission */
+	int waiting;            /* WAIT: the member that waits */
+	int64_t ms;             /* WAIT: ask again within this many ms */
+	uint64_t deadline_at;   /* ADMITTED: the earliest member deadline */
+	struct fg_fence_refusal refusal; /* REFUSED */
+	int err;                /* FAILED */
+
+	/* the table's progress (fence.c) */
 	struct fg_ws_member ws[2];
 	int nws;
 	const char *value[2];   /* each header's sequencer, when single */
 	unsigned count[2];      /* how many of each header came */
 	int stage, i;
-	bool busy;              /* a call is in flight: the request waits */
-	bool replied;           /* its answer is in (err, chk or adm) */
-	int err;
+	bool asked;             /* a Redis call was asked for; its answer is
+				   not taken yet */
+	bool answered;          /* its answer is in (err, chk or adm) */
 	struct fg_check chk;
 	struct fg_admit adm;
-	uint64_t asked;         /* when the admit call was sent */
+	uint64_t asked_at;      /* when the admission was asked for */
 	struct fg_seq seq;      /* a sequencer whose token may be forged */
-	int refusal;            /* what it is refused for if not forged */
-	char write_id[FG_WAITER_ID_MAX]; /* one id for every admission */
-	int waiting;            /* WAIT: the member that waits */
-	int64_t ms;             /* WAIT: ask again within this many ms */
-	uint64_t deadline_at;   /* ADMITTED: the earliest member deadline */
+	enum fg_fence_row local; /* what it is refused for if not forged */
 };
 
 /**
- * Runs the contract's checks, in the contract's order, on every member of
- * the write set: token present, parseable and single, HMAC, token not
- * beyond any issued, the member's lock, the mode; then (one Redis round
- * trip per member) the live grant and the ordering of writes. A refusal
- * is answered here and logged with lock, token and current token.
+ * Sets the table up for a request: its write set `ws` (copied), and for
+ * each header (FG_WS_FENCING_TOKEN, FG_WS_DESTINATION_FENCING_TOKEN) how
+ * many came and the value of one (NULL when none came; not copied: it
+ * must live as long as the fence runs). A write set of no member passes.
  */
-enum fg_fence_verdict fg_fence_check_or_respond(struct fg_req *req,
-						struct MHD_Connection *c,
-						const char *method,
-						const struct fg_writeset *ws,
-						struct fg_fence *out);
-
-/** The answer of the call a PENDING verdict waited for is in: go on. */
-enum fg_fence_verdict fg_fence_resume_or_respond(struct fg_req *req,
-						 struct MHD_Connection *c,
-						 const char *method);
+void fg_fence_start(struct fg_fence *f, const struct fg_writeset *ws,
+		    const char *const value[2], const unsigned count[2]);
 
 /**
- * After member f->waiting was admitted by the wait loop (deadline_at set),
- * admits the other write members again. ADMITTED, WAIT (f->waiting and
- * f->ms name the next wait; what was admitted is given back) or ANSWERED.
+ * Runs the table from where it stands until it needs something or is
+ * decided. The contract's order, member by member: token present,
+ * parseable and single, HMAC, token not beyond any issued, the member's
+ * lock, the mode; then (one Redis round trip per member) the live grant
+ * (CheckSequencer for a read member and for a write member another member
+ * follows) and the ordering of writes (one admission per write member, all
+ * or none). *call is set for CHECK and ADMIT.
+ *
+ * After WAIT, REFUSED or FAILED, the admissions the fence still marks
+ * (fg_fence_give_back()) are to be given back.
  */
-enum fg_fence_verdict fg_fence_admit_rest_or_respond(struct fg_req *req,
-						     struct MHD_Connection *c,
-						     const char *method,
-						     struct fg_fence *f);
+enum fg_fence_step fg_fence_step(struct fg_fence *f, const struct fg_fence_in *in,
+				 struct fg_fence_call *call);
+
+/** The answer of the CHECK asked for (chk read only when err is 0). */
+void fg_fence_check_answer(struct fg_fence *f, int err, const struct fg_check *chk);
+
+/** The answer of the ADMIT asked for (a read only when err is 0). */
+void fg_fence_admit_answer(struct fg_fence *f, int err, const struct fg_admit *a);
+
+/** The call asked for could not be sent (err, an fg_err): the next step
+ *  is FAILED. */
+void fg_fence_unsent(struct fg_fence *f, int err);
+
+/** Names the write (NAME_WRITE): `id` (copied) is its admissions' id. */
+void fg_fence_name_write(struct fg_fence *f, const char *id);
+
+/** After WAIT: the wait loop admitted member f->waiting with this deadline
+ *  (monotonic ms); the next steps admit the other write members again. */
+void fg_fence_wait_admitted(struct fg_fence *f, uint64_t deadline_at);
+
+/** After WAIT: the wait loop's admission of member f->waiting was refused
+ *  (a: stale, expiring or forged); the next step is REFUSED. */
+void fg_fence_wait_refused(struct fg_fence *f, const struct fg_admit *a);
+
+/** Is a Redis call asked for whose answer no step took yet? */
+bool fg_fence_calling(const struct fg_fence *f);
+
+/** Unmarks member i's admission. True when it held one: the caller ends
+ *  that record in Redis. */
+bool fg_fence_give_back(struct fg_fence *f, int i);
 
 /** The first member admitted as a write (the one a forwarded token and a
  *  refusal name), or NULL for a fenced read. */
 const struct fg_fence_lock *fg_fence_first_write(const struct fg_fence *f);
 
-/** Gives back every admission the fence holds (the write is over). */
-void fg_fence_finish(struct fg_loop *loop, struct fg_fence *f);
-
-/** Answers a write whose admission of member i was refused. */
-enum MHD_Result fg_fence_refused(struct MHD_Connection *c, const char *method,
-				 const char *path, const struct fg_fence *f,
-				 int i, const struct fg_admit *a);
+/** The message of a refusal when its row has one of its own (in buf, cap
+ *  bytes), else NULL: the error's default message. */
+const char *fg_fence_message(const struct fg_fence *f, char *buf, size_t cap);
 
 #endif

@@ -48,6 +48,7 @@
 #include "base/clock.h"
 #include "http/respond.h"
 #include "fence/fence.h"
+#include "proxy/fencing.h"
 #include "proc/gateway.h"
 #include "base/log.h"
 #include "proc/metrics.h"
@@ -321,7 +322,7 @@ static void hup_watch(struct fg_xfer *x)
 /* Marks an admitted write over, off the answer's path. */
 static void fence_finish(struct fg_xfer *x)
 {
-	fg_fence_finish(x->px->loop, &x->fence);
+	fg_fencing_finish(x->px->loop, &x->fence);
 }
 
 static uint64_t least_deadline(const struct fg_xfer *x)
@@ -1253,14 +1254,14 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	struct fg_proxy *px = req->loop->px;
 	if (!px->base[0]) {
 		if (fenced)
-			fg_fence_finish(req->loop, &req->fence);
+			fg_fencing_finish(req->loop, &req->fence);
 		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
 					"no upstream is configured", NULL);
 	}
 	struct fg_xfer *x = xfer_new(px, c);
 	if (!x) {
 		if (fenced)
-			fg_fence_finish(req->loop, &req->fence);
+			fg_fencing_finish(req->loop, &req->fence);
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	}
 	x->head = strcmp(method, "HEAD") == 0;
@@ -1381,7 +1382,7 @@ error_xfer:
 	x->refs = 1;
 	xfer_put(x);
 error:
-	fg_fence_finish(req->loop, &req->fence);
+	fg_fencing_finish(req->loop, &req->fence);
 	return fg_respond_error(c, FG_E_INTERNAL, "cannot build the upstream request", NULL);
 }
 
@@ -1430,7 +1431,7 @@ static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c
 	req->xfer = NULL;
 	xfer_put(x);
 	if (fg_loop_client_gone(c)) {
-		fg_fence_finish(req->loop, &req->fence);
+		fg_fencing_finish(req->loop, &req->fence);
 		return MHD_NO;
 	}
 	/* Only a 207 that names no collection, or a 404 (nothing there),
@@ -1444,7 +1445,7 @@ static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c
 		else
 			snprintf(msg, sizeof(msg), "the upstream did not say whether "
 				 "the path is a collection");
-		fg_fence_finish(req->loop, &req->fence);
+		fg_fencing_finish(req->loop, &req->fence);
 		if (coll)
 			return fg_respond_error(c, FG_E_SUBTREE_UNGUARDED,
 				"the upstream holds a collection there, and one lock "
@@ -1680,17 +1681,17 @@ static enum MHD_Result wait_admission(struct fg_req *req, struct MHD_Connection 
 				      const char *method);
 
 /* Notes a verdict that decides the request in its record. */
-static void note_verdict(struct fg_req *req, enum fg_fence_verdict v)
+static void note_verdict(struct fg_req *req, enum fg_fencing v)
 {
 	struct fg_rec *r = &req->rec;
-	if (v == FG_FENCE_PENDING || v == FG_FENCE_WAIT)
+	if (v == FG_FENCING_PENDING || v == FG_FENCING_WAIT)
 		return;
-	r->fenced = req->fence.n > 0 || v != FG_FENCE_PASS;
+	r->fenced = req->fence.n > 0 || v != FG_FENCING_PASS;
 	if (r->fenced)
 		r->admit_ns = (int64_t)(fg_rec_now_ns() - r->fence_t0_ns);
-	if (v == FG_FENCE_PASS)
+	if (v == FG_FENCING_PASS)
 		r->decision = req->fence.n > 0 ? FG_DEC_CHECKED : FG_DEC_PASS;
-	else if (v == FG_FENCE_ADMITTED)
+	else if (v == FG_FENCING_ADMITTED)
 		r->decision = FG_DEC_ADMITTED;
 	else if (r->decision == FG_DEC_NONE) {
 		/* answered without a refusal of its own: Redis down and the
@@ -1701,22 +1702,21 @@ static void note_verdict(struct fg_req *req, enum fg_fence_verdict v)
 }
 
 static enum MHD_Result admitted_or_wait(struct fg_req *req, struct MHD_Connection *c,
-					const char *method,
-					enum fg_fence_verdict v)
+					const char *method, enum fg_fencing v)
 {
 	note_verdict(req, v);
 	switch (v) {
-	case FG_FENCE_PENDING:
+	case FG_FENCING_PENDING:
 		return MHD_YES; /* suspended until Redis answers */
-	case FG_FENCE_PASS:
+	case FG_FENCING_PASS:
 		return start(req, c, method, NULL, false);
-	case FG_FENCE_ADMITTED:
+	case FG_FENCING_ADMITTED:
 		if (wants_probe(req, c))
 			return probe_start(req, c);
 		return start(req, c, method, &req->fence, true);
-	case FG_FENCE_WAIT:
+	case FG_FENCING_WAIT:
 		return wait_admission(req, c, method);
-	case FG_FENCE_ANSWERED:
+	case FG_FENCING_ANSWERED:
 	default:
 		return MHD_YES;
 	}
@@ -1727,17 +1727,16 @@ static enum MHD_Result after_admission(struct fg_req *req, struct MHD_Connection
 {
 	struct fg_admit a;
 	uint64_t deadline_at;
-	struct fg_fence *f = &req->fence;
 	enum fg_admission_result res = fg_admitq_result(req->admission, &a, &deadline_at);
 	fg_admitq_drop(req->admission);
 	req->admission = NULL;
 	switch (res) {
 	case FG_ADMISSION_ADMITTED:
-		f->m[f->waiting].deadline_at = deadline_at;
 		return admitted_or_wait(req, c, method,
-					fg_fence_admit_rest_or_respond(req, c, method, f));
+					fg_fencing_wait_admitted(req, c, method,
+								 deadline_at));
 	case FG_ADMISSION_REFUSED:
-		return fg_fence_refused(c, method, "-", f, f->waiting, &a);
+		return fg_fencing_wait_refused(req, c, method, &a);
 	case FG_ADMISSION_GONE:
 		return MHD_NO;
 	default:
@@ -1853,14 +1852,13 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 		}
 		req->rec.fence_t0_ns = fg_rec_now_ns();
 		return admitted_or_wait(req, c, method,
-					fg_fence_check_or_respond(req, c, method, &ws,
-								  &req->fence));
+					fg_fencing_start(req, c, method, &ws));
 	}
 	if (req->admission)
 		return after_admission(req, c, method);
-	if (req->fence.busy)
+	if (fg_fence_calling(&req->fence))
 		return admitted_or_wait(req, c, method,
-					fg_fence_resume_or_respond(req, c, method));
+					fg_fencing_resume(req, c, method));
 
 	struct fg_xfer *x = req->xfer;
 	if (x && x->probe)
@@ -1947,7 +1945,7 @@ static void completed(struct fg_req *req)
 	req->xfer = NULL;
 	hup_unwatch(x);
 	if (x->probe) /* the write it was asked for never starts */
-		fg_fence_finish(req->loop, &req->fence);
+		fg_fencing_finish(req->loop, &req->fence);
 	pthread_mutex_lock(&x->mu);
 	x->mhd_gone = true;
 	bool running = !x->done;

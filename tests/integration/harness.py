@@ -249,6 +249,15 @@ def wait_until(fn, timeout, interval=0.02):
         time.sleep(interval)
 
 
+def complete_lines(path):
+    """The lines of a log file that were written whole. A line is one
+    write(2), but a reader may see a write in progress: what follows the
+    last newline is left for the next read."""
+    with open(path, "rb") as f:
+        data = f.read()
+    return [l for l in data[:data.rfind(b"\n") + 1].split(b"\n") if l.strip()]
+
+
 def tcp_local_ports(pid, remote_ports):
     """Local ports of a process's TCP connections to any of `remote_ports`
     (its socket inodes, matched in /proc/net/tcp and tcp6)."""

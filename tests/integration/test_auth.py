@@ -109,8 +109,8 @@ class AuthCase(TestCase):
             return os.path.exists(self.access_log) and \
                 os.path.getsize(self.access_log) > 0
         wait_until(some, slack(5.0))
-        with open(self.access_log) as f:
-            return [json.loads(line) for line in f if line.strip()]
+        return [json.loads(line)
+                for line in harness.complete_lines(self.access_log)]
 
 
 class WhoAsks(AuthCase):

@@ -307,8 +307,7 @@ class AuditLogTests(StoreTestCase):
     def lines(self, path, n_at_least=0):
         """The JSON lines of the log, once it has at least n of them."""
         def read():
-            with open(path, "rb") as f:
-                return [json.loads(l) for l in f.read().splitlines() if l]
+            return [json.loads(l) for l in harness.complete_lines(path)]
         wait_until(lambda: len(read()) >= n_at_least, slack(5.0), 0.05)
         return read()
 
@@ -378,8 +377,7 @@ class AuditLogTests(StoreTestCase):
         self.put_ok(path, b"data\n", g["sequencer"])
         self.send("PUT", path + "?X-Amz-Signature=topsecret", b"x")
         def read():
-            with open(log) as f:
-                return f.read().splitlines()
+            return [l.decode() for l in harness.complete_lines(log)]
         # a line is written once its request completed, which may be just
         # after the client read the answer
         def puts():

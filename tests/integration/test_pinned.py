@@ -613,8 +613,7 @@ class StandInPinnedTests(TestCase):
     # -- 4. golden access-log lines ---------------------------------------
 
     def log_lines(self):
-        with open(self.access_log, "rb") as f:
-            return [json.loads(l) for l in f.read().splitlines() if l]
+        return [json.loads(l) for l in harness.complete_lines(self.access_log)]
 
     def line_for(self, path, method):
         """The access line of the one request to `path`, once written."""
