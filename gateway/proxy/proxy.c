@@ -51,7 +51,6 @@ struct fg_proxy {
 	struct fg_xfers *xfers;       /* the loop's transfers */
 	struct fg_writes *writes;     /* its running fenced writes */
 	const char *base;             /* upstream URL without a trailing '/' */
-	const char *base_path;        /* its path ("" or "/...") */
 };
 
 /* A fenced write in flight: what its transfer's hooks reach. Allocated in
@@ -107,7 +106,6 @@ static void on_xfer_release(void *arg)
 	fg_writes_remove(pw->px->writes, &pw->w);
 	free(pw);
 }
-
 
 static enum fg_write_stage write_stage(struct fg_write *w)
 {
@@ -206,7 +204,6 @@ struct fg_proxy *fg_proxy_create(struct fg_loop *loop)
 	px->loop = loop;
 	/* "" without an upstream: requests are answered 502 */
 	px->base = gw->cfg->up.base;
-	px->base_path = gw->cfg->up.base_path;
 	struct fg_xfers_host host = {
 		.base = loop->base,
 		.cfg = gw->cfg,
