@@ -1,5 +1,7 @@
 /*
- * proxy.h - forwarding to the upstream. Private to the gateway.
+ * proxy.h - the fencing proxy: every request outside /_fence/, checked,
+ * admitted and forwarded (the transfer itself is upstream/xfer.h, the
+ * running writes proxy/writes.h). Private to the gateway.
  */
 #ifndef FENCEGATE_PROXY_H
 #define FENCEGATE_PROXY_H
@@ -10,8 +12,8 @@ struct fg_loop;
 struct fg_req;
 struct fg_proxy;
 
-/** The loop's upstream side (a libcurl multi handle on its base). NULL on
- *  failure. */
+/** The loop's proxy: its transfers (a libcurl multi handle on its base)
+ *  and its running writes. NULL on failure. */
 struct fg_proxy *fg_proxy_create(struct fg_loop *loop);
 
 /** Ends every transfer (their connections are resumed and answered). */

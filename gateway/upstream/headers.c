@@ -1,0 +1,117 @@
+/*
+ * headers.c - the header policy of a proxied request (headers.h): pure
+ * functions over names and values, so that what crosses the gateway is
+ * decided in one place and tested without a connection.
+ */
+#include <stdarg.h>
+#include <stdio.h>
+#include <string.h>
+#include <strings.h>
+
+#include "upstream/headers.h"
+
+#define NELEM(a) (sizeof(a) / sizeof((a)[0]))
+
+bool fg_hdr_hop_by_hop(const char *name, size_t len)
+{
+	static const char *const names[] = {
+		"Connection", "Keep-Alive", "Proxy-Connection", "TE", "Trailer",
+		"Transfer-Encoding", "Upgrade", "Proxy-Authenticate",
+		"Proxy-Authorization", "Content-Length",
+	};
+	for (size_t i = 0; i < NELEM(names); i++)
+		if (strlen(names[i]) == len && strncasecmp(name, names[i], len) == 0)
+			return true;
+	return false;
+}
+
+bool fg_hdr_in_connection(const char *connection, const char *name)
+{
+	size_t nl = strlen(name);
+	for (const char *p = connection; p && *p;) {
+		while (*p == ' ' || *p == ',' || *p == '\t')
+			p++;
+		size_t n = strcspn(p, ", \t");
+		if (n == nl && strncasecmp(p, name, n) == 0)
+			return true;
+		p += n;
+	}
+	return false;
+}
+
+bool fg_hdr_gateway_owned(const char *name)
+{
+	static const char *const names[] = {
+		"Host", "Expect", "Fencing-Token", "Destination-Fencing-Token",
+		"Fence-Lease", "X-Forwarded-Proto", "X-Forwarded-Host",
+		"Forwarded", "Destination", "Fence-Authorization",
+	};
+	for (size_t i = 0; i < NELEM(names); i++)
+		if (strcasecmp(name, names[i]) == 0)
+			return true;
+	return false;
+}
+
+bool fg_hdr_is_xff(const char *name)
+{
+	return strcasecmp(name, "X-Forwarded-For") == 0;
+}
+
+bool fg_hdr_pass(const char *name, const char *connection, unsigned flags)
+{
+	bool probe = flags & FG_HDR_PROBE;
+	if (fg_hdr_is_xff(name) || fg_hdr_hop_by_hop(name, strlen(name)) ||
+	    fg_hdr_gateway_owned(name) || fg_hdr_in_connection(connection, name))
+		return false;
+	/* the gateway's own "Depth: 0" replaces the client's */
+	if ((flags & (FG_HDR_SHALLOW | FG_HDR_PROBE)) && strcasecmp(name, "Depth") == 0)
+		return false;
+	/* a probe has a body of its own, and writes nothing */
+	if (probe && (strncasecmp(name, "Content-", 8) == 0 ||
+		      strcasecmp(name, "Overwrite") == 0))
+		return false;
+	return true;
+}
+
+int fg_hdr_xff_join(char *buf, size_t cap, size_t *len, const char *value)
+{
+	if (*len >= cap)
+		return -1;
+	int n = snprintf(buf + *len, cap - *len, "%s%s", *len ? ", " : "", value);
+	if (n < 0 || (size_t)n >= cap - *len) {
+		buf[*len] = '\0';
+		return -1;
+	}
+	*len += (size_t)n;
+	return 0;
+}
+
+static bool line(bool (*emit)(void *, const char *), void *arg,
+		 const char *fmt, ...) __attribute__((format(printf, 3, 4)));
+static bool line(bool (*emit)(void *, const char *), void *arg,
+		 const char *fmt, ...)
+{
+	char buf[FG_HDR_LINE_MAX];
+	va_list ap;
+	va_start(ap, fmt);
+	int n = vsnprintf(buf, sizeof(buf), fmt, ap);
+	va_end(ap);
+	if (n < 0 || (size_t)n >= sizeof(buf))
+		return false;
+	return emit(arg, buf);
+}
+
+bool fg_hdr_add(const struct fg_hdr_forward *f,
+		bool (*emit)(void *arg, const char *line), void *arg)
+{
+	bool xff = f->xff && f->xff[0];
+	return (xff ? line(emit, arg, "X-Forwarded-For: %s, %s", f->xff, f->client_ip)
+		    : line(emit, arg, "X-Forwarded-For: %s", f->client_ip)) &&
+	       line(emit, arg, "X-Forwarded-Proto: %s", f->tls ? "https" : "http") &&
+	       (!f->host || line(emit, arg, "X-Forwarded-Host: %s", f->host)) &&
+	       line(emit, arg, "Via: 1.1 fencegate") &&
+	       line(emit, arg, "Expect:") &&
+	       (!(f->flags & (FG_HDR_SHALLOW | FG_HDR_PROBE)) ||
+		line(emit, arg, "Depth: 0")) &&
+	       (f->has_accept || line(emit, arg, "Accept:"));
+}

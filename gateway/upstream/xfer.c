@@ -1,0 +1,1132 @@
+/*
+ * xfer.c - streaming requests to the upstream and answers back (xfer.h).
+ *
+ * Each loop drives its own libcurl multi handle on its libevent base
+ * (curl_multi_socket_action): a transfer lives on the loop that accepted
+ * its request, from the request head to the last byte of the answer, and
+ * everything here runs on that loop's thread: no lock. Bodies stream both
+ * ways through one bounded buffer each (BUF bytes): when a buffer is full
+ * the producer stops (the client connection is suspended, or curl is
+ * paused) and the consumer restarts it when it has drained. So memory per
+ * transfer is bounded whatever the body size, and a slow side slows the
+ * other down instead of filling memory.
+ *
+ * Invariants:
+ * - curl is never called back into from its own callbacks: what the
+ *   libmicrohttpd side wants of curl (start, unpause, abort) is posted as
+ *   a command and run on the loop's next turn, in the order posted.
+ * - A connection is resumed exactly when it was suspended, and every
+ *   resume wakes the daemon (the host's resume()).
+ * - The send gate (struct fg_xfer_hooks) is asked inside curl's read
+ *   callback itself, before each piece of the body is handed over, and
+ *   before the transfer is handed to curl: a closed gate hands curl no
+ *   byte more, aborts a transfer still sending (its connection closed,
+ *   so the upstream never completes a truncated request) and never
+ *   begins one not begun. A client that leaves mid-body aborts the
+ *   upstream request the same way: a truncated body never completes.
+ * - While a request's body is incomplete and its connection waits on its
+ *   socket, the loop watches that socket for the client's hang-up itself
+ *   (libmicrohttpd can miss it, the host's reread()), so a client that
+ *   leaves mid-body ends the upstream request at once, not at the
+ *   connection's timeout.
+ * - The done hook is called once, when the transfer ends, whether it was
+ *   begun or not; nothing of the hooks is called after release.
+ *
+ * A transfer is reference counted (a plain count: one thread); its
+ * holders are the request (fg_xfer_create() to fg_xfer_close()), the loop
+ * while it is started and not ended, the command queue while it is
+ * queued, the libmicrohttpd response streaming its answer, and an owner's
+ * calls in flight (fg_xfer_hold()).
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <strings.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <curl/curl.h>
+#include <event2/event.h>
+#include <event2/event_struct.h>
+
+#include "base/clock.h"
+#include "base/config.h"
+#include "base/log.h"
+#include "base/record.h"
+#include "base/redirect.h"
+#include "proc/metrics.h"
+#include "upstream/headers.h"
+#include "upstream/xfer.h"
+
+/* Bytes buffered per direction. Below glibc's mmap threshold, so that a
+ * transfer's buffers come from the heap, not from an mmap per request. */
+#define BUF (64 * 1024)
+#define EASY_POOL 64
+#define HEADERS_MAX 200
+
+enum { CMD_START = 1, CMD_UNPAUSE_READ = 2, CMD_UNPAUSE_WRITE = 4, CMD_ABORT = 8 };
+
+struct hdr {
+	char *name;
+	char *value;
+};
+
+struct fg_xfer {
+	struct fg_xfers *xs;
+	int refs;                     /* holders: the request, the loop while
+					 started, the command queue while
+					 queued, the response, calls in flight
+					 (fg_xfer_hold()) */
+	struct MHD_Connection *conn;
+	struct fg_xfer_hooks hooks;   /* none: all NULL */
+	bool head;                    /* HEAD: no response body follows */
+	bool kept;                    /* the gateway's own question: its answer
+					 (the first BUF bytes) is kept, never
+					 sent on */
+	bool chunked;                 /* the request body's framing: chunked, */
+	uint64_t body_length;         /* else exactly this many bytes */
+	bool has_body;
+
+	/* the request body */
+	char *rq;
+	size_t rq_len;
+	bool req_done, want_data, upload_suspended;
+	bool upload_done;             /* curl was handed the body's last byte */
+	uint64_t body_sent;
+
+	/* the answer */
+	int status;
+	struct hdr *hdrs;             /* grows to HEADERS_MAX */
+	int nhdrs, caphdrs;
+	bool too_many_headers;
+	char *resp_connection;        /* the upstream's Connection header */
+	int64_t content_length;
+	bool headers_done, waiting_headers, done, download_suspended, mhd_gone;
+	bool kept_wait;               /* suspended until the kept answer ends */
+	bool write_wants_room;
+	CURLcode result;
+	char *rs;
+	size_t rs_len;
+	uint64_t resp_sent;           /* body bytes handed to libmicrohttpd */
+	int64_t up_ns;                /* the transfer's duration, once ended */
+
+	struct event hup;             /* the client's hang-up, mid-body */
+	bool hup_set, hup_on;
+	CURL *easy;
+	char errbuf[CURL_ERROR_SIZE]; /* curl's words for a failure */
+	struct curl_slist *req_headers;
+	bool added, read_paused, write_paused;
+	uint64_t started;
+	uint64_t started_ns;
+	struct fg_xfer *anext, *aprev;  /* active list */
+
+	unsigned pending;             /* commands posted */
+	bool queued;
+	struct fg_xfer *qnext;
+};
+
+/* One socket curl watches. */
+struct sock {
+	struct event ev;
+	bool added;
+};
+
+struct fg_xfers {
+	struct fg_xfers_host host;
+	CURLM *multi;
+	CURL *pool[EASY_POOL];        /* reset handles for reuse */
+	int npool;
+	struct fg_xfer *queue, **queue_tail; /* commands, FIFO */
+	struct event *cmd_ev;         /* runs the commands */
+	struct event *curl_timer;     /* curl's own timeout */
+	struct event *head_timer;     /* the bound on the response heads */
+	struct fg_xfer *active;       /* handed to curl */
+};
+
+#define now_ms fg_clock_ms
+
+/* ---- references and commands ------------------------------------------ */
+
+static void hup_unwatch(struct fg_xfer *x);
+
+static void xfer_free(struct fg_xfer *x)
+{
+	hup_unwatch(x);
+	if (x->hooks.release)
+		x->hooks.release(x->hooks.arg);
+	for (int i = 0; i < x->nhdrs; i++) {
+		free(x->hdrs[i].name);
+		free(x->hdrs[i].value);
+	}
+	free(x->hdrs);
+	free(x->rq);
+	free(x->rs);
+	free(x->resp_connection);
+	free(x);
+	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, -1);
+}
+
+struct fg_xfer *fg_xfer_create(struct fg_xfers *xs, struct MHD_Connection *c)
+{
+	struct fg_xfer *x = calloc(1, sizeof(*x));
+	if (!x)
+		return NULL;
+	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, 1);
+	x->up_ns = -1;
+	x->xs = xs;
+	x->refs = 1; /* the request's */
+	x->conn = c;
+	x->content_length = -1;
+	return x;
+}
+
+void fg_xfer_hold(struct fg_xfer *x)
+{
+	x->refs++;
+}
+
+void fg_xfer_put(struct fg_xfer *x)
+{
+	if (--x->refs == 0)
+		xfer_free(x);
+}
+
+/* Posts a command for the loop's next turn; the queue holds a reference. */
+static void post(struct fg_xfer *x, unsigned cmd)
+{
+	struct fg_xfers *xs = x->xs;
+	x->pending |= cmd;
+	if (!x->queued) {
+		x->queued = true;
+		x->qnext = NULL;
+		*xs->queue_tail = x;
+		xs->queue_tail = &x->qnext;
+		x->refs++;
+	}
+	event_active(xs->cmd_ev, EV_READ, 0);
+}
+
+static void resume(struct fg_xfer *x, bool *flag)
+{
+	if (*flag) {
+		*flag = false;
+		x->xs->host.resume(x->xs->host.ctx, x->conn);
+	}
+}
+
+/* ---- a client that hangs up mid-body ---------------------------------- */
+
+static void hup_unwatch(struct fg_xfer *x)
+{
+	if (x->hup_on) {
+		event_del(&x->hup);
+		x->hup_on = false;
+	}
+}
+
+/* Level-triggered: fires while the client has hung up. Each reread makes
+ * the daemon read at least one byte or the end, so it ends; while the
+ * connection is suspended (the buffer is full) the watch is off, and the
+ * body handler turns it on again when it hands the socket back. */
+static void on_client_hup(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct fg_xfer *x = arg;
+	if (!x->upload_suspended && !x->req_done && !x->mhd_gone)
+		x->xs->host.reread(x->xs->host.ctx, x->conn);
+	else
+		hup_unwatch(x);
+}
+
+/* From the body handler, or when the transfer starts: the connection is
+ * running and waits on its socket for more of the body. */
+static void hup_watch(struct fg_xfer *x)
+{
+	if (x->hup_on)
+		return;
+	if (!x->hup_set) {
+		if (!(event_base_get_features(x->xs->host.base) &
+		      EV_FEATURE_EARLY_CLOSE))
+			return; /* the connection's timeout still ends it */
+		const union MHD_ConnectionInfo *ci = MHD_get_connection_info(
+			x->conn, MHD_CONNECTION_INFO_CONNECTION_FD);
+		if (!ci || event_assign(&x->hup, x->xs->host.base,
+					ci->connect_fd, EV_CLOSED | EV_PERSIST,
+					on_client_hup, x) != 0)
+			return; /* the connection's timeout still ends it */
+		x->hup_set = true;
+	}
+	x->hup_on = event_add(&x->hup, NULL) == 0;
+}
+
+/* ---- curl callbacks ----------------------------------------------------- */
+
+static bool gate_open(struct fg_xfer *x)
+{
+	return !x->hooks.may_send || x->hooks.may_send(x->hooks.arg);
+}
+
+static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
+{
+	struct fg_xfer *x = ud;
+	size_t max = size * nitems;
+	/* the gate closed, or the client left mid-body: not one more byte,
+	 * and the upstream request is aborted */
+	if (!gate_open(x) || (x->mhd_gone && !x->req_done))
+		return CURL_READFUNC_ABORT;
+	if (x->rq_len == 0) {
+		if (x->req_done) {
+			/* a body that ended before its length never completes */
+			bool short_body = !x->chunked && x->body_sent != x->body_length;
+			x->upload_done = !short_body;
+			return short_body ? CURL_READFUNC_ABORT : 0;
+		}
+		x->want_data = true;
+		x->read_paused = true;
+		return CURL_READFUNC_PAUSE;
+	}
+	size_t n = x->rq_len < max ? x->rq_len : max;
+	memcpy(buf, x->rq, n);
+	memmove(x->rq, x->rq + n, x->rq_len - n);
+	x->rq_len -= n;
+	x->body_sent += n;
+	/* curl asks no more once it has a known length's last byte */
+	if (!x->chunked && x->body_sent == x->body_length)
+		x->upload_done = true;
+	resume(x, &x->upload_suspended);
+	return n;
+}
+
+static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
+{
+	struct fg_xfer *x = ud;
+	size_t n = size * nmemb;
+	if (x->mhd_gone)
+		return 0; /* the client left: abort */
+	if (x->kept && BUF - x->rs_len < n) {
+		n = BUF - x->rs_len; /* enough to judge by; the rest is dropped */
+		memcpy(x->rs + x->rs_len, ptr, n);
+		x->rs_len += n;
+		return size * nmemb;
+	}
+	if (BUF - x->rs_len < n) {
+		x->write_wants_room = true;
+		x->write_paused = true;
+		return CURL_WRITEFUNC_PAUSE;
+	}
+	memcpy(x->rs + x->rs_len, ptr, n);
+	x->rs_len += n;
+	resume(x, &x->download_suspended);
+	return n;
+}
+
+static void forget_headers(struct fg_xfer *x)
+{
+	for (int i = 0; i < x->nhdrs; i++) {
+		free(x->hdrs[i].name);
+		free(x->hdrs[i].value);
+	}
+	x->nhdrs = 0;
+	x->too_many_headers = false;
+	free(x->resp_connection);
+	x->resp_connection = NULL;
+	x->content_length = -1;
+}
+
+static void keep_header(struct fg_xfer *x, const char *name, size_t nl,
+			const char *v, size_t vl)
+{
+	if (nl == 14 && strncasecmp(name, "Content-Length", 14) == 0)
+		x->content_length = strtoll(v, NULL, 10);
+	if (nl == 10 && strncasecmp(name, "Connection", 10) == 0) {
+		free(x->resp_connection);
+		x->resp_connection = strndup(v, vl);
+	}
+	if (fg_hdr_hop_by_hop(name, nl))
+		return;
+	if (x->nhdrs == x->caphdrs && x->caphdrs < HEADERS_MAX) {
+		int cap = x->caphdrs ? x->caphdrs * 2 : 16;
+		struct hdr *h = realloc(x->hdrs, (size_t)cap * sizeof(*h));
+		if (h) {
+			x->hdrs = h;
+			x->caphdrs = cap;
+		}
+	}
+	if (x->nhdrs == x->caphdrs) {
+		x->too_many_headers = true;
+	} else {
+		x->hdrs[x->nhdrs].name = strndup(name, nl);
+		x->hdrs[x->nhdrs].value = strndup(v, vl);
+		x->nhdrs++;
+	}
+}
+
+static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
+{
+	struct fg_xfer *x = ud;
+	size_t len = size * nitems, n = len;
+	while (n > 0 && (buf[n - 1] == '\r' || buf[n - 1] == '\n'))
+		n--;
+	if (n >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
+		/* a new status line: forget an interim (1xx) response */
+		const char *sp = memchr(buf, ' ', n);
+		x->status = sp ? atoi(sp + 1) : 502;
+		forget_headers(x);
+	} else if (n == 0) {
+		if (x->status >= 200) {
+			x->headers_done = true;
+			resume(x, &x->waiting_headers);
+		}
+	} else {
+		const char *colon = memchr(buf, ':', n);
+		if (colon && colon > buf) {
+			const char *v = colon + 1;
+			while (v < buf + n && (*v == ' ' || *v == '\t'))
+				v++;
+			keep_header(x, buf, (size_t)(colon - buf), v,
+				    (size_t)(buf + n - v));
+		}
+	}
+	return len;
+}
+
+/* ---- driving curl on the loop ------------------------------------------- */
+
+static int pause_bits(const struct fg_xfer *x)
+{
+	return (x->read_paused ? CURLPAUSE_SEND : 0) |
+	       (x->write_paused ? CURLPAUSE_RECV : 0);
+}
+
+/* curl handles are reused: a reset handle keeps its allocations. */
+static CURL *easy_get(struct fg_xfers *xs)
+{
+	if (xs->npool > 0)
+		return xs->pool[--xs->npool];
+	return curl_easy_init();
+}
+
+static void easy_put(struct fg_xfers *xs, CURL *e)
+{
+	if (!e)
+		return;
+	curl_easy_reset(e);
+	if (xs->npool < EASY_POOL)
+		xs->pool[xs->npool++] = e;
+	else
+		curl_easy_cleanup(e);
+}
+
+/* A failure of the upstream's TLS: its handshake, its certificate, the
+ * CA file or our own certificate. */
+static bool tls_failure(CURLcode code)
+{
+	switch (code) {
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+	case CURLE_SSL_CERTPROBLEM:
+	case CURLE_SSL_CIPHER:
+	case CURLE_SSL_CACERT_BADFILE:
+	case CURLE_SSL_CRL_BADFILE:
+	case CURLE_SSL_ISSUER_ERROR:
+	case CURLE_SSL_PINNEDPUBKEYNOTMATCH:
+	case CURLE_SSL_INVALIDCERTSTATUS:
+	case CURLE_SSL_ENGINE_NOTFOUND:
+	case CURLE_SSL_ENGINE_SETFAILED:
+	case CURLE_SSL_ENGINE_INITFAILED:
+	case CURLE_USE_SSL_FAILED:
+		return true;
+	default:
+		return false;
+	}
+}
+
+/* The transfer ended (done, failed, aborted, or never begun): its
+ * connection is resumed for its answer, its owner told. */
+static void ended(struct fg_xfers *xs, struct fg_xfer *x, CURLcode code)
+{
+	bool began = x->added;
+	if (x->added) {
+		uint64_t ns = fg_rec_now_ns() - x->started_ns;
+		int status = x->headers_done ? x->status : 0;
+		x->up_ns = (int64_t)ns;
+		fg_metrics_upstream(status, ns);
+		/* the client is answered 502; the operator needs curl's why
+		 * ("SSL certificate problem: unable to get local issuer
+		 * certificate") */
+		if (tls_failure(code))
+			fg_log_warn("upstream %s:%s: TLS failed: %s",
+				    xs->host.cfg->up.host, xs->host.cfg->up.port,
+				    x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
+		curl_multi_remove_handle(xs->multi, x->easy);
+		x->added = false;
+		if (x->aprev)
+			x->aprev->anext = x->anext;
+		else
+			xs->active = x->anext;
+		if (x->anext)
+			x->anext->aprev = x->aprev;
+	}
+	x->done = true;
+	x->result = code;
+	resume(x, &x->waiting_headers);
+	resume(x, &x->download_suspended);
+	resume(x, &x->upload_suspended);
+	resume(x, &x->kept_wait);
+	if (x->hooks.done)
+		x->hooks.done(x->hooks.arg, code == CURLE_OK, began);
+	curl_slist_free_all(x->req_headers);
+	x->req_headers = NULL;
+	easy_put(xs, x->easy);
+	x->easy = NULL;
+	fg_xfer_put(x); /* the loop's reference */
+}
+
+static void run_commands(struct fg_xfers *xs)
+{
+	struct fg_xfer *list = xs->queue;
+	xs->queue = NULL;
+	xs->queue_tail = &xs->queue;
+	while (list) {
+		struct fg_xfer *x = list;
+		list = x->qnext;
+		unsigned cmd = x->pending;
+		x->pending = 0;
+		x->queued = false;
+
+		if ((cmd & CMD_START) && x->easy && !x->added) {
+			/* a transfer whose gate closed meanwhile is not begun:
+			 * a request without a body would go out whole */
+			if (!gate_open(x)) {
+				ended(xs, x, CURLE_OPERATION_TIMEDOUT);
+			} else if (curl_multi_add_handle(xs->multi, x->easy) == CURLM_OK) {
+				x->added = true;
+				x->started = now_ms();
+				x->started_ns = fg_rec_now_ns();
+				x->aprev = NULL;
+				x->anext = xs->active;
+				if (xs->active)
+					xs->active->aprev = x;
+				xs->active = x;
+			} else {
+				ended(xs, x, CURLE_FAILED_INIT);
+			}
+		}
+		if ((cmd & CMD_ABORT) && x->added)
+			ended(xs, x, CURLE_ABORTED_BY_CALLBACK);
+		if (x->added && (cmd & (CMD_UNPAUSE_READ | CMD_UNPAUSE_WRITE))) {
+			if (cmd & CMD_UNPAUSE_READ)
+				x->read_paused = false;
+			if (cmd & CMD_UNPAUSE_WRITE)
+				x->write_paused = false;
+			curl_easy_pause(x->easy, pause_bits(x));
+		}
+		fg_xfer_put(x); /* the queue's reference */
+	}
+}
+
+/* The bound on the response heads: a transfer whose answer's head has
+ * not come within upstream-timeout is ended. Returns the ms until the
+ * next one is due. */
+static long check_heads(struct fg_xfers *xs)
+{
+	uint64_t now = now_ms();
+	uint64_t limit = xs->host.cfg->upstream_timeout_ms;
+	long next = 1000;
+	struct fg_xfer *x = xs->active, *nx;
+	for (; x; x = nx) {
+		nx = x->anext;
+		if (x->headers_done)
+			continue;
+		if (now >= x->started + limit) {
+			ended(xs, x, CURLE_OPERATION_TIMEDOUT);
+			continue;
+		}
+		long in = (long)(x->started + limit - now);
+		if (in < next)
+			next = in;
+	}
+	return next < 1 ? 1 : next;
+}
+
+/* Transfers that curl reports done. */
+static void read_done(struct fg_xfers *xs)
+{
+	CURLMsg *m;
+	int left;
+	while ((m = curl_multi_info_read(xs->multi, &left))) {
+		if (m->msg != CURLMSG_DONE)
+			continue;
+		struct fg_xfer *x;
+		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
+		ended(xs, x, m->data.result);
+	}
+}
+
+static void arm_heads(struct fg_xfers *xs)
+{
+	long ms = check_heads(xs);
+	if (!xs->active) {
+		evtimer_del(xs->head_timer);
+		return;
+	}
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	evtimer_add(xs->head_timer, &tv);
+}
+
+static void on_socket_event(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_xfers *xs = arg;
+	int running;
+	int action = ((what & EV_READ) ? CURL_CSELECT_IN : 0) |
+		     ((what & EV_WRITE) ? CURL_CSELECT_OUT : 0);
+	curl_multi_socket_action(xs->multi, fd, action, &running);
+	read_done(xs);
+}
+
+static void on_curl_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_xfers *xs = arg;
+	int running;
+	(void)fd;
+	(void)what;
+	curl_multi_socket_action(xs->multi, CURL_SOCKET_TIMEOUT, 0, &running);
+	read_done(xs);
+}
+
+static void on_head_timer(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	arm_heads(arg);
+}
+
+static void on_commands(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_xfers *xs = arg;
+	(void)fd;
+	(void)what;
+	run_commands(xs);
+	read_done(xs);
+	arm_heads(xs);
+}
+
+/* curl asks to watch a socket (CURLMOPT_SOCKETFUNCTION). */
+static int watch_socket(CURL *e, curl_socket_t fd, int what, void *userp,
+			void *socketp)
+{
+	struct fg_xfers *xs = userp;
+	struct sock *sk = socketp;
+	(void)e;
+	if (what == CURL_POLL_REMOVE) {
+		if (sk) {
+			if (sk->added)
+				event_del(&sk->ev);
+			free(sk);
+			curl_multi_assign(xs->multi, fd, NULL);
+		}
+		return 0;
+	}
+	if (!sk) {
+		sk = calloc(1, sizeof(*sk));
+		if (!sk)
+			return -1;
+		curl_multi_assign(xs->multi, fd, sk);
+	} else if (sk->added) {
+		event_del(&sk->ev);
+	}
+	short ev = EV_PERSIST | ((what & CURL_POLL_IN) ? EV_READ : 0) |
+		   ((what & CURL_POLL_OUT) ? EV_WRITE : 0);
+	event_assign(&sk->ev, xs->host.base, fd, ev, on_socket_event, xs);
+	sk->added = event_add(&sk->ev, NULL) == 0;
+	return 0;
+}
+
+/* curl asks for a timeout (CURLMOPT_TIMERFUNCTION); it is run from the
+ * loop, never from inside this callback. */
+static int set_curl_timer(CURLM *multi, long ms, void *userp)
+{
+	struct fg_xfers *xs = userp;
+	(void)multi;
+	if (ms < 0) {
+		evtimer_del(xs->curl_timer);
+		return 0;
+	}
+	struct timeval tv = { ms / 1000, (ms % 1000) * 1000 };
+	evtimer_add(xs->curl_timer, &tv);
+	return 0;
+}
+
+struct fg_xfers *fg_xfers_create(const struct fg_xfers_host *host)
+{
+	struct fg_xfers *xs = calloc(1, sizeof(*xs));
+	if (!xs)
+		return NULL;
+	xs->host = *host;
+	xs->queue_tail = &xs->queue;
+	xs->cmd_ev = event_new(host->base, -1, 0, on_commands, xs);
+	xs->curl_timer = evtimer_new(host->base, on_curl_timer, xs);
+	xs->head_timer = evtimer_new(host->base, on_head_timer, xs);
+	if (!xs->cmd_ev || !xs->curl_timer || !xs->head_timer)
+		goto error_events;
+	xs->multi = curl_multi_init();
+	if (!xs->multi)
+		goto error_events;
+	curl_multi_setopt(xs->multi, CURLMOPT_MAXCONNECTS, 256L);
+	curl_multi_setopt(xs->multi, CURLMOPT_SOCKETFUNCTION, watch_socket);
+	curl_multi_setopt(xs->multi, CURLMOPT_SOCKETDATA, xs);
+	curl_multi_setopt(xs->multi, CURLMOPT_TIMERFUNCTION, set_curl_timer);
+	curl_multi_setopt(xs->multi, CURLMOPT_TIMERDATA, xs);
+	return xs;
+
+error_events:
+	if (xs->cmd_ev)
+		event_free(xs->cmd_ev);
+	if (xs->curl_timer)
+		event_free(xs->curl_timer);
+	if (xs->head_timer)
+		event_free(xs->head_timer);
+	free(xs);
+	return NULL;
+}
+
+void fg_xfers_shutdown(struct fg_xfers *xs)
+{
+	if (!xs)
+		return;
+	run_commands(xs);
+	while (xs->active)
+		ended(xs, xs->active, CURLE_ABORTED_BY_CALLBACK);
+}
+
+void fg_xfers_destroy(struct fg_xfers *xs)
+{
+	if (!xs)
+		return;
+	fg_xfers_shutdown(xs);
+	/* commands posted while the connections closed */
+	run_commands(xs);
+	while (xs->npool > 0)
+		curl_easy_cleanup(xs->pool[--xs->npool]);
+	curl_multi_cleanup(xs->multi);
+	event_free(xs->cmd_ev);
+	event_free(xs->curl_timer);
+	event_free(xs->head_timer);
+	free(xs);
+}
+
+/* ---- building a request ------------------------------------------------- */
+
+struct hdr_ctx {
+	struct curl_slist *list;
+	unsigned flags;         /* FG_HDR_* */
+	const char *connection; /* the Connection header: names more hop headers */
+	char xff[FG_HDR_XFF_MAX]; /* every X-Forwarded-For value, in order */
+	size_t xff_len;
+	bool failed;
+};
+
+static bool append_line(void *arg, const char *line)
+{
+	struct curl_slist **list = arg;
+	struct curl_slist *l = curl_slist_append(*list, line);
+	if (!l)
+		return false;
+	*list = l;
+	return true;
+}
+
+static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
+				  const char *key, const char *value)
+{
+	struct hdr_ctx *h = cls;
+	(void)kind;
+	if (fg_hdr_is_xff(key)) {
+		if (fg_hdr_xff_join(h->xff, sizeof(h->xff), &h->xff_len, value) != 0) {
+			h->failed = true; /* bounded like every header */
+			return MHD_NO;
+		}
+		return MHD_YES;
+	}
+	if (!fg_hdr_pass(key, h->connection, h->flags))
+		return MHD_YES;
+	size_t kl = strlen(key), vl = strlen(value);
+	char *line = malloc(kl + vl + 3);
+	if (!line) {
+		h->failed = true;
+		return MHD_NO;
+	}
+	memcpy(line, key, kl);
+	memcpy(line + kl, ": ", 2);
+	memcpy(line + kl + 2, value, vl + 1);
+	bool ok = append_line(&h->list, line);
+	free(line);
+	if (!ok) {
+		h->failed = true;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+static void client_ip(struct MHD_Connection *c, char *out, size_t cap)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	snprintf(out, cap, "unknown");
+	if (!ci || !ci->client_addr)
+		return;
+	const struct sockaddr *sa = ci->client_addr;
+	if (sa->sa_family == AF_INET)
+		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)cap);
+	else if (sa->sa_family == AF_INET6)
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)cap);
+}
+
+/* The headers every request upstream carries: the client's as the policy
+ * passes them (headers.h), then the gateway's own. Appends to *list (the
+ * caller frees it); false when a header could not be added. */
+static bool client_headers(struct MHD_Connection *c, unsigned flags, bool tls,
+			   struct curl_slist **list)
+{
+	char ip[64];
+	struct hdr_ctx h = { *list, flags,
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION),
+		{ 0 }, 0, false };
+	MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
+	client_ip(c, ip, sizeof(ip));
+	struct fg_hdr_forward f = {
+		.xff = h.xff,
+		.client_ip = ip,
+		.tls = tls,
+		.host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+		.has_accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							  MHD_HTTP_HEADER_ACCEPT) != NULL,
+		.flags = flags,
+	};
+	bool ok = !h.failed && fg_hdr_add(&f, append_line, &h.list);
+	*list = h.list;
+	return ok;
+}
+
+/* What every upstream request of a transfer's handle is: its URL (the
+ * path exactly as given), its headers, the transfer's callbacks, HTTP/1.1
+ * over http or https only, and an https upstream verified (peer and host
+ * name, against upstream-ca or the system's CAs) with our client
+ * certificate when one is set. Every handle has the same TLS settings, so
+ * curl reuses its upstream connections across them. */
+static void easy_setup(CURL *e, struct fg_xfer *x, const char *url,
+		       const struct fg_config *cfg)
+{
+	curl_easy_setopt(e, CURLOPT_URL, url);
+	curl_easy_setopt(e, CURLOPT_PRIVATE, x);
+	curl_easy_setopt(e, CURLOPT_HTTPHEADER, x->req_headers);
+	curl_easy_setopt(e, CURLOPT_HEADERFUNCTION, on_header);
+	curl_easy_setopt(e, CURLOPT_HEADERDATA, x);
+	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
+	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
+	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
+	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
+	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->upstream_connect_timeout_ms);
+	curl_easy_setopt(e, CURLOPT_PROTOCOLS_STR, "http,https");
+	curl_easy_setopt(e, CURLOPT_PATH_AS_IS, 1L);
+	x->errbuf[0] = '\0';
+	curl_easy_setopt(e, CURLOPT_ERRORBUFFER, x->errbuf);
+	/* curl's defaults, said here so that no later line can quietly turn
+	 * them off */
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
+	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
+	if (cfg->upstream_ca)
+		curl_easy_setopt(e, CURLOPT_CAINFO, cfg->upstream_ca);
+#if LIBCURL_VERSION_NUM >= 0x075700
+	/* Read for every new upstream connection (not kept for curl's day),
+	 * so a replaced upstream-ca counts from the next one on; open
+	 * connections go on under the CA they were verified by. */
+	curl_easy_setopt(e, CURLOPT_CA_CACHE_TIMEOUT, 0L);
+#endif
+	if (cfg->upstream_cert) {
+		curl_easy_setopt(e, CURLOPT_SSLCERT, cfg->upstream_cert);
+		curl_easy_setopt(e, CURLOPT_SSLCERTTYPE, "PEM");
+		curl_easy_setopt(e, CURLOPT_SSLKEY, cfg->upstream_key);
+		curl_easy_setopt(e, CURLOPT_SSLKEYTYPE, "PEM");
+	}
+}
+
+int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
+		  const struct fg_xfer_hooks *hooks)
+{
+	struct fg_xfers *xs = x->xs;
+	x->easy = easy_get(xs);
+	if (!x->easy)
+		goto error;
+	CURL *e = x->easy;
+	struct curl_slist *list = NULL;
+	bool ok = client_headers(x->conn, spec->hdr_flags, spec->tls, &list);
+	for (const char *const *l = spec->extra; ok && l && *l; l++)
+		ok = append_line(&list, *l);
+	x->req_headers = list;
+	if (!ok)
+		goto error_easy;
+
+	x->kept = spec->kept_body != NULL;
+	x->head = strcmp(spec->method, "HEAD") == 0;
+	x->chunked = spec->chunked;
+	x->body_length = spec->length;
+	x->has_body = !x->kept && !x->head && (spec->chunked || spec->length_given);
+
+	easy_setup(e, x, spec->url, xs->host.cfg);
+	if (x->head)
+		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
+	/* Always explicit, and copied by curl: a body never turns the method
+	 * into a PUT, and nothing shortens it. */
+	curl_easy_setopt(e, CURLOPT_CUSTOMREQUEST, spec->method);
+	if (x->kept) {
+		curl_easy_setopt(e, CURLOPT_POSTFIELDS, spec->kept_body);
+		curl_easy_setopt(e, CURLOPT_POSTFIELDSIZE, (long)spec->kept_body_len);
+	}
+	if (x->has_body) {
+		curl_easy_setopt(e, CURLOPT_UPLOAD, 1L);
+		curl_easy_setopt(e, CURLOPT_READFUNCTION, on_read);
+		curl_easy_setopt(e, CURLOPT_READDATA, x);
+		curl_easy_setopt(e, CURLOPT_UPLOAD_BUFFERSIZE, 65536L);
+		/* the length read is the length sent; a chunked body stays
+		 * chunked (curl frames an upload of unknown size that way) */
+		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
+				 x->chunked ? (curl_off_t)-1 : (curl_off_t)x->body_length);
+		x->rq = malloc(BUF);
+		if (!x->rq)
+			goto error_easy;
+	}
+	x->rs = malloc(BUF);
+	if (!x->rs)
+		goto error_easy;
+
+	if (hooks)
+		x->hooks = *hooks;
+	x->refs++; /* the loop's, until ended() */
+	if (x->kept) {
+		x->kept_wait = true;
+		MHD_suspend_connection(x->conn);
+	}
+	post(x, CMD_START);
+	if (x->has_body)
+		hup_watch(x);
+	return 0;
+
+error_easy:
+	easy_put(xs, x->easy);
+	x->easy = NULL;
+	curl_slist_free_all(x->req_headers);
+	x->req_headers = NULL;
+	free(x->rq);
+	x->rq = NULL;
+	free(x->rs);
+	x->rs = NULL;
+	x->kept = false;
+error:
+	return -1;
+}
+
+/* ---- the request's side -------------------------------------------------- */
+
+void fg_xfer_close(struct fg_xfer *x)
+{
+	hup_unwatch(x);
+	x->mhd_gone = true;
+	if (!x->done)
+		post(x, CMD_ABORT);
+	fg_xfer_put(x);
+}
+
+void *fg_xfer_owner(const struct fg_xfer *x)
+{
+	return x->hooks.arg;
+}
+
+bool fg_xfer_is_kept(const struct fg_xfer *x)
+{
+	return x->kept;
+}
+
+enum fg_xfer_stage fg_xfer_stage(const struct fg_xfer *x)
+{
+	if (x->done)
+		return FG_XFER_ENDED;
+	if (!x->added)
+		return FG_XFER_QUEUED;
+	bool sent = x->upload_done;
+	if (!x->has_body) {
+		/* a request without a body is written whole as soon as curl
+		 * begins it */
+		curl_off_t pre = 0;
+		curl_easy_getinfo(x->easy, CURLINFO_PRETRANSFER_TIME_T, &pre);
+		sent = pre > 0;
+	}
+	return sent ? FG_XFER_SENT : FG_XFER_SENDING;
+}
+
+void fg_xfer_end_now(struct fg_xfer *x)
+{
+	if (x->added)
+		ended(x->xs, x, CURLE_OPERATION_TIMEDOUT);
+}
+
+size_t fg_xfer_feed(struct fg_xfer *x, const char *data, size_t *size)
+{
+	if (x->done || !x->rq) {
+		*size = 0; /* the answer is decided: drop the body */
+		return 0;
+	}
+	size_t n = BUF - x->rq_len;
+	if (n > *size)
+		n = *size;
+	memcpy(x->rq + x->rq_len, data, n);
+	x->rq_len += n;
+	*size -= n;
+	bool waits = *size == 0;
+	if (!waits) {
+		x->upload_suspended = true;
+		MHD_suspend_connection(x->conn);
+	}
+	bool wake = x->want_data;
+	x->want_data = false;
+	if (waits)
+		hup_watch(x);
+	if (wake)
+		post(x, CMD_UNPAUSE_READ);
+	return n;
+}
+
+bool fg_xfer_body_end(struct fg_xfer *x)
+{
+	hup_unwatch(x);
+	bool wake = false;
+	if (!x->req_done) {
+		x->req_done = true;
+		wake = x->want_data;
+		x->want_data = false;
+	}
+	bool wait = !x->headers_done && !x->done;
+	if (wait) {
+		x->waiting_headers = true;
+		MHD_suspend_connection(x->conn);
+	}
+	if (wake)
+		post(x, CMD_UNPAUSE_READ);
+	return !wait;
+}
+
+bool fg_xfer_head_in(const struct fg_xfer *x)
+{
+	return x->headers_done;
+}
+
+bool fg_xfer_too_many_headers(const struct fg_xfer *x)
+{
+	return x->headers_done && x->too_many_headers;
+}
+
+enum fg_xfer_failure fg_xfer_failure(const struct fg_xfer *x, const char **why)
+{
+	*why = NULL;
+	switch (x->result) {
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+		return FG_XFER_UNAVAILABLE;
+	case CURLE_OPERATION_TIMEDOUT:
+		return FG_XFER_TIMEOUT;
+	default:
+		*why = curl_easy_strerror(x->result);
+		return FG_XFER_UNAVAILABLE;
+	}
+}
+
+static ssize_t on_content(void *cls, uint64_t pos, char *buf, size_t max)
+{
+	struct fg_xfer *x = cls;
+	(void)pos;
+	if (x->rs_len > 0) {
+		size_t n = x->rs_len < max ? x->rs_len : max;
+		memcpy(buf, x->rs, n);
+		memmove(x->rs, x->rs + n, x->rs_len - n);
+		x->rs_len -= n;
+		x->resp_sent += n;
+		bool wake = x->write_wants_room;
+		x->write_wants_room = false;
+		if (wake)
+			post(x, CMD_UNPAUSE_WRITE);
+		return (ssize_t)n;
+	}
+	if (x->done)
+		return x->result == CURLE_OK ? MHD_CONTENT_READER_END_OF_STREAM
+					     : MHD_CONTENT_READER_END_WITH_ERROR;
+	x->download_suspended = true;
+	MHD_suspend_connection(x->conn);
+	return 0;
+}
+
+static void on_content_free(void *cls)
+{
+	fg_xfer_put(cls); /* the response's */
+}
+
+struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
+				      const char *host, unsigned *status)
+{
+	const struct fg_config *cfg = x->xs->host.cfg;
+	/* The upstream's Content-Length is the body's length (curl undoes no
+	 * content coding here); without one the answer is chunked. */
+	uint64_t size = x->content_length >= 0 ? (uint64_t)x->content_length
+					       : MHD_SIZE_UNKNOWN;
+	/* 204 and 304 carry no body. libmicrohttpd 0.9.75 still writes
+	 * "Content-Length: 0" on a 304 (an unknown size would make it chunk
+	 * or downgrade the response, which is worse); docs/api.md says so. */
+	if (x->status == 204 || x->status == 304)
+		size = 0;
+	struct MHD_Response *r = MHD_create_response_from_callback(
+		size, 32 * 1024, on_content, x, on_content_free);
+	if (!r)
+		return NULL;
+	x->refs++; /* the response's */
+	for (int i = 0; i < x->nhdrs; i++) {
+		const char *name = x->hdrs[i].name, *value = x->hdrs[i].value;
+		if (fg_hdr_in_connection(x->resp_connection, name))
+			continue;
+		char *mine = NULL;
+		if (cfg->proxy_redirect && (strcasecmp(name, "Location") == 0 ||
+					    strcasecmp(name, "Content-Location") == 0))
+			mine = fg_redirect_answer(cfg->up.base, cfg->up.base_path,
+						  value, scheme, host);
+		MHD_add_response_header(r, name, mine ? mine : value);
+		free(mine);
+	}
+	*status = (unsigned)x->status;
+	return r;
+}
+
+bool fg_xfer_kept(struct fg_xfer *x, int *status, const char **body,
+		  size_t *len)
+{
+	if (!x->done) {
+		x->kept_wait = true; /* called again before it ended */
+		MHD_suspend_connection(x->conn);
+		return false;
+	}
+	bool answered = x->result == CURLE_OK && x->headers_done;
+	*status = answered ? x->status : 0;
+	*body = x->rs;
+	*len = x->rs_len;
+	return true;
+}
+
+void fg_xfer_note(const struct fg_xfer *x, int *status, int64_t *ns,
+		  uint64_t *sent)
+{
+	*status = x->headers_done ? x->status : 0;
+	*ns = x->up_ns;
+	*sent = x->resp_sent;
+}

@@ -1,0 +1,171 @@
+/*
+ * xfer.h - a loop's transfers to the upstream: its libcurl multi handle
+ * driven on the loop's libevent base, one streaming transfer per proxied
+ * request. Private to the gateway.
+ *
+ * It knows nothing of fencing: an owner that must bound what is sent
+ * hands it a send gate, asked before every byte goes, and a done hook
+ * (struct fg_xfer_hooks), and learns the rest through fg_xfer_stage()
+ * and fg_xfer_end_now(). See xfer.c for its invariants.
+ */
+#ifndef FENCEGATE_UPSTREAM_XFER_H
+#define FENCEGATE_UPSTREAM_XFER_H
+
+#include <stdbool.h>
+#include <stddef.h>
+#include <stdint.h>
+
+#include <microhttpd.h>
+
+struct event_base;
+struct fg_config;
+struct fg_xfers;
+struct fg_xfer;
+
+/* What the loop lends its transfers. */
+struct fg_xfers_host {
+	struct event_base *base;
+	const struct fg_config *cfg;
+	/** Resumes a suspended connection and has the daemon run on the
+	 *  loop's next turn (libmicrohttpd 0.9.75 does not wake itself). */
+	void (*resume)(void *ctx, struct MHD_Connection *c);
+	/** Has the daemon read a running connection again on the loop's
+	 *  next turn (a hang-up it would miss). */
+	void (*reread)(void *ctx, struct MHD_Connection *c);
+	void *ctx;
+};
+
+/** The loop's multi handle. NULL on failure. Caller owns it. */
+struct fg_xfers *fg_xfers_create(const struct fg_xfers_host *host);
+
+/** Ends every transfer (their connections are resumed, and answered by
+ *  their owners). */
+void fg_xfers_shutdown(struct fg_xfers *xs);
+
+/** Ends every transfer and frees the multi handle. Call after HTTP has
+ *  stopped (no request holds a transfer). Accepts NULL. */
+void fg_xfers_destroy(struct fg_xfers *xs);
+
+/** A transfer for connection c, not begun: one reference, the caller's
+ *  (the request's, given back by fg_xfer_close()). NULL without memory. */
+struct fg_xfer *fg_xfer_create(struct fg_xfers *xs, struct MHD_Connection *c);
+
+/* What an owner that bounds the sending needs of its transfer; all called
+ * on the loop's thread. */
+struct fg_xfer_hooks {
+	/** The send gate: may bytes go upstream now? Asked inside curl's
+	 *  read callback before each piece of the body, and before the
+	 *  transfer is handed to curl. false aborts a transfer still
+	 *  sending (its connection closed) and never begins one that was
+	 *  not begun; the transfer then ends timed out. */
+	bool (*may_send)(void *arg);
+	/** The transfer ended: `answered` (curl finished it) or not, and
+	 *  whether it had been handed to curl (`began`; if so its request
+	 *  may have reached the upstream). Once. */
+	void (*done)(void *arg, bool answered, bool began);
+	/** The transfer is freed: arg is not used again. */
+	void (*release)(void *arg);
+	void *arg;
+};
+
+/* One upstream request. */
+struct fg_xfer_spec {
+	const char *url;           /* copied */
+	const char *method;        /* copied; exactly what is sent */
+	unsigned hdr_flags;        /* FG_HDR_* (upstream/headers.h) */
+	bool tls;                  /* the client came over https */
+	const char *const *extra;  /* header lines after the gateway's own,
+				      NULL-terminated; NULL for none */
+	/* the client's body (fg_xfer_feed()), as framed: */
+	bool chunked;              /* chunked, else length bytes */
+	uint64_t length;
+	bool length_given;         /* a Content-Length came */
+	/* or, for the gateway's own question, a body of its own (copied by
+	 * curl: no), whose answer is kept for the gateway, never sent on:
+	 * fg_xfer_kept() */
+	const char *kept_body;     /* lives as long as the transfer */
+	size_t kept_body_len;
+};
+
+/** Starts the upstream request of transfer x on the loop's next turn,
+ *  with the client's headers as policy allows (headers.h), then the
+ *  spec's. With hooks (NULL: none), which x calls from then on. A kept
+ *  transfer suspends its connection until it ends. 0, or -1 (x stays not
+ *  begun, hooks not taken). */
+int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
+		  const struct fg_xfer_hooks *hooks);
+
+/** Another reference (a call in flight that will need x). */
+void fg_xfer_hold(struct fg_xfer *x);
+/** Gives one back; the last frees x. */
+void fg_xfer_put(struct fg_xfer *x);
+
+/** The request ended (completed, or the client went away): a transfer
+ *  still running is aborted; gives back the request's reference. */
+void fg_xfer_close(struct fg_xfer *x);
+
+/** The hooks' arg, or NULL without hooks. */
+void *fg_xfer_owner(const struct fg_xfer *x);
+
+/** Is x a kept transfer (the gateway's own question)? */
+bool fg_xfer_is_kept(const struct fg_xfer *x);
+
+/* Where a transfer is. */
+enum fg_xfer_stage {
+	FG_XFER_QUEUED,  /* not handed to curl yet */
+	FG_XFER_SENDING, /* its request is going out */
+	FG_XFER_SENT,    /* the request's last byte left */
+	FG_XFER_ENDED,
+};
+enum fg_xfer_stage fg_xfer_stage(const struct fg_xfer *x);
+
+/** Ends a transfer now, timed out (its connection to the upstream closed,
+ *  its client's connection resumed). Not from inside curl's callbacks. */
+void fg_xfer_end_now(struct fg_xfer *x);
+
+/** Hands part of the request body over: takes what fits in the
+ *  transfer's buffer (*size is left with the rest) and suspends the
+ *  connection while the rest waits. A transfer that ended, or has no
+ *  body, takes it all and drops it. Returns the bytes kept. */
+size_t fg_xfer_feed(struct fg_xfer *x, const char *data, size_t *size);
+
+/** The request body is complete. true: the answer's head is in or the
+ *  transfer ended: answer now; false: the connection is suspended until
+ *  one of them. */
+bool fg_xfer_body_end(struct fg_xfer *x);
+
+/** Did the upstream's answer head come (a final status)? */
+bool fg_xfer_head_in(const struct fg_xfer *x);
+
+/** Did it have more headers than the gateway forwards? */
+bool fg_xfer_too_many_headers(const struct fg_xfer *x);
+
+/* Why a transfer ended without an answer. */
+enum fg_xfer_failure {
+	FG_XFER_UNAVAILABLE, /* unreachable, refused, broken */
+	FG_XFER_TIMEOUT,
+};
+/** Why an ended transfer has no answer; *why: curl's words when they say
+ *  more than the failure, else NULL. */
+enum fg_xfer_failure fg_xfer_failure(const struct fg_xfer *x, const char **why);
+
+/** The answer of a transfer whose head is in: its status and headers
+ *  (Location and Content-Location rewritten as the settings say, for
+ *  `scheme` and the client's `host`), its body streamed from the
+ *  transfer (the response holds a reference). NULL without memory. */
+struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
+				      const char *host, unsigned *status);
+
+/** The answer of a kept transfer. false while it runs (the connection is
+ *  then suspended until it ends); else true, with *status 0 when nothing
+ *  was answered, and the answer's first bytes. */
+bool fg_xfer_kept(struct fg_xfer *x, int *status, const char **body,
+		  size_t *len);
+
+/** What the transfer leaves in the request's record: the upstream's
+ *  status (0: none), its duration (-1: not begun or not ended), the body
+ *  bytes handed to the client. */
+void fg_xfer_note(const struct fg_xfer *x, int *status, int64_t *ns,
+		  uint64_t *sent);
+
+#endif
