@@ -26,7 +26,7 @@
 #include "base/log.h"
 #include "loop.h"
 #include "proxy/admitq.h"
-#include "proxy/proxy.h"
+#include "proxy/flow.h"
 #include "lockwait/waitq.h"
 
 /* How long a stopping loop keeps serving, so that the waiters it answered

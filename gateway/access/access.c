@@ -24,6 +24,7 @@
 #include "access/access.h"
 #include "base/auth.h"
 #include "http/respond.h"
+#include "http/req.h"
 #include "proc/gateway.h"
 #include "base/jsonio.h"
 #include "base/log.h"
@@ -352,7 +353,7 @@ bool fg_access_api(struct fg_req *req, struct MHD_Connection *c,
 
 /* Does an unfenced-looking read list or walk a collection? Then it
  * touches every object under it, each guarded by its own lock unless a
- * route guards them all. (A repeated Depth never gets here: proxy.c
+ * route guards them all. (A repeated Depth never gets here: proxy/flow.c
  * refuses it, so the value read is the value forwarded.) */
 static bool reads_collection(struct MHD_Connection *c, const char *method,
 			     const struct fg_writeset *ws)

@@ -20,6 +20,7 @@
 #include "access/access.h"
 #include "api/api.h"
 #include "http/respond.h"
+#include "http/req.h"
 #include "proc/gateway.h"
 #include "base/jsonio.h"
 #include "base/log.h"

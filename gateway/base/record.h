@@ -88,10 +88,11 @@ struct fg_rec {
 	const char *principal;
 	/* A proxied request's write set once decided (the proxy notes it at
 	 * completion): whether a lock of it was admitted as a write, and
-	 * each lock with its token; the names are the request's. */
+	 * each lock with its token (copies: the proxy's state is freed
+	 * before the record is reported). */
 	bool write;
 	int nlocks;
-	const char *locks[2];
+	char locks[2][FG_NAME_MAX + 1];
 	uint64_t tokens[2];
 };
 

@@ -4,7 +4,7 @@
  * lock of its write set. Private to the gateway.
  *
  * The table does no I/O: it reads no header, sends no Redis call, answers
- * and logs nothing and reads no clock. Its driver (proxy/fencing.c) hands
+ * and logs nothing and reads no clock. Its driver (proxy/flow.c) hands
  * it the request's inputs, asks fg_fence_step() what comes next, makes the
  * Redis call a step asks for and hands back its answer, until a step gives
  * a verdict.

@@ -13,6 +13,7 @@
 
 #include "http/respond.h"
 #include "http/framing.h"
+#include "http/req.h"
 #include "proc/gateway.h"
 
 #define CL_DIGITS_MAX 15 /* below 2^53: no overflow anywhere downstream */

@@ -24,6 +24,7 @@
 #include "http/front.h"
 #include "proc/accesslog.h"
 #include "proc/report.h"
+#include "http/req.h"
 #include "proc/gateway.h"
 #include "base/log.h"
 #include "rt/rt.h"

@@ -24,16 +24,7 @@
 #include "fencegate/lock.h"
 #include "fencegate/topo.h"
 #include "base/config.h"
-#include "fence/fence.h"
-#include "base/record.h"
 
-#define FG_BODY_MAX (64 * 1024)
-
-struct fg_waitq;
-struct fg_waiter;
-struct fg_admission;
-struct fg_proxy;
-struct fg_xfer;
 struct fg_loop;
 struct fg_authtab;
 
@@ -70,47 +61,6 @@ struct fg_gateway {
 	int maint_fd;                    /* eventfd: look again now */
 	atomic_bool stopping;
 	atomic_bool draining;            /* a stop signal came: not ready */
-};
-
-/* Per-request state, allocated when the request line is read and freed in
- * the request-completed callback (http.c), never anywhere else. */
-struct fg_req {
-	struct fg_gateway *gw;
-	struct fg_loop *loop;      /* the loop that accepted it, for its life */
-	struct MHD_Connection *conn;
-	char *uri;                 /* the raw request-target, as sent */
-	const char *uri_at;        /* where libmicrohttpd holds it (framing.c) */
-	size_t uri_len;
-	bool started;
-	bool framed;               /* framing.c accepted the request head */
-	bool refused;              /* framing.c answered 400: drop the rest */
-	bool body_chunked;         /* the body is chunked (else body_length) */
-	uint64_t body_length;      /* Content-Length, 0 without a body */
-	bool body_length_given;    /* a Content-Length header came */
-	bool granted;              /* a grant of name/lease was answered */
-	bool reentry;              /* an acquire with the client's own lease */
-	bool over;                 /* the body passed FG_BODY_MAX */
-	char *body;                /* NUL-terminated when complete */
-	size_t body_len;
-	struct fg_waiter *waiter;  /* a blocking acquire or observe */
-	struct fg_admission *admission; /* a fenced write waiting for older
-				      writes (proxy/admitq.h) */
-	char name[FG_NAME_MAX + 1];  /* the lock it waits on */
-	char lease[FG_LEASE_LEN + 1]; /* the lease it waits to get */
-	struct fg_fence fence;     /* a proxied request's checks */
-	const char *dest_raw;      /* COPY/MOVE: the Destination path forwarded */
-	size_t dest_raw_len;
-	bool shallow;              /* forwarded with "Depth: 0" (writeset.h) */
-	bool probe_path, probe_dest; /* ask whether the request path, the
-				      Destination is a collection first
-				      (writeset.h); cleared once asked */
-	struct fg_xfer *xfer;      /* a proxied request's upstream transfer */
-	struct fg_api_call *call;  /* a lock call in flight or answered */
-	char principal[FG_PRINCIPAL_MAX + 1]; /* who the access step found
-				      it to be; "" in open mode or when none
-				      was named (a copy: the auth table may
-				      be replaced on SIGHUP meanwhile) */
-	struct fg_rec rec;         /* for the access log and the metrics */
 };
 
 /* Shared services (gateway.c). */

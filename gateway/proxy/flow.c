@@ -1,10 +1,29 @@
 /*
- * proxy.c - the fencing flow of a proxied request: check its write set,
- * admit it or park it, start its transfer (upstream/xfer.c) with a send
- * gate, keep the deadline of a fenced write (proxy/writes.c), extend it,
- * abort it, finish it, and answer.
+ * flow.c - the life of one proxied request, start to finish: the one
+ * owner of it, as nginx's upstream module and h2o's proxy generator are
+ * of theirs. Its states (enum flow_state), in order:
  *
- * Everything here runs on the loop that accepted the request.
+ *   NEW        the head is classified: target, method, single-valued
+ *              headers, the write set (base/writeset.c), the access step
+ *   CHECKING   the fence's check table (fence/fence.c, pure) asked for a
+ *              Redis call: the connection is parked (rt/park.c) until
+ *              its answer; the table is stepped again
+ *   WAITING    a write waits until older writes of its lock are over
+ *              (proxy/admitq.c), then the other members are admitted
+ *   PROBING    the upstream is asked whether a path is a collection
+ *   STREAMING  the transfer (upstream/xfer.c) runs: the body goes up
+ *              through a send gate; a fenced write's deadline, extension
+ *              and abort are kept by the running-writes table
+ *              (proxy/writes.c); the answer comes back
+ *   ANSWERED   the gateway answered itself; nothing more is done
+ *
+ * and, whatever the state, fg_proxy_finish(): the record takes what the
+ * fence decided and what the transfer knows (base/record.c), a transfer
+ * still running is aborted, a wait let go. Every service called here
+ * returns here; none calls back into this file but through the hooks it
+ * registered (the transfer's gate, done and release; the writes table's
+ * stage, abort and extend; Redis answers). Everything runs on the loop
+ * that accepted the request.
  *
  * Invariants:
  * - A fenced write hands the upstream no byte at or after its deadline (a
@@ -15,10 +34,15 @@
  *   last byte left in time is awaited for the margin more (its record
  *   covers it) before it is cut off, so a quick storage's answer is passed
  *   on rather than "aborted" for a write it applied.
- * - An admitted write's admissions are given back (fg_fencing_finish())
- *   once: when its transfer was answered or never began, or when it is
- *   not forwarded at all. A write cut off after it began keeps its record
+ * - Every Redis call of the checks parks the connection once, and its
+ *   answer resumes it once. Whatever the table decides other than PASS or
+ *   ADMITTED, the request leaves holding no admission.
+ * - An admitted write's admissions are given back (give_back()) once:
+ *   when its transfer was answered or never began, or when it is not
+ *   forwarded at all. A write cut off after it began keeps its record
  *   until its recorded end: its last byte may have left.
+ * - A refusal's log line names the lock and the token numbers, never a
+ *   sequencer or a lease.
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -27,20 +51,24 @@
 #include <string.h>
 #include <strings.h>
 
+#include <jansson.h>
+
 #include "access/access.h"
 #include "base/clock.h"
-#include "http/respond.h"
-#include "fence/fence.h"
-#include "proxy/fencing.h"
-#include "proc/gateway.h"
 #include "base/log.h"
-#include "proc/metrics.h"
-#include "rt/rt.h"
-#include "proxy/admitq.h"
-#include "proxy/proxy.h"
-#include "proxy/writes.h"
+#include "base/record.h"
 #include "base/redirect.h"
+#include "fence/fence.h"
+#include "http/req.h"
+#include "http/respond.h"
+#include "proc/gateway.h"
+#include "proc/metrics.h"
 #include "proc/tls.h"
+#include "proxy/admitq.h"
+#include "proxy/flow.h"
+#include "proxy/writes.h"
+#include "rt/park.h"
+#include "rt/rt.h"
 #include "upstream/headers.h"
 #include "upstream/xfer.h"
 
@@ -53,6 +81,36 @@ struct fg_proxy {
 	struct fg_xfers *xfers;       /* the loop's transfers */
 	struct fg_writes *writes;     /* its running fenced writes */
 	const char *base;             /* upstream URL without a trailing '/' */
+};
+
+enum flow_state {
+	FLOW_NEW,
+	FLOW_CHECKING,
+	FLOW_WAITING,
+	FLOW_PROBING,
+	FLOW_STREAMING,
+	FLOW_ANSWERED,
+};
+
+/* A proxied request's part of struct fg_req: allocated at its first call
+ * and freed by fg_proxy_finish(), with the request. */
+struct fg_flow {
+	enum flow_state state;
+	struct fg_fence fence;          /* the checks and their admissions */
+	struct fg_park park;            /* CHECKING: while Redis answers;
+					   STREAMING: while the current token
+					   of a late write is asked */
+	struct fg_admission *admission; /* WAITING */
+	struct fg_xfer *xfer;           /* PROBING, STREAMING (and a transfer
+					   never begun, until the request
+					   ends): the request's reference */
+	const char *dest_raw;           /* COPY/MOVE: the Destination path
+					   forwarded (in the request's header) */
+	size_t dest_raw_len;
+	bool shallow;                   /* forwarded with "Depth: 0" */
+	bool probe_path, probe_dest;    /* ask whether the request path, the
+					   Destination is a collection first
+					   (writeset.h); cleared once asked */
 };
 
 /* A fenced write in flight: what its transfer's hooks reach. Allocated in
@@ -77,12 +135,239 @@ static struct pwrite *pwrite_of(struct fg_write *w)
 	return (struct pwrite *)((char *)w - offsetof(struct pwrite, w));
 }
 
+/* ---- the fencing checks (fence/fence.c's table, driven) ---------------- */
+
+/* Where a request's fencing stands once a call returns. */
+enum fg_fencing {
+	FG_FENCING_PASS,     /* an unfenced read, or a fenced read that checked */
+	FG_FENCING_ADMITTED, /* a write admitted: forward it before
+				fence.deadline_at */
+	FG_FENCING_WAIT,     /* a write that waits for older writes to end:
+				member fence.waiting, within fence.ms; it
+				holds no admission meanwhile */
+	FG_FENCING_ANSWERED, /* refused, or the lock store failed: the error
+			        answer is queued and nothing is held */
+	FG_FENCING_PENDING,  /* a Redis call is in flight; the connection is
+				suspended until its answer resumes it: call
+				fencing_resume() then */
+};
+
+/* The answer of each row of the table. */
+static const enum fg_error row_error[] = {
+	[FG_FENCE_TOKEN_REQUIRED] = FG_E_TOKEN_REQUIRED,
+	[FG_FENCE_TOKEN_REPEATED] = FG_E_MALFORMED_TOKEN,
+	[FG_FENCE_NOT_SEQUENCER] = FG_E_MALFORMED_TOKEN,
+	[FG_FENCE_BAD_MAC] = FG_E_FORGED_TOKEN,
+	[FG_FENCE_BEYOND_ISSUED] = FG_E_FORGED_TOKEN,
+	[FG_FENCE_WRONG_LOCK] = FG_E_WRONG_LOCK,
+	[FG_FENCE_WRONG_MODE] = FG_E_WRONG_MODE,
+	[FG_FENCE_STALE] = FG_E_STALE_TOKEN,
+	[FG_FENCE_EXPIRING] = FG_E_STALE_TOKEN,
+};
+
+struct tokens {
+	unsigned n[2];
+	const char *value[2];
+};
+
+static enum MHD_Result count_tokens(void *cls, enum MHD_ValueKind kind,
+				    const char *key, const char *value)
+{
+	struct tokens *t = cls;
+	(void)kind;
+	int i = strcasecmp(key, FG_FENCE_TOKEN_HEADER) == 0 ? FG_WS_FENCING_TOKEN
+		: strcasecmp(key, FG_FENCE_DEST_TOKEN_HEADER) == 0
+			? FG_WS_DESTINATION_FENCING_TOKEN
+			: -1;
+	if (i >= 0) {
+		t->n[i]++;
+		t->value[i] = value;
+	}
+	return MHD_YES;
+}
+
+static json_t *token_fields(uint64_t token, bool has_current, uint64_t current)
+{
+	return json_pack("{s:I, s:o}", "token", (json_int_t)token, "current",
+			 has_current ? json_integer((json_int_t)current) : json_null());
+}
+
+/* Answers and logs the fence's refusal. */
+static enum MHD_Result refuse(struct MHD_Connection *c, const char *method,
+			      const char *path, const struct fg_fence *f)
+{
+	const struct fg_fence_refusal *r = &f->refusal;
+	enum fg_error e = row_error[r->row];
+	char msg[FG_NAME_MAX + 160];
+	const char *message = fg_fence_message(f, msg, sizeof(msg));
+	char cur[24] = "none";
+	if (r->has_current)
+		snprintf(cur, sizeof(cur), "%llu", (unsigned long long)r->current);
+	fg_log_info("refused %s %s: %s (lock %s, token %llu, current %s)",
+		    method, path, fg_errors[e].code, r->lock[0] ? r->lock : "-",
+		    (unsigned long long)r->token, cur);
+	json_t *extra = r->token ? token_fields(r->token, r->has_current, r->current)
+				 : NULL;
+	fg_rec_refused((int)e, r->lock, r->token, r->has_current, r->current);
+	return fg_respond_error(c, e, message, extra);
+}
+
+static void log_path(const char *uri, char out[128])
+{
+	size_t plen = strcspn(uri, "?");
+	snprintf(out, 128, "%.*s", (int)(plen > 100 ? 100 : plen), uri);
+}
+
+static void give_back(struct fg_loop *loop, struct fg_fence *f)
+{
+	for (int i = 0; i < f->n; i++)
+		/* without Redis, the record goes at its recorded end */
+		if (fg_fence_give_back(f, i) && loop->as)
+			fg_alock_finish(loop->as, f->m[i].lock, f->write_id,
+					NULL, NULL);
+}
+
+/* ---- Redis calls: one at a time, the request suspended meanwhile ------- */
+
+static void on_checked(int err, const struct fg_check *chk, void *arg)
+{
+	struct fg_req *req = arg;
+	if (err == FG_EUNAVAIL)
+		fg_maint_redis_failed(req->gw);
+	fg_fence_check_answer(&req->flow->fence, err, chk);
+	fg_park_resume(&req->flow->park);
+}
+
+static void on_admitted(int err, const struct fg_admit *a, void *arg)
+{
+	struct fg_req *req = arg;
+	if (err == FG_EUNAVAIL)
+		fg_maint_redis_failed(req->gw);
+	fg_fence_admit_answer(&req->flow->fence, err, a);
+	fg_park_resume(&req->flow->park);
+}
+
+/* A verdict: what it leaves to do here (give back, answer) is done. */
+static enum fg_fencing settle(struct fg_req *req, struct MHD_Connection *c,
+			      const char *method, const char *path,
+			      enum fg_fence_step s)
+{
+	struct fg_fence *f = &req->flow->fence;
+	switch (s) {
+	case FG_FENCE_PENDING:
+		return FG_FENCING_PENDING; /* resumed for another reason */
+	case FG_FENCE_PASS:
+		return FG_FENCING_PASS;
+	case FG_FENCE_ADMITTED:
+		return FG_FENCING_ADMITTED;
+	case FG_FENCE_WAIT:
+		give_back(req->loop, f);
+		return FG_FENCING_WAIT;
+	case FG_FENCE_REFUSED:
+		give_back(req->loop, f);
+		refuse(c, method, path, f);
+		return FG_FENCING_ANSWERED;
+	case FG_FENCE_FAILED:
+	default:
+		give_back(req->loop, f);
+		fg_respond_store_error(c, f->err);
+		return FG_FENCING_ANSWERED;
+	}
+}
+
+/* Steps the table until it is decided or waits for Redis. The key and the
+ * clock are read only for a request the table checks. */
+static enum fg_fencing run(struct fg_req *req, struct MHD_Connection *c,
+			   const char *method)
+{
+	struct fg_fence *f = &req->flow->fence;
+	const struct fg_config *cfg = req->gw->cfg;
+	fg_astore *as = req->loop->as;
+	char path[128];
+	log_path(req->uri, path);
+	for (;;) {
+		uint8_t key[FG_KEY_MAX];
+		struct fg_fence_in in = { key, 0, 0 };
+		if (f->nws > 0) {
+			fg_gateway_key(req->gw, key, &in.key_len);
+			in.now = fg_clock_ms();
+		}
+		struct fg_fence_call call;
+		enum fg_fence_step s = fg_fence_step(f, &in, &call);
+		int err;
+		switch (s) {
+		case FG_FENCE_NAME_WRITE: {
+			char id[FG_WAITER_ID_MAX];
+			fg_loop_next_id(req->loop, true, id, sizeof(id));
+			fg_fence_name_write(f, id);
+			continue;
+		}
+		case FG_FENCE_CHECK:
+			err = as ? fg_alock_check(as, call.lock, call.token,
+						  on_checked, req)
+				 : FG_EUNAVAIL;
+			break;
+		case FG_FENCE_ADMIT:
+			err = as ? fg_alock_admit(as, call.lock, call.token,
+						  f->write_id, cfg->fence_margin_ms,
+						  cfg->write_max_ms, on_admitted, req)
+				 : FG_EUNAVAIL;
+			break;
+		default:
+			return settle(req, c, method, path, s);
+		}
+		if (err) {
+			fg_fence_unsent(f, err);
+			continue;
+		}
+		fg_park_suspend(&req->flow->park, req->loop, c, NULL, NULL, NULL);
+		return FG_FENCING_PENDING;
+	}
+}
+
+static enum fg_fencing fencing_start(struct fg_req *req, struct MHD_Connection *c,
+				 const char *method, const struct fg_writeset *ws)
+{
+	struct tokens t = { { 0, 0 }, { NULL, NULL } };
+	/* the header values live as long as the request */
+	if (ws->n > 0)
+		MHD_get_connection_values(c, MHD_HEADER_KIND, count_tokens, &t);
+	fg_fence_start(&req->flow->fence, ws, t.value, t.n);
+	return run(req, c, method);
+}
+
+static enum fg_fencing fencing_resume(struct fg_req *req, struct MHD_Connection *c,
+				  const char *method)
+{
+	return run(req, c, method);
+}
+
+static enum fg_fencing fencing_wait_admitted(struct fg_req *req,
+					 struct MHD_Connection *c,
+					 const char *method,
+					 uint64_t deadline_at)
+{
+	fg_fence_wait_admitted(&req->flow->fence, deadline_at);
+	return run(req, c, method);
+}
+
+static enum MHD_Result fencing_wait_refused(struct fg_req *req,
+					struct MHD_Connection *c,
+					const char *method,
+					const struct fg_admit *a)
+{
+	/* nothing is held: what the other members were admitted under was
+	 * given back when the wait began */
+	fg_fence_wait_refused(&req->flow->fence, a);
+	return refuse(c, method, "-", &req->flow->fence);
+}
+
 /* ---- a fenced write's transfer ------------------------------------------- */
 
 /* Marks an admitted write over, off the answer's path. */
 static void fence_finish(struct pwrite *pw)
 {
-	fg_fencing_finish(pw->px->loop, &pw->fence);
+	give_back(pw->px->loop, &pw->fence);
 }
 
 static bool gate(void *arg)
@@ -267,10 +552,10 @@ static bool flow_headers(struct fg_proxy *px, struct fg_req *req,
 {
 	const struct fg_config *cfg = px->gw->cfg;
 	int n = 0;
-	if (req->dest_raw) {
+	if (req->flow->dest_raw) {
 		char url[URL_MAX];
 		if (fg_redirect_destination(cfg->up.base, cfg->up.base_path,
-					    req->dest_raw, req->dest_raw_len,
+					    req->flow->dest_raw, req->flow->dest_raw_len,
 					    url, sizeof(url)) != 0)
 			return false;
 		int len = snprintf(dest, FG_HDR_LINE_MAX, "Destination: %s", url);
@@ -293,21 +578,22 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 			     bool fenced)
 {
 	struct fg_proxy *px = req->loop->px;
+	req->flow->state = FLOW_ANSWERED; /* unless it starts */
 	if (!px->base[0]) {
 		if (fenced)
-			fg_fencing_finish(req->loop, &req->fence);
+			give_back(req->loop, &req->flow->fence);
 		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
 					"no upstream is configured", NULL);
 	}
 	struct fg_xfer *x = fg_xfer_create(px->xfers, c);
 	if (!x) {
 		if (fenced)
-			fg_fencing_finish(req->loop, &req->fence);
+			give_back(req->loop, &req->flow->fence);
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	}
 	/* the request's reference: a transfer not begun stays, answered,
 	 * until the request completes */
-	req->xfer = x;
+	req->flow->xfer = x;
 	struct pwrite *pw = NULL;
 	if (fenced) {
 		pw = calloc(1, sizeof(*pw));
@@ -341,7 +627,7 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	struct fg_xfer_spec spec = {
 		.url = url,
 		.method = method,
-		.hdr_flags = req->shallow ? FG_HDR_SHALLOW : 0,
+		.hdr_flags = req->flow->shallow ? FG_HDR_SHALLOW : 0,
 		.tls = fg_tls_on(),
 		.extra = extra,
 		.chunked = req->body_chunked,
@@ -358,6 +644,7 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 		goto error_write;
 	if (pw)
 		fg_writes_kick(px->writes); /* its deadline is looked at */
+	req->flow->state = FLOW_STREAMING;
 	return MHD_YES;
 
 error_write:
@@ -369,7 +656,7 @@ error_write:
 	}
 error_build:
 	if (fenced)
-		fg_fencing_finish(req->loop, &req->fence);
+		give_back(req->loop, &req->flow->fence);
 	return fg_respond_error(c, FG_E_INTERNAL, "cannot build the upstream request", NULL);
 }
 
@@ -389,9 +676,9 @@ static const char PROBE_BODY[] =
 
 static bool wants_probe(struct fg_req *req, struct MHD_Connection *c)
 {
-	if (req->probe_path)
+	if (req->flow->probe_path)
 		return true;
-	if (!req->probe_dest)
+	if (!req->flow->probe_dest)
 		return false;
 	const char *ow = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Overwrite");
 	/* "F": an existing Destination is left alone (412) */
@@ -404,17 +691,18 @@ static enum MHD_Result probe_start(struct fg_req *req, struct MHD_Connection *c)
 	const struct fg_config *cfg = px->gw->cfg;
 	char url[URL_MAX];
 	struct fg_xfer *x = NULL;
+	req->flow->state = FLOW_ANSWERED; /* unless the question is asked */
 	/* the request path first (a MOVE's), then the Destination */
-	bool path = req->probe_path;
+	bool path = req->flow->probe_path;
 	if (path)
-		req->probe_path = false;
+		req->flow->probe_path = false;
 	else
-		req->probe_dest = false;
+		req->flow->probe_dest = false;
 	if (!px->base[0] ||
 	    (path ? snprintf(url, sizeof(url), "%s%s", px->base, req->uri) >=
 			    (int)sizeof(url)
 		  : fg_redirect_destination(cfg->up.base, cfg->up.base_path,
-					    req->dest_raw, req->dest_raw_len,
+					    req->flow->dest_raw, req->flow->dest_raw_len,
 					    url, sizeof(url)) != 0))
 		goto error;
 	x = fg_xfer_create(px->xfers, c);
@@ -434,13 +722,14 @@ static enum MHD_Result probe_start(struct fg_req *req, struct MHD_Connection *c)
 	};
 	if (fg_xfer_start(x, &spec, NULL) != 0)
 		goto error_xfer;
-	req->xfer = x; /* its connection waits for the answer */
+	req->flow->xfer = x; /* its connection waits for the answer */
+	req->flow->state = FLOW_PROBING;
 	return MHD_YES;
 
 error_xfer:
 	fg_xfer_put(x);
 error:
-	fg_fencing_finish(req->loop, &req->fence);
+	give_back(req->loop, &req->flow->fence);
 	return fg_respond_error(c, FG_E_INTERNAL, "cannot build the upstream request", NULL);
 }
 
@@ -474,7 +763,7 @@ static bool names_collection(const char *body, size_t len)
 static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c,
 				    const char *method)
 {
-	struct fg_xfer *x = req->xfer;
+	struct fg_xfer *x = req->flow->xfer;
 	int status;
 	const char *body;
 	size_t len;
@@ -482,10 +771,11 @@ static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c
 		return MHD_YES; /* suspended until it ends */
 	bool answered = status != 0;
 	bool coll = answered && status == 207 && names_collection(body, len);
-	req->xfer = NULL;
+	req->flow->xfer = NULL;
 	fg_xfer_put(x); /* the request's: the probe ended */
+	req->flow->state = FLOW_ANSWERED; /* unless asked again or started */
 	if (fg_loop_client_gone(c)) {
-		fg_fencing_finish(req->loop, &req->fence);
+		give_back(req->loop, &req->flow->fence);
 		return MHD_NO;
 	}
 	/* Only a 207 that names no collection, or a 404 (nothing there),
@@ -499,7 +789,7 @@ static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c
 		else
 			snprintf(msg, sizeof(msg), "the upstream did not say whether "
 				 "the path is a collection");
-		fg_fencing_finish(req->loop, &req->fence);
+		give_back(req->loop, &req->flow->fence);
 		if (coll)
 			return fg_respond_error(c, FG_E_SUBTREE_UNGUARDED,
 				"the upstream holds a collection there, and one lock "
@@ -508,7 +798,7 @@ static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c
 	}
 	if (wants_probe(req, c))
 		return probe_start(req, c);
-	return start(req, c, method, &req->fence, true);
+	return start(req, c, method, &req->flow->fence, true);
 }
 
 /* ---- messages about this loop's writes ------------------------------------ */
@@ -538,13 +828,14 @@ void fg_proxy_reask_write(struct fg_proxy *px, const char *write_id,
 /* The newest token of a write's lock, for the answer to a late write. */
 static void on_current(int err, const struct fg_check *chk, void *arg)
 {
-	struct fg_xfer *x = arg;
+	struct fg_req *req = arg;
+	struct fg_xfer *x = req->flow->xfer;
 	struct pwrite *pw = fg_xfer_owner(x);
 	if (!err && chk->has_current) {
 		pw->cur_known = true;
 		pw->cur = chk->current;
 	}
-	fg_loop_resume(pw->px->loop, pw->conn);
+	fg_park_resume(&req->flow->park);
 	fg_xfer_put(x);
 }
 
@@ -552,7 +843,7 @@ static void on_current(int err, const struct fg_check *chk, void *arg)
  * ended: answer. */
 static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 {
-	struct fg_xfer *x = req->xfer;
+	struct fg_xfer *x = req->flow->xfer;
 	if (fg_xfer_too_many_headers(x))
 		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
 					"the upstream sent more headers than the gateway forwards",
@@ -571,8 +862,9 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 				fg_xfer_hold(x);
 				if (req->loop->as &&
 				    fg_alock_check(req->loop->as, m->lock, m->token,
-						   on_current, x) == FG_OK) {
-					MHD_suspend_connection(c);
+						   on_current, req) == FG_OK) {
+					fg_park_suspend(&req->flow->park, req->loop,
+							c, NULL, NULL, NULL);
 					return MHD_YES;
 				}
 				fg_xfer_put(x);
@@ -615,7 +907,6 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 
 /* ---- the fencing flow --------------------------------------------------- */
 
-/* Parks a write until the wait loop admits its waiting member. */
 static enum MHD_Result wait_admission(struct fg_req *req, struct MHD_Connection *c,
 				      const char *method);
 
@@ -625,11 +916,11 @@ static void note_verdict(struct fg_req *req, enum fg_fencing v)
 	struct fg_rec *r = &req->rec;
 	if (v == FG_FENCING_PENDING || v == FG_FENCING_WAIT)
 		return;
-	r->fenced = req->fence.n > 0 || v != FG_FENCING_PASS;
+	r->fenced = req->flow->fence.n > 0 || v != FG_FENCING_PASS;
 	if (r->fenced)
 		r->admit_ns = (int64_t)(fg_rec_now_ns() - r->fence_t0_ns);
 	if (v == FG_FENCING_PASS)
-		r->decision = req->fence.n > 0 ? FG_DEC_CHECKED : FG_DEC_PASS;
+		r->decision = req->flow->fence.n > 0 ? FG_DEC_CHECKED : FG_DEC_PASS;
 	else if (v == FG_FENCING_ADMITTED)
 		r->decision = FG_DEC_ADMITTED;
 	else if (r->decision == FG_DEC_NONE) {
@@ -640,42 +931,49 @@ static void note_verdict(struct fg_req *req, enum fg_fencing v)
 	}
 }
 
-static enum MHD_Result admitted_or_wait(struct fg_req *req, struct MHD_Connection *c,
-					const char *method, enum fg_fencing v)
+/* The fencing went as far as it goes now: on to the state it leads to. */
+static enum MHD_Result decided(struct fg_req *req, struct MHD_Connection *c,
+			       const char *method, enum fg_fencing v)
 {
+	struct fg_flow *fl = req->flow;
 	note_verdict(req, v);
 	switch (v) {
 	case FG_FENCING_PENDING:
-		return MHD_YES; /* suspended until Redis answers */
+		fl->state = FLOW_CHECKING; /* parked until Redis answers */
+		return MHD_YES;
 	case FG_FENCING_PASS:
 		return start(req, c, method, NULL, false);
 	case FG_FENCING_ADMITTED:
 		if (wants_probe(req, c))
 			return probe_start(req, c);
-		return start(req, c, method, &req->fence, true);
+		return start(req, c, method, &fl->fence, true);
 	case FG_FENCING_WAIT:
 		return wait_admission(req, c, method);
 	case FG_FENCING_ANSWERED:
 	default:
+		fl->state = FLOW_ANSWERED;
 		return MHD_YES;
 	}
 }
 
-static enum MHD_Result after_admission(struct fg_req *req, struct MHD_Connection *c,
-				       const char *method)
+/* WAITING is over (the wait loop admitted the waiting member, refused it,
+ * or could not ask). */
+static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c,
+			      const char *method)
 {
+	struct fg_flow *fl = req->flow;
 	struct fg_admit a;
 	uint64_t deadline_at;
-	enum fg_admission_result res = fg_admitq_result(req->admission, &a, &deadline_at);
-	fg_admitq_drop(req->admission);
-	req->admission = NULL;
+	enum fg_admission_result res = fg_admitq_result(fl->admission, &a, &deadline_at);
+	fg_admitq_drop(fl->admission);
+	fl->admission = NULL;
+	if (res == FG_ADMISSION_ADMITTED)
+		return decided(req, c, method,
+			       fencing_wait_admitted(req, c, method, deadline_at));
+	fl->state = FLOW_ANSWERED;
 	switch (res) {
-	case FG_ADMISSION_ADMITTED:
-		return admitted_or_wait(req, c, method,
-					fg_fencing_wait_admitted(req, c, method,
-								 deadline_at));
 	case FG_ADMISSION_REFUSED:
-		return fg_fencing_wait_refused(req, c, method, &a);
+		return fencing_wait_refused(req, c, method, &a);
 	case FG_ADMISSION_GONE:
 		return MHD_NO;
 	default:
@@ -683,19 +981,24 @@ static enum MHD_Result after_admission(struct fg_req *req, struct MHD_Connection
 	}
 }
 
+/* Parks a write until the wait loop admits its waiting member. */
 static enum MHD_Result wait_admission(struct fg_req *req, struct MHD_Connection *c,
 				      const char *method)
 {
-	const struct fg_fence_lock *m = &req->fence.m[req->fence.waiting];
-	req->admission = fg_admitq_new(req->loop->aq, m->lock, m->token,
-				      req->fence.write_id,
+	struct fg_flow *fl = req->flow;
+	const struct fg_fence_lock *m = &fl->fence.m[fl->fence.waiting];
+	fl->admission = fg_admitq_new(req->loop->aq, m->lock, m->token,
+				      fl->fence.write_id,
 				      req->gw->cfg->fence_margin_ms,
 				      req->gw->cfg->write_max_ms);
-	if (!req->admission)
+	if (!fl->admission) {
+		fl->state = FLOW_ANSWERED;
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-	if (fg_admitq_park(req->admission, c, req->fence.ms))
+	}
+	fl->state = FLOW_WAITING;
+	if (fg_admitq_park(fl->admission, c, fl->fence.ms))
 		return MHD_YES;
-	return after_admission(req, c, method);
+	return waited(req, c, method);
 }
 
 static bool bodyless_read(const char *method)
@@ -734,76 +1037,71 @@ static const char *repeated_header(struct MHD_Connection *c)
 	return NULL;
 }
 
-enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
-				const char *method, const char *upload,
-				size_t *upload_size)
+/* NEW: the request's head, once: what is refused before any lock is
+ * looked at, the write set, the access step, then the checks. */
+static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
+			    const char *method)
 {
-	if (!req->started) {
-		req->started = true;
-		/* origin-form only; a '#' would let the storage see a shorter
-		 * path than the one the guard lock was chosen from */
-		if (req->uri[0] != '/' || strchr(req->uri, '#'))
-			return fg_respond_error(c, FG_E_BAD_REQUEST,
-						"only origin-form request targets without '#' are proxied",
-						NULL);
-		if (strcmp(method, "CONNECT") == 0 || strcmp(method, "TRACE") == 0)
-			return fg_respond_not_allowed(c, PROXY_ALLOW);
-		if (strlen(req->loop->px->base) + strlen(req->uri) >= URL_MAX)
-			return fg_respond_error(c, FG_E_BAD_REQUEST,
-						"the request target is too long", NULL);
-		/* a body would make another request of it (curl uploads) */
-		if (bodyless_read(method) && (req->body_chunked || req->body_length > 0))
-			return fg_respond_error_close(c, FG_E_BAD_REQUEST,
-				"GET, HEAD and OPTIONS requests carry no body here");
-		const char *twice = repeated_header(c);
-		if (twice) {
-			char msg[96];
-			snprintf(msg, sizeof(msg), "more than one %s header", twice);
-			return fg_respond_error_close(c, FG_E_BAD_REQUEST, msg);
-		}
-		struct fg_writeset ws;
-		bool has_token = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-							     "Fencing-Token") != NULL;
-		enum fg_error e = fg_writeset_build(
-			req->gw->cfg, method, req->uri,
-			MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Destination"),
-			MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
-			has_token, &ws);
-		enum MHD_Result ret;
-		if (e != FG_E_COUNT && !fg_access_proxy(req, c, method, NULL, &ret))
-			return ret;
-		if (e != FG_E_COUNT)
-			return fg_respond_error(c, e,
-				e == FG_E_BAD_LOCK_NAME
-					? "this path maps to no valid lock name; add a route rule"
-					: NULL,
-				NULL);
-		if (!fg_access_proxy(req, c, method, &ws, &ret))
-			return ret;
-		req->shallow = ws.shallow;
-		req->probe_path = ws.probe_path;
-		req->probe_dest = ws.probe_dest;
-		if (ws.has_dest) {
-			/* ws.dest_raw points into the Destination header, which
-			 * lives as long as the request */
-			req->dest_raw = ws.dest_raw;
-			req->dest_raw_len = ws.dest_raw_len;
-		}
-		req->rec.fence_t0_ns = fg_rec_now_ns();
-		return admitted_or_wait(req, c, method,
-					fg_fencing_start(req, c, method, &ws));
+	req->flow->state = FLOW_ANSWERED; /* unless the checks begin */
+	/* origin-form only; a '#' would let the storage see a shorter
+	 * path than the one the guard lock was chosen from */
+	if (req->uri[0] != '/' || strchr(req->uri, '#'))
+		return fg_respond_error(c, FG_E_BAD_REQUEST,
+					"only origin-form request targets without '#' are proxied",
+					NULL);
+	if (strcmp(method, "CONNECT") == 0 || strcmp(method, "TRACE") == 0)
+		return fg_respond_not_allowed(c, PROXY_ALLOW);
+	if (strlen(req->loop->px->base) + strlen(req->uri) >= URL_MAX)
+		return fg_respond_error(c, FG_E_BAD_REQUEST,
+					"the request target is too long", NULL);
+	/* a body would make another request of it (curl uploads) */
+	if (bodyless_read(method) && (req->body_chunked || req->body_length > 0))
+		return fg_respond_error_close(c, FG_E_BAD_REQUEST,
+			"GET, HEAD and OPTIONS requests carry no body here");
+	const char *twice = repeated_header(c);
+	if (twice) {
+		char msg[96];
+		snprintf(msg, sizeof(msg), "more than one %s header", twice);
+		return fg_respond_error_close(c, FG_E_BAD_REQUEST, msg);
 	}
-	if (req->admission)
-		return after_admission(req, c, method);
-	if (fg_fence_calling(&req->fence))
-		return admitted_or_wait(req, c, method,
-					fg_fencing_resume(req, c, method));
+	struct fg_writeset ws;
+	bool has_token = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+						     "Fencing-Token") != NULL;
+	enum fg_error e = fg_writeset_build(
+		req->gw->cfg, method, req->uri,
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Destination"),
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+		has_token, &ws);
+	enum MHD_Result ret;
+	if (e != FG_E_COUNT && !fg_access_proxy(req, c, method, NULL, &ret))
+		return ret;
+	if (e != FG_E_COUNT)
+		return fg_respond_error(c, e,
+			e == FG_E_BAD_LOCK_NAME
+				? "this path maps to no valid lock name; add a route rule"
+				: NULL,
+			NULL);
+	if (!fg_access_proxy(req, c, method, &ws, &ret))
+		return ret;
+	req->flow->shallow = ws.shallow;
+	req->flow->probe_path = ws.probe_path;
+	req->flow->probe_dest = ws.probe_dest;
+	if (ws.has_dest) {
+		/* ws.dest_raw points into the Destination header, which
+		 * lives as long as the request */
+		req->flow->dest_raw = ws.dest_raw;
+		req->flow->dest_raw_len = ws.dest_raw_len;
+	}
+	req->rec.fence_t0_ns = fg_rec_now_ns();
+	return decided(req, c, method, fencing_start(req, c, method, &ws));
+}
 
-	struct fg_xfer *x = req->xfer;
-	if (x && fg_xfer_is_kept(x))
-		return probe_settle(req, c, method);
-	if (!x)
-		return MHD_YES; /* answered already; MHD drains the body */
+/* STREAMING: the body goes up as it comes; once it is in, the answer is
+ * given from the upstream's head (or from what ended the transfer). */
+static enum MHD_Result stream(struct fg_req *req, struct MHD_Connection *c,
+			      const char *upload, size_t *upload_size)
+{
+	struct fg_xfer *x = req->flow->xfer;
 	if (*upload_size) {
 		req->rec.bytes_in += fg_xfer_feed(x, upload, upload_size);
 		return MHD_YES;
@@ -813,17 +1111,51 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 	return respond(req, c);
 }
 
+/* libmicrohttpd's access handler for every request outside /_fence/:
+ * called for the head, for each piece of the body, and after each resume;
+ * the request's state says what that call is. */
+enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
+				const char *method, const char *upload,
+				size_t *upload_size)
+{
+	struct fg_flow *fl = req->flow;
+	if (!fl) {
+		if (req->started)
+			return MHD_YES; /* answered: out of memory */
+		req->started = true;
+		fl = req->flow = calloc(1, sizeof(*fl));
+		if (!fl)
+			return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	}
+	switch (fl->state) {
+	case FLOW_NEW:
+		return head(req, c, method);
+	case FLOW_CHECKING:
+		return decided(req, c, method, fencing_resume(req, c, method));
+	case FLOW_WAITING:
+		return waited(req, c, method);
+	case FLOW_PROBING:
+		return probe_settle(req, c, method);
+	case FLOW_STREAMING:
+		return stream(req, c, upload, upload_size);
+	case FLOW_ANSWERED:
+	default:
+		return MHD_YES; /* answered already; MHD drains the body */
+	}
+}
+
+/* What the record keeps of the fence's decision and of the transfer. */
 static void note(struct fg_req *req)
 {
-	const struct fg_fence *f = &req->fence;
+	const struct fg_fence *f = &req->flow->fence;
 	struct fg_rec *r = &req->rec;
 	r->write = f->write;
 	r->nlocks = f->n;
 	for (int i = 0; i < f->n && i < 2; i++) {
-		r->locks[i] = f->m[i].lock;
+		snprintf(r->locks[i], sizeof(r->locks[i]), "%s", f->m[i].lock);
 		r->tokens[i] = f->m[i].token;
 	}
-	struct fg_xfer *x = req->xfer;
+	struct fg_xfer *x = req->flow->xfer;
 	if (!x)
 		return;
 	int status;
@@ -833,21 +1165,26 @@ static void note(struct fg_req *req)
 	req->rec.bytes_out += sent;
 }
 
+/* A transfer still running is aborted, a wait let go. */
 static void completed(struct fg_req *req)
 {
-	fg_admitq_drop(req->admission);
-	req->admission = NULL;
-	struct fg_xfer *x = req->xfer;
+	fg_admitq_drop(req->flow->admission);
+	req->flow->admission = NULL;
+	struct fg_xfer *x = req->flow->xfer;
 	if (!x)
 		return;
-	req->xfer = NULL;
+	req->flow->xfer = NULL;
 	if (fg_xfer_is_kept(x)) /* the write it was asked for never starts */
-		fg_fencing_finish(req->loop, &req->fence);
+		give_back(req->loop, &req->flow->fence);
 	fg_xfer_close(x);
 }
 
 void fg_proxy_finish(struct fg_req *req)
 {
+	if (!req->flow)
+		return;
 	note(req);
 	completed(req);
+	free(req->flow);
+	req->flow = NULL;
 }
