@@ -21,7 +21,7 @@
  * fence decided and what the transfer knows (base/record.c), a transfer
  * still running is aborted, a wait let go. Every service called here
  * returns here; none calls back into this file but through the hooks it
- * registered (the transfer's gate, done and release; the writes table's
+ * registered (the transfer's gate, done and freed; the writes table's
  * stage, abort and extend; Redis answers). Everything runs on the loop
  * that accepted the request.
  *
@@ -114,7 +114,7 @@ struct fg_flow {
 };
 
 /* A fenced write in flight: what its transfer's hooks reach. Allocated in
- * start(); owned by its transfer once started (freed by the release
+ * start(); owned by its transfer once started (freed by its freed
  * hook, when the transfer is freed), so a call in flight about it holds
  * the transfer (fg_xfer_hold()). */
 struct pwrite {
@@ -387,7 +387,7 @@ static void on_xfer_done(void *arg, bool answered, bool began)
 		fence_finish(pw);
 }
 
-static void on_xfer_release(void *arg)
+static void on_xfer_freed(void *arg)
 {
 	struct pwrite *pw = arg;
 	fg_writes_remove(pw->px->writes, &pw->w);
@@ -637,7 +637,7 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	struct fg_xfer_hooks hooks = {
 		.may_send = gate,
 		.done = on_xfer_done,
-		.release = on_xfer_release,
+		.freed = on_xfer_freed,
 		.arg = pw,
 	};
 	if (fg_xfer_start(x, &spec, pw ? &hooks : NULL) != 0)

@@ -153,8 +153,8 @@ static void hup_unwatch(struct fg_xfer *x);
 static void xfer_free(struct fg_xfer *x)
 {
 	hup_unwatch(x);
-	if (x->hooks.release)
-		x->hooks.release(x->hooks.arg);
+	if (x->hooks.freed)
+		x->hooks.freed(x->hooks.arg);
 	for (int i = 0; i < x->nhdrs; i++) {
 		free(x->hdrs[i].name);
 		free(x->hdrs[i].value);

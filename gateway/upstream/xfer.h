@@ -64,7 +64,7 @@ struct fg_xfer_hooks {
 	 *  may have reached the upstream). Once. */
 	void (*done)(void *arg, bool answered, bool began);
 	/** The transfer is freed: arg is not used again. */
-	void (*release)(void *arg);
+	void (*freed)(void *arg);
 	void *arg;
 };
 
