@@ -971,14 +971,21 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c,
 		return decided(req, c, method,
 			       fencing_wait_admitted(req, c, method, deadline_at));
 	fl->state = FLOW_ANSWERED;
+	enum MHD_Result ret;
 	switch (res) {
 	case FG_ADMISSION_REFUSED:
-		return fencing_wait_refused(req, c, method, &a);
+		ret = fencing_wait_refused(req, c, method, &a);
+		break;
 	case FG_ADMISSION_GONE:
-		return MHD_NO;
+		return MHD_NO; /* nobody is answered: nothing was decided */
 	default:
-		return fg_respond_store_error(c, FG_EUNAVAIL);
+		ret = fg_respond_store_error(c, FG_EUNAVAIL);
+		break;
 	}
+	/* a refusal after waiting is a fence's decision like one before it:
+	 * counted by reason, with its time to decide */
+	note_verdict(req, FG_FENCING_ANSWERED);
+	return ret;
 }
 
 /* Parks a write until the wait loop admits its waiting member. */

@@ -124,6 +124,13 @@ def script_calls(redis):
             n += int(m.group(2))
     return n
 
+def refused_total(gw, reason):
+    """fencegate_fence_refused_total{reason} of a gateway, 0 before any."""
+    r = gw.request("GET", "/_fence/v1/metrics")
+    m = re.search(r'^fencegate_fence_refused_total\{reason="%s"\} (\S+)$'
+                  % re.escape(reason), r.body.decode(), re.M)
+    return float(m.group(1)) if m else 0.0
+
 
 class SlowUpload:
     """A PUT whose body the test paces: chunked, or with a Content-Length
@@ -1778,6 +1785,60 @@ class V11WaitingWriteCostTests(V11Case):
         self.assertEqual(gone, [], "writes whose clients left before they "
                          "were admitted went upstream")
         old.close()
+
+
+    def test_v11_a_write_refused_after_waiting_is_counted_as_a_fence_refusal(self):
+        # The write under the next holder's token waits until the released
+        # write's record ends, the margin after the release; releasing the
+        # next holder meanwhile does not wake it (its lock has no write of
+        # its own), so it asks again then, and is refused.
+        margin_s = 6.0
+        env = self.start_store(gateway_flags=[
+            ["--forward-token", "yes", "--fence-margin-ms",
+             "%d" % (margin_s * 1000)]] * 2)
+        gw1, gw2 = env.gateways
+        path = self.obj("refused-after-wait", ext=".bin")
+        lock = self.lock_of(path)
+        a = super().grant(path, gw=gw1, ttl_ms=30000)
+        temps = set(self.store.body_temp_files())
+        old = SlowUpload(gw1.port, path, [("Fencing-Token", a["sequencer"]),
+                                          ("X-Test-Id", "old-" + uuid.uuid4().hex)])
+        self.addCleanup(old.close)
+        old.send(b"old\n" * 20000)
+        self.wait_for(lambda: set(self.store.body_temp_files()) - temps,
+                      slack(5.0), "the old upload to reach nginx")
+        gw1.pause()
+        self.addCleanup(gw1.resume)
+        t_release = time.monotonic()
+        self.release_ok(lock, a["lease"], gw=gw2)
+        b = self.grant(path, gw=gw2, ttl_ms=30000)
+        before = refused_total(gw2, "stale_token")
+
+        tid = "refused-" + uuid.uuid4().hex
+        rq = RawRequest(gw2.port, "PUT", path, [
+            ("Fencing-Token", b["sequencer"]), ("Content-Length", "4"),
+            ("X-Test-Id", tid)])
+        self.addCleanup(rq.close)
+        rq.send(b"new\n")
+        # admit.lua answered "wait": the gateway is named among the lock's
+        # waiting writers
+        key = "fg:{%s}:s" % lock
+        self.wait_for(lambda: self.redis.command("HGET", key, "aw"),
+                      slack(5.0), "the write to wait for the released one")
+        self.assertFalse(rq.readable(0), "the write was answered before "
+                         "its grant was released")
+        self.release_ok(lock, b["lease"], gw=gw2)
+        self.assertLess(time.monotonic() - t_release, margin_s - 1.0,
+                        "the next holder was released after the margin: "
+                        "its write may have been admitted meanwhile")
+        r = rq.read_response(margin_s + slack(5.0))
+        self.assertIsNotNone(r, "the waiting write was not answered")
+        self.assertEqual(r.status, 409, r)
+        self.assertEqual(json.loads(r.body)["error"], "stale_token", r)
+        self.assertEqual(refused_total(gw2, "stale_token"), before + 1,
+                         "the refusal after waiting was not counted")
+        self.assertEqual([e for e in self.store.log() if e.test_id == tid],
+                         [], "the refused write reached the storage")
 
 
 # ---------------------------------------------------------------------------
