@@ -20,6 +20,7 @@ struct fg_writes {
 	const struct fg_writes_ops *ops;
 	uint64_t margin_ms;
 	bool recheck;                 /* ask every running write's grant again */
+	uint64_t walk;                /* the number of fg_writes_check()'s walk */
 	struct event *kick_ev;        /* look at the deadlines on the next turn */
 	struct event *timer;          /* the next deadline (or extension) due */
 	/* ids told before they registered: 'x' their grant ended, 'e' their
@@ -237,8 +238,17 @@ long fg_writes_check(struct fg_writes *ws, uint64_t now)
 	ws->recheck = false;
 	long next = 1000;
 	struct fg_write *w, *tmp;
-	/* an op may remove the write it was called for, never another */
+	/* An op may free any write, not only its own: a Redis call it sends
+	 * may answer other calls at once (a connection dropped when the
+	 * topology moved), and their callbacks may free the last reference
+	 * of another write's transfer. So no cursor is kept across an op:
+	 * after one, the walk starts again, skipping what it has seen. */
+	uint64_t walk = ++ws->walk;
+again:
 	HASH_ITER(hh, ws->table, w, tmp) {
+		if (w->walked == walk)
+			continue;
+		w->walked = walk;
 		enum fg_write_stage st = ws->ops->stage(w);
 		if (st == FG_WRITE_OVER)
 			continue;
@@ -269,10 +279,8 @@ long fg_writes_check(struct fg_writes *ws, uint64_t now)
 		if (dl && now >= dl) {
 			w->deadline_hit = true;
 			ws->ops->abort(w);
-			continue;
+			goto again;
 		}
-		if (ask)
-			ws->ops->extend(w, now);
 		if (dl) {
 			long in = (long)(dl - now);
 			if (in > FG_WRITE_EXTEND_AHEAD_MS &&
@@ -280,6 +288,10 @@ long fg_writes_check(struct fg_writes *ws, uint64_t now)
 				next = in - FG_WRITE_EXTEND_AHEAD_MS;
 			else if (in < next)
 				next = in;
+		}
+		if (ask) {
+			ws->ops->extend(w, now);
+			goto again;
 		}
 	}
 	return next < 1 ? 1 : next;

@@ -65,6 +65,7 @@ struct fg_write {
 				 for the margin */
 	bool deadline_hit;    /* stopped by its deadline (or its grant's end) */
 	bool registered;
+	uint64_t walked;      /* the last deadline walk that looked at it */
 	UT_hash_handle hh;
 };
 

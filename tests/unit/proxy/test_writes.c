@@ -12,6 +12,7 @@
 #include <stddef.h>
 #include <stdint.h>
 #include <stdio.h>
+#include <stdlib.h>
 #include <string.h>
 
 #include <cmocka.h>
@@ -361,6 +362,59 @@ static void test_no_deadline_unbounded(void **state)
 	fg_writes_remove(e->ws, &a.w);
 }
 
+/* An op may free a write other than its own (a Redis call that answers
+ * other calls at once, whose callbacks drop another transfer's last
+ * reference): here the abort of the first write frees the second, the
+ * one a walk's cursor would point at next. */
+static struct fake *victim;
+static struct fg_writes *victim_table;
+
+static void abort_frees_victim(struct fg_write *w)
+{
+	fake_abort(w);
+	if (victim) {
+		fg_writes_remove(victim_table, &victim->w);
+		free(victim);
+		victim = NULL;
+	}
+}
+
+static const struct fg_writes_ops freeing_ops = {
+	.stage = fake_stage,
+	.abort = abort_frees_victim,
+	.extend = fake_extend,
+};
+
+static void test_an_op_that_frees_another_write_leaves_the_walk_whole(void **state)
+{
+	(void)state;
+	struct event_base *base = event_base_new();
+	assert_non_null(base);
+	struct fg_writes *ws = fg_writes_create(base, MARGIN, &freeing_ops);
+	assert_non_null(ws);
+	struct fake a, c;
+	init(&a, "gw-w1", 10);
+	victim = malloc(sizeof(*victim));
+	assert_non_null(victim);
+	init(victim, "gw-w2", 10);
+	init(&c, "gw-w3", 10);
+	victim_table = ws;
+	assert_true(fg_writes_add(ws, &a.w));   /* walked first */
+	assert_true(fg_writes_add(ws, &victim->w));
+	assert_true(fg_writes_add(ws, &c.w));
+	fg_writes_check(ws, 100);               /* every deadline passed */
+	assert_null(victim);
+	assert_int_equal(a.aborts, 1);
+	assert_int_equal(c.aborts, 1);          /* the walk went on past it */
+	fg_writes_check(ws, 101);               /* once each: they are over */
+	assert_int_equal(a.aborts, 1);
+	assert_int_equal(c.aborts, 1);
+	fg_writes_remove(ws, &a.w);
+	fg_writes_remove(ws, &c.w);
+	fg_writes_destroy(ws);
+	event_base_free(base);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -377,6 +431,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_ended_grant_keeps_grace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recheck_asks_every_running_write, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_deadline_unbounded, setup, teardown),
+		cmocka_unit_test(test_an_op_that_frees_another_write_leaves_the_walk_whole),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
