@@ -189,7 +189,7 @@ static enum MHD_Result respond_grant(struct fg_req *req,
 			  seq, sizeof(seq)) < 0)
 		return fg_respond_error(c, FG_E_INTERNAL, "cannot sign the sequencer", NULL);
 	/* if this answer never reaches the client, the grant goes back
-	 * (http.c, when the request completes) */
+	 * (fg_api_finish(), when the request completes) */
 	if (req->name != name)
 		snprintf(req->name, sizeof(req->name), "%s", name);
 	if (req->lease != lease)
@@ -394,7 +394,7 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 		/* A grant and the client's leaving can arrive in the same turn
 		 * of the loop (the gateway was held up): a grant for a client
 		 * already gone is not answered, and goes back when the request
-		 * completes (http.c), not at its expiry. */
+		 * completes (fg_api_finish()), not at its expiry. */
 		if (fg_loop_client_gone(c))
 			return MHD_NO;
 		if (req->gw->cfg->redis_replicas) {

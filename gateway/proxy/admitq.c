@@ -107,14 +107,17 @@ static void ask(struct fg_admission *ad)
 	}
 	fg_astore *as = ad->aq->loop->as;
 	ad->asked_ms = fg_clock_ms();
+	/* the call's reference is taken before it is sent: an answer may
+	 * come back before the send returns */
+	ad->asking = true;
+	ad->refs++;
 	if (!as || fg_alock_admit(as, ad->name, ad->token, ad->write_id,
 				  ad->margin_ms, ad->longest_ms, on_admit_reply,
 				  ad) != FG_OK) {
+		ad->asking = false;
+		ad->refs--;
 		finish(ad, FG_ADMISSION_UNAVAIL);
-		return;
 	}
-	ad->asking = true;
-	ad->refs++;
 }
 
 static void on_timer(void *arg)

@@ -43,6 +43,10 @@
  *   until its recorded end: its last byte may have left.
  * - A refusal's log line names the lock and the token numbers, never a
  *   sequencer or a lease.
+ * - The Redis callbacks here (on_checked, on_admitted, on_current) take
+ *   the request itself: a parked request is never completed before its
+ *   park is resumed, and at stop a loop closes its Redis connections
+ *   (every call answered) before it stops its daemon (loop.c).
  */
 #include <inttypes.h>
 #include <stddef.h>
@@ -121,7 +125,6 @@ struct pwrite {
 	struct fg_write w;            /* registered in px->writes */
 	struct fg_proxy *px;
 	struct fg_xfer *x;
-	struct MHD_Connection *conn;
 	struct fg_fence fence;        /* a copy: the request may end first */
 	uint64_t longest_end;         /* monotonic ms */
 	bool cur_asked, cur_known;    /* the "current" token of a late write */
@@ -601,7 +604,6 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 			goto error_build;
 		pw->px = px;
 		pw->x = x;
-		pw->conn = c;
 		pw->fence = *f;
 		pw->longest_end = now_ms() + px->gw->cfg->write_max_ms;
 		bool admitted[FG_WRITE_MEMBERS] = { false };

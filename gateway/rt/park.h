@@ -42,6 +42,8 @@ struct fg_park {
  * on_timer, one timer, armed by fg_park_arm(). The owner answers both by
  * completing its wait and calling fg_park_resume(). Returns 0, or -1 when
  * the watch or the timer could not be made: then nothing is suspended.
+ * Without on_gone and on_timer (a wait for one Redis answer) it cannot
+ * fail.
  */
 int fg_park_suspend(struct fg_park *p, struct fg_loop *loop,
 		    struct MHD_Connection *c, fg_park_cb *on_gone,
