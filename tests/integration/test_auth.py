@@ -438,8 +438,10 @@ class Audit(AuthCase):
         self.api("reader", "GET", "jobs/audit")
         self.gw.request("GET", LOCKS + "jobs/audit",
                         headers={"Authorization": "Bearer " + secrets.token_urlsafe(20)})
-        wait_until(lambda: len(self.log_lines()) >= 4, slack(5.0))
-        lines = [l for l in self.log_lines() if l["path"].startswith(LOCKS)]
+        def lock_lines():
+            return [l for l in self.log_lines() if l["path"].startswith(LOCKS)]
+        wait_until(lambda: len(lock_lines()) >= 4, slack(5.0))
+        lines = lock_lines()
         # a line is written when its request completes, on whichever
         # loop served it: the four come in any order
         def key(t):
