@@ -17,6 +17,13 @@
  *
  * `fencegate --new-key NAME` only makes a bearer key for principal NAME
  * (auth.h) and prints it with its auth-file line: no config is read.
+ *
+ * `fencegate --check-config` reads the settings and every file they name
+ * through the same functions the start calls (the key file, the TLS
+ * files, the auth-file, the upstream's TLS files, the access log, the
+ * listen address), prints every reason found and exits 2, or prints
+ * "configuration ok" and exits 0. It starts nothing: no socket listens,
+ * no Redis or upstream connection is made.
  */
 #include <signal.h>
 #include <stdio.h>
@@ -31,6 +38,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "access/access.h"
+#include "upstream/creds.h"
 #include "proc/accesslog.h"
 #include "base/auth.h"
 #include "proc/gateway.h"
@@ -56,6 +64,63 @@ static void raise_fd_limit(void)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+}
+
+/* Each line of reasons on stderr, as "fencegate: REASON". */
+static void print_reasons(const char *reasons)
+{
+	while (*reasons) {
+		size_t len = strcspn(reasons, "\n");
+		fprintf(stderr, "fencegate: %.*s\n", (int)len, reasons);
+		reasons += len + (reasons[len] == '\n');
+	}
+}
+
+/* Adds a reason to the lines in r (cut at n). */
+static void add_reason(char *r, size_t n, const char *why)
+{
+	size_t len = strnlen(r, n);
+	if (len + 2 < n)
+		snprintf(r + len, n - len, "%s%s", len ? "\n" : "", why);
+}
+
+/* --check-config: the settings read (reasons: what was wrong with them),
+ * then each file and address they name, as the start would read it.
+ * Exit 0 or 2. */
+static int check_config(struct fg_config *cfg, char *reasons, size_t n)
+{
+	char err[512];
+
+	if (cfg->key_file) {
+		uint8_t key[FG_KEY_MAX];
+		size_t len = 0;
+		if (fg_gateway_read_key(cfg->key_file, key, &len, err, sizeof(err)))
+			add_reason(reasons, n, err);
+		OPENSSL_cleanse(key, sizeof(key));
+	}
+	if (cfg->tls_cert && cfg->tls_key) {
+		if (fg_tls_init(cfg, err, sizeof(err)))
+			add_reason(reasons, n, err);
+		fg_tls_finish();
+	}
+	if (cfg->auth_file) {
+		struct fg_authtab *t = NULL;
+		if (fg_authtab_load(cfg->auth_file, &t, err, sizeof(err)))
+			add_reason(reasons, n, err);
+		fg_authtab_unref(t);
+	}
+	if (fg_upstream_creds_check(cfg, err, sizeof(err)))
+		add_reason(reasons, n, err);
+	if (fg_accesslog_check(cfg, err, sizeof(err)))
+		add_reason(reasons, n, err);
+	if (fg_http_listen_check(cfg, err, sizeof(err)))
+		add_reason(reasons, n, err);
+	if (reasons[0]) {
+		print_reasons(reasons);
+		return 2;
+	}
+	printf("fencegate: configuration ok\n");
+	return fflush(stdout) == 0 ? 0 : 1;
 }
 
 /* `--new-key NAME`: the key on one line, then the line that names it in
@@ -93,22 +158,28 @@ int main(int argc, char **argv)
 {
 	static struct fg_config cfg;
 	static struct fg_gateway gw;
+	static char reasons[8192];
 	char err[512];
 	int rc = 1;
 
 	if (argc >= 2 && strcmp(argv[1], "--new-key") == 0)
 		return new_key(argc, argv);
 	fg_config_init(&cfg);
-	switch (fg_config_load(&cfg, argc, argv, err, sizeof(err))) {
-	case FG_CONFIG_EXIT:
+	enum fg_config_result loaded = fg_config_load(&cfg, argc, argv, reasons,
+						      sizeof(reasons));
+	if (loaded == FG_CONFIG_EXIT) {
 		fg_config_finish(&cfg);
 		return 0;
-	case FG_CONFIG_ERROR:
-		fprintf(stderr, "fencegate: %s\n", err);
+	}
+	if (cfg.check_only) {
+		rc = check_config(&cfg, reasons, sizeof(reasons));
+		fg_config_finish(&cfg);
+		return rc;
+	}
+	if (loaded == FG_CONFIG_ERROR) {
+		print_reasons(reasons);
 		fg_config_finish(&cfg);
 		return 2;
-	case FG_CONFIG_OK:
-		break;
 	}
 	fg_log_level = cfg.log_level;
 	if (!cfg.auth_file)
@@ -134,10 +205,12 @@ int main(int argc, char **argv)
 		fg_config_finish(&cfg);
 		return 2;
 	}
-	if (fg_gateway_auth_load(&gw, err, sizeof(err))) {
+	if (fg_gateway_auth_load(&gw, err, sizeof(err)) ||
+	    fg_upstream_creds_check(&cfg, err, sizeof(err))) {
 		fprintf(stderr, "fencegate: %s\n", err);
 		fg_gateway_auth_finish(&gw);
 		fg_gateway_finish(&gw);
+		fg_tls_finish();
 		fg_accesslog_close();
 		fg_config_finish(&cfg);
 		return 2;

@@ -5,6 +5,11 @@
  * its name, the config file line is its name plus a value, and --help is
  * printed from the same words. Numbers are parsed strictly (decimal, no
  * sign, no trailing text) and checked against the table's range.
+ *
+ * A bad setting leaves the default in place and the reading goes on, so
+ * one run names every mistake (fg_config_load's reasons, one a line).
+ * A reason quotes what was written, except a password (only the file's
+ * path is named) and the user information of a URL (shown_url()).
  */
 #include <errno.h>
 #include <limits.h>
@@ -94,6 +99,9 @@ const char fg_config_usage[] =
 	"\n"
 	"  --config FILE       read settings from FILE (`name value` lines, # comments);\n"
 	"                      flags given on the command line override the file\n"
+	"  --check-config      read and check the settings and every file they name,\n"
+	"                      print what is wrong and exit 2, or \"configuration ok\"\n"
+	"                      and exit 0; starts nothing (never listens, no Redis)\n"
 	"  --new-key NAME      (alone) print a new bearer key and its auth-file line, exit\n";
 
 static void say(char *err, size_t n, const char *fmt, ...)
@@ -104,6 +112,40 @@ static void say(char *err, size_t n, const char *fmt, ...)
 	va_start(ap, fmt);
 	vsnprintf(err, n, fmt, ap);
 	va_end(ap);
+}
+
+/* Adds one reason to the lines in err (a string), cut at n. */
+static void note(char *err, size_t n, const char *fmt, ...)
+	__attribute__((format(printf, 3, 4)));
+static void note(char *err, size_t n, const char *fmt, ...)
+{
+	size_t len = strnlen(err, n);
+	if (len + 2 >= n)
+		return; /* full: the lines so far stand */
+	if (len)
+		err[len++] = '\n';
+	va_list ap;
+	va_start(ap, fmt);
+	vsnprintf(err + len, n - len, fmt, ap);
+	va_end(ap);
+}
+
+/* The URL or address v as a reason may quote it: user information before
+ * an '@' of its authority (a password, often) becomes "***". Returns v
+ * itself when there is none, else buf. */
+static const char *shown_url(const char *v, char *buf, size_t cap)
+{
+	const char *start = strstr(v, "://");
+	start = start ? start + 3 : v;
+	size_t auth = strcspn(start, "/?#");
+	const char *at = NULL;
+	for (const char *p = start; p < start + auth; p++)
+		if (*p == '@')
+			at = p;
+	if (!at)
+		return v;
+	snprintf(buf, cap, "%.*s***%s", (int)(start - v), v, at);
+	return buf;
 }
 
 void fg_config_init(struct fg_config *c)
@@ -394,9 +436,14 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 		struct addrinfo *ai = NULL;
 		char host[FG_HOST_MAX];
 		int port;
-		if (fg_parse_hostport(value, host, sizeof(host), &port) ||
-		    getaddrinfo(host, NULL, &hints, &ai) != 0) {
+		if (fg_parse_hostport(value, host, sizeof(host), &port)) {
 			say(err, n, "listen: '%s' is not HOST:PORT of this machine", value);
+			return -1;
+		}
+		int gai = getaddrinfo(host, NULL, &hints, &ai);
+		if (gai != 0) {
+			say(err, n, "listen: '%s' is not HOST:PORT of this machine "
+			    "(cannot resolve %s: %s)", value, host, gai_strerror(gai));
 			return -1;
 		}
 		freeaddrinfo(ai);
@@ -408,7 +455,14 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 		char host[FG_HOST_MAX];
 		int port;
 		struct fg_redis_addr a;
-		char why[256];
+		char why[256], shown[512];
+		const char *v = shown_url(value, shown, sizeof(shown));
+		if (v != value) {
+			/* lockcore's reason would quote the password */
+			say(err, n, "redis: '%s' is not an address (a user and "
+			    "password go in redis-user and redis-password-file)", v);
+			return -1;
+		}
 		if (strstr(value, "://")) {
 			if (fg_redis_addr_parse(value, &a, why, sizeof(why))) {
 				say(err, n, "redis: %s", why);
@@ -432,7 +486,9 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 	case K_STRING: {
 		if (s->off == offsetof(struct fg_config, upstream) &&
 		    fg_upstream_parse(value, &c->up) != 0) {
-			say(err, n, "upstream: '%s' is not an http:// or https:// URL", value);
+			char shown[512];
+			say(err, n, "upstream: '%s' is not an http:// or https:// URL",
+			    shown_url(value, shown, sizeof(shown)));
 			return -1;
 		}
 		if (s->off == offsetof(struct fg_config, write_methods) ||
@@ -498,15 +554,16 @@ int fg_config_read_file(struct fg_config *c, const char *path, char *err,
 	int lineno = 0, rc = 0;
 
 	if (!f) {
-		say(err, n, "cannot read config file '%s': %s", path, strerror(errno));
+		note(err, n, "cannot read config file '%s': %s", path, strerror(errno));
 		return -1;
 	}
-	while (rc == 0 && fgets(line, sizeof(line), f)) {
+	while (fgets(line, sizeof(line), f)) {
 		lineno++;
 		size_t len = strlen(line);
 		int next = len == sizeof(line) - 1 && line[len - 1] != '\n' ? fgetc(f) : EOF;
 		if (next != EOF) {
-			say(err, n, "%s:%d: line too long", path, lineno);
+			/* where the next line starts is unknown: stop here */
+			note(err, n, "%s:%d: line too long", path, lineno);
 			rc = -1;
 			break;
 		}
@@ -535,15 +592,15 @@ int fg_config_read_file(struct fg_config *c, const char *path, char *err,
 			p++;
 		char msg[512];
 		if (strcmp(name, "config") == 0) {
-			say(err, n, "%s:%d: 'config' cannot be nested", path, lineno);
+			note(err, n, "%s:%d: 'config' cannot be nested", path, lineno);
 			rc = -1;
 		} else if (fg_config_set(c, name, *p ? p : NULL, msg, sizeof(msg))) {
-			say(err, n, "%s:%d: %s", path, lineno, msg);
+			note(err, n, "%s:%d: %s", path, lineno, msg);
 			rc = -1;
 		}
 	}
-	if (rc == 0 && ferror(f)) {
-		say(err, n, "cannot read config file '%s'", path);
+	if (ferror(f)) {
+		note(err, n, "cannot read config file '%s': %s", path, strerror(errno));
 		rc = -1;
 	}
 	fclose(f);
@@ -608,42 +665,47 @@ static char *read_secret(const char *path, const char *what, char *err,
 
 /* The v1.2 settings that only make sense together, and open mode off
  * loopback (refused unless allow-open says it is meant, as Redis'
- * protected mode). 0, or -1 with err set. */
+ * protected mode). 0, or -1 with each reason noted in err. */
 static int check_who_may(struct fg_config *c, char *err, size_t n)
 {
+	int rc = 0;
 	if (!c->tls_cert != !c->tls_key) {
-		say(err, n, "tls-cert and tls-key go together");
-		return -1;
+		note(err, n, "tls-cert and tls-key go together");
+		rc = -1;
 	}
 	if (c->tls_client_ca && !c->tls_cert) {
-		say(err, n, "tls-client-ca needs tls-cert and tls-key");
-		return -1;
+		note(err, n, "tls-client-ca needs tls-cert and tls-key");
+		rc = -1;
 	}
 	if (!c->upstream_cert != !c->upstream_key) {
-		say(err, n, "upstream-cert and upstream-key go together");
-		return -1;
+		note(err, n, "upstream-cert and upstream-key go together");
+		rc = -1;
 	}
 	if (c->redis_user && !c->redis_password_file) {
-		say(err, n, "redis-user needs redis-password-file");
-		return -1;
+		note(err, n, "redis-user needs redis-password-file");
+		rc = -1;
 	}
 	if (c->proxy_auth && !c->auth_file) {
-		say(err, n, "proxy-auth required needs auth-file");
-		return -1;
+		note(err, n, "proxy-auth required needs auth-file");
+		rc = -1;
 	}
 	if (c->redis_password_file) {
+		char why[512];
 		c->redis_password = read_secret(c->redis_password_file,
-						"redis-password-file", err, n);
-		if (!c->redis_password)
-			return -1;
+						"redis-password-file", why,
+						sizeof(why));
+		if (!c->redis_password) {
+			note(err, n, "%s", why);
+			rc = -1;
+		}
 	}
 	if (!c->auth_file && !c->allow_open && !is_loopback(c->listen_host)) {
-		say(err, n, "listening on %s without auth-file would let anyone who "
-		    "reaches it take any lock; set auth-file, or 'allow-open yes' "
-		    "to serve open on purpose", c->listen_host);
-		return -1;
+		note(err, n, "listening on %s without auth-file would let anyone who "
+		     "reaches it take any lock; set auth-file, or 'allow-open yes' "
+		     "to serve open on purpose", c->listen_host);
+		rc = -1;
 	}
-	return 0;
+	return rc;
 }
 
 static void print_help(void)
@@ -664,7 +726,10 @@ enum fg_config_result fg_config_load(struct fg_config *c, int argc,
 				     char **argv, char *err, size_t n)
 {
 	const char *file = NULL;
+	int rc = 0;
 
+	if (n)
+		err[0] = '\0';
 	/* The file goes first wherever --config stands, so flags win. */
 	for (int i = 1; i < argc; i++) {
 		if (strcmp(argv[i], "--help") == 0 || strcmp(argv[i], "-h") == 0) {
@@ -675,9 +740,11 @@ enum fg_config_result fg_config_load(struct fg_config *c, int argc,
 			printf("fencegate %s\n", FG_VERSION);
 			return FG_CONFIG_EXIT;
 		}
+		if (strcmp(argv[i], "--check-config") == 0)
+			c->check_only = 1;
 		if (strcmp(argv[i], "--config") == 0) {
 			if (i + 1 >= argc) {
-				say(err, n, "--config needs a file name");
+				note(err, n, "--config needs a file name");
 				return FG_CONFIG_ERROR;
 			}
 			file = argv[++i];
@@ -686,52 +753,70 @@ enum fg_config_result fg_config_load(struct fg_config *c, int argc,
 		}
 	}
 	if (file && fg_config_read_file(c, file, err, n))
-		return FG_CONFIG_ERROR;
+		rc = -1;
 	for (int i = 1; i < argc; i++) {
 		const char *a = argv[i];
 		if (strncmp(a, "--", 2) != 0 || a[2] == '\0') {
-			say(err, n, "unexpected argument '%s' (see --help)", a);
-			return FG_CONFIG_ERROR;
+			note(err, n, "unexpected argument '%s' (see --help)", a);
+			rc = -1;
+			continue;
 		}
 		a += 2;
 		char name[64];
 		const char *value;
 		const char *eq = strchr(a, '=');
+		if (strcmp(a, "check-config") == 0)
+			continue;
 		if (eq) {
 			if ((size_t)(eq - a) >= sizeof(name)) {
-				say(err, n, "unknown flag '%s'", argv[i]);
-				return FG_CONFIG_ERROR;
+				note(err, n, "unknown flag '%.*s'", (int)(eq - argv[i]),
+				     argv[i]);
+				rc = -1;
+				continue;
 			}
 			memcpy(name, a, (size_t)(eq - a));
 			name[eq - a] = '\0';
 			value = eq + 1;
 		} else {
+			/* an unknown flag takes no flag as its value, so that
+			 * the next one is still read */
+			bool takes = i + 1 < argc &&
+				     (find_setting(a) || strcmp(a, "config") == 0 ||
+				      strncmp(argv[i + 1], "--", 2) != 0);
+			value = takes ? argv[++i] : NULL;
 			if (strlen(a) >= sizeof(name)) {
-				say(err, n, "unknown flag '%s'", argv[i]);
-				return FG_CONFIG_ERROR;
+				note(err, n, "unknown flag '%s'", argv[takes ? i - 1 : i]);
+				rc = -1;
+				continue;
 			}
 			strcpy(name, a);
-			value = i + 1 < argc ? argv[++i] : NULL;
 		}
 		if (strcmp(name, "config") == 0)
 			continue;
 		if (strcmp(name, "route") == 0) {
-			say(err, n, "route is a config file setting");
-			return FG_CONFIG_ERROR;
+			note(err, n, "route is a config file setting");
+			rc = -1;
+			continue;
 		}
 		if (!value && find_setting(name)) {
-			say(err, n, "--%s needs a value", name);
-			return FG_CONFIG_ERROR;
+			note(err, n, "--%s needs a value", name);
+			rc = -1;
+			continue;
 		}
-		if (fg_config_set(c, name, value, err, n))
-			return FG_CONFIG_ERROR;
+		char msg[512];
+		if (fg_config_set(c, name, value, msg, sizeof(msg))) {
+			note(err, n, "%s", msg);
+			rc = -1;
+		}
 	}
 	if (c->redis_replicas && c->redis_replicas_timeout_ms >= c->redis_timeout_ms) {
 		/* a grant whose WAIT outlived the call could not be undone */
-		say(err, n, "redis-replicas-timeout-ms (%u) must be below "
-		    "redis-timeout-ms (%u)", c->redis_replicas_timeout_ms,
-		    c->redis_timeout_ms);
-		return FG_CONFIG_ERROR;
+		note(err, n, "redis-replicas-timeout-ms (%u) must be below "
+		     "redis-timeout-ms (%u)", c->redis_replicas_timeout_ms,
+		     c->redis_timeout_ms);
+		rc = -1;
 	}
-	return check_who_may(c, err, n) ? FG_CONFIG_ERROR : FG_CONFIG_OK;
+	if (check_who_may(c, err, n))
+		rc = -1;
+	return rc ? FG_CONFIG_ERROR : FG_CONFIG_OK;
 }

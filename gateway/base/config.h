@@ -78,6 +78,8 @@ struct fg_config {
 	char *redis_password_file;
 	char *redis_password;          /* read from the file by
 					  fg_config_load(); never logged */
+
+	unsigned check_only;           /* --check-config: validate, start nothing */
 };
 
 enum fg_config_result {
@@ -91,8 +93,13 @@ void fg_config_init(struct fg_config *cfg);
 
 /**
  * Defaults, then the file named by --config (if any), then the flags, which
- * override the file. On FG_CONFIG_ERROR err[errlen] says why. The config
- * owns its strings; free them with fg_config_finish().
+ * override the file. A bad setting does not stop the reading: on
+ * FG_CONFIG_ERROR err[errlen] holds every reason found, one a line (cut
+ * at errlen), and the config holds the settings that were good, so that
+ * --check-config can go on to the files they name. No reason quotes a
+ * password or a URL's user information. The config owns its strings;
+ * free them with fg_config_finish(). --check-config sets check_only
+ * (even on FG_CONFIG_ERROR).
  */
 enum fg_config_result fg_config_load(struct fg_config *cfg, int argc,
 				     char **argv, char *err, size_t errlen);
@@ -101,7 +108,8 @@ enum fg_config_result fg_config_load(struct fg_config *cfg, int argc,
 int fg_config_set(struct fg_config *cfg, const char *name, const char *value,
 		  char *err, size_t errlen);
 
-/** Reads `name value` lines (# comments). 0, or -1 with err set. */
+/** Reads `name value` lines (# comments). 0, or -1 with every bad line's
+ *  reason appended to err (a NUL-terminated string), one a line. */
 int fg_config_read_file(struct fg_config *cfg, const char *path, char *err,
 			size_t errlen);
 

@@ -10,7 +10,9 @@
  * FG_BODY_MAX bytes; every request under /_fence/ goes to the API, every
  * other one to the proxy.
  */
+#include <errno.h>
 #include <fcntl.h>
+#include <stdio.h>
 #include <netdb.h>
 #include <stdlib.h>
 #include <string.h>
@@ -213,41 +215,92 @@ static void on_mhd_log(void *cls, const char *fmt, va_list ap)
 	fg_log_debug("http: %s", line);
 }
 
-int fg_http_listen(struct fg_gateway *gw)
+/* The listen address as the socket will take it (port 0: any). 0, or -1
+ * with err set to getaddrinfo's reason. */
+static int listen_addr(const struct fg_config *cfg, int port,
+		       struct addrinfo **ai, char *err, size_t n)
 {
-	const struct fg_config *cfg = gw->cfg;
 	struct addrinfo hints = { .ai_family = AF_UNSPEC, .ai_socktype = SOCK_STREAM,
 				  .ai_flags = AI_NUMERICSERV | AI_PASSIVE };
-	struct addrinfo *ai = NULL;
-	char port[8];
-	int fd = -1, one = 1;
-	snprintf(port, sizeof(port), "%d", cfg->listen_port);
-	if (getaddrinfo(cfg->listen_host, port, &hints, &ai) != 0 || !ai) {
-		fg_log_error("cannot resolve listen address %s", cfg->listen_host);
+	char ports[8];
+	snprintf(ports, sizeof(ports), "%d", port);
+	*ai = NULL;
+	int r = getaddrinfo(cfg->listen_host, ports, &hints, ai);
+	if (r != 0 || !*ai) {
+		snprintf(err, n, "cannot resolve listen address %s: %s",
+			 cfg->listen_host, r ? gai_strerror(r) : "no address");
+		if (*ai)
+			freeaddrinfo(*ai);
+		*ai = NULL;
 		return -1;
 	}
-	fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
-		    ai->ai_protocol);
+	return 0;
+}
+
+/* A socket of the address' family, bound to it. The descriptor, or -1
+ * with errno set. */
+static int bound_socket(const struct addrinfo *ai)
+{
+	int one = 1;
+	int fd = socket(ai->ai_family, ai->ai_socktype | SOCK_NONBLOCK | SOCK_CLOEXEC,
+			ai->ai_protocol);
 	if (fd < 0)
-		goto error_socket;
+		return -1;
 	/* SO_REUSEADDR only (no SO_REUSEPORT): a second gateway on the same
 	 * port fails to start instead of sharing it. The loops share this
 	 * one socket; whichever is idle first accepts. */
 	setsockopt(fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof(one));
 	if (ai->ai_family == AF_INET6)
 		setsockopt(fd, IPPROTO_IPV6, IPV6_V6ONLY, &one, sizeof(one));
-	if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0 || listen(fd, 1024) != 0)
-		goto error_bind;
+	if (bind(fd, ai->ai_addr, ai->ai_addrlen) != 0) {
+		int e = errno;
+		close(fd);
+		errno = e;
+		return -1;
+	}
+	return fd;
+}
+
+int fg_http_listen(struct fg_gateway *gw)
+{
+	const struct fg_config *cfg = gw->cfg;
+	struct addrinfo *ai;
+	char err[512];
+	if (listen_addr(cfg, cfg->listen_port, &ai, err, sizeof(err))) {
+		fg_log_error("%s", err);
+		return -1;
+	}
+	int fd = bound_socket(ai);
+	if (fd < 0 || listen(fd, 1024) != 0) {
+		int e = errno;
+		if (fd >= 0)
+			close(fd);
+		freeaddrinfo(ai);
+		fg_log_error("cannot listen on %s:%d: %s", cfg->listen_host,
+			     cfg->listen_port, strerror(e));
+		return -1;
+	}
 	freeaddrinfo(ai);
 	gw->listen_fd = fd;
 	return 0;
+}
 
-error_bind:
-	close(fd);
-error_socket:
+int fg_http_listen_check(const struct fg_config *cfg, char *err, size_t n)
+{
+	struct addrinfo *ai;
+	if (listen_addr(cfg, 0, &ai, err, n))
+		return -1;
+	/* port 0, never listen(): the address is this machine's, whoever
+	 * holds the configured port now */
+	int fd = bound_socket(ai);
 	freeaddrinfo(ai);
-	fg_log_error("cannot listen on %s:%d", cfg->listen_host, cfg->listen_port);
-	return -1;
+	if (fd < 0) {
+		snprintf(err, n, "cannot listen on %s:%d: %s", cfg->listen_host,
+			 cfg->listen_port, strerror(errno));
+		return -1;
+	}
+	close(fd);
+	return 0;
 }
 
 struct MHD_Daemon *fg_http_daemon(struct fg_loop *loop)

@@ -13,6 +13,7 @@
 
 #include <microhttpd.h>
 
+struct fg_config;
 struct fg_gateway;
 struct fg_loop;
 struct fg_req;
@@ -34,8 +35,15 @@ struct fg_routes {
 	void (*proxy_finish)(struct fg_req *req);
 };
 
-/** Opens the listening socket every loop's daemon accepts on. 0 or -1. */
+/** Opens the listening socket every loop's daemon accepts on. 0 or -1
+ *  (logged with getaddrinfo's or the socket call's reason). */
 int fg_http_listen(struct fg_gateway *gw);
+
+/** --check-config: resolves the listen address as fg_http_listen() does
+ *  and binds a socket to it on port 0, never listening, so a port held
+ *  by the running gateway is no error but an address that is not this
+ *  machine's is. 0, or -1 with err set. */
+int fg_http_listen_check(const struct fg_config *cfg, char *err, size_t n);
 
 /** A libmicrohttpd daemon driven by the loop (external epoll), serving
  *  through loop->routes. NULL on failure. */

@@ -33,18 +33,60 @@ static int open_file(const char *path)
 	return open(path, O_WRONLY | O_APPEND | O_CREAT | O_CLOEXEC, 0640);
 }
 
+/* What access-log names: a descriptor of ours (STDOUT_FILENO,
+ * STDERR_FILENO), -1 for none, or -2 for a file at that path. */
+static int destination(const char *p)
+{
+	if (!p || !p[0] || strcmp(p, "off") == 0)
+		return -1;
+	if (strcmp(p, "stdout") == 0 || strcmp(p, "-") == 0)
+		return STDOUT_FILENO;
+	if (strcmp(p, "stderr") == 0)
+		return STDERR_FILENO;
+	return -2;
+}
+
+int fg_accesslog_check(const struct fg_config *cfg, char *err, size_t errlen)
+{
+	const char *p = cfg->access_log;
+	if (destination(p) != -2)
+		return 0;
+	/* open_file()'s flags but O_CREAT: a check run by another user
+	 * must not leave a file the gateway cannot write */
+	int fd = open(p, O_WRONLY | O_APPEND | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	if (fd >= 0) {
+		close(fd);
+		return 0;
+	}
+	if (errno == ENOENT) {
+		/* created at start: its folder must let us */
+		char *dir = strdup(p);
+		if (!dir) {
+			snprintf(err, errlen, "out of memory");
+			return -1;
+		}
+		char *slash = strrchr(dir, '/');
+		const char *d = !slash ? "." : slash == dir ? "/" : (*slash = '\0', dir);
+		int ok = access(d, W_OK | X_OK);
+		int e = errno;
+		free(dir);
+		if (ok == 0)
+			return 0;
+		errno = e;
+	}
+	snprintf(err, errlen, "access-log: cannot open %s: %s", p, strerror(errno));
+	return -1;
+}
+
 int fg_accesslog_open(const struct fg_config *cfg, char *err, size_t errlen)
 {
 	const char *p = cfg->access_log;
 	log_text = cfg->access_log_text;
-	if (!p || !p[0] || strcmp(p, "off") == 0)
+	int to = destination(p);
+	if (to == -1)
 		return 0;
-	if (strcmp(p, "stdout") == 0 || strcmp(p, "-") == 0) {
-		log_fd = STDOUT_FILENO;
-		return 0;
-	}
-	if (strcmp(p, "stderr") == 0) {
-		log_fd = STDERR_FILENO;
+	if (to >= 0) {
+		log_fd = to;
 		return 0;
 	}
 	log_path = strdup(p);

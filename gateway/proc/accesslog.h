@@ -22,6 +22,12 @@ struct fg_rec;
  *  with err set (the process exits 2). */
 int fg_accesslog_open(const struct fg_config *cfg, char *err, size_t errlen);
 
+/** --check-config: could fg_accesslog_open() open what cfg->access_log
+ *  names? An existing file is opened for appending and closed; a missing
+ *  one is not created, its folder is asked instead. 0, or -1 with err
+ *  set. */
+int fg_accesslog_check(const struct fg_config *cfg, char *err, size_t errlen);
+
 /** Reopens the file by its name (SIGHUP). A file that cannot be opened
  *  leaves the old one in use, and says so on stderr. */
 void fg_accesslog_reopen(void);

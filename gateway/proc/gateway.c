@@ -11,14 +11,18 @@
  * other. The Redis password goes to the topology (which keeps the copy
  * every connection logs in with) and into no log line.
  */
+#include <errno.h>
+#include <fcntl.h>
 #include <pthread.h>
 #include <stdatomic.h>
 #include <stdio.h>
 #include <string.h>
 
 #include <sys/eventfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
+#include <openssl/crypto.h>
 #include <openssl/rand.h>
 
 #include "base/auth.h"
@@ -55,23 +59,59 @@ static void redis_refused(void *arg, const char *user,
 			    "user: %s (%s:%d)", why, node->host, node->port);
 }
 
+int fg_gateway_read_key(const char *path, uint8_t key[FG_KEY_MAX],
+			size_t *len, char *err, size_t errlen)
+{
+	uint8_t buf[FG_KEY_MAX + 1];
+	size_t n = 0;
+	int rc = -1;
+	/* O_NONBLOCK: a FIFO in its place must not hang a check */
+	int fd = open(path, O_RDONLY | O_CLOEXEC | O_NOCTTY | O_NONBLOCK);
+	struct stat st;
+	if (fd < 0 || fstat(fd, &st) != 0) {
+		snprintf(err, errlen, "cannot read key file '%s': %s", path,
+			 strerror(errno));
+		goto out;
+	}
+	if (!S_ISREG(st.st_mode)) {
+		snprintf(err, errlen, "key file '%s' is not a regular file", path);
+		goto out;
+	}
+	while (n < sizeof(buf)) {
+		ssize_t r = read(fd, buf + n, sizeof(buf) - n);
+		if (r < 0 && errno == EINTR)
+			continue;
+		if (r < 0) {
+			snprintf(err, errlen, "cannot read key file '%s': %s", path,
+				 strerror(errno));
+			goto out;
+		}
+		if (r == 0)
+			break;
+		n += (size_t)r;
+	}
+	if (n < FG_KEY_MIN || n > FG_KEY_MAX) {
+		snprintf(err, errlen, "key file '%s' must hold %d to %d bytes",
+			 path, FG_KEY_MIN, FG_KEY_MAX);
+		goto out;
+	}
+	memcpy(key, buf, n);
+	*len = n;
+	rc = 0;
+out:
+	OPENSSL_cleanse(buf, sizeof(buf));
+	if (fd >= 0)
+		close(fd);
+	return rc;
+}
+
 static int read_key_file(struct fg_gateway *gw, const char *path)
 {
-	FILE *f = fopen(path, "rb");
-	if (!f) {
-		fprintf(stderr, "fencegate: cannot read key file '%s'\n", path);
+	char err[512];
+	if (fg_gateway_read_key(path, gw->key, &gw->key_len, err, sizeof(err))) {
+		fprintf(stderr, "fencegate: %s\n", err);
 		return -1;
 	}
-	uint8_t buf[FG_KEY_MAX + 1];
-	size_t n = fread(buf, 1, sizeof(buf), f);
-	fclose(f);
-	if (n < FG_KEY_MIN || n > FG_KEY_MAX) {
-		fprintf(stderr, "fencegate: key file '%s' must hold %d to %d bytes\n",
-			path, FG_KEY_MIN, FG_KEY_MAX);
-		return -1;
-	}
-	memcpy(gw->key, buf, n);
-	gw->key_len = n;
 	gw->key_from_file = true;
 	return 0;
 }

@@ -64,6 +64,12 @@ struct fg_gateway {
 };
 
 /* Shared services (gateway.c). */
+/** Reads the key file at path: FG_KEY_MIN..FG_KEY_MAX bytes into key and
+ *  *len. 0, or -1 with err set (the path and why, never a byte of the
+ *  file). The one reading of the key file, for the start and for
+ *  --check-config; the caller wipes the key it no longer needs. */
+int fg_gateway_read_key(const char *path, uint8_t key[FG_KEY_MAX],
+			size_t *len, char *err, size_t errlen);
 /** Reads the key file (if any), picks the gateway's id, fills the Redis
  *  options. 0, or -1 after printing why (the process exits 2). */
 int fg_gateway_init(struct fg_gateway *gw, struct fg_config *cfg);

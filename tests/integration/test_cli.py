@@ -15,7 +15,8 @@ ALL_FLAGS = ("--listen", "--upstream", "--redis", "--config", "--key-file",
              "--threads", "--max-connections", "--max-waiters",
              "--idle-forget-ms", "--lock-delay-ms", "--redis-timeout-ms",
              "--waiter-liveness-ms", "--max-header-bytes",
-             "--client-timeout-s", "--log-level", "--help", "--version")
+             "--client-timeout-s", "--log-level", "--check-config", "--help",
+             "--version")
 
 
 class CliTests(TestCase):
@@ -165,7 +166,10 @@ class CliTests(TestCase):
                 rc, out, err = self.run_bin(self.base_args()
                                             + ["--key-file", path])
                 self.assertNotEqual(rc, 0, "accepted key file %r" % path)
-                self.assertTrue(err.strip())
+                self.assertIn("key file '%s'" % path, err)
+        rc, out, err = self.run_bin(self.base_args()
+                                    + ["--key-file", "/nonexistent/hmac.key"])
+        self.assertIn("No such file or directory", err)
 
     def test_listen_port_already_in_use_exits_nonzero(self):
         s = socket.socket()
@@ -175,7 +179,8 @@ class CliTests(TestCase):
             port = s.getsockname()[1]
             rc, out, err = self.run_bin(self.base_args(listen=port))
             self.assertNotEqual(rc, 0)
-            self.assertTrue(err.strip())
+            self.assertIn("cannot listen on 127.0.0.1:%d: Address already "
+                          "in use" % port, err)
         finally:
             s.close()
 

@@ -992,14 +992,74 @@ static void test_file_errors(void **state)
 }
 
 /* Reading stops at the first bad line: later lines are not applied. */
-static void test_file_stops_at_error(void **state)
+/* A bad line does not stop the reading: every bad line is named, one
+ * reason a line, and the good ones after it are taken. */
+static void test_file_names_every_bad_line(void **state)
 {
 	struct fg_config c;
 	char err[ERR_MAX];
+	char *path;
 
 	(void)state;
-	assert_int_equal(read_text(&c, "bogus 1\nthreads 3\n", err, NULL), -1);
-	assert_int_equal(c.threads, 0);
+	assert_int_equal(read_text(&c, "bogus 1\nthreads 3\nmax-waiters x\n",
+				   err, &path), -1);
+	assert_int_equal(c.threads, 3);
+	char want[512];
+	snprintf(want, sizeof(want), "%s:1: unknown setting 'bogus' (see --help)\n"
+		 "%s:3: max-waiters: 'x' is not a whole number in 1..1000000",
+		 path, path);
+	assert_string_equal(err, want);
+	fg_config_finish(&c);
+	remove_file(path);
+}
+
+/* fg_config_load goes on past a bad file line, a bad flag and an unknown
+ * flag (which takes no flag as its value), and names each. */
+static void test_load_names_every_reason(void **state)
+{
+	struct fg_config c;
+	char err[ERR_MAX];
+	char *path = write_file("threads nope\n");
+	char flag[600];
+
+	(void)state;
+	snprintf(flag, sizeof(flag), "--config=%s", path);
+	fg_config_init(&c);
+	err[0] = '\0';
+	char *argv[] = { "fencegate", flag, "--bogus", "--max-waiters", "7",
+			 "--lock-delay-ms", "soon", "stray", "--check-config",
+			 NULL };
+	assert_int_equal(fg_config_load(&c, 9, argv, err, sizeof(err)),
+			 FG_CONFIG_ERROR);
+	assert_int_equal(c.check_only, 1);
+	assert_int_equal(c.max_waiters, 7);
+	assert_non_null(strstr(err, ":1: threads: 'nope'"));
+	assert_non_null(strstr(err, "\nunknown setting 'bogus'"));
+	assert_non_null(strstr(err, "\nlock-delay-ms: 'soon'"));
+	assert_non_null(strstr(err, "\nunexpected argument 'stray'"));
+	assert_null(strstr(err, "check-config"));
+	fg_config_finish(&c);
+	remove_file(path);
+}
+
+/* A reason never quotes the user information of a URL (a password). */
+static void test_reasons_hide_url_passwords(void **state)
+{
+	(void)state;
+	LOAD_ERR("upstream: 'http://***@:99' is not", "--upstream",
+		 "http://user:s3cret@:99");
+	LOAD_ERR("redis: 'redis://***@h:1' is not an address", "--redis",
+		 "redis://user:s3cret@h:1");
+	LOAD_ERR("redis: '***@h:1' is not", "--redis", "user:s3cret@h:1");
+	struct fg_config c;
+	char err[ERR_MAX];
+	fg_config_init(&c);
+	assert_int_equal(fg_config_set(&c, "upstream", "ftp://u:s3cret@h/", err,
+				       sizeof(err)), -1);
+	assert_null(strstr(err, "s3cret"));
+	assert_int_equal(fg_config_set(&c, "redis", "redis-cluster://u:s3cret@h:1,h:2",
+				       err, sizeof(err)), -1);
+	assert_null(strstr(err, "s3cret"));
 	fg_config_finish(&c);
 }
 
@@ -1195,7 +1255,9 @@ int main(void)
 		cmocka_unit_test(test_file_settings),
 		cmocka_unit_test(test_file_empty),
 		cmocka_unit_test(test_file_errors),
-		cmocka_unit_test(test_file_stops_at_error),
+		cmocka_unit_test(test_file_names_every_bad_line),
+		cmocka_unit_test(test_load_names_every_reason),
+		cmocka_unit_test(test_reasons_hide_url_passwords),
 		cmocka_unit_test(test_file_long_line),
 		cmocka_unit_test(test_file_unreadable),
 		cmocka_unit_test(test_flags_override_file),
