@@ -259,13 +259,14 @@ static enum MHD_Result respond_grant(struct fg_req *req,
 static enum MHD_Result respond_info(struct MHD_Connection *c, const char *name,
 				    const struct fg_lock_info *in)
 {
-	json_t *o = json_pack("{s:s, s:b, s:o, s:o, s:I, s:I, s:I}",
+	json_t *o = json_pack("{s:s, s:b, s:o, s:o, s:I, s:I, s:I, s:I}",
 			      "name", name, "held", in->held,
 			      "mode", in->held ? json_string(fg_mode_name(in->mode)) : json_null(),
 			      "token", in->has_token ? json_integer((json_int_t)in->token) : json_null(),
 			      "holders", (json_int_t)in->holders,
 			      "waiters", (json_int_t)in->waiters,
-			      "ttl_ms", (json_int_t)in->ttl_ms);
+			      "ttl_ms", (json_int_t)in->ttl_ms,
+			      "delay_ms", (json_int_t)in->delay_ms);
 	if (o && in->value)
 		json_object_set_new(o, "value",
 				    json_stringn(in->value, in->value_len));
@@ -361,6 +362,21 @@ done:
 	return ret;
 }
 
+/* A try-once acquire that was refused. When lock-delay alone refused it
+ * (the lock is free and nobody queued), the answer says so and when it
+ * ends by Redis' clock, so that a client retries then, not in a loop. */
+static enum MHD_Result busy(struct MHD_Connection *c, const struct fg_grant *g)
+{
+	if (g->delay_ms == 0)
+		return fg_respond_error(c, FG_E_LOCK_HELD, NULL, NULL);
+	char msg[128];
+	snprintf(msg, sizeof(msg), "the lock is in lock-delay after its last "
+		 "grant ended by expiry or a break; it can be granted in %" PRIu32
+		 " ms", g->delay_ms);
+	return fg_respond_error(c, FG_E_LOCK_HELD, msg,
+		json_pack("{s:I}", "retry_after_ms", (json_int_t)g->delay_ms));
+}
+
 static enum MHD_Result acquired(struct fg_req *req, struct MHD_Connection *c)
 {
 	const struct fg_grant *g = &req->call->g;
@@ -377,6 +393,8 @@ static enum MHD_Result acquired(struct fg_req *req, struct MHD_Connection *c)
 		return forbidden(c);
 	case FG_TOO_MANY:
 		return fg_respond_error(c, FG_E_TOO_MANY_WAITERS, NULL, NULL);
+	case FG_BUSY:
+		return busy(c, g);
 	default:
 		return fg_respond_error(c, FG_E_LOCK_HELD, NULL, NULL);
 	}
