@@ -313,6 +313,11 @@ int fg__parse_grant(const redisReply *r, struct fg_grant *g)
 				return FG_EPROTO;
 			g->wake_in_ms = v;
 		}
+		if (g->status == FG_BUSY && r->elements > 2) {
+			if (int_at(r, 2, &v) || v < 0 || v > UINT32_MAX)
+				return FG_EPROTO;
+			g->delay_ms = (uint32_t)v;
+		}
 	} else if (is_str(st, "expired") || is_str(st, "removed")) {
 		g->status = is_str(st, "expired") ? FG_EXPIRED : FG_REMOVED;
 		/* break: the grant's token, or the newest the lock knows of */
@@ -354,6 +359,13 @@ int fg__parse_info(const redisReply *r, struct fg_lock_info *info)
 	info->holders = (uint32_t)holders;
 	info->waiters = (uint32_t)waiters;
 	info->ttl_ms = ttl > 0 ? (uint64_t)ttl : 0;
+	/* read before anything is allocated: a refusal frees nothing */
+	if (r->elements > 8) {
+		long long delay;
+		if (int_at(r, 8, &delay))
+			return FG_EPROTO;
+		info->delay_ms = delay > 0 ? (uint64_t)delay : 0;
+	}
 	if (r->elements > 6 && r->element[6]->type == REDIS_REPLY_STRING) {
 		info->value = strndup(r->element[6]->str, r->element[6]->len);
 		if (!info->value)

@@ -46,6 +46,53 @@ static enum MHD_Result bad(struct MHD_Connection *c, const char *msg)
 	return fg_respond_error(c, FG_E_BAD_REQUEST, msg, NULL);
 }
 
+/* What each call's body may hold: a field outside its list is a typo
+ * and refused (fg_json_known()), never ignored for a default. */
+static const char *const ACQUIRE_FIELDS[] = {
+	"ttl_ms", "wait_ms", "mode", "owner", "value", "lock_delay_ms",
+	"lease", NULL
+};
+static const char *const RENEW_FIELDS[] = { "lease", "ttl_ms", "value", NULL };
+static const char *const CHECK_FIELDS[] = { "sequencer", NULL };
+static const char *const NO_FIELDS[] = { NULL };
+
+/*
+ * The request's body as a JSON object whose fields are all in known[]
+ * (an empty body is {} when allow_empty), or NULL once the 400 is sent
+ * (*ret). hint, when given, follows the message of an unknown field: it
+ * says where what was sent belongs. Caller owns the result.
+ */
+static json_t *body_or_respond(struct fg_req *req, struct MHD_Connection *c,
+			       bool allow_empty, const char *call,
+			       const char *const known[], const char *hint,
+			       enum MHD_Result *ret)
+{
+	char msg[512];
+	json_t *o = fg_json_body(req->body, req->body_len, allow_empty, msg,
+				 sizeof(msg));
+	if (o && fg_json_known(o, call, known, msg, sizeof(msg)) != 0) {
+		size_t len = strlen(msg);
+		if (hint && len + strlen(hint) < sizeof(msg))
+			memcpy(msg + len, hint, strlen(hint) + 1);
+		json_decref(o);
+		o = NULL;
+	}
+	if (!o)
+		*ret = fg_respond_error(c, FG_E_BAD_REQUEST, msg, NULL);
+	return o;
+}
+
+/* A call whose input is its URL and headers: its body must be empty or
+ * {}. false once the 400 is sent (*ret). */
+static bool no_fields_or_respond(struct fg_req *req, struct MHD_Connection *c,
+				 const char *call, const char *hint,
+				 enum MHD_Result *ret)
+{
+	json_t *o = body_or_respond(req, c, true, call, NO_FIELDS, hint, ret);
+	json_decref(o);
+	return o != NULL;
+}
+
 static enum MHD_Result not_allowed(struct MHD_Connection *c, const char *allow)
 {
 	return fg_respond_not_allowed(c, allow);
@@ -212,13 +259,14 @@ static enum MHD_Result respond_grant(struct fg_req *req,
 static enum MHD_Result respond_info(struct MHD_Connection *c, const char *name,
 				    const struct fg_lock_info *in)
 {
-	json_t *o = json_pack("{s:s, s:b, s:o, s:o, s:I, s:I, s:I}",
+	json_t *o = json_pack("{s:s, s:b, s:o, s:o, s:I, s:I, s:I, s:I}",
 			      "name", name, "held", in->held,
 			      "mode", in->held ? json_string(fg_mode_name(in->mode)) : json_null(),
 			      "token", in->has_token ? json_integer((json_int_t)in->token) : json_null(),
 			      "holders", (json_int_t)in->holders,
 			      "waiters", (json_int_t)in->waiters,
-			      "ttl_ms", (json_int_t)in->ttl_ms);
+			      "ttl_ms", (json_int_t)in->ttl_ms,
+			      "delay_ms", (json_int_t)in->delay_ms);
 	if (o && in->value)
 		json_object_set_new(o, "value",
 				    json_stringn(in->value, in->value_len));
@@ -234,9 +282,11 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 {
 	struct fg_gateway *gw = req->gw;
 	char msg[256];
-	json_t *o = fg_json_body(req->body, req->body_len, true, msg, sizeof(msg));
+	enum MHD_Result ret;
+	json_t *o = body_or_respond(req, c, true, "acquire", ACQUIRE_FIELDS,
+				    NULL, &ret);
 	if (!o)
-		return bad(c, msg);
+		return ret;
 
 	struct fg_acquire q = {
 		.name = name,
@@ -249,7 +299,6 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 	};
 	const char *mode = NULL, *reenter = NULL;
 	size_t mode_len, reenter_len;
-	enum MHD_Result ret;
 	if (fg_json_uint(o, "ttl_ms", FG_TTL_MIN, FG_TTL_MAX, &q.ttl_ms, msg, sizeof(msg)) ||
 	    fg_json_uint(o, "wait_ms", 0, FG_WAIT_MAX, &q.wait_ms, msg, sizeof(msg)) ||
 	    fg_json_uint(o, "lock_delay_ms", 0, FG_TTL_MAX, &q.lock_delay_ms, msg, sizeof(msg)) ||
@@ -313,6 +362,21 @@ done:
 	return ret;
 }
 
+/* A try-once acquire that was refused. When lock-delay alone refused it
+ * (the lock is free and nobody queued), the answer says so and when it
+ * ends by Redis' clock, so that a client retries then, not in a loop. */
+static enum MHD_Result busy(struct MHD_Connection *c, const struct fg_grant *g)
+{
+	if (g->delay_ms == 0)
+		return fg_respond_error(c, FG_E_LOCK_HELD, NULL, NULL);
+	char msg[128];
+	snprintf(msg, sizeof(msg), "the lock is in lock-delay after its last "
+		 "grant ended by expiry or a break; it can be granted in %" PRIu32
+		 " ms", g->delay_ms);
+	return fg_respond_error(c, FG_E_LOCK_HELD, msg,
+		json_pack("{s:I}", "retry_after_ms", (json_int_t)g->delay_ms));
+}
+
 static enum MHD_Result acquired(struct fg_req *req, struct MHD_Connection *c)
 {
 	const struct fg_grant *g = &req->call->g;
@@ -329,6 +393,8 @@ static enum MHD_Result acquired(struct fg_req *req, struct MHD_Connection *c)
 		return forbidden(c);
 	case FG_TOO_MANY:
 		return fg_respond_error(c, FG_E_TOO_MANY_WAITERS, NULL, NULL);
+	case FG_BUSY:
+		return busy(c, g);
 	default:
 		return fg_respond_error(c, FG_E_LOCK_HELD, NULL, NULL);
 	}
@@ -425,13 +491,14 @@ static enum MHD_Result renew(struct fg_req *req, struct MHD_Connection *c,
 			     const char *name)
 {
 	char msg[256];
-	json_t *o = fg_json_body(req->body, req->body_len, false, msg, sizeof(msg));
+	enum MHD_Result ret;
+	json_t *o = body_or_respond(req, c, false, "renew", RENEW_FIELDS, NULL,
+				    &ret);
 	if (!o)
-		return bad(c, msg);
+		return ret;
 	uint32_t ttl = 0;
 	const char *lease, *value;
 	size_t lease_len, value_len;
-	enum MHD_Result ret;
 	if (fg_json_uint(o, "ttl_ms", FG_TTL_MIN, FG_TTL_MAX, &ttl, msg, sizeof(msg)) ||
 	    fg_json_string(o, "lease", LEASE_MAX, &lease, &lease_len, msg, sizeof(msg)) ||
 	    fg_json_string(o, "value", FG_VALUE_MAX, &value, &value_len, msg, sizeof(msg))) {
@@ -571,6 +638,13 @@ static enum MHD_Result delete_lock(struct fg_req *req, struct MHD_Connection *c,
 	struct one_header brk = { "Fence-Break", 0, NULL };
 	MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &brk);
 	req->rec.brk = brk.n > 0;
+	enum MHD_Result ret;
+	if (brk.n > 0 && !no_fields_or_respond(req, c, "break",
+		"; the token goes in the Fence-Break header", &ret))
+		return ret;
+	if (brk.n == 0 && !no_fields_or_respond(req, c, "release",
+		"; the lease goes in the Fence-Lease header", &ret))
+		return ret;
 	if (brk.n > 0)
 		return break_grant(req, c, name, &brk);
 	return release(req, c, name);
@@ -579,6 +653,10 @@ static enum MHD_Result delete_lock(struct fg_req *req, struct MHD_Connection *c,
 static enum MHD_Result inspect(struct fg_req *req, struct MHD_Connection *c,
 			       const char *name)
 {
+	enum MHD_Result ret;
+	if (!no_fields_or_respond(req, c, "inspect",
+		"; wait_ms and after go in the query string", &ret))
+		return ret;
 	const char *ws = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "wait_ms");
 	const char *as = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "after");
 	uint64_t wait = 0, after = 0;
@@ -631,12 +709,13 @@ static enum MHD_Result check_reply(struct MHD_Connection *c, const char *reason)
 static enum MHD_Result check(struct fg_req *req, struct MHD_Connection *c)
 {
 	char msg[256];
-	json_t *o = fg_json_body(req->body, req->body_len, false, msg, sizeof(msg));
+	enum MHD_Result ret;
+	json_t *o = body_or_respond(req, c, false, "check", CHECK_FIELDS, NULL,
+				    &ret);
 	if (!o)
-		return bad(c, msg);
+		return ret;
 	const char *s;
 	size_t len;
-	enum MHD_Result ret;
 	if (fg_json_string(o, "sequencer", 65536, &s, &len, msg, sizeof(msg)) || !s) {
 		ret = bad(c, "sequencer (a string) is required");
 		goto done;

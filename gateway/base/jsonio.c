@@ -1,7 +1,9 @@
 /*
  * jsonio.c - strict reading of request bodies, query numbers and
  * percent-encoded paths.
- * Invariant: nothing here accepts a value outside the range it was given.
+ * Invariant: nothing here accepts a value outside the range it was given,
+ * nor a field outside the list it was given; every message it writes fits
+ * its buffer and is valid UTF-8 (it becomes a JSON string).
  */
 #include <stdio.h>
 #include <string.h>
@@ -33,6 +35,127 @@ json_t *fg_json_body(const char *body, size_t len, bool allow_empty,
 		return NULL;
 	}
 	return o;
+}
+
+/* A message built piece by piece: a piece goes in whole or not at all,
+ * and room for "..." is always kept, so a cut message says it was cut and
+ * never ends inside a UTF-8 sequence. */
+struct msgbuf {
+	char *p;
+	size_t cap;
+	size_t len;
+	bool cut;
+};
+
+static void mb_init(struct msgbuf *mb, char *p, size_t cap)
+{
+	mb->p = p;
+	mb->cap = cap;
+	mb->len = 0;
+	mb->cut = cap < 5; /* no room for any piece and the "..." */
+	if (cap)
+		p[0] = '\0';
+}
+
+static void mb_put(struct msgbuf *mb, const char *s, size_t n)
+{
+	if (mb->cut)
+		return;
+	if (mb->len + n + sizeof("...") > mb->cap) {
+		memcpy(mb->p + mb->len, "...", sizeof("..."));
+		mb->len += 3;
+		mb->cut = true;
+		return;
+	}
+	memcpy(mb->p + mb->len, s, n);
+	mb->len += n;
+	mb->p[mb->len] = '\0';
+}
+
+static void mb_puts(struct msgbuf *mb, const char *s)
+{
+	mb_put(mb, s, strlen(s));
+}
+
+/* key, JSON-quoted into out, its first FG_JSON_NAME_SHOWN bytes at most
+ * (cut before a UTF-8 continuation byte; jansson gave valid UTF-8).
+ * Returns the length. */
+static size_t quote_name(const char *key, char out[8 * FG_JSON_NAME_SHOWN])
+{
+	size_t klen = strlen(key), show = klen, o = 0;
+	if (show > FG_JSON_NAME_SHOWN) {
+		show = FG_JSON_NAME_SHOWN;
+		while (show > 0 && ((unsigned char)key[show] & 0xC0) == 0x80)
+			show--;
+	}
+	out[o++] = '"';
+	for (size_t i = 0; i < show; i++) {
+		unsigned char ch = (unsigned char)key[i];
+		if (ch == '"' || ch == '\\') {
+			out[o++] = '\\';
+			out[o++] = (char)ch;
+		} else if (ch < 0x20 || ch == 0x7f) {
+			o += (size_t)snprintf(out + o, 7, "\\u%04x", ch);
+		} else {
+			out[o++] = (char)ch;
+		}
+	}
+	if (show < klen) {
+		memcpy(out + o, "...", 3);
+		o += 3;
+	}
+	out[o++] = '"';
+	out[o] = '\0';
+	return o;
+}
+
+static bool is_known(const char *key, const char *const known[])
+{
+	for (size_t i = 0; known[i]; i++)
+		if (strcmp(key, known[i]) == 0)
+			return true;
+	return false;
+}
+
+int fg_json_known(json_t *obj, const char *call, const char *const known[],
+		  char *msg, size_t n)
+{
+	const char *key;
+	json_t *v;
+	size_t unknown = 0;
+	json_object_foreach(obj, key, v) {
+		if (!is_known(key, known))
+			unknown++;
+	}
+	if (unknown == 0)
+		return 0;
+
+	struct msgbuf mb;
+	char quoted[8 * FG_JSON_NAME_SHOWN];
+	bool first = true;
+	mb_init(&mb, msg, n);
+	mb_puts(&mb, unknown == 1 ? "unknown field " : "unknown fields ");
+	json_object_foreach(obj, key, v) {
+		if (is_known(key, known))
+			continue;
+		if (!first)
+			mb_puts(&mb, ", ");
+		first = false;
+		mb_put(&mb, quoted, quote_name(key, quoted));
+	}
+	mb_puts(&mb, ": ");
+	mb_puts(&mb, call);
+	if (!known[0]) {
+		mb_puts(&mb, " takes no body fields");
+		return -1;
+	}
+	mb_puts(&mb, " takes ");
+	for (size_t i = 0; known[i]; i++) {
+		if (i > 0)
+			mb_puts(&mb, ", ");
+		mb_puts(&mb, known[i]);
+	}
+	return -1;
 }
 
 int fg_json_uint(json_t *obj, const char *key, uint32_t lo, uint32_t hi,

@@ -3,7 +3,9 @@
  * percent-encoded paths. Private to the gateway.
  *
  * Numbers are JSON integers only (not 1.5, 1e3, "1000" or true); a field
- * that is present must have the right type (null is not "absent").
+ * that is present must have the right type (null is not "absent"); a
+ * field the call does not know is refused, not ignored, so that a typo
+ * never passes for a default.
  */
 #ifndef FENCEGATE_JSONIO_H
 #define FENCEGATE_JSONIO_H
@@ -21,6 +23,25 @@
  */
 json_t *fg_json_body(const char *body, size_t len, bool allow_empty,
 		     char *msg, size_t msglen);
+
+/** How many bytes of one unknown field's name a message shows. */
+#define FG_JSON_NAME_SHOWN 64
+
+/**
+ * Every field of obj must be one of known[] (NULL-terminated; { NULL }
+ * for a call that takes none). 0 when they are; -1 with msg naming every
+ * unknown field in body order, then what `call` takes:
+ *
+ *     unknown field "wiat_ms": acquire takes ttl_ms, wait_ms, mode
+ *     unknown fields "ttl", "wiat_ms": acquire takes ...
+ *     unknown field "lease": release takes no body fields
+ *
+ * A name is shown JSON-quoted and cut to FG_JSON_NAME_SHOWN bytes (at a
+ * UTF-8 boundary); names that do not fit msg end in "...", so msg is
+ * always valid UTF-8 whatever its size.
+ */
+int fg_json_known(json_t *obj, const char *call, const char *const known[],
+		  char *msg, size_t msglen);
 
 /** Optional integer field in [lo, hi]: 0 (absent leaves *out), -1 bad. */
 int fg_json_uint(json_t *obj, const char *key, uint32_t lo, uint32_t hi,

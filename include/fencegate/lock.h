@@ -146,7 +146,9 @@ struct fg_acquire {
 enum fg_grant_status {
 	FG_GRANTED = 0,  /* token/mode/holds/ttl_ms are set */
 	FG_QUEUED = 1,   /* waiting; wake_in_ms says when to tick */
-	FG_BUSY = 2,     /* held, and wait_ms was 0 */
+	FG_BUSY = 2,     /* held, queued for or in lock-delay, and wait_ms
+			    was 0; delay_ms says whether lock-delay alone
+			    refused it */
 	FG_EXPIRED = 3,  /* the lease given holds nothing */
 	FG_TOO_MANY = 4, /* the lock's queue is full */
 	FG_REMOVED = 5,  /* dequeue: the waiter left the queue; break: the
@@ -166,6 +168,9 @@ struct fg_grant {
 	int64_t wake_in_ms;  /* ms until the lock can change hands by itself
 				(expiry, end of lock-delay); -1 when nothing
 				is pending */
+	uint32_t delay_ms;   /* FG_BUSY: what remains of the lock-delay
+				when it alone refused the call (the lock is
+				free and nobody is queued); 0 otherwise */
 };
 
 /** Try, re-enter, or queue. On FG_OK, out->status tells which happened. */
@@ -213,6 +218,8 @@ struct fg_lock_info {
 	uint32_t holders;
 	uint32_t waiters;
 	uint64_t ttl_ms;     /* what remains of the grant, 0 when free */
+	uint64_t delay_ms;   /* what remains of a lock-delay, 0 when none
+				(always 0 while held) */
 	char *value;         /* malloc'd, NUL-terminated, or NULL */
 	size_t value_len;
 	char *owner;         /* malloc'd, NUL-terminated, or NULL */

@@ -5,7 +5,9 @@
 --       17 '1' if principal, 18 principal (absent: open mode; a grant
 --       is stored with it, a re-entry must come from it)
 -- Reply: {'granted', token, mode, holds, ttl} | {'queued', wake_in} |
---        {'busy', wake_in} | {'expired'} (re-entry: the lease holds nothing;
+--        {'busy', wake_in, delay} (delay: what remains of the lock-delay
+--        when it alone refused the call, i.e. the lock is free and nobody
+--        queued; else 0) | {'expired'} (re-entry: the lease holds nothing;
 --        a fresh lease: it was given back) | {'toomany'} |
 --        {'forbidden'} (re-entry: the lease holds, for another principal)
 local LEASE, MODE = ARGV[3], ARGV[4]
@@ -46,7 +48,8 @@ else
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
   elseif WAIT == 0 then
-    reply = {'busy', wake_in()}
+    local only_delay = queued == 0 and not held() and delayed
+    reply = {'busy', wake_in(), only_delay and num(st.d) - NOW or 0}
   elseif queued >= MAXW then
     reply = {'toomany'}
   else

@@ -13,6 +13,11 @@
  *    an integer or out of range, with a message, *out untouched;
  *  - fg_json_string(): absent gives NULL/0; 0 means a string of at most
  *    maxlen bytes, pointing at the object's own value; -1 otherwise;
+ *  - fg_json_known() with the acquire fields, with none, and with every
+ *    key of the object, at several message sizes: 0 exactly when every
+ *    key is known (msg untouched); -1 otherwise, with a message that fits
+ *    its buffer and is valid UTF-8 (json_string() takes it), and that
+ *    starts "unknown field" when the buffer is large;
  *  - fg_parse_u64() on the input as a C string agrees with a reference
  *    (1..20 decimal digits, value <= max, no overflow) for several maxima.
  */
@@ -91,6 +96,68 @@ static void check_string(json_t *o, const char *key)
 	}
 }
 
+static bool in_list(const char *key, const char *const known[])
+{
+	for (size_t i = 0; known[i]; i++)
+		if (strcmp(key, known[i]) == 0)
+			return true;
+	return false;
+}
+
+static void check_known_with(json_t *o, const char *const known[])
+{
+	static const size_t caps[] = { 0, 1, 4, 5, 6, 16, 40, 256, 512 };
+	bool all = true;
+	const char *key;
+	json_t *v;
+	json_object_foreach(o, key, v) {
+		if (!in_list(key, known))
+			all = false;
+	}
+	for (size_t i = 0; i < sizeof(caps) / sizeof(caps[0]); i++) {
+		char msg[513];
+		memset(msg, '#', sizeof(msg));
+		int r = fg_json_known(o, "acquire", known, msg, caps[i]);
+		PROPERTY((r == 0) == all);
+		PROPERTY(msg[caps[i]] == '#');
+		if (r == 0) {
+			PROPERTY(msg[0] == '#');
+			continue;
+		}
+		if (caps[i] == 0)
+			continue;
+		size_t len = strnlen(msg, caps[i]);
+		PROPERTY(len < caps[i]);
+		json_t *j = json_string(msg);
+		PROPERTY(j != NULL);
+		json_decref(j);
+		if (caps[i] >= 256)
+			PROPERTY(strncmp(msg, "unknown field", 13) == 0);
+	}
+}
+
+static void check_known(json_t *o)
+{
+	static const char *const acquire[] = {
+		"ttl_ms", "wait_ms", "mode", "owner", "value", "lock_delay_ms",
+		"lease", NULL
+	};
+	static const char *const none[] = { NULL };
+	const char *all[9];
+	size_t n = 0;
+	const char *key;
+	json_t *v;
+	json_object_foreach(o, key, v) {
+		if (n == 8)
+			break;
+		all[n++] = key;
+	}
+	all[n] = NULL;
+	check_known_with(o, acquire);
+	check_known_with(o, none);
+	check_known_with(o, all);
+}
+
 static void check_body(const uint8_t *data, size_t size)
 {
 	char msg[256] = "", msg2[256] = "";
@@ -120,6 +187,7 @@ static void check_body(const uint8_t *data, size_t size)
 		check_uint(a, uints[i]);
 	for (size_t i = 0; i < sizeof(strings) / sizeof(strings[0]); i++)
 		check_string(a, strings[i]);
+	check_known(a);
 	const char *key;
 	json_t *v;
 	int k = 0;

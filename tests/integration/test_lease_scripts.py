@@ -511,3 +511,31 @@ class BreakScriptTests(ScriptCalls):
         self.assertEqual(self.brk(name, tok), ["expired", tok])
         # a try-once acquire is refused until the delay ends
         self.assertEqual(self.acq(name, "T" * 22)[0], "busy")
+
+    def test_inspect_and_a_refused_try_once_tell_what_remains_of_the_delay(self):
+        # inspect's 9th element and a busy reply's 3rd are what remains of
+        # the lock-delay by Redis' clock; a busy reply's is 0 unless the
+        # delay alone refused the call (the lock free, nobody queued)
+        name = self.lock_name()
+        self.assertEqual(dec(self.fcall("inspect", name))[8], 0)
+        tok = int(self.acq(name, "U" * 22, ttl=60000, ld=2000)[1])
+        self.assertEqual(dec(self.fcall("inspect", name))[8], 0)
+        busy = self.acq(name, "V" * 22)
+        self.assertEqual((busy[0], busy[2]), ("busy", 0), busy)
+        self.assertEqual(self.brk(name, tok), ["removed", tok])
+        d = int(self.fields(name)["d"])
+        t0 = self.redis_ms()
+        left = dec(self.fcall("inspect", name))[8]
+        t1 = self.redis_ms()
+        self.assertTrue(d - t1 <= left <= d - t0, (d, t0, left, t1))
+        t0 = self.redis_ms()
+        busy = self.acq(name, "V" * 22)
+        t1 = self.redis_ms()
+        self.assertEqual(busy[0], "busy", busy)
+        self.assertTrue(d - t1 <= busy[2] <= d - t0, (d, t0, busy, t1))
+        # with a waiter queued, the waiter is next: no time to retry at
+        q = self.acq(name, "W" * 22, wait=30000, wid="gwW-1", gw="gwW")
+        self.assertEqual(q[0], "queued", q)
+        busy = self.acq(name, "X" * 22)
+        self.assertEqual((busy[0], busy[2]), ("busy", 0), busy)
+        self.assertGreater(dec(self.fcall("inspect", name))[8], 0)

@@ -6,13 +6,16 @@
  * duplicate keys, nothing after it); a number field is a JSON integer in
  * its range and nothing else (not 1.5, 1e3, "1000", true or null); a query
  * number is plain decimal within its maximum. A refusal leaves the output
- * alone and says why. cmocka's asserts do not depend on NDEBUG.
+ * alone and says why. A field a call does not know is refused by name,
+ * with a message that is always valid UTF-8 and within its buffer.
+ * cmocka's asserts do not depend on NDEBUG.
  */
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -398,6 +401,165 @@ static void test_string(void **state)
 	json_decref(o);
 }
 
+/* ---- fg_json_known ------------------------------------------------- */
+
+static const char *const ACQ[] = { "ttl_ms", "wait_ms", "mode", NULL };
+static const char *const NONE[] = { NULL };
+
+/* fg_json_known on the body `s`: its result; msg starts as "unset". */
+static int known_of(const char *s, const char *call,
+		    const char *const known[], char *msg, size_t cap)
+{
+	json_t *o = obj(s);
+	int rc;
+
+	snprintf(msg, cap, "unset");
+	rc = fg_json_known(o, call, known, msg, cap);
+	json_decref(o);
+	return rc;
+}
+
+static void test_known_accepts(void **state)
+{
+	static const char *const ok[] = {
+		"{}",
+		"{\"ttl_ms\":1000}",
+		"{\"wait_ms\":0,\"ttl_ms\":100,\"mode\":\"shared\"}",
+		/* only names are checked here; values are the fields' own */
+		"{\"mode\":null,\"wait_ms\":\"x\"}",
+	};
+	char msg[MSG_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		assert_int_equal(known_of(ok[i], "acquire", ACQ, msg, sizeof(msg)), 0);
+		assert_string_equal(msg, "unset"); /* untouched */
+	}
+	assert_int_equal(known_of("{}", "release", NONE, msg, sizeof(msg)), 0);
+}
+
+static void test_known_names_the_typo(void **state)
+{
+	char msg[MSG_MAX];
+
+	(void)state;
+	assert_int_equal(known_of("{\"ttl_ms\":1000,\"wiat_ms\":100}", "acquire",
+				  ACQ, msg, sizeof(msg)), -1);
+	assert_string_equal(msg, "unknown field \"wiat_ms\": acquire takes "
+			    "ttl_ms, wait_ms, mode");
+
+	/* every unknown field, in body order */
+	assert_int_equal(known_of("{\"ttl\":1000,\"mode\":\"shared\",\"wiat_ms\":1}",
+				  "acquire", ACQ, msg, sizeof(msg)), -1);
+	assert_string_equal(msg, "unknown fields \"ttl\", \"wiat_ms\": acquire "
+			    "takes ttl_ms, wait_ms, mode");
+
+	/* names are exact: case and blanks count */
+	assert_int_equal(known_of("{\"TTL_MS\":1}", "acquire", ACQ, msg,
+				  sizeof(msg)), -1);
+	assert_string_equal(msg, "unknown field \"TTL_MS\": acquire takes "
+			    "ttl_ms, wait_ms, mode");
+	assert_int_equal(known_of("{\"ttl_ms \":1}", "acquire", ACQ, msg,
+				  sizeof(msg)), -1);
+	assert_string_equal(msg, "unknown field \"ttl_ms \": acquire takes "
+			    "ttl_ms, wait_ms, mode");
+	assert_int_equal(known_of("{\"\":1}", "acquire", ACQ, msg,
+				  sizeof(msg)), -1);
+	assert_string_equal(msg, "unknown field \"\": acquire takes "
+			    "ttl_ms, wait_ms, mode");
+
+	/* a call that takes none */
+	assert_int_equal(known_of("{\"lease\":\"x\"}", "release", NONE, msg,
+				  sizeof(msg)), -1);
+	assert_string_equal(msg, "unknown field \"lease\": release takes no "
+			    "body fields");
+}
+
+static void test_known_quotes_names(void **state)
+{
+	char msg[MSG_MAX];
+
+	(void)state;
+	/* quotes, backslashes and control bytes are escaped; UTF-8 stays */
+	assert_int_equal(known_of("{\"a\\\"b\\\\c\\n\\u007f\":1}", "release",
+				  NONE, msg, sizeof(msg)), -1);
+	assert_string_equal(msg, "unknown field \"a\\\"b\\\\c\\u000a\\u007f\": "
+			    "release takes no body fields");
+	assert_int_equal(known_of("{\"d\\u00e9lai\":1}", "release", NONE, msg,
+				  sizeof(msg)), -1);
+	assert_string_equal(msg, "unknown field \"d\xc3\xa9lai\": release "
+			    "takes no body fields");
+}
+
+/* A long name is cut to FG_JSON_NAME_SHOWN bytes, never inside a UTF-8
+ * sequence. */
+static void test_known_long_names(void **state)
+{
+	char body[512], want[512], msg[MSG_MAX];
+	char name[FG_JSON_NAME_SHOWN + 40];
+
+	(void)state;
+	memset(name, 'x', sizeof(name) - 1);
+	name[sizeof(name) - 1] = '\0';
+	snprintf(body, sizeof(body), "{\"%s\":1}", name);
+	assert_int_equal(known_of(body, "release", NONE, msg, sizeof(msg)), -1);
+	snprintf(want, sizeof(want), "unknown field \"%.*s...\": release takes "
+		 "no body fields", FG_JSON_NAME_SHOWN, name);
+	assert_string_equal(msg, want);
+
+	/* "é" (2 bytes) across the cut: the whole character goes */
+	memset(name, 'x', sizeof(name) - 1);
+	name[FG_JSON_NAME_SHOWN - 1] = '\xc3';
+	name[FG_JSON_NAME_SHOWN] = '\xa9';
+	snprintf(body, sizeof(body), "{\"%s\":1}", name);
+	assert_int_equal(known_of(body, "release", NONE, msg, sizeof(msg)), -1);
+	snprintf(want, sizeof(want), "unknown field \"%.*s...\": release takes "
+		 "no body fields", FG_JSON_NAME_SHOWN - 1, name);
+	assert_string_equal(msg, want);
+
+	/* exactly FG_JSON_NAME_SHOWN bytes: shown whole */
+	name[FG_JSON_NAME_SHOWN - 1] = 'x';
+	name[FG_JSON_NAME_SHOWN] = '\0';
+	snprintf(body, sizeof(body), "{\"%s\":1}", name);
+	assert_int_equal(known_of(body, "release", NONE, msg, sizeof(msg)), -1);
+	snprintf(want, sizeof(want), "unknown field \"%s\": release takes "
+		 "no body fields", name);
+	assert_string_equal(msg, want);
+}
+
+/* A message that does not fit ends in "..." at a piece's end, within
+ * the buffer, whatever its size. */
+static void test_known_small_msg(void **state)
+{
+	const char *body = "{\"aaaa\":1,\"bbbb\":2,\"cccc\":3}";
+	char full[MSG_MAX];
+
+	(void)state;
+	assert_int_equal(known_of(body, "acquire", ACQ, full, sizeof(full)), -1);
+	assert_string_equal(full, "unknown fields \"aaaa\", \"bbbb\", \"cccc\": "
+			    "acquire takes ttl_ms, wait_ms, mode");
+	for (size_t cap = 0; cap <= strlen(full); cap++) {
+		char canary[MSG_MAX + 1];
+		memset(canary, '#', sizeof(canary));
+		json_t *o = obj(body);
+		assert_int_equal(fg_json_known(o, "acquire", ACQ, canary, cap), -1);
+		json_decref(o);
+		assert_true(canary[cap] == '#');       /* nothing past cap */
+		if (cap == 0)
+			continue;
+		size_t len = strlen(canary);
+		assert_true(len < cap);
+		if (cap < 5) {
+			assert_int_equal(len, 0);
+			continue;
+		}
+		/* a prefix of the full message made of whole pieces, then "..." */
+		assert_true(len >= 3);
+		assert_memory_equal(canary + len - 3, "...", 3);
+		assert_memory_equal(canary, full, len - 3);
+	}
+}
+
 /* ---- fg_parse_u64 -------------------------------------------------- */
 
 static void test_parse_u64_accepts(void **state)
@@ -528,6 +690,11 @@ int main(void)
 		cmocka_unit_test(test_uint_wrong_type),
 		cmocka_unit_test(test_uint_range),
 		cmocka_unit_test(test_string),
+		cmocka_unit_test(test_known_accepts),
+		cmocka_unit_test(test_known_names_the_typo),
+		cmocka_unit_test(test_known_quotes_names),
+		cmocka_unit_test(test_known_long_names),
+		cmocka_unit_test(test_known_small_msg),
 		cmocka_unit_test(test_parse_u64_accepts),
 		cmocka_unit_test(test_parse_u64_refuses),
 		cmocka_unit_test(test_parse_u64_boundary),
