@@ -21,18 +21,58 @@
 
 void fg_cli_init(struct fg_cli *cli)
 {
-	const char *env = getenv("FENCEGATE_URL");
-
 	memset(cli, 0, sizeof(*cli));
-	cli->client.base = env && *env ? env : FG_DEFAULT_GATEWAY;
+	cli->client.gw = &cli->gateways;
 	cli->client.timeout_ms = FG_DEFAULT_TIMEOUT_MS;
 	cli->client.connect_timeout_ms = FG_CONNECT_TIMEOUT_MAX_MS;
+}
+
+static void drop_gateways(struct fg_cli *cli)
+{
+	for (size_t i = 0; i < cli->gateways.n; i++) {
+		free(cli->gateway_copies[i]);
+		cli->gateway_copies[i] = NULL;
+	}
+	memset(&cli->gateways, 0, sizeof(cli->gateways));
 }
 
 void fg_cli_finish(struct fg_cli *cli)
 {
 	fg_keyfile_wipe(cli->key, sizeof(cli->key));
 	cli->client.key = NULL;
+	drop_gateways(cli);
+}
+
+/* Adds the gateways of a comma list (from what, for messages). */
+static int add_gateways(struct fg_cli *cli, const char *what,
+			const char *list, char *msg, size_t msglen)
+{
+	struct fg_gateways *gw = &cli->gateways;
+	const char *p = list;
+
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		if (len == 0) {
+			snprintf(msg, msglen, "%s: an empty gateway URL in "
+				 "'%s'", what, list);
+			return -1;
+		}
+		if (gw->n == FG_GATEWAYS_MAX) {
+			snprintf(msg, msglen, "%s: more than %d gateways", what,
+				 FG_GATEWAYS_MAX);
+			return -1;
+		}
+		char *u = strndup(p, len);
+		if (!u) {
+			snprintf(msg, msglen, "out of memory");
+			return -1;
+		}
+		cli->gateway_copies[gw->n] = u;
+		gw->url[gw->n++] = u;
+		if (!p[len])
+			return 0;
+		p += len + 1;
+	}
 }
 
 int fg_cli_duration(const char *name, const char *value, uint64_t min,
@@ -72,7 +112,12 @@ int fg_cli_global(struct fg_cli *cli, int id, const char *name,
 {
 	switch (id) {
 	case FG_OPT_GATEWAY:
-		cli->client.base = value;
+		/* the first --gateway replaces FENCEGATE_URL; each more adds */
+		cli->gateway_given = true;
+		return add_gateways(cli, name, value, msg, msglen);
+	case FG_OPT_VERBOSE:
+		cli->verbose = true;
+		fg_msg_set_verbose(true);
 		return 0;
 	case FG_OPT_TIMEOUT:
 		if (fg_cli_duration(name, value, 1, 3600000,
@@ -127,11 +172,14 @@ static int check_tls(const struct fg_client *cl, char *msg, size_t msglen)
 {
 	if (!cl->cacert && !cl->cert && !cl->cert_key)
 		return 0;
-	if (strncmp(cl->base, "https://", 8) != 0) {
-		/* a certificate that would silently not be sent */
-		snprintf(msg, msglen, "--cacert, --cert and --key are for an "
-			 "https:// gateway, and '%s' is not one", cl->base);
-		return -1;
+	for (size_t i = 0; i < cl->gw->n; i++) {
+		if (strncmp(cl->gw->url[i], "https://", 8) != 0) {
+			/* a certificate that would silently not be sent */
+			snprintf(msg, msglen, "--cacert, --cert and --key are "
+				 "for an https:// gateway, and '%s' is not "
+				 "one", cl->gw->url[i]);
+			return -1;
+		}
 	}
 	if (cl->cert_key && !cl->cert) {
 		snprintf(msg, msglen, "--key is the private key of --cert: "
@@ -169,10 +217,8 @@ static int load_key(struct fg_cli *cli, char *msg, size_t msglen)
 	return 0;
 }
 
-int fg_cli_check(struct fg_cli *cli, char *msg, size_t msglen)
+static int check_url(const char *u, char *msg, size_t msglen)
 {
-	const char *u = cli->client.base;
-
 	if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
 		snprintf(msg, msglen, "the gateway URL '%s' must start with "
 			 "http:// or https://", u);
@@ -185,6 +231,28 @@ int fg_cli_check(struct fg_cli *cli, char *msg, size_t msglen)
 			return -1;
 		}
 	}
+	return 0;
+}
+
+int fg_cli_check(struct fg_cli *cli, char *msg, size_t msglen)
+{
+	char d[32], c[32];
+
+	if (!cli->gateway_given) {
+		const char *env = getenv("FENCEGATE_URL");
+		if (add_gateways(cli, "FENCEGATE_URL", env && *env ? env :
+				 FG_DEFAULT_GATEWAY, msg, msglen) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < cli->gateways.n; i++)
+		if (check_url(cli->gateways.url[i], msg, msglen) < 0)
+			return -1;
+	fg_note("%zu gateway%s, tried in turn; each call bounded by %s "
+		"(connecting: %s)", cli->gateways.n,
+		cli->gateways.n == 1 ? "" : "s",
+		fg_duration_format(cli->client.timeout_ms, d, sizeof(d)),
+		fg_duration_format(cli->client.connect_timeout_ms, c,
+				   sizeof(c)));
 	if (check_tls(&cli->client, msg, msglen) < 0)
 		return -1;
 	return load_key(cli, msg, msglen);
