@@ -4,7 +4,8 @@
  * Invariant: a value that is out of range or not what its option takes is
  * refused here, with the option's name, before anything is sent. The
  * bearer key comes only from a file, never from the command line, where
- * ps(1) would show it to every user.
+ * ps(1) would show it to every user. The gateways come from --gateway
+ * alone once it is given, else from FENCEGATE_URL, never from a mix.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -27,52 +28,11 @@ void fg_cli_init(struct fg_cli *cli)
 	cli->client.connect_timeout_ms = FG_CONNECT_TIMEOUT_MAX_MS;
 }
 
-static void drop_gateways(struct fg_cli *cli)
-{
-	for (size_t i = 0; i < cli->gateways.n; i++) {
-		free(cli->gateway_copies[i]);
-		cli->gateway_copies[i] = NULL;
-	}
-	memset(&cli->gateways, 0, sizeof(cli->gateways));
-}
-
 void fg_cli_finish(struct fg_cli *cli)
 {
 	fg_keyfile_wipe(cli->key, sizeof(cli->key));
 	cli->client.key = NULL;
-	drop_gateways(cli);
-}
-
-/* Adds the gateways of a comma list (from what, for messages). */
-static int add_gateways(struct fg_cli *cli, const char *what,
-			const char *list, char *msg, size_t msglen)
-{
-	struct fg_gateways *gw = &cli->gateways;
-	const char *p = list;
-
-	for (;;) {
-		size_t len = strcspn(p, ",");
-		if (len == 0) {
-			snprintf(msg, msglen, "%s: an empty gateway URL in "
-				 "'%s'", what, list);
-			return -1;
-		}
-		if (gw->n == FG_GATEWAYS_MAX) {
-			snprintf(msg, msglen, "%s: more than %d gateways", what,
-				 FG_GATEWAYS_MAX);
-			return -1;
-		}
-		char *u = strndup(p, len);
-		if (!u) {
-			snprintf(msg, msglen, "out of memory");
-			return -1;
-		}
-		cli->gateway_copies[gw->n] = u;
-		gw->url[gw->n++] = u;
-		if (!p[len])
-			return 0;
-		p += len + 1;
-	}
+	fg_gateways_clear(&cli->gateways);
 }
 
 int fg_cli_duration(const char *name, const char *value, uint64_t min,
@@ -114,7 +74,8 @@ int fg_cli_global(struct fg_cli *cli, int id, const char *name,
 	case FG_OPT_GATEWAY:
 		/* the first --gateway replaces FENCEGATE_URL; each more adds */
 		cli->gateway_given = true;
-		return add_gateways(cli, name, value, msg, msglen);
+		return fg_gateways_add(&cli->gateways, name, value, msg,
+				       msglen);
 	case FG_OPT_VERBOSE:
 		cli->verbose = true;
 		fg_msg_set_verbose(true);
@@ -240,8 +201,9 @@ int fg_cli_check(struct fg_cli *cli, char *msg, size_t msglen)
 
 	if (!cli->gateway_given) {
 		const char *env = getenv("FENCEGATE_URL");
-		if (add_gateways(cli, "FENCEGATE_URL", env && *env ? env :
-				 FG_DEFAULT_GATEWAY, msg, msglen) < 0)
+		if (fg_gateways_add(&cli->gateways, "FENCEGATE_URL",
+				    env && *env ? env : FG_DEFAULT_GATEWAY,
+				    msg, msglen) < 0)
 			return -1;
 	}
 	for (size_t i = 0; i < cli->gateways.n; i++)

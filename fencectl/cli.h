@@ -49,8 +49,7 @@ enum {
 
 struct fg_cli {
 	struct fg_client client;
-	struct fg_gateways gateways;	/* client.gw points here */
-	char *gateway_copies[FG_GATEWAYS_MAX];	/* owned: what url[] holds */
+	struct fg_gateways gateways;	/* client.gw points here; owned */
 	bool gateway_given;	/* --gateway: FENCEGATE_URL is not read */
 	bool verbose;
 	bool json;

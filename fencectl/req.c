@@ -120,29 +120,6 @@ void fg_client_next(const struct fg_client *cl)
 	cl->gw->current = (cl->gw->current + 1) % cl->gw->n;
 }
 
-/*
- * The URL as it may be shown: user and password, if the gateway's URL
- * carries any, are left out.
- */
-static const char *shown_url(const char *url, char *buf, size_t len)
-{
-	const char *auth = strstr(url, "://");
-	const char *end, *at;
-
-	if (!auth) {
-		snprintf(buf, len, "%s", url);
-		return buf;
-	}
-	auth += 3;
-	end = auth + strcspn(auth, "/?#");
-	at = memchr(auth, '@', (size_t)(end - auth));
-	if (!at)
-		snprintf(buf, len, "%s", url);
-	else
-		snprintf(buf, len, "%.*s%s", (int)(auth - url), url, at + 1);
-	return buf;
-}
-
 int fg_req_init(struct fg_req *r, const struct fg_client *cl,
 		const char *method, char *path, json_t *body, const char *lease,
 		uint64_t timeout_ms)
@@ -243,7 +220,7 @@ void fg_req_note(const struct fg_req *r)
 	else
 		snprintf(why, sizeof(why), "HTTP %ld", r->status);
 	fg_note("%s %s: %s (%" PRIu64 "ms)", r->method,
-		shown_url(r->url, shown, sizeof(shown)), why,
+		fg_gateways_shown(r->url, shown, sizeof(shown)), why,
 		r->done_ms - r->sent_ms);
 }
 
@@ -270,7 +247,7 @@ static bool next_gateway(struct fg_req *r)
 	if (!url)
 		return false;
 	fg_note("gateway %s did not answer; trying the next",
-		shown_url(gw->url[r->at], shown, sizeof(shown)));
+		fg_gateways_shown(gw->url[r->at], shown, sizeof(shown)));
 	free(r->url);
 	r->url = url;
 	r->at = at;
@@ -563,7 +540,7 @@ const char *fg_req_describe(const struct fg_req *r, char *buf, size_t len)
 		snprintf(buf, len, "%ld (not the answer expected)", r->status);
 	else
 		snprintf(buf, len, "HTTP %ld from %s (not a fencegate answer)",
-			 r->status, shown_url(r->url, shown, sizeof(shown)));
+			 r->status, fg_gateways_shown(r->url, shown, sizeof(shown)));
 	return start;
 }
 

@@ -25,14 +25,7 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
-#define FG_GATEWAYS_MAX 16
-
-/** The gateways, in the order given; current is where calls go first. */
-struct fg_gateways {
-	const char *url[FG_GATEWAYS_MAX];	/* e.g. http://127.0.0.1:8080 */
-	size_t n;
-	size_t current;
-};
+#include "gateways.h"
 
 struct fg_client {
 	struct fg_gateways *gw;		/* at least one; current moves to the
