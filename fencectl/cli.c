@@ -4,7 +4,8 @@
  * Invariant: a value that is out of range or not what its option takes is
  * refused here, with the option's name, before anything is sent. The
  * bearer key comes only from a file, never from the command line, where
- * ps(1) would show it to every user.
+ * ps(1) would show it to every user. The gateways come from --gateway
+ * alone once it is given, else from FENCEGATE_URL, never from a mix.
  */
 #include <errno.h>
 #include <fcntl.h>
@@ -21,10 +22,8 @@
 
 void fg_cli_init(struct fg_cli *cli)
 {
-	const char *env = getenv("FENCEGATE_URL");
-
 	memset(cli, 0, sizeof(*cli));
-	cli->client.base = env && *env ? env : FG_DEFAULT_GATEWAY;
+	cli->client.gw = &cli->gateways;
 	cli->client.timeout_ms = FG_DEFAULT_TIMEOUT_MS;
 	cli->client.connect_timeout_ms = FG_CONNECT_TIMEOUT_MAX_MS;
 }
@@ -33,6 +32,7 @@ void fg_cli_finish(struct fg_cli *cli)
 {
 	fg_keyfile_wipe(cli->key, sizeof(cli->key));
 	cli->client.key = NULL;
+	fg_gateways_clear(&cli->gateways);
 }
 
 int fg_cli_duration(const char *name, const char *value, uint64_t min,
@@ -72,7 +72,13 @@ int fg_cli_global(struct fg_cli *cli, int id, const char *name,
 {
 	switch (id) {
 	case FG_OPT_GATEWAY:
-		cli->client.base = value;
+		/* the first --gateway replaces FENCEGATE_URL; each more adds */
+		cli->gateway_given = true;
+		return fg_gateways_add(&cli->gateways, name, value, msg,
+				       msglen);
+	case FG_OPT_VERBOSE:
+		cli->verbose = true;
+		fg_msg_set_verbose(true);
 		return 0;
 	case FG_OPT_TIMEOUT:
 		if (fg_cli_duration(name, value, 1, 3600000,
@@ -127,11 +133,14 @@ static int check_tls(const struct fg_client *cl, char *msg, size_t msglen)
 {
 	if (!cl->cacert && !cl->cert && !cl->cert_key)
 		return 0;
-	if (strncmp(cl->base, "https://", 8) != 0) {
-		/* a certificate that would silently not be sent */
-		snprintf(msg, msglen, "--cacert, --cert and --key are for an "
-			 "https:// gateway, and '%s' is not one", cl->base);
-		return -1;
+	for (size_t i = 0; i < cl->gw->n; i++) {
+		if (strncmp(cl->gw->url[i], "https://", 8) != 0) {
+			/* a certificate that would silently not be sent */
+			snprintf(msg, msglen, "--cacert, --cert and --key are "
+				 "for an https:// gateway, and '%s' is not "
+				 "one", cl->gw->url[i]);
+			return -1;
+		}
 	}
 	if (cl->cert_key && !cl->cert) {
 		snprintf(msg, msglen, "--key is the private key of --cert: "
@@ -169,10 +178,8 @@ static int load_key(struct fg_cli *cli, char *msg, size_t msglen)
 	return 0;
 }
 
-int fg_cli_check(struct fg_cli *cli, char *msg, size_t msglen)
+static int check_url(const char *u, char *msg, size_t msglen)
 {
-	const char *u = cli->client.base;
-
 	if (strncmp(u, "http://", 7) != 0 && strncmp(u, "https://", 8) != 0) {
 		snprintf(msg, msglen, "the gateway URL '%s' must start with "
 			 "http:// or https://", u);
@@ -185,6 +192,29 @@ int fg_cli_check(struct fg_cli *cli, char *msg, size_t msglen)
 			return -1;
 		}
 	}
+	return 0;
+}
+
+int fg_cli_check(struct fg_cli *cli, char *msg, size_t msglen)
+{
+	char d[32], c[32];
+
+	if (!cli->gateway_given) {
+		const char *env = getenv("FENCEGATE_URL");
+		if (fg_gateways_add(&cli->gateways, "FENCEGATE_URL",
+				    env && *env ? env : FG_DEFAULT_GATEWAY,
+				    msg, msglen) < 0)
+			return -1;
+	}
+	for (size_t i = 0; i < cli->gateways.n; i++)
+		if (check_url(cli->gateways.url[i], msg, msglen) < 0)
+			return -1;
+	fg_note("%zu gateway%s, tried in turn; each call bounded by %s "
+		"(connecting: %s)", cli->gateways.n,
+		cli->gateways.n == 1 ? "" : "s",
+		fg_duration_format(cli->client.timeout_ms, d, sizeof(d)),
+		fg_duration_format(cli->client.connect_timeout_ms, c,
+				   sizeof(c)));
 	if (check_tls(&cli->client, msg, msglen) < 0)
 		return -1;
 	return load_key(cli, msg, msglen);

@@ -30,6 +30,7 @@ enum {
 	FG_OPT_CACERT,
 	FG_OPT_CERT,
 	FG_OPT_KEY,
+	FG_OPT_VERBOSE,
 	FG_OPT_FIRST_OWN = 100,	/* a subcommand's own options from here */
 };
 
@@ -42,11 +43,15 @@ enum {
 	{ "cacert", 0, true, FG_OPT_CACERT }, \
 	{ "cert", 0, true, FG_OPT_CERT }, \
 	{ "key", 0, true, FG_OPT_KEY }, \
+	{ "verbose", 0, false, FG_OPT_VERBOSE }, \
 	{ "help", 'h', false, FG_OPT_HELP }, \
 	{ NULL, 0, false, 0 }
 
 struct fg_cli {
 	struct fg_client client;
+	struct fg_gateways gateways;	/* client.gw points here; owned */
+	bool gateway_given;	/* --gateway: FENCEGATE_URL is not read */
+	bool verbose;
 	bool json;
 	bool help;
 	bool version;
@@ -56,10 +61,11 @@ struct fg_cli {
 					 * secret); client.key points here */
 };
 
-/** Defaults: gateway from FENCEGATE_URL or FG_DEFAULT_GATEWAY. */
+/** Defaults; the gateways come from --gateway, else FENCEGATE_URL, else
+ *  FG_DEFAULT_GATEWAY (see fg_cli_check()). */
 void fg_cli_init(struct fg_cli *cli);
 
-/** Wipes the key; cli is not used again. */
+/** Wipes the key and frees the gateway list; cli is not used again. */
 void fg_cli_finish(struct fg_cli *cli);
 
 /**
@@ -70,8 +76,9 @@ int fg_cli_global(struct fg_cli *cli, int id, const char *name,
 		  const char *value, char *msg, size_t msglen);
 
 /**
- * Checks what the global options left, once all are read, and reads the
- * bearer key (--key-file, else FENCEGATE_KEY_FILE) into cli->key: 0, or
+ * Checks what the global options left, once all are read (the gateways:
+ * those of --gateway, else of FENCEGATE_URL, each a comma list), and reads
+ * the bearer key (--key-file, else FENCEGATE_KEY_FILE) into cli->key: 0, or
  * -1 with msg (which never holds the key).
  */
 int fg_cli_check(struct fg_cli *cli, char *msg, size_t msglen);

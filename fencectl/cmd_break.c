@@ -74,7 +74,7 @@ static int current_token(const struct fg_client *cl, const char *name,
 	char why[512];
 	int rc;
 
-	if (fg_req_init(&r, cl, "GET", fg_lockurl_lock(cl->base, name, NULL),
+	if (fg_req_init(&r, cl, "GET", fg_lockurl_lock("", name, NULL),
 			NULL, NULL, 0) < 0) {
 		fg_req_finish(&r);
 		fg_say("out of memory");
@@ -112,7 +112,7 @@ static int break_token(struct fg_cli *cli, const char *name, uint64_t token,
 	int rc;
 
 	snprintf(header, sizeof(header), "Fence-Break: %" PRIu64, token);
-	if (fg_req_init(&r, cl, "DELETE", fg_lockurl_lock(cl->base, name, NULL),
+	if (fg_req_init(&r, cl, "DELETE", fg_lockurl_lock("", name, NULL),
 			NULL, NULL, 0) < 0 || fg_req_add_header(&r, header) < 0) {
 		fg_req_finish(&r);
 		fg_say("out of memory");

@@ -122,7 +122,7 @@ static enum fg_outcome get_state(const struct fg_cli *cli, const char *name,
 	struct fg_req r;
 
 	*st = NULL;
-	if (fg_req_init(&r, cl, "GET", fg_lockurl_lock(cl->base, name, query),
+	if (fg_req_init(&r, cl, "GET", fg_lockurl_lock("", name, query),
 			NULL, NULL, cl->timeout_ms + wait_ms) < 0) {
 		fg_req_finish(&r);
 		snprintf(why, whylen, "out of memory");
@@ -280,7 +280,7 @@ int fg_cmd_check(struct fg_cli *cli, int argc, char **argv)
 
 	json_t *body = json_pack("{s:s}", "sequencer", seq);
 	if (!body || fg_req_init(&r, cl, "POST",
-				 fg_lockurl_join(cl->base, "/_fence/v1/check"),
+				 fg_lockurl_join("", "/_fence/v1/check"),
 				 body, NULL, 0) < 0) {
 		json_decref(body);
 		fg_req_finish(&r);

@@ -136,11 +136,12 @@ int fg_cmd_acquire(struct fg_cli *cli, int argc, char **argv)
 
 	if (read_args(&c, acquire_opts, fg_help_acquire, argc, argv, &rc) < 0)
 		return rc;
+	fg_take_default_owner(&c.take);
 	/* no signalfd: a Ctrl-C ends fencectl at once, and the gateway takes
 	 * the closed call's waiter out of the queue */
 	rc = fg_take(&cli->client, &c.take, -1, &g, &sig);
 	if (rc != FG_EXIT_OK)
-		return rc;
+		return fg_take_status(&c.take, rc);
 	if (cli->json) {
 		fg_cli_print_json(g.answer);
 	} else {
@@ -165,7 +166,7 @@ static int lease_call(struct lease_cmd *c, const char *method, json_t *body,
 	char why[512];
 	int rc;
 
-	if (fg_req_init(&r, cl, method, fg_lockurl_lock(cl->base, c->take.name,
+	if (fg_req_init(&r, cl, method, fg_lockurl_lock("", c->take.name,
 							NULL),
 			body, header_lease, 0) < 0) {
 		fg_req_finish(&r);

@@ -33,6 +33,7 @@
 enum {
 	OPT_KILL_AFTER = FG_TAKE_OPT_END,
 	OPT_PROCESS_GROUP,
+	OPT_COMMAND,
 };
 
 struct run {
@@ -40,6 +41,8 @@ struct run {
 	struct fg_take take;
 	uint64_t kill_after_ms;
 	bool own_group;
+	const char *shell_cmd;	/* -c: run through the shell */
+	char *shell_argv[4];	/* $SHELL -c CMD, as flock(1) runs it */
 };
 
 static int on_option(void *ctx, int id, const char *name, const char *value,
@@ -60,6 +63,13 @@ static int on_option(void *ctx, int id, const char *name, const char *value,
 	case OPT_PROCESS_GROUP:
 		r->own_group = true;
 		return 0;
+	case OPT_COMMAND:
+		if (r->shell_cmd) {
+			snprintf(msg, msglen, "%s is given twice", name);
+			return -1;
+		}
+		r->shell_cmd = value;
+		return 0;
 	}
 	snprintf(msg, msglen, "%s is not an option of this command", name);
 	return -1;
@@ -72,7 +82,28 @@ static void set_env(const char *key, const char *value)
 		       strerror(errno));
 }
 
-/* Takes the lock, runs the command under it, gives it back. */
+/* Without a command: what a script or a person needs of the grant (never
+ * the lease), at once, so that a reader of the pipe need not wait. */
+static void print_held(const struct fg_cli *cli, const struct fg_grant *g)
+{
+	if (cli->json) {
+		json_t *j = json_pack("{s:s, s:I, s:s, s:s, s:I}", "name",
+				      g->name, "token", (json_int_t)g->token,
+				      "mode", g->mode, "sequencer",
+				      g->sequencer, "ttl_ms",
+				      (json_int_t)g->ttl_ms);
+		if (j)
+			fg_cli_print_json(j);
+		json_decref(j);
+		return;
+	}
+	printf("FENCE_LOCK=%s\nFENCE_TOKEN=%" PRIu64 "\nFENCE_SEQUENCER=%s\n",
+	       g->name, g->token, g->sequencer);
+	fflush(stdout);
+}
+
+/* Takes the lock, runs the command under it (or holds it: cmd NULL),
+ * gives it back. */
 static int run_locked(struct run *r, char **cmd)
 {
 	const struct fg_client *cl = &r->cli->client;
@@ -88,8 +119,10 @@ static int run_locked(struct run *r, char **cmd)
 		return FG_EXIT_OSERR;
 	}
 	rc = fg_take(cl, &r->take, sigfd, &g, &sig);
-	if (rc != FG_EXIT_OK)
+	if (rc != FG_EXIT_OK) {
+		rc = fg_take_status(&r->take, rc);
 		goto out_signals;
+	}
 
 	/* a signal that came with the grant: give it back, run nothing */
 	struct signalfd_siginfo si;
@@ -101,11 +134,17 @@ static int run_locked(struct run *r, char **cmd)
 		goto out_grant;
 	}
 
-	snprintf(token, sizeof(token), "%" PRIu64, g.token);
-	set_env("FENCE_LOCK", g.name);
-	set_env("FENCE_TOKEN", token);
-	set_env("FENCE_SEQUENCER", g.sequencer);
-	set_env("FENCEGATE_URL", cl->base);
+	fg_note("lock '%s' granted: token %" PRIu64 ", %s, lease %" PRIu64
+		"ms", name, g.token, g.mode, g.ttl_ms);
+	if (cmd) {
+		snprintf(token, sizeof(token), "%" PRIu64, g.token);
+		set_env("FENCE_LOCK", g.name);
+		set_env("FENCE_TOKEN", token);
+		set_env("FENCE_SEQUENCER", g.sequencer);
+		set_env("FENCEGATE_URL", fg_client_base(cl));
+	} else {
+		print_held(r->cli, &g);
+	}
 
 	struct fg_supervise s = {
 		.client = cl,
@@ -123,9 +162,17 @@ static int run_locked(struct run *r, char **cmd)
 	/* a lost lease has run out (or the gateway said it is gone): there
 	 * is nothing to release, and a gateway that could not be reached
 	 * would only hold up the exit */
-	if (!out.lost && fg_give_back(cl, name, g.lease, why,
-				      sizeof(why)) != FG_EXIT_OK)
-		fg_say("could not release lock '%s': %s", name, why);
+	if (!out.lost) {
+		int rel = fg_give_back(cl, name, g.lease, why, sizeof(why));
+		if (rel != FG_EXIT_OK) {
+			fg_say("could not release lock '%s': %s", name, why);
+			/* holding was the whole task: its end must be told */
+			if (!cmd)
+				rc = rel;
+		} else {
+			fg_note("released lock '%s'", name);
+		}
+	}
 out_grant:
 	fg_grant_finish(&g);
 out_signals:
@@ -139,16 +186,18 @@ static const struct fg_opt lock_opts[] = {
 	FG_TAKE_OPTS,
 	{ "kill-after", 0, true, OPT_KILL_AFTER },
 	{ "process-group", 0, false, OPT_PROCESS_GROUP },
+	{ "command", 'c', true, OPT_COMMAND },
 	FG_GLOBAL_OPTS
 };
 
 static const struct fg_opt elect_opts[] = {
 	{ "ttl", 0, true, FG_TAKE_OPT_TTL },
-	{ "wait", 0, true, FG_TAKE_OPT_WAIT },
+	FG_TAKE_WAIT_OPTS,
 	{ "owner", 0, true, FG_TAKE_OPT_OWNER },
 	{ "lock-delay", 0, true, FG_TAKE_OPT_LOCK_DELAY },
 	{ "kill-after", 0, true, OPT_KILL_AFTER },
 	{ "process-group", 0, false, OPT_PROCESS_GROUP },
+	{ "command", 'c', true, OPT_COMMAND },
 	FG_GLOBAL_OPTS
 };
 
@@ -180,16 +229,29 @@ static int run_cmd(struct fg_cli *cli, int argc, char **argv, bool elect)
 			"lock needs a lock name");
 	if (!a.pos[0][0])
 		return fg_cli_usage_error(cli, "the lock name is empty");
-	if (!a.cmd)
-		return fg_cli_usage_error(cli, "no command to run (put it "
-					  "after --)");
+	char **cmd = a.cmd;
+	if (cmd && r.shell_cmd)
+		return fg_cli_usage_error(cli, "give the command either with "
+					  "-c or after the lock name, not "
+					  "both");
+	if (r.shell_cmd) {
+		/* as flock(1) and consul lock: the user's shell, else sh */
+		const char *sh = getenv("SHELL");
+		r.shell_argv[0] = (char *)(sh && *sh ? sh : "/bin/sh");
+		r.shell_argv[1] = "-c";
+		r.shell_argv[2] = (char *)r.shell_cmd;
+		r.shell_argv[3] = NULL;
+		cmd = r.shell_argv;
+	}
 	r.take.name = a.pos[0];
+	fg_take_default_owner(&r.take);
 	if (elect) {
 		r.take.args.value = a.pos[1];
 		if (fg_cli_text("the value", a.pos[1], msg, sizeof(msg)) < 0)
 			return fg_cli_usage_error(cli, msg);
 	}
-	return run_locked(&r, a.cmd);
+	fg_note("owner %s", r.take.args.owner);
+	return run_locked(&r, cmd);
 }
 
 int fg_cmd_lock(struct fg_cli *cli, int argc, char **argv)

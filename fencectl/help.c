@@ -8,11 +8,15 @@
 
 #define GLOBAL_HELP \
 "Global options (before or after the command):\n" \
-"  --gateway URL   the gateway (default: $FENCEGATE_URL, else\n" \
-"                  " FG_DEFAULT_GATEWAY ")\n" \
-"  --timeout D     bound on each call to the gateway, beyond any wait it\n" \
-"                  asks for (default 10s; connecting: at most 5s of it)\n" \
+"  --gateway URL   the gateway; repeat it or give a comma list for\n" \
+"                  several, tried in turn (default: $FENCEGATE_URL, the\n" \
+"                  same, else " FG_DEFAULT_GATEWAY ")\n" \
+"  --timeout D     bound on each call to each gateway, its connect and\n" \
+"                  its answer, beyond any wait it asks for (default\n" \
+"                  10s; connecting: at most 5s of it)\n" \
 "  --json          print the gateway's JSON answers\n" \
+"  --verbose       say each call and what came of it on stderr (never a\n" \
+"                  lease or a key)\n" \
 "  --key-file FILE send the bearer key held in FILE (default:\n" \
 "                  $FENCEGATE_KEY_FILE); a key is never given itself\n" \
 "  --cacert FILE   verify an https:// gateway against this CA (PEM);\n" \
@@ -31,8 +35,9 @@ const char fg_help_main[] =
 "Leased, fenced locks from a fencegate gateway, on the command line.\n"
 "\n"
 "Commands:\n"
-"  lock NAME [OPTIONS] -- CMD [ARG]...\n"
-"                        run CMD while holding lock NAME\n"
+"  lock NAME [OPTIONS] [-- CMD [ARG]... | -c CMD]\n"
+"                        run CMD while holding lock NAME; without CMD,\n"
+"                        hold it and print its token and sequencer\n"
 "  elect NAME VALUE [OPTIONS] -- CMD [ARG]...\n"
 "                        run CMD while leader of election NAME\n"
 "  acquire NAME          take a lock; print its lease, token and sequencer\n"
@@ -59,7 +64,7 @@ DURATIONS_HELP
 "       certificate cannot be verified\n"
 "  70   out of memory\n"
 "  71   a system call failed (fork, pipe, signalfd)\n"
-"  75   the lock was not granted within --wait\n"
+"  75   the lock was not granted within --wait (or -E's code)\n"
 "  76   an answer fencectl does not understand\n"
 "  77   not allowed: the gateway does not know who you are (401), you\n"
 "       lack the right (403), or it refuses your address for a while\n"
@@ -71,11 +76,17 @@ DURATIONS_HELP
 
 const char fg_help_lock[] =
 "Usage: fencectl lock NAME [OPTIONS] [--] CMD [ARG]...\n"
+"       fencectl lock NAME [OPTIONS] -c CMD\n"
+"       fencectl lock NAME [OPTIONS]\n"
 "\n"
 "Takes lock NAME, waiting for it as long as --wait allows, runs CMD while\n"
 "renewing the lease in the background, and releases the lock when CMD\n"
 "exits. CMD's environment has FENCE_LOCK, FENCE_TOKEN, FENCE_SEQUENCER\n"
 "(send it as the Fencing-Token header of writes) and FENCEGATE_URL.\n"
+"Without CMD, holds the lock (renewing it), prints FENCE_LOCK=,\n"
+"FENCE_TOKEN= and FENCE_SEQUENCER= lines (--json: one object) and waits\n"
+"for a signal (Ctrl-C, SIGTERM, SIGHUP...); then releases it and exits\n"
+"with 128 + the signal's number.\n"
 "\n"
 "If the lease is lost (a renewal is answered 410, or no renewal succeeds\n"
 "before the lease would run out), CMD gets SIGTERM, then SIGKILL after\n"
@@ -86,10 +97,15 @@ const char fg_help_lock[] =
 "Options:\n"
 "  --ttl D          lease length (default 30s; 100ms to 1h); renewed\n"
 "                   every third of it\n"
-"  --wait D         how long to wait for the lock (default: forever;\n"
+"  -w, --wait D     how long to wait for the lock (default: forever;\n"
 "                   0 tries once; 'forever')\n"
+"  -n, --no-wait    try once (--wait 0)\n"
+"  -E, --conflict-exit-code N\n"
+"                   exit with N (0 to 255) when not granted (default 75)\n"
+"  -c, --command CMD  run CMD through $SHELL -c (else /bin/sh -c)\n"
 "  --shared         a shared grant (its sequencer cannot fence writes)\n"
-"  --owner TEXT     shown by inspect while the lock is held\n"
+"  --owner TEXT     shown by inspect while the lock is held (default:\n"
+"                   user@host:pid)\n"
 "  --value TEXT     the lock's value while held\n"
 "  --lock-delay D   lock-delay of this grant (0 to 1h)\n"
 "  --kill-after D   SIGKILL this long after the SIGTERM of a lost lease\n"
@@ -103,17 +119,24 @@ DURATIONS_HELP;
 
 const char fg_help_elect[] =
 "Usage: fencectl elect NAME VALUE [OPTIONS] [--] CMD [ARG]...\n"
+"       fencectl elect NAME VALUE [OPTIONS] [-c CMD]\n"
 "\n"
 "Campaigns in election NAME with VALUE (for example this node's address):\n"
 "waits as long as it takes to become leader (the holder of lock NAME,\n"
 "whose value others read with inspect), then runs CMD as `lock` does:\n"
 "renewing, passing signals on, stopping CMD if leadership is lost (exit\n"
-"79), and resigning when CMD exits. The exit status is CMD's.\n"
+"79), and resigning when CMD exits. The exit status is CMD's. Without\n"
+"CMD, holds the leadership as `lock` without CMD holds a lock.\n"
 "\n"
 "Options:\n"
 "  --ttl D          lease length (default 30s; 100ms to 1h)\n"
-"  --wait D         give up after this long (default: forever)\n"
-"  --owner TEXT     shown by inspect while leader\n"
+"  -w, --wait D     give up after this long (default: forever)\n"
+"  -n, --no-wait    try once\n"
+"  -E, --conflict-exit-code N\n"
+"                   exit with N when not leader in time (default 75)\n"
+"  -c, --command CMD  run CMD through $SHELL -c (else /bin/sh -c)\n"
+"  --owner TEXT     shown by inspect while leader (default:\n"
+"                   user@host:pid)\n"
 "  --lock-delay D   lock-delay of this grant (0 to 1h)\n"
 "  --kill-after D   SIGKILL this long after the SIGTERM of a lost\n"
 "                   leadership (default 10s)\n"
@@ -137,10 +160,14 @@ const char fg_help_acquire[] =
 "\n"
 "Options:\n"
 "  --ttl D          lease length (default 30s; 100ms to 1h)\n"
-"  --wait D         how long to wait for the lock (default 0: try once;\n"
+"  -w, --wait D     how long to wait for the lock (default 0: try once;\n"
 "                   'forever')\n"
+"  -n, --no-wait    try once (the default)\n"
+"  -E, --conflict-exit-code N\n"
+"                   exit with N (0 to 255) when not granted (default 75)\n"
 "  --shared         a shared grant\n"
-"  --owner TEXT     shown by inspect while the lock is held\n"
+"  --owner TEXT     shown by inspect while the lock is held (default:\n"
+"                   user@host:pid)\n"
 "  --value TEXT     the lock's value while held\n"
 "  --lock-delay D   lock-delay of this grant (0 to 1h)\n"
 "  --lease LEASE    re-enter the grant that holds this lease\n"

@@ -55,42 +55,52 @@ static int help_of(struct fg_cli *cli, int argc, char **argv)
 	return fg_cli_usage_error(cli, msg);
 }
 
-int main(int argc, char **argv)
+/* Everything but the libcurl setup around the one subcommand. */
+static int run(struct fg_cli *cli, int argc, char **argv)
 {
-	struct fg_cli cli;
 	struct fg_args a;
 	char msg[512];
 	int rc;
 
-	fg_cli_init(&cli);
 	if (fg_opts_parse(main_opts, argc - 1, argv + 1, 0, true, on_option,
-			  &cli, &a, msg, sizeof(msg)) < 0)
-		return fg_cli_usage_error(&cli, msg);
-	if (cli.version) {
+			  cli, &a, msg, sizeof(msg)) < 0)
+		return fg_cli_usage_error(cli, msg);
+	if (cli->version) {
 		printf("fencectl %s\n", FG_VERSION);
 		return FG_EXIT_OK;
 	}
 	if (!a.cmd) {
-		if (cli.help)
+		if (cli->help)
 			return fg_cli_print_help(fg_help_main);
-		return fg_cli_usage_error(&cli, "no command given");
+		return fg_cli_usage_error(cli, "no command given");
 	}
 	if (strcmp(a.cmd[0], "help") == 0)
-		return help_of(&cli, a.ncmd - 1, a.cmd + 1);
+		return help_of(cli, a.ncmd - 1, a.cmd + 1);
 	for (size_t i = 0; i < NCOMMANDS; i++) {
 		if (strcmp(a.cmd[0], commands[i].name) != 0)
 			continue;
-		cli.cmd = commands[i].name;
+		cli->cmd = commands[i].name;
 		if (curl_global_init(CURL_GLOBAL_DEFAULT) != CURLE_OK) {
 			fg_say("cannot initialise libcurl");
 			return FG_EXIT_SOFTWARE;
 		}
-		rc = commands[i].run(&cli, a.ncmd - 1, a.cmd + 1);
-		fg_cli_finish(&cli);
+		rc = commands[i].run(cli, a.ncmd - 1, a.cmd + 1);
 		curl_global_cleanup();
-		fflush(stdout);
 		return rc;
 	}
 	snprintf(msg, sizeof(msg), "no command '%s'", a.cmd[0]);
-	return fg_cli_usage_error(&cli, msg);
+	return fg_cli_usage_error(cli, msg);
+}
+
+int main(int argc, char **argv)
+{
+	struct fg_cli cli;
+	int rc;
+
+	fg_cli_init(&cli);
+	rc = run(&cli, argc, argv);
+	/* on every path: the key is wiped, the gateway list freed */
+	fg_cli_finish(&cli);
+	fflush(stdout);
+	return rc;
 }

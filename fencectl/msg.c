@@ -9,19 +9,43 @@
 
 #include "msg.h"
 
-void fg_say(const char *fmt, ...)
+static bool verbose;
+
+void fg_msg_set_verbose(bool on)
+{
+	verbose = on;
+}
+
+static void say(const char *fmt, va_list ap)
 {
 	char line[2048];
-	va_list ap;
 	int n = snprintf(line, sizeof(line), "fencectl: ");
-
-	va_start(ap, fmt);
 	int m = vsnprintf(line + n, sizeof(line) - (size_t)n - 1, fmt, ap);
-	va_end(ap);
+
 	size_t len = (size_t)n + (m < 0 ? 0 : (size_t)m);
 	if (len > sizeof(line) - 2)
 		len = sizeof(line) - 2;
 	line[len++] = '\n';
 	ssize_t w = write(STDERR_FILENO, line, len);
 	(void)w;
+}
+
+void fg_say(const char *fmt, ...)
+{
+	va_list ap;
+
+	va_start(ap, fmt);
+	say(fmt, ap);
+	va_end(ap);
+}
+
+void fg_note(const char *fmt, ...)
+{
+	va_list ap;
+
+	if (!verbose)
+		return;
+	va_start(ap, fmt);
+	say(fmt, ap);
+	va_end(ap);
 }

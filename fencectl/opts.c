@@ -26,6 +26,49 @@ static const struct fg_opt *find_short(const struct fg_opt *opts, char c)
 	return NULL;
 }
 
+/*
+ * Reads a cluster of one-letter options at argv[*i], as getopt(3) does:
+ * "-n", "-nE 3", "-w5", "-nw 5". A letter that takes a value takes the
+ * rest of the cluster, or else the next argument; *i is advanced past it.
+ */
+static int short_options(const struct fg_opt *opts, int argc, char **argv,
+			 int *i, fg_opt_fn fn, void *ctx, char *msg,
+			 size_t msglen)
+{
+	const char *arg = argv[*i];
+
+	for (const char *p = arg + 1; *p; p++) {
+		const struct fg_opt *o = find_short(opts, *p);
+		const char *value = NULL;
+		char spelled[8];
+
+		snprintf(spelled, sizeof(spelled), "-%c", *p);
+		if (!o) {
+			if (p == arg + 1 && !p[1])
+				snprintf(msg, msglen, "unknown option '%s'", arg);
+			else
+				snprintf(msg, msglen, "unknown option '%s' (in "
+					 "'%s')", spelled, arg);
+			return -1;
+		}
+		if (!o->takes_value) {
+			if (fn(ctx, o->id, spelled, NULL, msg, msglen) < 0)
+				return -1;
+			continue;
+		}
+		if (p[1]) {
+			value = p + 1;
+		} else if (*i + 1 < argc) {
+			value = argv[++*i];
+		} else {
+			snprintf(msg, msglen, "option '%s' needs a value", spelled);
+			return -1;
+		}
+		return fn(ctx, o->id, spelled, value, msg, msglen);
+	}
+	return 0;
+}
+
 /* Reads the option at argv[*i]; advances *i past its value if it took one. */
 static int one_option(const struct fg_opt *opts, int argc, char **argv,
 		      int *i, fg_opt_fn fn, void *ctx, char *msg,
@@ -36,31 +79,24 @@ static int one_option(const struct fg_opt *opts, int argc, char **argv,
 	const char *value = NULL;
 	char spelled[64];
 
-	if (arg[1] == '-') {
-		const char *name = arg + 2;
-		const char *eq = strchr(name, '=');
-		size_t len = eq ? (size_t)(eq - name) : strlen(name);
-		o = find_long(opts, name, len);
-		snprintf(spelled, sizeof(spelled), "--%.*s", (int)len, name);
-		if (!o) {
-			snprintf(msg, msglen, "unknown option '%s'", spelled);
+	if (arg[1] != '-')
+		return short_options(opts, argc, argv, i, fn, ctx, msg, msglen);
+	const char *name = arg + 2;
+	const char *eq = strchr(name, '=');
+	size_t len = eq ? (size_t)(eq - name) : strlen(name);
+	o = find_long(opts, name, len);
+	snprintf(spelled, sizeof(spelled), "--%.*s", (int)len, name);
+	if (!o) {
+		snprintf(msg, msglen, "unknown option '%s'", spelled);
+		return -1;
+	}
+	if (eq) {
+		if (!o->takes_value) {
+			snprintf(msg, msglen, "option '%s' takes no value",
+				 spelled);
 			return -1;
 		}
-		if (eq) {
-			if (!o->takes_value) {
-				snprintf(msg, msglen, "option '%s' takes no "
-					 "value", spelled);
-				return -1;
-			}
-			value = eq + 1;
-		}
-	} else {
-		o = arg[2] == '\0' ? find_short(opts, arg[1]) : NULL;
-		if (!o) {
-			snprintf(msg, msglen, "unknown option '%s'", arg);
-			return -1;
-		}
-		snprintf(spelled, sizeof(spelled), "%s", arg);
+		value = eq + 1;
 	}
 	if (o->takes_value && !value) {
 		if (*i + 1 >= argc) {

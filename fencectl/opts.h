@@ -2,7 +2,9 @@
  * opts.h - one command line reader for every subcommand.
  *
  * Options may come before, between and after the positional arguments:
- * `--name value`, `--name=value`, or a one-letter `-x value`. A `--` ends
+ * `--name value`, `--name=value`, or one-letter options as getopt(3)
+ * reads them: `-x value`, `-xvalue`, and flags in one cluster (`-nE 3`,
+ * where a letter that takes a value ends the cluster). A `--` ends
  * the options. For `lock` and `elect`, once the positional arguments are
  * all there, the next argument that is not an option, or whatever follows
  * `--`, starts the command to run; everything from there on belongs to the

@@ -4,9 +4,12 @@
  * timeout, takes its answer into memory of bounded size, opens only
  * close-on-exec sockets, and verifies the peer of every TLS connection;
  * every header line it builds that holds a secret (the bearer key, a
- * lease) is wiped before it is freed.
+ * lease) is wiped before it is freed. A call passes to the next gateway
+ * only when the one tried gave no answer or a 5xx, so that an answer
+ * about the lock (409, 410, 401...) is never asked again elsewhere.
  */
 #include <fcntl.h>
+#include <inttypes.h>
 #include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
@@ -15,6 +18,8 @@
 #include "clock.h"
 #include "exits.h"
 #include "keyfile.h"
+#include "lockurl.h"
+#include "msg.h"
 #include "req.h"
 #include "sigs.h"
 
@@ -105,14 +110,30 @@ static void set_tls(CURL *e, const struct fg_client *cl)
 	}
 }
 
+const char *fg_client_base(const struct fg_client *cl)
+{
+	return cl->gw->url[cl->gw->current];
+}
+
+void fg_client_next(const struct fg_client *cl)
+{
+	cl->gw->current = (cl->gw->current + 1) % cl->gw->n;
+}
+
 int fg_req_init(struct fg_req *r, const struct fg_client *cl,
-		const char *method, char *url, json_t *body, const char *lease,
+		const char *method, char *path, json_t *body, const char *lease,
 		uint64_t timeout_ms)
 {
 	memset(r, 0, sizeof(*r));
 	r->cl = cl;
-	r->url = url;
-	if (!url)
+	r->method = method;
+	r->path = path;
+	if (!path)
+		return -1;
+	r->at = cl->gw->current;
+	r->tried = 1;
+	r->url = fg_lockurl_join(cl->gw->url[r->at], path);
+	if (!r->url)
 		return -1;
 	r->easy = curl_easy_init();
 	if (!r->easy)
@@ -183,9 +204,62 @@ void fg_req_finish(struct fg_req *r)
 		free(r->body);
 	}
 	free(r->url);
+	free(r->path);
 	free(r->resp);
 	json_decref(r->json);
 	memset(r, 0, sizeof(*r));
+}
+
+void fg_req_note(const struct fg_req *r)
+{
+	char shown[512], why[512];
+
+	if (r->result != CURLE_OK)
+		snprintf(why, sizeof(why), "%s", r->errbuf[0] ? r->errbuf :
+			 curl_easy_strerror(r->result));
+	else
+		snprintf(why, sizeof(why), "HTTP %ld", r->status);
+	fg_note("%s %s: %s (%" PRIu64 "ms)", r->method,
+		fg_gateways_shown(r->url, shown, sizeof(shown)), why,
+		r->done_ms - r->sent_ms);
+}
+
+/*
+ * After an attempt: notes it (--verbose), and when it gave no answer or a
+ * 5xx and a gateway is left that this call has not tried, points r at
+ * that one (true). An answer makes its gateway the current one.
+ */
+static bool next_gateway(struct fg_req *r)
+{
+	struct fg_gateways *gw = r->cl->gw;
+	enum fg_outcome o = fg_req_outcome(r);
+	char shown[512];
+
+	fg_req_note(r);
+	if (o != FG_UNAVAILABLE) {
+		gw->current = r->at;
+		return false;
+	}
+	if (r->tried >= gw->n)
+		return false;
+	size_t at = (r->at + 1) % gw->n;
+	char *url = fg_lockurl_join(gw->url[at], r->path);
+	if (!url)
+		return false;
+	fg_note("gateway %s did not answer; trying the next",
+		fg_gateways_shown(gw->url[r->at], shown, sizeof(shown)));
+	free(r->url);
+	r->url = url;
+	r->at = at;
+	r->tried++;
+	free(r->resp);
+	r->resp = NULL;
+	r->resp_len = 0;
+	json_decref(r->json);
+	r->json = NULL;
+	r->errbuf[0] = '\0';
+	curl_easy_setopt(r->easy, CURLOPT_URL, r->url);
+	return true;
 }
 
 void fg_req_started(struct fg_req *r)
@@ -212,11 +286,14 @@ void fg_req_complete(struct fg_req *r, CURLcode result)
 
 void fg_req_perform(struct fg_req *r)
 {
-	fg_req_started(r);
-	fg_req_complete(r, curl_easy_perform(r->easy));
+	do {
+		fg_req_started(r);
+		fg_req_complete(r, curl_easy_perform(r->easy));
+	} while (next_gateway(r));
 }
 
-int fg_req_run(struct fg_req *r, int sigfd)
+/* One attempt, on the gateway r points at (see fg_req_run()). */
+static int run_once(struct fg_req *r, int sigfd)
 {
 	CURLM *m = curl_multi_init();
 	CURLcode result = CURLE_OUT_OF_MEMORY;
@@ -261,6 +338,16 @@ int fg_req_run(struct fg_req *r, int sigfd)
 	curl_multi_cleanup(m);
 	if (!sig)
 		fg_req_complete(r, result);
+	return sig;
+}
+
+int fg_req_run(struct fg_req *r, int sigfd)
+{
+	int sig;
+
+	do {
+		sig = run_once(r, sigfd);
+	} while (!sig && next_gateway(r));
 	return sig;
 }
 
@@ -394,6 +481,7 @@ const char *fg_req_describe(const struct fg_req *r, char *buf, size_t len)
 	enum fg_outcome o = fg_req_outcome(r);
 	const char *msg = message_of(r);
 	curl_off_t after = -1;
+	char shown[512];
 
 	switch (o) {
 	case FG_TLS_UNVERIFIED:
@@ -427,10 +515,21 @@ const char *fg_req_describe(const struct fg_req *r, char *buf, size_t len)
 	default:
 		break;
 	}
+	/* a call that no gateway answered says so: the error shown is the
+	 * last one's */
+	char *const start = buf;
+	int n = 0;
+	if (o == FG_UNAVAILABLE && r->tried > 1)
+		n = snprintf(buf, len, "all %zu gateways failed; "
+			     "the last: ", r->tried);
+	if (n < 0 || (size_t)n >= len)
+		n = 0;
+	buf += n;
+	len -= (size_t)n;
 	if (r->result != CURLE_OK) {
 		snprintf(buf, len, "%s", r->errbuf[0] ? r->errbuf :
 			 curl_easy_strerror(r->result));
-		return buf;
+		return start;
 	}
 	const char *code = error_code(r);
 	if (code && msg)
@@ -441,8 +540,8 @@ const char *fg_req_describe(const struct fg_req *r, char *buf, size_t len)
 		snprintf(buf, len, "%ld (not the answer expected)", r->status);
 	else
 		snprintf(buf, len, "HTTP %ld from %s (not a fencegate answer)",
-			 r->status, r->url);
-	return buf;
+			 r->status, fg_gateways_shown(r->url, shown, sizeof(shown)));
+	return start;
 }
 
 int fg_outcome_exit(enum fg_outcome o)

@@ -4,6 +4,10 @@
  *
  * Every call is bounded: a connect timeout, and a total timeout that is
  * the client's timeout plus whatever wait the call asks the gateway for.
+ * A client may know several gateways: a call goes to the one that last
+ * answered, and one that cannot be reached (or answers 5xx) passes the
+ * call on to the next, in turn, each attempt bounded alike, until one
+ * answers or all were tried.
  * Every socket is close-on-exec, so the command `lock` runs never inherits
  * a connection to the gateway. Every call carries the client's identity
  * (its bearer key, its client certificate) when it has one, and an
@@ -21,8 +25,11 @@
 #include <curl/curl.h>
 #include <jansson.h>
 
+#include "gateways.h"
+
 struct fg_client {
-	const char *base;		/* gateway URL, e.g. http://127.0.0.1:8080 */
+	struct fg_gateways *gw;		/* at least one; current moves to the
+					 * one that answered */
 	uint64_t connect_timeout_ms;
 	uint64_t timeout_ms;		/* bound on one call, beyond its wait */
 	const char *key;		/* bearer key (a secret); NULL: none */
@@ -58,7 +65,11 @@ struct fg_req {
 	const struct fg_client *cl;	/* borrowed: outlives the call */
 	CURL *easy;
 	struct curl_slist *headers;
-	char *url;
+	const char *method;
+	char *path;		/* below the gateway's URL */
+	char *url;		/* the gateway being tried + path */
+	size_t at;		/* the index of that gateway */
+	size_t tried;		/* gateways tried by this call */
 	char *body;
 	char *resp;
 	size_t resp_len;
@@ -70,16 +81,23 @@ struct fg_req {
 	uint64_t done_ms;	/* monotonic: when it ended */
 };
 
+/** The gateway calls go to first. */
+const char *fg_client_base(const struct fg_client *cl);
+
+/** Calls go first to the gateway after the current one from now on. */
+void fg_client_next(const struct fg_client *cl);
+
 /**
- * Prepares a call: method on url, with body (borrowed; JSON, or NULL for
+ * Prepares a call: method (a string constant) on path (below the gateway's
+ * URL, from lockurl.h with base ""), with body (borrowed; JSON, or NULL for
  * none) and a Fence-Lease header when lease is not NULL, and the client's
- * identity (see struct fg_client). timeout_ms bounds the whole call (0:
- * the client's timeout). url is owned by r from here on, and freed by
+ * identity (see struct fg_client). timeout_ms bounds each attempt (0: the
+ * client's timeout). path is owned by r from here on, and freed by
  * fg_req_finish() even when this fails. 0, or -1 when out of memory (r
  * can still be finished).
  */
 int fg_req_init(struct fg_req *r, const struct fg_client *cl,
-		const char *method, char *url, json_t *body, const char *lease,
+		const char *method, char *path, json_t *body, const char *lease,
 		uint64_t timeout_ms);
 
 /** Adds one header line ("Name: value") to a prepared call; the copy r
@@ -89,22 +107,29 @@ int fg_req_add_header(struct fg_req *r, const char *line);
 /** Frees everything r holds. Accepts a zeroed or failed r. */
 void fg_req_finish(struct fg_req *r);
 
-/** Runs the call to its end (blocking; signals are not looked at). */
+/** Runs the call to its end, on each gateway in turn as needed (blocking;
+ *  signals are not looked at). */
 void fg_req_perform(struct fg_req *r);
 
 /**
- * Runs the call to its end, or until a signal that ends fencectl arrives
- * on sigfd (see sigs.h; -1: none). 0 when the call ended, else the signal
- * (the call is then abandoned, its connection closed).
+ * Runs the call to its end, on each gateway in turn as needed, or until a
+ * signal that ends fencectl arrives on sigfd (see sigs.h; -1: none). 0
+ * when the call ended, else the signal (the call is then abandoned, its
+ * connection closed).
  */
 int fg_req_run(struct fg_req *r, int sigfd);
 
-/** For a caller that drives r->easy in its own multi handle: mark the
- *  start, and record the end with curl's result. */
+/** For a caller that drives r->easy in its own multi handle (one attempt,
+ *  on the current gateway): mark the start, and record the end with
+ *  curl's result. */
 void fg_req_started(struct fg_req *r);
 void fg_req_complete(struct fg_req *r, CURLcode result);
 
 enum fg_outcome fg_req_outcome(const struct fg_req *r);
+
+/** --verbose: "METHOD URL: HTTP 200 (3ms)" or curl's error, on stderr.
+ *  The URL is shown without any user or password it carries. */
+void fg_req_note(const struct fg_req *r);
 
 /**
  * What happened, for people: "410 lease_expired: this lease does not hold

@@ -34,6 +34,8 @@
 
 struct sv {
 	const struct fg_supervise *s;
+	bool hold;		/* no command: hold until a signal ends it */
+	int ended_by;		/* hold: the signal that ended it */
 	struct fg_grant *g;
 	pid_t pid;
 	pid_t target;		/* pid, or -pgid with own_group */
@@ -189,6 +191,11 @@ static void lose(struct sv *v, const char *why)
 
 	stop_renewal(v);
 	v->lost = true;
+	if (v->hold) {
+		fg_say("lease on lock '%s' lost (%s)", v->s->name, why);
+		v->exited = true;
+		return;
+	}
 	if (v->exited) {
 		fg_say("lease on lock '%s' lost (%s)", v->s->name, why);
 		v->kill_at = fg_now_ms() + v->s->kill_after_ms;
@@ -212,8 +219,7 @@ static void start_renewal(struct sv *v, uint64_t now)
 	if (timeout > left)
 		timeout = left;
 	if (!body || fg_req_init(&v->renew, v->s->client, "PATCH",
-				 fg_lockurl_lock(v->s->client->base,
-						 v->s->name, NULL),
+				 fg_lockurl_lock("", v->s->name, NULL),
 				 body, NULL, timeout) < 0 ||
 	    curl_multi_add_handle(v->multi, v->renew.easy) != CURLM_OK) {
 		json_decref(body);
@@ -236,6 +242,7 @@ static void renewed(struct sv *v, CURLcode result)
 
 	curl_multi_remove_handle(v->multi, r->easy);
 	fg_req_complete(r, result);
+	fg_req_note(r);
 	v->renewing = false;
 	enum fg_outcome o = fg_req_outcome(r);
 
@@ -252,6 +259,8 @@ static void renewed(struct sv *v, CURLcode result)
 			       v->failures == 1 ? "" : "s");
 		v->failures = 0;
 		v->backoff = 0;
+		fg_note("renewed the lease on lock '%s' (%" PRIu64 "ms)",
+			v->s->name, v->g->ttl_ms);
 	} else if (o == FG_LEASE_GONE || o == FG_REFUSED) {
 		const char *code = fg_req_str(r, "error");
 		snprintf(why, sizeof(why), "renew answered %ld %s", r->status,
@@ -260,13 +269,24 @@ static void renewed(struct sv *v, CURLcode result)
 		lose(v, why);
 		return;
 	} else {
+		const struct fg_client *cl = v->s->client;
 		fg_req_describe(r, v->last_error, sizeof(v->last_error));
+		fg_note("renewing the lease on lock '%s' at %s failed: %s",
+			v->s->name, fg_client_base(cl), v->last_error);
 		v->failures++;
-		v->backoff = v->backoff < BACKOFF_MIN_MS ? BACKOFF_MIN_MS :
-			     v->backoff * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS :
-			     v->backoff * 2;
-		uint64_t wait = v->backoff < interval(v) ? v->backoff :
-				interval(v);
+		uint64_t wait = 0;
+		if (o == FG_UNAVAILABLE && cl->gw->n > 1)
+			fg_client_next(cl);
+		/* the next gateway is asked at once, until every one of them
+		 * has failed in this round; then the back-off */
+		if (o != FG_UNAVAILABLE || v->failures % cl->gw->n == 0) {
+			v->backoff = v->backoff < BACKOFF_MIN_MS ?
+				     BACKOFF_MIN_MS :
+				     v->backoff * 2 > BACKOFF_MAX_MS ?
+				     BACKOFF_MAX_MS : v->backoff * 2;
+			wait = v->backoff < interval(v) ? v->backoff :
+			       interval(v);
+		}
 		v->next_renew = now + wait;
 		if (v->failures == 1 && now < v->deadline)
 			fg_say("renewing the lease on lock '%s' failed (%s); "
@@ -290,6 +310,14 @@ static void on_signals(struct sv *v)
 		}
 		if (v->exited)
 			continue;
+		if (v->hold) {
+			/* from the terminal or from kill(1), alike */
+			if (fg_sig_ends(sig)) {
+				v->ended_by = sig;
+				v->exited = true;
+			}
+			continue;
+		}
 		/* the kernel sent it to the whole process group (Ctrl-C,
 		 * a hangup, a resize): the command has it already */
 		if (!v->s->own_group && si.ssi_code == SI_KERNEL)
@@ -396,15 +424,20 @@ int fg_supervise(const struct fg_supervise *s, struct fg_supervised *out)
 	memset(&v, 0, sizeof(v));
 	memset(out, 0, sizeof(*out));
 	v.s = s;
+	v.hold = !s->argv;
 	v.g = s->grant;
 	v.deadline = v.g->valid_from_ms + v.g->ttl_ms;
 	v.next_renew = v.g->valid_from_ms + interval(&v);
 
 	/* made after the fork: the command inherits none of its sockets */
-	rc = start(&v);
+	rc = v.hold ? 0 : start(&v);
 	if (rc)
 		return rc;
 	v.multi = curl_multi_init();
+	if (!v.multi && v.hold) {
+		fg_say("out of memory");
+		return FG_EXIT_SOFTWARE;
+	}
 	if (!v.multi) {
 		fg_say("out of memory; stopping %s",
 		       target_text(&v, t, sizeof(t)));
@@ -440,7 +473,7 @@ int fg_supervise(const struct fg_supervise *s, struct fg_supervised *out)
 			}
 			v.killed = true;
 		}
-		if (v.lost)
+		if (v.lost && !v.hold)
 			stop_left_behind(&v, v.killed ? SIGKILL : SIGTERM);
 		if (v.exited && !(v.lost && v.children_left))
 			break;
@@ -467,6 +500,8 @@ int fg_supervise(const struct fg_supervise *s, struct fg_supervised *out)
 	stop_renewal(&v);
 	curl_multi_cleanup(v.multi);
 	out->lost = v.lost;
+	if (v.hold)
+		return v.lost ? FG_EXIT_LEASE_LOST : 128 + v.ended_by;
 	if (v.lost) {
 		fg_say("command (%s) %s after the lease was lost; exiting with "
 		       "status %d", target_text(&v, t, sizeof(t)),

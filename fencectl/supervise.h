@@ -36,6 +36,10 @@
  * the command, and fencectl returns only once they are gone, so nothing
  * the command started outlives a lost lease by more than --kill-after.
  * When the command ends while the lease holds, they are left alone.
+ *
+ * Without a command, the loop only renews, until a signal that would end
+ * fencectl arrives (from the terminal or from kill(1)) or the lease is
+ * lost.
  */
 #ifndef FENCECTL_SUPERVISE_H
 #define FENCECTL_SUPERVISE_H
@@ -54,7 +58,9 @@ struct fg_supervise {
 					 * follow the renewals */
 	uint64_t kill_after_ms;
 	bool own_group;
-	char **argv;			/* the command, NULL-terminated */
+	char **argv;			/* the command, NULL-terminated; NULL:
+					 * none, hold the lock until a signal
+					 * that ends fencectl arrives */
 	int sigfd;			/* from fg_sig_open() */
 	const sigset_t *child_mask;	/* the mask the command starts with */
 };
@@ -67,7 +73,9 @@ struct fg_supervised {
  * Runs the command to its end under the lease. Returns the exit status:
  * the command's (128 + n when a signal n ended it), FG_EXIT_LEASE_LOST
  * when the lease was lost, 126 or 127 when it could not be started, or
- * FG_EXIT_OSERR / FG_EXIT_SOFTWARE. The lease is not released here.
+ * FG_EXIT_OSERR / FG_EXIT_SOFTWARE. Without a command: 128 + n once
+ * signal n arrived (n one that fg_sig_ends()), or FG_EXIT_LEASE_LOST. The
+ * lease is not released here.
  */
 int fg_supervise(const struct fg_supervise *s, struct fg_supervised *out);
 

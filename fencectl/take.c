@@ -5,8 +5,10 @@
  * the answer) is given back before it returns.
  */
 #include <inttypes.h>
+#include <pwd.h>
 #include <stdio.h>
 #include <string.h>
+#include <unistd.h>
 
 #include "clock.h"
 #include "duration.h"
@@ -26,6 +28,56 @@ static uint64_t next_backoff(uint64_t b)
 	return b * 2 > BACKOFF_MAX_MS ? BACKOFF_MAX_MS : b * 2;
 }
 
+/* -E CODE: a whole number from 0 to 255, as flock(1) takes it. */
+static int read_exit_code(struct fg_take *t, const char *name,
+			  const char *value, char *msg, size_t msglen)
+{
+	int v = 0;
+	const char *p = value;
+
+	for (; *p >= '0' && *p <= '9' && v <= 255; p++)
+		v = v * 10 + (*p - '0');
+	if (p == value || *p || v > 255) {
+		snprintf(msg, msglen, "%s: '%s' is not an exit status (a whole "
+			 "number from 0 to 255)", name, value);
+		return -1;
+	}
+	t->conflict_exit = v;
+	t->conflict_exit_set = true;
+	return 0;
+}
+
+/* Keeps what JSON and a terminal show plainly: printable ASCII. */
+static void plain(char *s)
+{
+	for (; *s; s++)
+		if ((unsigned char)*s <= ' ' || (unsigned char)*s >= 0x7f ||
+		    *s == '@' || *s == ':')
+			*s = '?';
+}
+
+void fg_take_default_owner(struct fg_take *t)
+{
+	char user[64], host[128];
+	struct passwd *pw;
+
+	if (t->args.owner || t->args.lease)
+		return;
+	pw = getpwuid(geteuid());
+	if (pw && pw->pw_name && *pw->pw_name)
+		snprintf(user, sizeof(user), "%s", pw->pw_name);
+	else
+		snprintf(user, sizeof(user), "%ld", (long)geteuid());
+	if (gethostname(host, sizeof(host)) < 0 || !host[0])
+		snprintf(host, sizeof(host), "localhost");
+	host[sizeof(host) - 1] = '\0';
+	plain(user);
+	plain(host);
+	snprintf(t->owner_buf, sizeof(t->owner_buf), "%s@%s:%ld", user, host,
+		 (long)getpid());
+	t->args.owner = t->owner_buf;
+}
+
 int fg_take_option(struct fg_take *t, int id, const char *name,
 		   const char *value, char *msg, size_t msglen)
 {
@@ -38,6 +90,11 @@ int fg_take_option(struct fg_take *t, int id, const char *name,
 				       FG_TTL_MAX_MS, &a->ttl_ms, msg, msglen);
 	case FG_TAKE_OPT_WAIT:
 		return fg_cli_wait(name, value, &t->wait_ms, msg, msglen);
+	case FG_TAKE_OPT_NO_WAIT:
+		t->wait_ms = 0;
+		return 0;
+	case FG_TAKE_OPT_CONFLICT_EXIT:
+		return read_exit_code(t, name, value, msg, msglen);
 	case FG_TAKE_OPT_SHARED:
 		a->shared = true;
 		return 0;
@@ -63,7 +120,7 @@ int fg_give_back(const struct fg_client *cl, const char *name,
 	struct fg_req r;
 	int rc;
 
-	if (fg_req_init(&r, cl, "DELETE", fg_lockurl_lock(cl->base, name, NULL),
+	if (fg_req_init(&r, cl, "DELETE", fg_lockurl_lock("", name, NULL),
 			NULL, lease, 0) < 0) {
 		snprintf(why, whylen, "out of memory");
 		fg_req_finish(&r);
@@ -90,7 +147,7 @@ static enum fg_outcome confirm(const struct fg_client *cl, const char *name,
 	json_t *body = fg_api_renew_body(g->lease, g->ttl_ms, NULL);
 	enum fg_outcome o = FG_NOMEM;
 
-	if (fg_req_init(&r, cl, "PATCH", fg_lockurl_lock(cl->base, name, NULL),
+	if (fg_req_init(&r, cl, "PATCH", fg_lockurl_lock("", name, NULL),
 			body, NULL, 0) < 0 || !body)
 		goto out;
 	*sig = fg_req_run(&r, sigfd);
@@ -109,6 +166,13 @@ out:
 	json_decref(body);
 	fg_req_finish(&r);
 	return o;
+}
+
+int fg_take_status(const struct fg_take *t, int rc)
+{
+	if (rc == FG_EXIT_NOT_OBTAINED && t->conflict_exit_set)
+		return t->conflict_exit;
+	return rc;
 }
 
 int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
@@ -133,7 +197,7 @@ int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
 		struct fg_req r;
 
 		if (fg_req_init(&r, cl, "POST",
-				fg_lockurl_lock(cl->base, t->name, NULL), body,
+				fg_lockurl_lock("", t->name, NULL), body,
 				NULL, cl->timeout_ms + chunk) < 0 || !body) {
 			json_decref(body);
 			fg_req_finish(&r);

@@ -25,6 +25,9 @@ struct fg_take {
 	uint64_t wait_ms;	/* FG_WAIT_FOREVER: as long as it takes */
 	bool confirm;		/* see fg_take() */
 	bool quiet;		/* no "still trying" notes while waiting */
+	bool conflict_exit_set;	/* -E given */
+	int conflict_exit;	/* -E: the status when not granted */
+	char owner_buf[256];	/* the default owner, user@host:pid */
 };
 
 /* The options of a subcommand that takes a lock; its own follow. */
@@ -35,13 +38,22 @@ enum {
 	FG_TAKE_OPT_OWNER,
 	FG_TAKE_OPT_VALUE,
 	FG_TAKE_OPT_LOCK_DELAY,
+	FG_TAKE_OPT_NO_WAIT,
+	FG_TAKE_OPT_CONFLICT_EXIT,
 	FG_TAKE_OPT_END,	/* a subcommand's own options from here */
 };
+
+/* How long to wait and what to exit with when not granted, as flock(1):
+ * -w DUR, -n, -E CODE (flock's --conflict-exit-code). */
+#define FG_TAKE_WAIT_OPTS \
+	{ "wait", 'w', true, FG_TAKE_OPT_WAIT }, \
+	{ "no-wait", 'n', false, FG_TAKE_OPT_NO_WAIT }, \
+	{ "conflict-exit-code", 'E', true, FG_TAKE_OPT_CONFLICT_EXIT }
 
 /* The table rows of all of them, for a subcommand that takes them all. */
 #define FG_TAKE_OPTS \
 	{ "ttl", 0, true, FG_TAKE_OPT_TTL }, \
-	{ "wait", 0, true, FG_TAKE_OPT_WAIT }, \
+	FG_TAKE_WAIT_OPTS, \
 	{ "shared", 0, false, FG_TAKE_OPT_SHARED }, \
 	{ "owner", 0, true, FG_TAKE_OPT_OWNER }, \
 	{ "value", 0, true, FG_TAKE_OPT_VALUE }, \
@@ -55,16 +67,30 @@ int fg_take_option(struct fg_take *t, int id, const char *name,
 		   const char *value, char *msg, size_t msglen);
 
 /**
+ * Gives t the default owner, "user@host:pid" (this process's), unless an
+ * owner was given or the take re-enters a grant (whose owner stays).
+ */
+void fg_take_default_owner(struct fg_take *t);
+
+/**
  * Takes lock t->name. With t->confirm, a grant whose answer took longer
  * than a third of its lease is renewed at once, so that the lease's start
  * (g->valid_from_ms) is known closely; a grant lost meanwhile is asked for
  * again. Returns FG_EXIT_OK with *g filled (caller: fg_grant_finish()), or
- * the exit status after a message on stderr. A signal that ends fencectl
+ * the exit status after a message on stderr (FG_EXIT_NOT_OBTAINED when
+ * not granted within the wait; see fg_take_status()). A signal that ends fencectl
  * arriving on sigfd (-1: none) stops it: *sig is set and 128 + *sig is
  * returned, with no grant held.
  */
 int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
 	    struct fg_grant *g, int *sig);
+
+/**
+ * The status to exit with after fg_take() failed with rc: -E's code in
+ * place of FG_EXIT_NOT_OBTAINED when given. (fg_take() itself never
+ * returns that code, which may be 0, for a lock it did not get.)
+ */
+int fg_take_status(const struct fg_take *t, int rc);
 
 /**
  * Gives a lease back, once, bounded by the client's timeout. 0, or the

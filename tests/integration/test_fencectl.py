@@ -66,6 +66,18 @@ def wait_file(path):
             "i=$((i+1)); done" % shlex.quote(path))
 
 
+def stop_and_wait_sh(pid):
+    """sh: SIGSTOP process `pid`, then wait (at most 30 s) until every one
+    of its threads is stopped. kill(2) returns once the signal is pending,
+    not once the process has stopped: the thread it went to has to run to
+    start the group stop, and until then the others go on serving."""
+    return ("kill -STOP %d; i=0; while [ $i -lt 1500 ]; do run=; "
+            "for f in /proc/%d/task/*/stat; do read -r l < $f; "
+            "case \"${l##*) }\" in [Tt]*) ;; *) run=1;; esac; done; "
+            "[ -z \"$run\" ] && break; sleep 0.02; i=$((i+1)); done"
+            % (pid, pid))
+
+
 class Background:
     """A fencectl running in the background, its stdout and stderr in
     files."""
@@ -597,9 +609,11 @@ class GatewayDownTests(FencectlTestCase):
     def test_a_failed_release_is_reported_and_the_status_is_the_commands(self):
         name = self.lock_name()
         try:
+            # the command ends only once the gateway has stopped, so that
+            # the release cannot be served by a thread that has not yet
             rc, out, err = self.fc("lock", name, "--timeout", "500ms", "--",
-                                   "sh", "-c", "kill -STOP %d; exit 7"
-                                   % self.gw.proc.pid)
+                                   "sh", "-c", "%s; exit 7"
+                                   % stop_and_wait_sh(self.gw.proc.pid))
         finally:
             self.gw.resume()
         self.assertEqual(rc, 7, err)
@@ -868,14 +882,14 @@ class UsageTests(FencectlTestCase):
             (), ("frobnicate",), ("--nope", "inspect", "x"),
             ("inspect",), ("inspect", "x", "y"), ("inspect", "x", "--ttl",
                                                   "1s"),
-            ("lock",), ("lock", "x"), ("lock", "x", "--"),
+            ("lock",), ("lock", "x", "-c"),
             ("lock", "x", "--ttl", "soon", "--", "true"),
             ("lock", "x", "--ttl", "50ms", "--", "true"),
             ("lock", "x", "--ttl", "2h", "--", "true"),
             ("lock", "x", "--wait", "-1", "--", "true"),
             ("lock", "x", "--wait", "1.5ms", "--", "true"),
             ("lock", "x", "--kill-after", "x", "--", "true"),
-            ("lock", "x", "--ttl"), ("elect", "x", "--", "true"),
+            ("lock", "x", "--ttl"), ("elect", "x"),
             ("acquire", ""), ("acquire", "x", "--json=yes"),
             ("acquire", "x", "--lease", "a b"),
             ("renew", "x"), ("release", "x"), ("check",),
