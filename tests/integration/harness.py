@@ -434,7 +434,25 @@ class Process:
             kill_process(self.proc)
 
     def pause(self):
+        """SIGSTOP, returning once every thread of the process has stopped:
+        the kernel stops the threads one after the other, so on a loaded
+        machine one may still serve a request just after kill() returned."""
         self.proc.send_signal(signal.SIGSTOP)
+        pid = self.proc.pid
+
+        def stopped():
+            try:
+                for t in os.listdir("/proc/%d/task" % pid):
+                    with open("/proc/%d/task/%s/stat" % (pid, t)) as f:
+                        st = f.read()
+                    if st[st.rindex(")") + 2] not in "tT":
+                        return False
+            except (FileNotFoundError, ProcessLookupError):
+                pass  # gone, or a thread that ended meanwhile
+            return True
+        if not wait_until(stopped, slack(5.0), 0.005):
+            raise SetupError("pid %d did not stop within %.0f s of SIGSTOP"
+                             % (pid, slack(5.0)))
 
     def resume(self):
         self.proc.send_signal(signal.SIGCONT)

@@ -438,24 +438,30 @@ class AuditLogTests(StoreTestCase):
     def test_sighup_reopens_the_log_for_logrotate(self):
         log = self.log_file()
         self.start_store(flags=["--access-log", log])
+
+        def paths(p):
+            if not os.path.exists(p):
+                return []
+            return [l["path"] for l in self.lines(p)
+                    if l["endpoint"] == "proxy_read"]
+        # a line is written when its request completes, which may be just
+        # after the client read the answer: each is awaited before the
+        # file moves under it
         self.send("GET", "/before-rotate")
-        self.assertTrue(wait_until(lambda: os.path.getsize(log) > 0, slack(5.0)))
+        self.assertTrue(wait_until(lambda: paths(log) == ["/before-rotate"],
+                                   slack(5.0), 0.05), paths(log))
         os.rename(log, log + ".1")
         self.send("GET", "/after-rename")   # still the old file
+        self.assertTrue(wait_until(lambda: len(paths(log + ".1")) >= 2,
+                                   slack(5.0), 0.05), paths(log + ".1"))
         self.gw.proc.send_signal(signal.SIGHUP)
         self.assertTrue(wait_until(lambda: os.path.exists(log), slack(5.0), 0.05),
                         "SIGHUP did not create the log again")
         self.send("GET", "/after-reopen")
         self.assertTrue(self.gw.alive())
-        def paths(p):
-            return [l["path"] for l in self.lines(p)
-                    if l["endpoint"] == "proxy_read"]
-        wait_until(lambda: len(paths(log + ".1")) >= 2 and len(paths(log)) >= 1,
-                   slack(5.0), 0.05)
-        old = paths(log + ".1")
-        new = paths(log)
-        self.assertEqual(old, ["/before-rotate", "/after-rename"])
-        self.assertEqual(new, ["/after-reopen"])
+        self.assertTrue(wait_until(lambda: len(paths(log)) >= 1, slack(5.0), 0.05))
+        self.assertEqual(paths(log + ".1"), ["/before-rotate", "/after-rename"])
+        self.assertEqual(paths(log), ["/after-reopen"])
 
     def test_an_access_log_that_cannot_be_opened_stops_the_start(self):
         p = subprocess.run([harness.Gateway.executable(), "--access-log",
