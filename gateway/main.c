@@ -205,6 +205,9 @@ int main(int argc, char **argv)
 		fg_config_finish(&cfg);
 		return 2;
 	}
+	/* what lockcore tells of its scripts goes to the metrics */
+	gw.store_opts.observe = fg_metrics_script;
+	gw.store_opts.gave_back = fg_metrics_given_back;
 	if (fg_gateway_auth_load(&gw, err, sizeof(err)) ||
 	    fg_upstream_creds_check(&cfg, err, sizeof(err))) {
 		fprintf(stderr, "fencegate: %s\n", err);

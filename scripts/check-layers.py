@@ -5,7 +5,8 @@ gateway/ is cut into folders by layer (docs/architecture.md). A source
 may include a header of its own folder, of a lower layer, or the public
 API (include/fencegate/); an include that points up, or sideways into
 another folder of the same layer, is an error, and so is a project
-include that does not name its folder. Run by meson at every build:
+include that does not name its folder, and so is a circle of includes
+between the units of one folder (a .c and its .h are one unit). Run by meson at every build:
 a violation fails the build with the file, the line and the two layers.
 
 usage: check-layers.py GATEWAY_DIR [STAMP]
@@ -46,9 +47,43 @@ def target_of(inc):
     return parts[0]
 
 
+def circles(edges):
+    """The strongly connected sets of more than one unit (Tarjan)."""
+    index, low, stack, on, out = {}, {}, [], set(), []
+    counter = [0]
+
+    def visit(v):
+        index[v] = low[v] = counter[0]
+        counter[0] += 1
+        stack.append(v)
+        on.add(v)
+        for w in sorted(edges.get(v, ())):
+            if w not in index:
+                visit(w)
+                low[v] = min(low[v], low[w])
+            elif w in on:
+                low[v] = min(low[v], index[w])
+        if low[v] == index[v]:
+            c = []
+            while True:
+                w = stack.pop()
+                on.discard(w)
+                c.append(w)
+                if w == v:
+                    break
+            if len(c) > 1:
+                out.append(sorted(c))
+
+    for v in sorted(edges):
+        if v not in index:
+            visit(v)
+    return out
+
+
 def main():
     top = sys.argv[1]
     errors = []
+    edges = {}
     for d, _, files in os.walk(top):
         for f in sorted(files):
             if not f.endswith((".c", ".h")):
@@ -66,6 +101,11 @@ def main():
                     if not m:
                         continue
                     dst = target_of(m.group(1))
+                    if dst is not None and dst != "":
+                        unit = os.path.splitext(rel)[0]
+                        to = os.path.splitext(m.group(1))[0]
+                        if to != unit:
+                            edges.setdefault(unit, set()).add(to)
                     if dst is None or dst == src:
                         continue
                     if dst == "":
@@ -80,6 +120,8 @@ def main():
                     elif RANK[dst] == RANK[src]:
                         errors.append('%s:%d: "%s" points sideways (%s beside %s)'
                                       % (rel, n, m.group(1), dst, src))
+    for c in circles(edges):
+        errors.append("a circle of includes: %s" % " -> ".join(c + c[:1]))
     for e in errors:
         print("layers: " + e, file=sys.stderr)
     if errors:

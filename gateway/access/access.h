@@ -3,7 +3,7 @@
  * Private to the gateway.
  *
  * Like nginx's ACCESS phase, one step between reading a request and acting
- * on it: the lock API (api/lock.c, once the body is read) and the proxy (once
+ * on it: the lock API (api/locks.c, once the body is read) and the proxy (once
  * it knows every lock a request touches) both call it before any Redis
  * call, and handlers never check a right themselves. With no auth-file the
  * gateway is open and every request passes as nobody.

@@ -1,5 +1,5 @@
 /*
- * api.h - the lock API under /_fence/v1/ (lock.c): the route the HTTP
+ * api.h - the lock API under /_fence/v1/ (locks.c): the route the HTTP
  * front hands every request under /_fence/. Private to the gateway.
  */
 #ifndef FENCEGATE_API_H

@@ -27,7 +27,7 @@
 #include <openssl/crypto.h>
 
 #include "base/config.h"
-#include "base/writeset.h"
+#include "base/path.h"
 #include "fencegate/name.h"
 #include "base/log.h"
 

@@ -29,7 +29,6 @@
 #include "base/clock.h"
 #include "proc/gateway.h"
 #include "base/log.h"
-#include "proc/metrics.h"
 
 /* Every connection retries a refused login on its own pace (a loop's
  * every 200 ms, the maintenance thread's every 100 ms): one line in this
@@ -152,8 +151,6 @@ int fg_gateway_init(struct fg_gateway *gw, struct fg_config *cfg)
 		.write_margin_ms = c->fence_margin_ms,
 		.replicas = c->redis_replicas,
 		.replicas_timeout_ms = c->redis_replicas_timeout_ms,
-		.observe = fg_metrics_script,
-		.gave_back = fg_metrics_given_back,
 	};
 	pthread_mutex_init(&gw->key_mu, NULL);
 	return 0;

@@ -1,5 +1,5 @@
 /*
- * api_lock.c - the lock API under /_fence/v1/: routing, request parsing,
+ * locks.c - the lock API under /_fence/v1/: routing, request parsing,
  * answers. The semantics live in lockcore; this file only translates.
  *
  * Invariants: a request that fails validation is answered before anything
