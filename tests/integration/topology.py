@@ -196,6 +196,62 @@ class SentinelNode(harness.Process):
         return node_command(self.port, *args)
 
 
+class MasterWatch:
+    """Asks every sentinel for the master's address every 50 ms, in a
+    thread, and keeps when each sentinel's answer last changed. Sentinels
+    may switch twice after one loss (two leaders in two epochs, the later
+    one winning); a grant taken on the first new master is then as lost as
+    one taken on the killed master, so a test bounds lost grants by the
+    last switch it saw, not by the first."""
+
+    def __init__(self, sset):
+        self.sset = sset
+        self.changes = []       # (monotonic time, sentinel port, master port)
+        self._last = {}
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._run, daemon=True)
+
+    def start(self):
+        self._look()
+        self._thread.start()
+        return self
+
+    def _look(self):
+        for s in self.sset.sentinels:
+            if not s.alive():
+                continue
+            try:
+                addr = s.command("SENTINEL", "get-master-addr-by-name",
+                                 self.sset.name)
+                port = int(addr[1])
+            except (OSError, RespError, TypeError, IndexError, ValueError):
+                continue
+            if self._last.get(s.port) != port:
+                if s.port in self._last:
+                    self.changes.append((time.monotonic(), s.port, port))
+                self._last[s.port] = port
+
+    def _run(self):
+        while not self._stop.wait(0.05):
+            self._look()
+
+    def stop(self):
+        self._stop.set()
+        self._thread.join(timeout=5.0)
+        return self
+
+    def last_change(self, default):
+        return max((t for t, _, _ in self.changes), default=default)
+
+    def masters(self):
+        """The distinct masters named, in the order they were first named."""
+        seen = []
+        for _, _, port in self.changes:
+            if port not in seen:
+                seen.append(port)
+        return seen
+
+
 class SentinelSet:
     """A primary, two replicas and three sentinels (quorum 2) watching them
     as `name`. Nodes are harness.RedisServer objects in self.nodes (the
@@ -258,6 +314,10 @@ class SentinelSet:
         addr = self.sentinel_command("SENTINEL", "get-master-addr-by-name",
                                      self.name)
         return int(addr[1])
+
+    def watch_master(self):
+        """A MasterWatch over this set's sentinels, started."""
+        return MasterWatch(self).start()
 
     def _sentinel_view(self, s):
         fields = s.command("SENTINEL", "master", self.name)
