@@ -19,6 +19,8 @@ pkgs=(
   apache2 litmus
   # the clients of docs/clients.md, run by tests/integration/test_clients.py
   rclone
+  # systemd-analyze rates and verifies deploy/fencegate.service in the tests
+  systemd
   # promtool checks the metrics exposition in the tests
   prometheus
   # fuzz harnesses (libFuzzer's runtime lives in libclang-rt-14-dev)
