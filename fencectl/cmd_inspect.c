@@ -65,7 +65,7 @@ static void print_json_value(FILE *f, json_t *v)
 
 static const char *const inspect_fields[] = {
 	"name", "held", "mode", "token", "holders", "waiters", "ttl_ms",
-	"owner", "value",
+	"delay_ms", "owner", "value",
 };
 
 static void print_state(json_t *st)
@@ -101,7 +101,8 @@ static void print_line(json_t *st)
 	if (held && json_is_string(v = json_object_get(st, "mode")))
 		printf(" %s", json_string_value(v));
 	static const char *const rest[] = {
-		"token", "holders", "waiters", "ttl_ms", "owner", "value",
+		"token", "holders", "waiters", "ttl_ms", "delay_ms", "owner",
+		"value",
 	};
 	for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++) {
 		if ((v = json_object_get(st, rest[i])) != NULL) {

@@ -26,7 +26,7 @@ import threading
 import time
 
 import harness
-from harness import TestCase, Upstream, slack
+from harness import LOCKS, TestCase, Upstream, slack
 
 EXIT_INVALID = 1
 EXIT_USAGE = 64
@@ -745,6 +745,27 @@ class SubcommandTests(FencectlTestCase):
         self.release_ok(name, g["lease"])
         rc, out, err = self.fc("inspect", name)
         self.assertIn("held: false\n", out)
+
+    def test_inspect_text_shows_delay_ms(self):
+        delay = 60000
+        name = self.lock_name()
+        g = self.acquire_ok(name, ttl_ms=60000, lock_delay_ms=delay)
+        rc, out, err = self.fc("inspect", name)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("delay_ms: 0\n", out)          # held: no delay
+        # a break starts the lock-delay; what remains is shown, below it
+        r = self.req("DELETE", LOCKS + name,
+                     headers={"Fence-Break": str(g["token"])})
+        self.assertEqual(r.status, 204, r)
+        rc, out, err = self.fc("inspect", name)
+        self.assertEqual(rc, 0, err)
+        self.assertIn("held: false\n", out)
+        m = re.search(r"(?m)^delay_ms: ([0-9]+)$", out)
+        self.assertIsNotNone(m, out)
+        self.assertTrue(0 < int(m.group(1)) <= delay, out)
+        self.assertLess(out.index("ttl_ms:"), out.index("delay_ms:"))
+        rc, out, err = self.fc("inspect", name, "--json")
+        self.assertGreater(json.loads(out)["delay_ms"], 0, out)
 
     def test_inspect_watch_prints_a_line_per_change(self):
         name = self.lock_name()
