@@ -53,16 +53,35 @@ api="$gw/_fence/v1"
 wait_for curl -sf "$api/health"
 
 step() { printf '\n\033[1m# %s\033[0m\n' "$*"; }
-show() { printf '$ %s\n' "$*"; "$@"; echo; }
+# A command as a shell would read it back: words that need it in single
+# quotes, so that what is shown can be pasted (the gateway keeps running
+# until the end when the demo runs in a terminal).
+quoted() {
+  local out="" a sq="'"
+  for a in "$@"; do
+    if [[ $a =~ ^[A-Za-z0-9_@%+=:,./-]+$ ]]; then out+=" $a"
+    else out+=" '${a//$sq/$sq\\$sq$sq}'"; fi
+  done
+  printf '%s' "${out# }"
+}
+show() { printf '$ %s\n' "$(quoted "$@")"; "$@"; echo; }
+# show, and keep the output in the variable named first
+capture() { local var=$1; shift; printf '$ %s\n' "$(quoted "$@")"; printf -v "$var" '%s' "$("$@")"; printf '%s\n' "${!var}"; }
 field() { python3 -c 'import json,sys; print(json.load(sys.stdin)[sys.argv[1]])' "$1"; }
+# Two tokens one above the other, digits aligned, and which is newer.
+tokens() { # label1 token1 label2 token2
+  printf '  %-10s %20s\n  %-10s %20s' "$1" "$2" "$3" "$4"
+  if (( $4 > $2 )); then printf '   newer than %s (by %d)\n' "$1" $(( $4 - $2 ))
+  elif (( $4 == $2 )); then printf '   the same grant\n'
+  else printf '   older than %s\n' "$1"; fi
+}
 
 echo "fencegate on 127.0.0.1:$gport, redis on 127.0.0.1:$rport, WebDAV store on 127.0.0.1:$sport"
 echo
 echo "== 1. a lock: take, renew, inspect, release"
 
 step "take lock orders/42 for 10 s"
-grant=$(curl -s -X POST "$api/locks/orders/42" -d '{"ttl_ms":10000,"owner":"demo"}')
-echo "$grant"
+capture grant curl -s -X POST "$api/locks/orders/42" -d '{"ttl_ms":10000,"owner":"demo"}'
 lease=$(echo "$grant" | field lease)
 seq=$(echo "$grant" | field sequencer)
 
@@ -85,41 +104,43 @@ step "the old sequencer is no longer valid"
 show curl -s -X POST "$api/check" -d "{\"sequencer\":\"$seq\"}"
 
 step "the next grant has a greater token"
-show curl -s -X POST "$api/locks/orders/42" -d '{}'
+capture next curl -s -X POST "$api/locks/orders/42" -d '{}'
+tokens first "$(echo "$grant" | field token)" next "$(echo "$next" | field token)"
 
 echo
 echo "== 2. two clients, one paused: the storage is protected"
 
 step "client A takes lock docs/report.txt for 2 s and writes through fencegate"
-a=$(curl -s -X POST "$api/locks/docs/report.txt" -d '{"ttl_ms":2000}')
+capture a curl -s -X POST "$api/locks/docs/report.txt" -d '{"ttl_ms":2000}'
 a_seq=$(echo "$a" | field sequencer)
-echo "A holds token $(echo "$a" | field token)"
 show curl -s -w '%{http_code}\n' -X PUT -H "Fencing-Token: $a_seq" --data-binary 'draft by A' "$gw/docs/report.txt"
 
 step "A prepares its next write, and is paused (SIGSTOP) before sending it — a GC pause"
-( sleep 0.3; curl -s -w ' %{http_code}\n' -X PUT -H "Fencing-Token: $a_seq" \
-    --data-binary 'stale write by A' "$gw/docs/report.txt" >"$work/a.out" ) &
+a_put=(curl -s -w ' %{http_code}\n' -X PUT -H "Fencing-Token: $a_seq" --data-binary 'stale write by A' "$gw/docs/report.txt")
+printf '$ %s\n' "$(quoted "${a_put[@]}")"
+( sleep 0.3; "${a_put[@]}" >"$work/a.out" ) &
 a_pid=$!
 kill -STOP "$a_pid"
 echo "A (pid $a_pid) is stopped; its lease runs out while it sleeps"
 sleep 2.5
 
 step "client B takes the lock (a newer token) and writes"
-b=$(curl -s -X POST "$api/locks/docs/report.txt" -d '{"ttl_ms":10000}')
+capture b curl -s -X POST "$api/locks/docs/report.txt" -d '{"ttl_ms":10000}'
 b_seq=$(echo "$b" | field sequencer)
-echo "B holds token $(echo "$b" | field token)"
+tokens A "$(echo "$a" | field token)" B "$(echo "$b" | field token)"
 show curl -s -w '%{http_code}\n' -X PUT -H "Fencing-Token: $b_seq" --data-binary 'final by B' "$gw/docs/report.txt"
 
 step "A wakes up (SIGCONT) and sends its stale write"
 kill -CONT "$a_pid"
 wait "$a_pid" || true
 cat "$work/a.out"
+echo "refused: A's token is older than the current one (B's)"
 
 step "the storage holds B's data"
 show curl -s "$gw/docs/report.txt"
 
-step "and the storage never saw A's stale write (its access log):"
-cat "$store/access.log"
+step "and the storage never saw A's stale write (its access log, this file's lines):"
+show grep -F ' /docs/report.txt ' "$store/access.log"
 
 step "fencegate's audit log: every write to docs/report.txt, with its token and decision"
 python3 - "$work/access.log" <<'PY'
@@ -179,9 +200,8 @@ step "a stranger (no key) tries to take jobs/deploy"
 show curl -s -X POST "$agw/_fence/v1/locks/jobs/deploy" -d '{}'
 
 step "ci takes jobs/deploy for an hour, writes, and then hangs"
-c=$(curl -s -X POST -H @"$work/ci.hdr" "$agw/_fence/v1/locks/jobs/deploy" -d '{"ttl_ms":3600000}')
+capture c curl -s -X POST -H @"$work/ci.hdr" "$agw/_fence/v1/locks/jobs/deploy" -d '{"ttl_ms":3600000}'
 c_seq=$(echo "$c" | field sequencer)
-echo "ci holds token $(echo "$c" | field token)"
 show curl -s -w '%{http_code}\n' -X PUT -H "Fencing-Token: $c_seq" --data-binary 'v1 by ci' "$agw/jobs/deploy"
 
 step "ci has no admin: right, so it cannot break a lock, not even its own"
@@ -192,11 +212,14 @@ show build-release/fencectl/fencectl --gateway "$agw" --key-file "$work/ops.key"
 
 step "ci wakes up and sends its write with the broken grant's sequencer: refused"
 show curl -s -X PUT -H "Fencing-Token: $c_seq" --data-binary 'stale v2 by ci' "$agw/jobs/deploy"
+echo "(token and current are the same: that grant was broken, so its own token no longer writes)"
 
 step "the storage still holds v1"
 show curl -s "$agw/jobs/deploy"
 
+echo
 if [ -t 0 ]; then
-  printf '\nfencegate keeps running at http://127.0.0.1:%s — press Enter to stop.\n' "$gport"
+  printf 'fencegate keeps running at http://127.0.0.1:%s — press Enter to stop.\n' "$gport"
   read -r _
 fi
+echo "Next: README.md, \"Install by hand\", sets up a gateway of your own; docs/api.md has every call, docs/operations.md the logs, metrics and incident runbook."
