@@ -114,8 +114,11 @@ struct aop {
 	fg_astore *as;
 	struct fg__call call;
 	char *buf;
-	int kind; /* 0 grant, 1 info, 2 admit, 3 check */
+	int kind; /* 0 grant, 1 info, 2 admit, 3 check, 4 detail, 5 names,
+		     6 nobody waits */
 	fg_grant_cb *gcb;
+	fg_detail_cb *dcb;
+	fg_names_cb *ncb;
 	fg_info_cb *icb;
 	fg_admit_cb *acb;
 	fg_check_cb *ccb;
@@ -585,6 +588,29 @@ static void aop_free(struct aop *op)
 
 static void give_back_op(struct aop *op, int err);
 
+/* index_page's reply: an array of names, handed on as C strings (hiredis
+ * ends every string with a NUL). */
+static void names_answer(struct aop *op, int err, const redisReply *r)
+{
+	const char **names = NULL;
+	size_t n = 0;
+	if (!err && (!r || r->type != REDIS_REPLY_ARRAY))
+		err = FG_EPROTO;
+	if (!err && r->elements) {
+		names = calloc(r->elements, sizeof(*names));
+		if (!names)
+			err = FG_ENOMEM;
+		for (size_t i = 0; !err && i < r->elements; i++) {
+			if (r->element[i]->type != REDIS_REPLY_STRING)
+				err = FG_EPROTO;
+			else
+				names[n++] = r->element[i]->str;
+		}
+	}
+	op->ncb(err, err ? NULL : names, err ? 0 : n, op->arg);
+	free(names);
+}
+
 static void answer(struct aop *op, int err, const redisReply *r)
 {
 	if (op->answered)
@@ -615,11 +641,20 @@ static void answer(struct aop *op, int err, const redisReply *r)
 		if (!err)
 			err = fg__parse_admit(r, &a);
 		op->acb(err, err ? NULL : &a, op->arg);
-	} else {
+	} else if (op->kind == 3) {
 		struct fg_check c;
 		if (!err)
 			err = fg__parse_check(r, &c);
 		op->ccb(err, err ? NULL : &c, op->arg);
+	} else if (op->kind == 4) {
+		struct fg_lock_detail d;
+		if (!err)
+			err = fg__parse_detail(r, &d);
+		op->dcb(err, err ? NULL : &d, op->arg);
+		if (!err)
+			fg__detail_finish(&d);
+	} else if (op->kind == 5) {
+		names_answer(op, err, r);
 	}
 }
 
@@ -1136,6 +1171,20 @@ static void give_back_op(struct aop *op, int err)
 			   (enum fg_giveback_reason)op->why);
 }
 
+/* The listing's index learns of a lock an acquire may make active. Sent
+ * right after the acquire: on one Redis it rides the same connection, so
+ * it runs right after it; nobody waits for it, and a failure costs only a
+ * lock missing from listings until its next acquire. */
+static void index_add(fg_astore *as, const char *name)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return;
+	op->kind = 6;
+	fg__build_index_add(&op->call, name);
+	(void)submit(as, op);
+}
+
 int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		     fg_grant_cb *cb, void *arg)
 {
@@ -1151,7 +1200,10 @@ int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		return FG_ENOMEM;
 	}
 	fg__build_acquire(&op->call, req, as->idle);
-	return submit(as, op);
+	int err = submit(as, op);
+	if (!err && !req->reenter)
+		index_add(as, req->name);
+	return err;
 }
 
 int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
@@ -1287,5 +1339,41 @@ int fg_alock_finish(fg_astore *as, const char *name, const char *write_id,
 	if (!op)
 		return FG_ENOMEM;
 	fg__build_finish(&op->call, name, write_id, as->idle);
+	return submit(as, op);
+}
+
+int fg_alock_describe(fg_astore *as, const char *name, unsigned max_parties,
+		      fg_detail_cb *cb, void *arg)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return FG_ENOMEM;
+	op->kind = 4;
+	op->dcb = cb;
+	op->arg = arg;
+	fg__build_describe(&op->call, name, max_parties, as->idle);
+	return submit(as, op);
+}
+
+int fg_alock_index_page(fg_astore *as, const char *prefix, const char *after,
+			unsigned count, fg_names_cb *cb, void *arg)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return FG_ENOMEM;
+	op->kind = 5;
+	op->ncb = cb;
+	op->arg = arg;
+	fg__build_index_page(&op->call, prefix, after, count);
+	return submit(as, op);
+}
+
+int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen_us)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return FG_ENOMEM;
+	op->kind = 6;
+	fg__build_index_drop(&op->call, name, seen_us);
 	return submit(as, op);
 }

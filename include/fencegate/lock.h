@@ -39,7 +39,7 @@ struct event_base;
 struct fg_topo;
 
 /* The lock scripts, for per-script measurements (fg_script_name()). */
-#define FG_SCRIPT_COUNT 12
+#define FG_SCRIPT_COUNT 16
 
 /**
  * Told of every lock script call the asynchronous front answered: which
@@ -136,6 +136,8 @@ struct fg_acquire {
 	size_t value_len;
 	const char *owner;       /* NULL or free text, for inspect */
 	size_t owner_len;
+	const char *client;      /* the caller's address, for the listing
+				    (NULL: unknown) */
 	const char *principal;   /* who asks (at most FG_PRINCIPAL_MAX of
 				    [A-Za-z0-9._@-]): a grant, and a waiter's
 				    grant, is stored with it, and a re-entry
@@ -287,6 +289,57 @@ typedef struct fg_astore fg_astore;
 /** Reply of an asynchronous lock call; err is FG_OK or negative. */
 typedef void fg_grant_cb(int err, const struct fg_grant *g, void *arg);
 typedef void fg_info_cb(int err, const struct fg_lock_info *info, void *arg);
+
+/*
+ * The listing (contract v1.3): which locks are held, waited for or in
+ * lock-delay, and by whom. Locks are found through an index of names that
+ * every acquire adds to (a name is added with the acquire, on the same
+ * connection right after it) and that listings prune: a name is dropped
+ * only when a listing found its lock idle after the last acquire sent for
+ * it. A page of n names costs Redis O(n) work, however many exist.
+ */
+
+/** A holder or a waiter. Strings point into the reply: valid during the
+ *  callback only. */
+struct fg_party {
+	const char *owner;     /* NULL: none given */
+	const char *principal; /* NULL: open mode */
+	const char *client;    /* the address the call came from ("" unknown) */
+	uint64_t ms;           /* held or waited so far */
+};
+
+struct fg_lock_detail {
+	bool active;          /* held, waited for, or in lock-delay */
+	bool held;
+	enum fg_mode mode;    /* meaningful when held */
+	bool has_token;
+	uint64_t token;       /* the live grant's, or the last one's */
+	uint64_t ttl_ms;      /* what remains of the grant, 0 when free */
+	uint64_t delay_ms;    /* what remains of a lock-delay */
+	uint64_t now_us;      /* Redis' clock when it looked */
+	size_t nholders, nwaiters;
+	struct fg_party *holders; /* longest held first */
+	struct fg_party *waiters; /* queue order */
+};
+
+typedef void fg_detail_cb(int err, const struct fg_lock_detail *d, void *arg);
+/** The lock as the listing shows it, with at most max_parties holders and
+ *  as many waiters. */
+int fg_alock_describe(fg_astore *as, const char *name, unsigned max_parties,
+		      fg_detail_cb *cb, void *arg);
+
+/** Names (valid during the callback only) of the index in name order:
+ *  those starting with prefix ("" for all) and after `after` (NULL: from
+ *  the first), at most count. */
+typedef void fg_names_cb(int err, const char *const *names, size_t n,
+			 void *arg);
+int fg_alock_index_page(fg_astore *as, const char *prefix, const char *after,
+			unsigned count, fg_names_cb *cb, void *arg);
+
+/** Drops name from the index if no acquire was sent for it since Redis'
+ *  clock read seen_us (fg_lock_detail.now_us of a look that found it
+ *  idle). Nobody waits for it. */
+int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen_us);
 /** A message on a subscribed channel. */
 typedef void fg_message_cb(const char *channel, const char *msg, size_t len,
 			   void *arg);
