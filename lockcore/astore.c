@@ -31,6 +31,7 @@
  * it reach Redis later). The happy path pays nothing for this: no call is
  * added to one that succeeds.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -611,6 +612,49 @@ static void names_answer(struct aop *op, int err, const redisReply *r)
 	free(names);
 }
 
+static void index_drop(fg_astore *as, const char *name, uint64_t seen);
+static int submit(fg_astore *as, struct aop *op);
+
+/* The name of the lock a script call is about: FCALL fn 4 S Q W F idle
+ * NAME ..., argv[8]. False for a name that cannot be one. */
+static bool call_name(const struct aop *op, char name[FG_NAME_MAX + 1])
+{
+	size_t n = op->call.argvlen[8];
+	if (n > FG_NAME_MAX)
+		return false;
+	memcpy(name, op->call.argv[8], n);
+	name[n] = '\0';
+	return true;
+}
+
+/* The listing's index learns of a lock that an acquire granted (with its
+ * token) or queued a waiter on (0: no new grant). Sent once Redis
+ * answered, so that the token is known; nobody waits for it, and one that
+ * fails costs only a lock missing from listings until its next acquire. */
+static void index_add(fg_astore *as, const char *name, uint64_t token)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return;
+	op->kind = 6;
+	fg__build_index_add(&op->call, name, token);
+	(void)submit(as, op);
+}
+
+/* A release that left its lock idle says so (release.lua): the listing's
+ * index forgets the lock, unless it learned of a newer grant since. */
+static void release_idled(struct aop *op, const redisReply *r)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 7 ||
+	    r->element[5]->type != REDIS_REPLY_INTEGER ||
+	    r->element[5]->integer != 1 ||
+	    r->element[6]->type != REDIS_REPLY_STRING)
+		return;
+	char name[FG_NAME_MAX + 1];
+	if (call_name(op, name))
+		index_drop(op->as, name, strtoull(r->element[6]->str, NULL, 10));
+}
+
 static void answer(struct aop *op, int err, const redisReply *r)
 {
 	if (op->answered)
@@ -623,10 +667,17 @@ static void answer(struct aop *op, int err, const redisReply *r)
 				mono_ns() - op->t0_ns);
 	if (op->kind == 0) {
 		struct fg_grant g;
+		if (!err && r && op->call.lua == FG__LUA_RELEASE)
+			release_idled(op, r);
 		if (!err && r)
 			err = fg__parse_grant(r, &g);
 		else if (!err)
 			g = op->g;
+		char name[FG_NAME_MAX + 1];
+		if (!err && op->call.lua == FG__LUA_ACQUIRE &&
+		    (g.status == FG_GRANTED || g.status == FG_QUEUED) &&
+		    call_name(op, name))
+			index_add(op->as, name, g.status == FG_GRANTED ? g.token : 0);
 		if (op->gcb)
 			op->gcb(err, err ? NULL : &g, op->arg);
 	} else if (op->kind == 1) {
@@ -1171,20 +1222,6 @@ static void give_back_op(struct aop *op, int err)
 			   (enum fg_giveback_reason)op->why);
 }
 
-/* The listing's index learns of a lock an acquire may make active. Sent
- * right after the acquire: on one Redis it rides the same connection, so
- * it runs right after it; nobody waits for it, and a failure costs only a
- * lock missing from listings until its next acquire. */
-static void index_add(fg_astore *as, const char *name)
-{
-	struct aop *op = calloc(1, sizeof(*op));
-	if (!op)
-		return;
-	op->kind = 6;
-	fg__build_index_add(&op->call, name);
-	(void)submit(as, op);
-}
-
 int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		     fg_grant_cb *cb, void *arg)
 {
@@ -1200,10 +1237,7 @@ int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		return FG_ENOMEM;
 	}
 	fg__build_acquire(&op->call, req, as->idle);
-	int err = submit(as, op);
-	if (!err && !req->reenter)
-		index_add(as, req->name);
-	return err;
+	return submit(as, op);
 }
 
 int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
@@ -1368,12 +1402,17 @@ int fg_alock_index_page(fg_astore *as, const char *prefix, const char *after,
 	return submit(as, op);
 }
 
-int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen_us)
+int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen)
 {
 	struct aop *op = calloc(1, sizeof(*op));
 	if (!op)
 		return FG_ENOMEM;
 	op->kind = 6;
-	fg__build_index_drop(&op->call, name, seen_us);
+	fg__build_index_drop(&op->call, name, seen);
 	return submit(as, op);
+}
+
+static void index_drop(fg_astore *as, const char *name, uint64_t seen)
+{
+	(void)fg_alock_index_drop(as, name, seen);
 }

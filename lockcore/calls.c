@@ -234,14 +234,12 @@ static void index_init(struct fg__call *c, enum fg__lua lua)
 	push(c, c->keys[1], strlen(c->keys[1]));
 }
 
-/* Other nodes' clocks may lag the index's by this much (a Cluster). */
-#define INDEX_MARGIN_US 2000000u
-
-void fg__build_index_add(struct fg__call *c, const char *name)
+void fg__build_index_add(struct fg__call *c, const char *name,
+			 uint64_t token)
 {
 	index_init(c, FG__LUA_INDEX_ADD);
 	str0(c, name);
-	fg__call_num(c, INDEX_MARGIN_US);
+	fg__call_num(c, token);
 }
 
 void fg__build_index_page(struct fg__call *c, const char *prefix,
@@ -267,11 +265,11 @@ void fg__build_index_page(struct fg__call *c, const char *prefix,
 }
 
 void fg__build_index_drop(struct fg__call *c, const char *name,
-			  uint64_t seen_us)
+			  uint64_t seen)
 {
 	index_init(c, FG__LUA_INDEX_DROP);
 	str0(c, name);
-	fg__call_num(c, seen_us);
+	fg__call_num(c, seen);
 }
 
 void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
@@ -466,7 +464,7 @@ int fg__parse_detail(const redisReply *r, struct fg_lock_detail *d)
 	d->active = active != 0;
 	d->ttl_ms = ttl > 0 ? (uint64_t)ttl : 0;
 	d->delay_ms = delay > 0 ? (uint64_t)delay : 0;
-	d->now_us = (uint64_t)now;
+	d->seen = (uint64_t)now;
 	d->mode = FG_MODE_EXCLUSIVE;
 	if (r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len) {
 		d->held = true;

@@ -110,11 +110,12 @@ void fg__build_describe(struct fg__call *c, const char *name,
 			unsigned max_parties, unsigned idle);
 /* The listing's index (index_*.lua): its own two keys, fg:{!index}:n and
  * :v, in a slot of their own ('!' is no lock name's). */
-void fg__build_index_add(struct fg__call *c, const char *name);
+void fg__build_index_add(struct fg__call *c, const char *name,
+			 uint64_t token);
 void fg__build_index_page(struct fg__call *c, const char *prefix,
 			  const char *after, unsigned count);
 void fg__build_index_drop(struct fg__call *c, const char *name,
-			  uint64_t seen_us);
+			  uint64_t seen);
 int fg__parse_detail(const redisReply *r, struct fg_lock_detail *d);
 /* Frees what fg__parse_detail() allocated (the party arrays). */
 void fg__detail_finish(struct fg_lock_detail *d);

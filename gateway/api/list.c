@@ -26,7 +26,7 @@ struct entry {
 	char *name;
 	bool answered;
 	bool active;
-	uint64_t seen_us;  /* Redis' clock when describe looked */
+	uint64_t seen;     /* describe's bound on the lock's tokens */
 	json_t *lock;      /* active: the entry, owned */
 };
 
@@ -111,7 +111,7 @@ static void on_detail(int err, const struct fg_lock_detail *d, void *arg)
 	if (!err && !l->told) {
 		e->answered = true;
 		e->active = d->active;
-		e->seen_us = d->now_us;
+		e->seen = d->seen;
 		if (d->active) {
 			e->lock = lock_entry(e->name, d);
 			if (!e->lock)
@@ -198,7 +198,7 @@ json_t *fg_list_answer(struct fg_list *l, fg_astore *as)
 		if (!e->answered)
 			continue;
 		if (!e->active) {
-			(void)fg_alock_index_drop(as, e->name, e->seen_us);
+			(void)fg_alock_index_drop(as, e->name, e->seen);
 			continue;
 		}
 		if (json_array_append(locks, e->lock))

@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "fencegate/error.h"
+#include "fencegate/name.h"
 #include "fencegate/sequencer.h"
 
 struct event_base;
@@ -293,10 +294,13 @@ typedef void fg_info_cb(int err, const struct fg_lock_info *info, void *arg);
 /*
  * The listing (contract v1.3): which locks are held, waited for or in
  * lock-delay, and by whom. Locks are found through an index of names that
- * every acquire adds to (a name is added with the acquire, on the same
- * connection right after it) and that listings prune: a name is dropped
- * only when a listing found its lock idle after the last acquire sent for
- * it. A page of n names costs Redis O(n) work, however many exist.
+ * every acquire that granted or queued adds to, with the grant's token,
+ * once Redis answered it; releases that leave a lock idle, listings and
+ * the maintenance thread's sweep prune it: a name is dropped only when a
+ * look found its lock idle and the index knows of no grant newer than
+ * that look (tokens only grow, so no clocks of different nodes are
+ * compared). A page of n names costs Redis O(n) work, however many
+ * exist.
  */
 
 /** A holder or a waiter. Strings point into the reply: valid during the
@@ -316,7 +320,8 @@ struct fg_lock_detail {
 	uint64_t token;       /* the live grant's, or the last one's */
 	uint64_t ttl_ms;      /* what remains of the grant, 0 when free */
 	uint64_t delay_ms;    /* what remains of a lock-delay */
-	uint64_t now_us;      /* Redis' clock when it looked */
+	uint64_t seen;        /* above every token the lock issued by the
+				 look, below every one it issues later */
 	size_t nholders, nwaiters;
 	struct fg_party *holders; /* longest held first */
 	struct fg_party *waiters; /* queue order */
@@ -336,10 +341,21 @@ typedef void fg_names_cb(int err, const char *const *names, size_t n,
 int fg_alock_index_page(fg_astore *as, const char *prefix, const char *after,
 			unsigned count, fg_names_cb *cb, void *arg);
 
-/** Drops name from the index if no acquire was sent for it since Redis'
- *  clock read seen_us (fg_lock_detail.now_us of a look that found it
- *  idle). Nobody waits for it. */
-int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen_us);
+/**
+ * One step of the index's sweep (the maintenance thread's): reads up to n
+ * names after `after` ("" from the first) and drops those whose locks are
+ * idle, as a listing does; `after` becomes the last name read, or "" once
+ * the index was read to its end. *dropped: how many went. Releases that
+ * leave a lock idle drop it themselves; the sweep catches the locks that
+ * fell idle by expiry, give-back or break, and that nobody lists.
+ */
+int fg_lock_index_sweep(fg_store *st, char after[FG_NAME_MAX + 1],
+			unsigned n, unsigned *dropped);
+
+/** Drops name from the index unless it learned of a grant newer than
+ *  `seen` (fg_lock_detail.seen of a look that found the lock idle).
+ *  Nobody waits for it. */
+int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen);
 /** A message on a subscribed channel. */
 typedef void fg_message_cb(const char *channel, const char *msg, size_t len,
 			   void *arg);

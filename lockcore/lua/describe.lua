@@ -1,12 +1,15 @@
 -- describe: the lock as the listing shows it (contract v1.3), expired
 -- holders purged and due hand-offs made first. Never returns a lease.
--- Reply: {active 0|1, mode or '', token or '', ttl_ms, delay_ms, now_us,
+-- Reply: {active 0|1, mode or '', token or '', ttl_ms, delay_ms, seen,
 --         holders, waiters} where active is "held, waited for or in
 --         lock-delay", and holders and waiters are flat lists of four
 --         strings per party: owner ('-' for none, else '+' .. owner),
 --         principal ('' for none), client address, ms held or waited.
 --         Holders longest held first, waiters in queue order; at most
---         ARGV[3] of each.
+--         ARGV[3] of each. seen is above every token the lock issued so
+--         far and below every one it will issue (the token rule,
+--         next_token()): the listing's index drops the name only if no
+--         grant it learned of since is newer (index_drop.lua).
 local MAXP = tonumber(ARGV[3])
 begin(KEYS, ARGV)
 advance()
@@ -42,7 +45,7 @@ if n > 0 then
     party(holders, type(r.o) == 'string' and r.o or nil, r.p, r.c, r.s)
   end
 end
-if qn > 0 then
+if qn > 0 and MAXP > 0 then
   local ids = redis.call('ZRANGE', Q, 0, MAXP - 1)
   if #ids > 0 then
     local raws = redis.call('HMGET', W, unpack(ids))
@@ -57,4 +60,5 @@ if qn > 0 then
   end
 end
 return {active, n > 0 and st.m or '', st.t or '',
-  fmt(n > 0 and num(st.x) - NOW or 0), fmt(delay), fmt(NOW_US), holders, waiters}
+  fmt(n > 0 and num(st.x) - NOW or 0), fmt(delay), fmt(math.max(current(), NOW_US)), holders,
+  waiters}

@@ -16,6 +16,10 @@ gateway, open mode):
   is 405.
 - A page costs Redis work bounded by its size: locks elsewhere in the
   name space do not add calls.
+- The index of names behind it shrinks back: a release that leaves a lock
+  idle drops its name at once, a lock that fell idle otherwise (expiry)
+  goes at the gateway's next sweep (every 5 s), and a lock acquired again
+  is back in it.
 """
 
 import time
@@ -227,6 +231,34 @@ class ListingTests(TestCase):
             self.release_ok(p + "other/%03d" % i, g["lease"])
         for i, g in enumerate(mine):
             self.release_ok(p + "mine/%d" % i, g["lease"])
+
+    def indexed(self, name):
+        return self.redis.command("ZSCORE", "fg:{!index}:n", name) \
+            is not None
+
+    def test_the_index_forgets_idle_locks_and_learns_them_again(self):
+        # a Redis of its own: the sweep's first step reads this test's
+        # names, not those every other test left
+        env = self.start_env()
+        self.gw, self.redis = env.gw, env.redis
+        p = self.prefix()
+        a = self.acquire_ok(p + "released", ttl_ms=30000)
+        b = self.acquire_ok(p + "expired", ttl_ms=100)
+        self.assertTrue(self.indexed(p + "released"))
+        self.assertTrue(self.indexed(p + "expired"))
+        self.release_ok(p + "released", a["lease"])
+        self.wait_for(lambda: not self.indexed(p + "released"), slack(2.0),
+                      "the release to drop the name")
+        # nobody lists: the gateway's sweep finds the expired one
+        self.wait_for(lambda: not self.indexed(p + "expired"),
+                      slack(5.0) + 6.0, "the sweep to drop the expired lock")
+        self.assertEqual(self.list(p).json, {"locks": [], "cursor": None})
+        c = self.acquire_ok(p + "expired")
+        self.assertTrue(self.indexed(p + "expired"))
+        self.assertEqual([e["name"] for e in self.list(p).json["locks"]],
+                         [p + "expired"])
+        self.assertNotEqual(c["token"], b["token"])
+        self.release_ok(p + "expired", c["lease"])
 
     def redis_ports(self):
         if cluster_mode():

@@ -101,7 +101,7 @@ static void describe(size_t i, bool active, uint64_t us)
 	struct fg_lock_detail d = {
 		.active = active, .held = active, .mode = FG_MODE_EXCLUSIVE,
 		.has_token = true, .token = 100 + i, .ttl_ms = active ? 900 : 0,
-		.now_us = us, .nholders = active ? 1 : 0,
+		.seen = us, .nholders = active ? 1 : 0,
 		.holders = active ? &h : NULL,
 	};
 	st.dcb[i](FG_OK, &d, st.darg[i]);
