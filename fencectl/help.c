@@ -46,6 +46,7 @@ const char fg_help_main[] =
 "  inspect NAME          show a lock's state; --watch follows it\n"
 "  check [SEQUENCER]     ask whether a sequencer is current\n"
 "  break NAME            end the grant that holds a lock (needs admin)\n"
+"  ls [PREFIX]           list the locks held, waited for or in lock-delay\n"
 "  help [COMMAND]        show a command's help\n"
 "\n"
 GLOBAL_HELP
@@ -212,6 +213,20 @@ const char fg_help_inspect[] =
 "  -w, --watch      print one line (with --json: one JSON object) now\n"
 "                   and one more each time the lock is taken or\n"
 "                   given up (held or token changes), until interrupted\n"
+"\n"
+GLOBAL_HELP;
+
+const char fg_help_ls[] =
+"Usage: fencectl ls [PREFIX]\n"
+"\n"
+"Lists the locks whose names start with PREFIX (default: all) that are\n"
+"held, waited for or in lock-delay, in name order: a row per lock (NAME,\n"
+"MODE, TOKEN, TTL_MS, DELAY_MS, and how many HOLDERS and WAITERS), then a\n"
+"line per holder (longest held first) and per waiter (in queue order)\n"
+"with its owner, principal, client address and the ms it has held or\n"
+"waited. Leases are never shown. With --json: {\"locks\":[...]} as the\n"
+"gateway answers, every page joined. Needs the observe right on PREFIX\n"
+"when the gateway checks rights.\n"
 "\n"
 GLOBAL_HELP;
 

@@ -28,6 +28,7 @@ static const struct {
 	{ "inspect", fg_cmd_inspect, fg_help_inspect },
 	{ "check", fg_cmd_check, fg_help_check },
 	{ "break", fg_cmd_break, fg_help_break },
+	{ "ls", fg_cmd_ls, fg_help_ls },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

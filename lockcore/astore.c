@@ -31,6 +31,7 @@
  * it reach Redis later). The happy path pays nothing for this: no call is
  * added to one that succeeds.
  */
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdlib.h>
 #include <string.h>
@@ -114,8 +115,11 @@ struct aop {
 	fg_astore *as;
 	struct fg__call call;
 	char *buf;
-	int kind; /* 0 grant, 1 info, 2 admit, 3 check */
+	int kind; /* 0 grant, 1 info, 2 admit, 3 check, 4 detail, 5 names,
+		     6 nobody waits */
 	fg_grant_cb *gcb;
+	fg_detail_cb *dcb;
+	fg_names_cb *ncb;
 	fg_info_cb *icb;
 	fg_admit_cb *acb;
 	fg_check_cb *ccb;
@@ -585,6 +589,72 @@ static void aop_free(struct aop *op)
 
 static void give_back_op(struct aop *op, int err);
 
+/* index_page's reply: an array of names, handed on as C strings (hiredis
+ * ends every string with a NUL). */
+static void names_answer(struct aop *op, int err, const redisReply *r)
+{
+	const char **names = NULL;
+	size_t n = 0;
+	if (!err && (!r || r->type != REDIS_REPLY_ARRAY))
+		err = FG_EPROTO;
+	if (!err && r->elements) {
+		names = calloc(r->elements, sizeof(*names));
+		if (!names)
+			err = FG_ENOMEM;
+		for (size_t i = 0; !err && i < r->elements; i++) {
+			if (r->element[i]->type != REDIS_REPLY_STRING)
+				err = FG_EPROTO;
+			else
+				names[n++] = r->element[i]->str;
+		}
+	}
+	op->ncb(err, err ? NULL : names, err ? 0 : n, op->arg);
+	free(names);
+}
+
+static void index_drop(fg_astore *as, const char *name, uint64_t seen);
+static int submit(fg_astore *as, struct aop *op);
+
+/* The name of the lock a script call is about: FCALL fn 4 S Q W F idle
+ * NAME ..., argv[8]. False for a name that cannot be one. */
+static bool call_name(const struct aop *op, char name[FG_NAME_MAX + 1])
+{
+	size_t n = op->call.argvlen[8];
+	if (n > FG_NAME_MAX)
+		return false;
+	memcpy(name, op->call.argv[8], n);
+	name[n] = '\0';
+	return true;
+}
+
+/* The listing's index learns of a lock that an acquire granted (with its
+ * token) or queued a waiter on (0: no new grant). Sent once Redis
+ * answered, so that the token is known; nobody waits for it, and one that
+ * fails costs only a lock missing from listings until its next acquire. */
+static void index_add(fg_astore *as, const char *name, uint64_t token)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return;
+	op->kind = 6;
+	fg__build_index_add(&op->call, name, token);
+	(void)submit(as, op);
+}
+
+/* A release that left its lock idle says so (release.lua): the listing's
+ * index forgets the lock, unless it learned of a newer grant since. */
+static void release_idled(struct aop *op, const redisReply *r)
+{
+	if (r->type != REDIS_REPLY_ARRAY || r->elements < 7 ||
+	    r->element[5]->type != REDIS_REPLY_INTEGER ||
+	    r->element[5]->integer != 1 ||
+	    r->element[6]->type != REDIS_REPLY_STRING)
+		return;
+	char name[FG_NAME_MAX + 1];
+	if (call_name(op, name))
+		index_drop(op->as, name, strtoull(r->element[6]->str, NULL, 10));
+}
+
 static void answer(struct aop *op, int err, const redisReply *r)
 {
 	if (op->answered)
@@ -597,10 +667,17 @@ static void answer(struct aop *op, int err, const redisReply *r)
 				mono_ns() - op->t0_ns);
 	if (op->kind == 0) {
 		struct fg_grant g;
+		if (!err && r && op->call.lua == FG__LUA_RELEASE)
+			release_idled(op, r);
 		if (!err && r)
 			err = fg__parse_grant(r, &g);
 		else if (!err)
 			g = op->g;
+		char name[FG_NAME_MAX + 1];
+		if (!err && op->call.lua == FG__LUA_ACQUIRE &&
+		    (g.status == FG_GRANTED || g.status == FG_QUEUED) &&
+		    call_name(op, name))
+			index_add(op->as, name, g.status == FG_GRANTED ? g.token : 0);
 		if (op->gcb)
 			op->gcb(err, err ? NULL : &g, op->arg);
 	} else if (op->kind == 1) {
@@ -615,11 +692,20 @@ static void answer(struct aop *op, int err, const redisReply *r)
 		if (!err)
 			err = fg__parse_admit(r, &a);
 		op->acb(err, err ? NULL : &a, op->arg);
-	} else {
+	} else if (op->kind == 3) {
 		struct fg_check c;
 		if (!err)
 			err = fg__parse_check(r, &c);
 		op->ccb(err, err ? NULL : &c, op->arg);
+	} else if (op->kind == 4) {
+		struct fg_lock_detail d;
+		if (!err)
+			err = fg__parse_detail(r, &d);
+		op->dcb(err, err ? NULL : &d, op->arg);
+		if (!err)
+			fg__detail_finish(&d);
+	} else if (op->kind == 5) {
+		names_answer(op, err, r);
 	}
 }
 
@@ -1288,4 +1374,45 @@ int fg_alock_finish(fg_astore *as, const char *name, const char *write_id,
 		return FG_ENOMEM;
 	fg__build_finish(&op->call, name, write_id, as->idle);
 	return submit(as, op);
+}
+
+int fg_alock_describe(fg_astore *as, const char *name, unsigned max_parties,
+		      fg_detail_cb *cb, void *arg)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return FG_ENOMEM;
+	op->kind = 4;
+	op->dcb = cb;
+	op->arg = arg;
+	fg__build_describe(&op->call, name, max_parties, as->idle);
+	return submit(as, op);
+}
+
+int fg_alock_index_page(fg_astore *as, const char *prefix, const char *after,
+			unsigned count, fg_names_cb *cb, void *arg)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return FG_ENOMEM;
+	op->kind = 5;
+	op->ncb = cb;
+	op->arg = arg;
+	fg__build_index_page(&op->call, prefix, after, count);
+	return submit(as, op);
+}
+
+int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (!op)
+		return FG_ENOMEM;
+	op->kind = 6;
+	fg__build_index_drop(&op->call, name, seen);
+	return submit(as, op);
+}
+
+static void index_drop(fg_astore *as, const char *name, uint64_t seen)
+{
+	(void)fg_alock_index_drop(as, name, seen);
 }

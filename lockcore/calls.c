@@ -19,7 +19,8 @@ extern const char fg__lua_library[];
 extern const char fg__fn_acquire[], fg__fn_renew[], fg__fn_release[],
 	fg__fn_inspect[], fg__fn_check[], fg__fn_tick[], fg__fn_dequeue[],
 	fg__fn_admit[], fg__fn_extend[], fg__fn_finish[], fg__fn_giveback[],
-	fg__fn_break[];
+	fg__fn_break[], fg__fn_describe[], fg__fn_index_add[],
+	fg__fn_index_page[], fg__fn_index_drop[];
 
 static const char *const fn_name[FG__LUA_COUNT] = {
 	[FG__LUA_ACQUIRE] = fg__fn_acquire,
@@ -34,6 +35,10 @@ static const char *const fn_name[FG__LUA_COUNT] = {
 	[FG__LUA_FINISH] = fg__fn_finish,
 	[FG__LUA_GIVEBACK] = fg__fn_giveback,
 	[FG__LUA_BREAK] = fg__fn_break,
+	[FG__LUA_DESCRIBE] = fg__fn_describe,
+	[FG__LUA_INDEX_ADD] = fg__fn_index_add,
+	[FG__LUA_INDEX_PAGE] = fg__fn_index_page,
+	[FG__LUA_INDEX_DROP] = fg__fn_index_drop,
 };
 
 _Static_assert(FG__LUA_COUNT == FG_SCRIPT_COUNT,
@@ -48,6 +53,10 @@ const char *fg_script_name(unsigned script)
 		[FG__LUA_DEQUEUE] = "dequeue", [FG__LUA_ADMIT] = "admit",
 		[FG__LUA_EXTEND] = "extend", [FG__LUA_FINISH] = "finish",
 		[FG__LUA_GIVEBACK] = "giveback", [FG__LUA_BREAK] = "break",
+		[FG__LUA_DESCRIBE] = "describe",
+		[FG__LUA_INDEX_ADD] = "index_add",
+		[FG__LUA_INDEX_PAGE] = "index_page",
+		[FG__LUA_INDEX_DROP] = "index_drop",
 	};
 	return script < FG__LUA_COUNT ? names[script] : "unknown";
 }
@@ -165,6 +174,7 @@ void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
 	opt(c, q->value, q->value_len);
 	opt(c, q->owner, q->owner_len);
 	opt(c, q->principal, q->principal ? strlen(q->principal) : 0);
+	str0(c, q->client);
 }
 
 void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
@@ -199,6 +209,67 @@ void fg__build_break(struct fg__call *c, const char *name, uint64_t token,
 void fg__build_inspect(struct fg__call *c, const char *name, unsigned idle)
 {
 	fg__call_init(c, FG__LUA_INSPECT, name, idle);
+}
+
+void fg__build_describe(struct fg__call *c, const char *name,
+			unsigned max_parties, unsigned idle)
+{
+	fg__call_init(c, FG__LUA_DESCRIBE, name, idle);
+	fg__call_num(c, max_parties);
+}
+
+/* FCALL fn 2 fg:{!index}:n fg:{!index}:v: keys[0] and keys[1] hold them;
+ * keys[2] and keys[3] are free for the arguments. */
+static void index_init(struct fg__call *c, enum fg__lua lua)
+{
+	c->lua = lua;
+	c->argc = 0;
+	c->nnums = 0;
+	push(c, "FCALL", 5);
+	push(c, fn_name[lua], strlen(fn_name[lua]));
+	push(c, "2", 1);
+	snprintf(c->keys[0], sizeof(c->keys[0]), "fg:{!index}:n");
+	snprintf(c->keys[1], sizeof(c->keys[1]), "fg:{!index}:v");
+	push(c, c->keys[0], strlen(c->keys[0]));
+	push(c, c->keys[1], strlen(c->keys[1]));
+}
+
+void fg__build_index_add(struct fg__call *c, const char *name,
+			 uint64_t token)
+{
+	index_init(c, FG__LUA_INDEX_ADD);
+	str0(c, name);
+	fg__call_num(c, token);
+}
+
+void fg__build_index_page(struct fg__call *c, const char *prefix,
+			  const char *after, unsigned count)
+{
+	index_init(c, FG__LUA_INDEX_PAGE);
+	/* names are ASCII: "\xff" sorts after every name starting with
+	 * prefix. Both bounds fit: keys hold FG_NAME_MAX + 12 bytes. */
+	int lo, hi;
+	if (after)
+		lo = snprintf(c->keys[2], sizeof(c->keys[2]), "(%s", after);
+	else if (prefix && *prefix)
+		lo = snprintf(c->keys[2], sizeof(c->keys[2]), "[%s", prefix);
+	else
+		lo = snprintf(c->keys[2], sizeof(c->keys[2]), "-");
+	if (prefix && *prefix)
+		hi = snprintf(c->keys[3], sizeof(c->keys[3]), "[%s\xff", prefix);
+	else
+		hi = snprintf(c->keys[3], sizeof(c->keys[3]), "+");
+	push(c, c->keys[2], (size_t)lo);
+	push(c, c->keys[3], (size_t)hi);
+	fg__call_num(c, count);
+}
+
+void fg__build_index_drop(struct fg__call *c, const char *name,
+			  uint64_t seen)
+{
+	index_init(c, FG__LUA_INDEX_DROP);
+	str0(c, name);
+	fg__call_num(c, seen);
 }
 
 void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
@@ -334,6 +405,83 @@ int fg__parse_grant(const redisReply *r, struct fg_grant *g)
 		return FG_EPROTO;
 	}
 	return FG_OK;
+}
+
+/* A party's four strings (describe.lua) at r->element[i..i+3]. */
+static int party_at(const redisReply *r, size_t i, struct fg_party *p)
+{
+	for (size_t k = 0; k < 4; k++)
+		if (r->element[i + k]->type != REDIS_REPLY_STRING)
+			return FG_EPROTO;
+	const char *o = r->element[i]->str;
+	p->owner = o[0] == '+' ? o + 1 : NULL;
+	p->principal = r->element[i + 1]->len ? r->element[i + 1]->str : NULL;
+	p->client = r->element[i + 2]->str;
+	long long ms;
+	if (int_at(r, i + 3, &ms) || ms < 0)
+		return FG_EPROTO;
+	p->ms = (uint64_t)ms;
+	return FG_OK;
+}
+
+static int parties_at(const redisReply *r, size_t i, struct fg_party **out,
+		      size_t *n)
+{
+	const redisReply *l = r->element[i];
+	*out = NULL;
+	*n = 0;
+	if (l->type != REDIS_REPLY_ARRAY || l->elements % 4)
+		return FG_EPROTO;
+	if (l->elements == 0)
+		return FG_OK;
+	*out = calloc(l->elements / 4, sizeof(**out));
+	if (!*out)
+		return FG_ENOMEM;
+	for (size_t k = 0; k < l->elements; k += 4)
+		if (party_at(l, k, &(*out)[k / 4]))
+			return FG_EPROTO;
+	*n = l->elements / 4;
+	return FG_OK;
+}
+
+void fg__detail_finish(struct fg_lock_detail *d)
+{
+	free(d->holders);
+	free(d->waiters);
+	d->holders = d->waiters = NULL;
+}
+
+int fg__parse_detail(const redisReply *r, struct fg_lock_detail *d)
+{
+	long long active, tok, ttl, delay, now;
+
+	memset(d, 0, sizeof(*d));
+	if (!r || r->type != REDIS_REPLY_ARRAY || r->elements != 8)
+		return FG_EPROTO;
+	if (int_at(r, 0, &active) || int_at(r, 3, &ttl) ||
+	    int_at(r, 4, &delay) || int_at(r, 5, &now) || now < 0)
+		return FG_EPROTO;
+	d->active = active != 0;
+	d->ttl_ms = ttl > 0 ? (uint64_t)ttl : 0;
+	d->delay_ms = delay > 0 ? (uint64_t)delay : 0;
+	d->seen = (uint64_t)now;
+	d->mode = FG_MODE_EXCLUSIVE;
+	if (r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len) {
+		d->held = true;
+		mode_at(r, 1, &d->mode);
+	}
+	if (r->element[2]->type == REDIS_REPLY_STRING && r->element[2]->len) {
+		if (int_at(r, 2, &tok) || tok < 0)
+			return FG_EPROTO;
+		d->has_token = true;
+		d->token = (uint64_t)tok;
+	}
+	int err = parties_at(r, 6, &d->holders, &d->nholders);
+	if (!err)
+		err = parties_at(r, 7, &d->waiters, &d->nwaiters);
+	if (err)
+		fg__detail_finish(d);
+	return err;
 }
 
 int fg__parse_info(const redisReply *r, struct fg_lock_info *info)

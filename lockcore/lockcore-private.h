@@ -26,6 +26,10 @@ enum fg__lua {
 	FG__LUA_FINISH,
 	FG__LUA_GIVEBACK,
 	FG__LUA_BREAK,
+	FG__LUA_DESCRIBE,
+	FG__LUA_INDEX_ADD,
+	FG__LUA_INDEX_PAGE,
+	FG__LUA_INDEX_DROP,
 	FG__LUA_COUNT,
 };
 
@@ -102,6 +106,19 @@ void fg__build_admit(struct fg__call *c, enum fg__lua lua, const char *name,
 		     uint32_t limit_ms, unsigned idle);
 void fg__build_finish(struct fg__call *c, const char *name,
 		      const char *write_id, unsigned idle);
+void fg__build_describe(struct fg__call *c, const char *name,
+			unsigned max_parties, unsigned idle);
+/* The listing's index (index_*.lua): its own two keys, fg:{!index}:n and
+ * :v, in a slot of their own ('!' is no lock name's). */
+void fg__build_index_add(struct fg__call *c, const char *name,
+			 uint64_t token);
+void fg__build_index_page(struct fg__call *c, const char *prefix,
+			  const char *after, unsigned count);
+void fg__build_index_drop(struct fg__call *c, const char *name,
+			  uint64_t seen);
+int fg__parse_detail(const redisReply *r, struct fg_lock_detail *d);
+/* Frees what fg__parse_detail() allocated (the party arrays). */
+void fg__detail_finish(struct fg_lock_detail *d);
 void fg__build_giveback(struct fg__call *c, const char *name,
 			const char *lease, const char *waiter_id,
 			unsigned remember_ms, unsigned idle);

@@ -441,3 +441,56 @@ int fg_lock_admit(fg_store *st, const char *name, uint64_t token,
 	freeReplyObject(r);
 	return err;
 }
+
+/* ---- the listing's index ------------------------------------------- */
+
+int fg_lock_index_sweep(fg_store *st, char after[FG_NAME_MAX + 1],
+			unsigned n, unsigned *dropped)
+{
+	struct fg__call c;
+	redisReply *r;
+	*dropped = 0;
+	fg__build_index_page(&c, "", after[0] ? after : NULL, n);
+	int err = run(st, &c, &r);
+	if (err)
+		return err;
+	if (r->type != REDIS_REPLY_ARRAY) {
+		freeReplyObject(r);
+		return FG_EPROTO;
+	}
+	size_t got = r->elements;
+	for (size_t i = 0; !err && i < got; i++) {
+		const redisReply *e = r->element[i];
+		if (e->type != REDIS_REPLY_STRING || e->len > FG_NAME_MAX) {
+			err = FG_EPROTO;
+			break;
+		}
+		redisReply *d;
+		fg__build_describe(&c, e->str, 0, st->idle_forget_ms);
+		err = run(st, &c, &d);
+		if (err)
+			break;
+		struct fg_lock_detail det;
+		err = fg__parse_detail(d, &det);
+		freeReplyObject(d);
+		if (err)
+			break;
+		fg__detail_finish(&det);
+		if (!det.active) {
+			redisReply *x;
+			fg__build_index_drop(&c, e->str, det.seen);
+			err = run(st, &c, &x);
+			if (!err) {
+				if (x->type == REDIS_REPLY_INTEGER && x->integer == 1)
+					(*dropped)++;
+				freeReplyObject(x);
+			}
+		}
+		if (!err)
+			memcpy(after, e->str, e->len + 1);
+	}
+	if (!err && got < n)
+		after[0] = '\0'; /* read to the end: the next sweep starts over */
+	freeReplyObject(r);
+	return err;
+}

@@ -342,6 +342,18 @@ bool fg_access_api(struct fg_req *req, struct MHD_Connection *c,
 	if (path_is(path, len, "/_fence/v1/metrics"))
 		return fg_principal_may(p, FG_RIGHT_METRICS, NULL) ||
 		       forbid(c, p, FG_RIGHT_METRICS, NULL, false, ret);
+	if (path_is(path, len, "/_fence/v1/locks") &&
+	    (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
+		/* the listing: observe on every lock the prefix can name */
+		const char *pfx = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
+							      "prefix");
+		if (!pfx)
+			pfx = "";
+		if (strlen(pfx) > FG_NAME_MAX)
+			return true; /* the listing answers 400 */
+		return fg_principal_may_prefix(p, FG_RIGHT_OBSERVE, pfx) ||
+		       forbid(c, p, FG_RIGHT_OBSERVE, pfx, true, ret);
+	}
 	enum fg_right r;
 	char name[FG_NAME_MAX + 1];
 	if (!api_needs(req, c, method, path, len, &r, name))

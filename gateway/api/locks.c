@@ -19,6 +19,7 @@
 #include "fencegate/name.h"
 #include "access/access.h"
 #include "api/api.h"
+#include "api/list.h"
 #include "http/respond.h"
 #include "http/req.h"
 #include "proc/gateway.h"
@@ -115,7 +116,7 @@ static enum MHD_Result forbidden(struct MHD_Connection *c)
 /* ---- lock calls in flight ------------------------------------------ */
 
 enum call_kind { CALL_ACQUIRE, CALL_CONFIRM, CALL_RENEW, CALL_RELEASE,
-		 CALL_INSPECT, CALL_CHECK, CALL_BREAK };
+		 CALL_INSPECT, CALL_CHECK, CALL_BREAK, CALL_LIST };
 
 static enum MHD_Result resume(struct fg_req *req, struct MHD_Connection *c);
 
@@ -133,6 +134,7 @@ struct fg_api_call {
 	uint64_t tok0;             /* inspect: `after`, or UINT64_MAX without it;
 				      break: the token named */
 	uint32_t wait_ms;
+	struct fg_list *list;      /* list: the page being read */
 	struct fg_park park;       /* the connection, while Redis answers */
 };
 
@@ -141,6 +143,7 @@ static void call_free(struct fg_req *req)
 	if (!req->call)
 		return;
 	fg_lock_info_finish(&req->call->info);
+	fg_list_free(req->call->list);
 	free(req->call);
 	req->call = NULL;
 }
@@ -355,6 +358,7 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 		q.waiter_id = fg_waiter_id(req->waiter);
 	}
 	q.gateway_id = req->loop->id;
+	q.client = req->rec.client;
 	ret = sent_or_respond(req, c, req->loop->as
 		? fg_alock_acquire(req->loop->as, &q, on_grant, req) : FG_EUNAVAIL);
 done:
@@ -405,6 +409,7 @@ static enum MHD_Result released(struct fg_req *req, struct MHD_Connection *c);
 static enum MHD_Result broken(struct fg_req *req, struct MHD_Connection *c);
 static enum MHD_Result inspected(struct fg_req *req, struct MHD_Connection *c);
 static enum MHD_Result checked(struct fg_req *req, struct MHD_Connection *c);
+static enum MHD_Result listed(struct fg_req *req, struct MHD_Connection *c);
 
 static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c);
 
@@ -443,6 +448,8 @@ static enum MHD_Result resume(struct fg_req *req, struct MHD_Connection *c)
 		return broken(req, c);
 	case CALL_INSPECT:
 		return inspected(req, c);
+	case CALL_LIST:
+		return listed(req, c);
 	case CALL_CHECK:
 	default:
 		return checked(req, c);
@@ -698,6 +705,65 @@ static enum MHD_Result inspected(struct fg_req *req, struct MHD_Connection *c)
 	return resume(req, c);
 }
 
+/* ---- the listing ------------------------------------------------------ */
+
+static void on_listed(int err, void *arg)
+{
+	replied(arg, err);
+}
+
+/* Does s hold only characters a lock name may (a prefix of names)? */
+static bool prefix_ok(const char *s)
+{
+	size_t n = strlen(s);
+	if (n > FG_NAME_MAX)
+		return false;
+	for (size_t i = 0; i < n; i++)
+		if (!strchr("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+			    "0123456789._~/-", s[i]))
+			return false;
+	return true;
+}
+
+static enum MHD_Result list(struct fg_req *req, struct MHD_Connection *c)
+{
+	enum MHD_Result ret;
+	if (!no_fields_or_respond(req, c, "list",
+		"; prefix, limit and cursor go in the query string", &ret))
+		return ret;
+	const char *prefix = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "prefix");
+	const char *ls = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "limit");
+	const char *cs = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "cursor");
+	uint64_t limit = FG_LIST_LIMIT_DEFAULT;
+	char after[FG_NAME_MAX + 1];
+	if (!prefix)
+		prefix = "";
+	if (!prefix_ok(prefix))
+		return bad(c, "prefix must be the start of a lock name "
+			   "(at most 255 of A-Z a-z 0-9 . _ ~ / -)");
+	if (ls && (fg_parse_u64(ls, FG_LIST_LIMIT_MAX, &limit) || limit == 0))
+		return bad(c, "limit must be an integer in 1..1000");
+	if (cs && (fg_list_uncursor(cs, after) ||
+		   strncmp(after, prefix, strlen(prefix)) != 0))
+		return bad(c, "cursor is not one this listing gave");
+	struct fg_api_call *call = call_new(req, CALL_LIST);
+	if (!call)
+		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	int err = FG_EUNAVAIL;
+	if (req->loop->as)
+		call->list = fg_list_start(req->loop->as, prefix, cs ? after : NULL,
+					   (unsigned)limit, on_listed, req, &err);
+	return sent_or_respond(req, c, call->list ? FG_OK : err);
+}
+
+static enum MHD_Result listed(struct fg_req *req, struct MHD_Connection *c)
+{
+	json_t *o = fg_list_answer(req->call->list, req->loop->as);
+	if (!o)
+		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	return fg_respond_json(c, MHD_HTTP_OK, o);
+}
+
 /* ---- check, health --------------------------------------------------- */
 
 static enum MHD_Result check_reply(struct MHD_Connection *c, const char *reason)
@@ -864,8 +930,11 @@ static enum MHD_Result dispatch(struct fg_req *req, struct MHD_Connection *c,
 			return inspect(req, c, name);
 		return not_allowed(c, "GET, POST, PATCH, DELETE");
 	}
-	if (path_is(path, len, "/_fence/v1/locks"))
-		return fg_respond_error(c, FG_E_BAD_LOCK_NAME, NULL, NULL);
+	if (path_is(path, len, "/_fence/v1/locks")) {
+		if (!method_is(method, "GET") && !method_is(method, "HEAD"))
+			return not_allowed(c, "GET");
+		return list(req, c);
+	}
 	if (path_is(path, len, "/_fence/v1/check")) {
 		if (!method_is(method, "POST"))
 			return not_allowed(c, "POST");

@@ -68,7 +68,9 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	fg_rec_begin(&req->rec, uri);
 	req->rec.uri = req->uri;
 	req->rec.principal = req->principal;
-	if (fg_accesslog_on())
+	/* the lock API keeps it with grants and waiters, for the listing */
+	if (fg_accesslog_on() ||
+	    strncmp(uri, API_PREFIX, sizeof(API_PREFIX) - 1) == 0)
 		client_addr(c, req->rec.client, sizeof(req->rec.client));
 	return req;
 }

@@ -26,6 +26,10 @@
 
 #define PERIOD_MS 1000
 #define RETRY_MS 100        /* while Redis is down or its topology moving */
+/* The listing index's sweep (fg_lock_index_sweep()): SWEEP_NAMES names
+ * every SWEEP_MS per gateway, a few Redis calls a second at most. */
+#define SWEEP_MS 5000
+#define SWEEP_NAMES 100
 #define REFRESH_MIN_MS 50
 #define PROBE_TIMEOUT_MS 500
 
@@ -154,6 +158,8 @@ static void *maint_main(void *arg)
 	fg_store *st = fg_store_create(&gw->store_opts);
 	int was_redis = -1, was_up = -1;
 	uint64_t last_refresh = 0, last_probe = 0, last_upstream = 0;
+	uint64_t last_sweep = fg_clock_ms();
+	char sweep_after[FG_NAME_MAX + 1] = "";
 
 	while (!atomic_load(&gw->stopping)) {
 		uint64_t now = fg_clock_ms();
@@ -176,6 +182,13 @@ static void *maint_main(void *arg)
 					    gw->cfg->redis.mode == FG_REDIS_CLUSTER ? " (cluster)" : "",
 					    redis ? "up" : "down");
 			was_redis = redis;
+		}
+		if (redis && st && now - last_sweep >= SWEEP_MS) {
+			unsigned dropped;
+			last_sweep = now;
+			if (fg_lock_index_sweep(st, sweep_after, SWEEP_NAMES,
+						&dropped) != FG_OK)
+				sweep_after[0] = '\0';
 		}
 		if (now - last_upstream >= PERIOD_MS && gw->cfg->upstream) {
 			last_upstream = now;

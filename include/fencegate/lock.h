@@ -21,6 +21,7 @@
 #include <stdint.h>
 
 #include "fencegate/error.h"
+#include "fencegate/name.h"
 #include "fencegate/sequencer.h"
 
 struct event_base;
@@ -39,7 +40,7 @@ struct event_base;
 struct fg_topo;
 
 /* The lock scripts, for per-script measurements (fg_script_name()). */
-#define FG_SCRIPT_COUNT 12
+#define FG_SCRIPT_COUNT 16
 
 /**
  * Told of every lock script call the asynchronous front answered: which
@@ -136,6 +137,8 @@ struct fg_acquire {
 	size_t value_len;
 	const char *owner;       /* NULL or free text, for inspect */
 	size_t owner_len;
+	const char *client;      /* the caller's address, for the listing
+				    (NULL: unknown) */
 	const char *principal;   /* who asks (at most FG_PRINCIPAL_MAX of
 				    [A-Za-z0-9._@-]): a grant, and a waiter's
 				    grant, is stored with it, and a re-entry
@@ -287,6 +290,72 @@ typedef struct fg_astore fg_astore;
 /** Reply of an asynchronous lock call; err is FG_OK or negative. */
 typedef void fg_grant_cb(int err, const struct fg_grant *g, void *arg);
 typedef void fg_info_cb(int err, const struct fg_lock_info *info, void *arg);
+
+/*
+ * The listing (contract v1.3): which locks are held, waited for or in
+ * lock-delay, and by whom. Locks are found through an index of names that
+ * every acquire that granted or queued adds to, with the grant's token,
+ * once Redis answered it; releases that leave a lock idle, listings and
+ * the maintenance thread's sweep prune it: a name is dropped only when a
+ * look found its lock idle and the index knows of no grant newer than
+ * that look (tokens only grow, so no clocks of different nodes are
+ * compared). A page of n names costs Redis O(n) work, however many
+ * exist.
+ */
+
+/** A holder or a waiter. Strings point into the reply: valid during the
+ *  callback only. */
+struct fg_party {
+	const char *owner;     /* NULL: none given */
+	const char *principal; /* NULL: open mode */
+	const char *client;    /* the address the call came from ("" unknown) */
+	uint64_t ms;           /* held or waited so far */
+};
+
+struct fg_lock_detail {
+	bool active;          /* held, waited for, or in lock-delay */
+	bool held;
+	enum fg_mode mode;    /* meaningful when held */
+	bool has_token;
+	uint64_t token;       /* the live grant's, or the last one's */
+	uint64_t ttl_ms;      /* what remains of the grant, 0 when free */
+	uint64_t delay_ms;    /* what remains of a lock-delay */
+	uint64_t seen;        /* above every token the lock issued by the
+				 look, below every one it issues later */
+	size_t nholders, nwaiters;
+	struct fg_party *holders; /* longest held first */
+	struct fg_party *waiters; /* queue order */
+};
+
+typedef void fg_detail_cb(int err, const struct fg_lock_detail *d, void *arg);
+/** The lock as the listing shows it, with at most max_parties holders and
+ *  as many waiters. */
+int fg_alock_describe(fg_astore *as, const char *name, unsigned max_parties,
+		      fg_detail_cb *cb, void *arg);
+
+/** Names (valid during the callback only) of the index in name order:
+ *  those starting with prefix ("" for all) and after `after` (NULL: from
+ *  the first), at most count. */
+typedef void fg_names_cb(int err, const char *const *names, size_t n,
+			 void *arg);
+int fg_alock_index_page(fg_astore *as, const char *prefix, const char *after,
+			unsigned count, fg_names_cb *cb, void *arg);
+
+/**
+ * One step of the index's sweep (the maintenance thread's): reads up to n
+ * names after `after` ("" from the first) and drops those whose locks are
+ * idle, as a listing does; `after` becomes the last name read, or "" once
+ * the index was read to its end. *dropped: how many went. Releases that
+ * leave a lock idle drop it themselves; the sweep catches the locks that
+ * fell idle by expiry, give-back or break, and that nobody lists.
+ */
+int fg_lock_index_sweep(fg_store *st, char after[FG_NAME_MAX + 1],
+			unsigned n, unsigned *dropped);
+
+/** Drops name from the index unless it learned of a grant newer than
+ *  `seen` (fg_lock_detail.seen of a look that found the lock idle).
+ *  Nobody waits for it. */
+int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen);
 /** A message on a subscribed channel. */
 typedef void fg_message_cb(const char *channel, const char *msg, size_t len,
 			   void *arg);

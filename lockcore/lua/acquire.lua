@@ -3,7 +3,8 @@
 --       9 gateway id, 10 liveness, 11 max waiters, 12 re-entry lease or '',
 --       13 '1' if value, 14 value, 15 '1' if owner, 16 owner,
 --       17 '1' if principal, 18 principal (absent: open mode; a grant
---       is stored with it, a re-entry must come from it)
+--       is stored with it, a re-entry must come from it), 19 the client's
+--       address (for the listing)
 -- Reply: {'granted', token, mode, holds, ttl} | {'queued', wake_in} |
 --        {'busy', wake_in, delay} (delay: what remains of the lock-delay
 --        when it alone refused the call, i.e. the lock is free and nobody
@@ -17,6 +18,7 @@ local RE = ARGV[12]
 local VAL = (ARGV[13] == '1') and ARGV[14] or nil
 local OWN = (ARGV[15] == '1') and ARGV[16] or nil
 local PRIN = (ARGV[17] == '1') and ARGV[18] or nil
+local CLIENT = ARGV[19] or ''
 
 -- A fresh lease's k: field says this call was given back before it got
 -- here (its answer was lost and the gateway undid it): it does nothing.
@@ -40,11 +42,11 @@ else
   local queued = num(st.qn)
   local delayed = num(st.d) > NOW
   if queued == 0 and not held() and not delayed then
-    local t = grant_new(LEASE, MODE, TTL, LD, PRIN)
+    local t = grant_new(LEASE, MODE, TTL, LD, PRIN, CLIENT, OWN)
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
   elseif queued == 0 and held() and MODE == 's' and st.m == 's' then
-    local t = join(LEASE, TTL, PRIN)
+    local t = join(LEASE, TTL, PRIN, CLIENT, OWN)
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
   elseif WAIT == 0 then
@@ -57,7 +59,8 @@ else
     local dl = NOW + WAIT
     redis.call('ZADD', Q, seq, WID)
     redis.call('HSET', W, WID, cjson.encode({g = GW, m = MODE, t = TTL, ld = LD,
-      l = LEASE, dl = fmt(dl), v = VAL, o = OWN, p = PRIN}))
+      l = LEASE, dl = fmt(dl), v = VAL, o = OWN, p = PRIN, c = CLIENT,
+      s = fmt(NOW)}))
     put('qs', seq, 'qn', queued + 1, 'g:' .. GW, fmt(NOW + LIVE))
     if dl > num(st.qd) then put('qd', fmt(dl)) end
     dirty = true

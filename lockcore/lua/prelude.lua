@@ -15,10 +15,14 @@
 --                       a k: field (ms), g:<gw> gateway alive-until (ms),
 --                       h:<lease> "<holds>:<ttl_ms>:<expiry ms>[:<principal>]"
 --                       per holder (no principal: granted in open mode),
+--                       a:<lease> json {s = granted at (ms), c = client
+--                       address, o = owner} per holder, for the listing:
+--                       there exactly while h:<lease> is (del_list()),
 --                       k:<lease> given back until (ms): a call with that
 --                       lease that reaches Redis late does nothing
 --   Q  fg:{N}:q  zset   waiter id -> arrival sequence (FIFO)
---   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o,p}
+--   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o,p,c,s}
+--                       (c client address, s queued at, ms)
 --   F  fg:{N}:f  zset   admitted write id -> recorded until (ms)
 -- Every function takes the keys S, Q, W, F and the arguments idle-forget
 -- ms, lock name; the rest is per script.
@@ -77,10 +81,10 @@ local function begin(keys, args, field)
   T0, X0, HELD0 = st.t, tonumber(st.x or 0) or 0, tonumber(st.n or 0) > 0
 end
 
--- h:, g: and k: fields are not in `st`.
+-- h:, a:, g: and k: fields are not in `st`.
 local function perfield(f)
   local p = string.sub(f, 1, 2)
-  return p == 'h:' or p == 'g:' or p == 'k:'
+  return p == 'h:' or p == 'a:' or p == 'g:' or p == 'k:'
 end
 
 -- put('f', v, 'g', w, ...): into the cache and the pending write.
@@ -95,6 +99,8 @@ local function del_list(fs)
   for _, f in ipairs(fs) do
     if perfield(f) then
       pend[f] = false
+      -- a holder's listing record leaves with it
+      if string.sub(f, 1, 2) == 'h:' then pend['a:' .. string.sub(f, 3)] = false end
     else
       if st[f] or pend[f] then pend[f] = false end
       st[f] = false
@@ -219,25 +225,33 @@ local function purge()
   if gone > 0 and not held() then end_grant(last, true) end
 end
 
-local function grant_new(lease, mode, ttl, ld, p)
+-- What the listing shows of a new holder: since when it holds, the
+-- client address its call came from, its owner.
+local function about(lease, client, owner)
+  put('a:' .. lease, cjson.encode({s = fmt(NOW), c = client or '', o = owner}))
+end
+
+local function grant_new(lease, mode, ttl, ld, p, client, owner)
   local t = next_token()
   if st.d then del('d') end
   local exp = fmt(NOW + ttl)
   put('m', mode, 't', fmt(t), 'ld', tostring(ld), 'n', 1, 'x', exp, 'nx', exp,
       'h:' .. lease, hval(1, ttl, NOW + ttl, p))
+  about(lease, client, owner)
   dirty = true
   publish(t)
   return t
 end
 
 -- A shared grant is joined under its current token.
-local function join(lease, ttl, p)
+local function join(lease, ttl, p, client, owner)
   local exp = NOW + ttl
   local x, nx = num(st.x), num(st.nx)
   if exp > x then x = exp end
   if nx == 0 or exp < nx then nx = exp end
   put('n', num(st.n) + 1, 'x', fmt(x), 'nx', fmt(nx), 'h:' .. lease,
       hval(1, ttl, exp, p))
+  about(lease, client, owner)
   dirty = true
   return tonumber(st.t)
 end
@@ -278,8 +292,8 @@ local function handoff()
       elseif tonumber(r.dl) >= NOW then
         local t
         -- the grant carries the principal the waiter queued with
-        if held() then t = join(r.l, r.t, r.p)
-        else t = grant_new(r.l, r.m, r.t, r.ld, r.p) end
+        if held() then t = join(r.l, r.t, r.p, r.c, r.o)
+        else t = grant_new(r.l, r.m, r.t, r.ld, r.p, r.c, r.o) end
         set_meta(r.v, r.o)
         -- lease and name ride along: a gateway that no longer knows
         -- the waiter gives the grant back at once

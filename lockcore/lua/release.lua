@@ -6,8 +6,12 @@
 -- upstream, so the next holder never waits on them.
 -- args: 3 lease, 4 margin ms (at least the margin the writes carry),
 --       5 '1' if principal, 6 principal (absent: not asked)
--- Reply: {'granted', token, mode, holds left, ttl} | {'expired'} |
---        {'forbidden'} (the lease holds, for another principal)
+-- Reply: {'granted', token, mode, holds left, ttl[, 1, now us]} |
+--        {'expired'} | {'forbidden'} (the lease holds, for another
+--        principal); the last two fields when the lock is left idle (no
+--        holder, no waiter): the gateway drops it from the listing's index
+--        (index_drop.lua) unless a newer grant was indexed (`seen` as in
+--        describe.lua)
 local LEASE, MARGIN = ARGV[3], tonumber(ARGV[4])
 local PRIN = (ARGV[5] == '1') and ARGV[6] or nil
 begin(KEYS, ARGV, 'h:' .. LEASE)
@@ -27,6 +31,9 @@ else
     del('h:' .. LEASE)
     end_grant(NOW, false)
     if num(st.qn) > 0 then handoff() end
+    if not held() and num(st.qn) == 0 then
+      reply[6], reply[7] = 1, fmt(math.max(current(), NOW_US))
+    end
   else
     del('h:' .. LEASE)
     recount()

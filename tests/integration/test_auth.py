@@ -612,3 +612,40 @@ class StartUp(TestCase):
         p3 = subprocess.run([Gateway.executable(), "--new-key", "bad name"],
                             capture_output=True, timeout=slack(10.0))
         self.assertEqual(p3.returncode, 2)
+
+
+class Listing(AuthCase):
+    """contract v1.3: the listing needs observe: on a prefix the asked
+    prefix starts with, and shows each holder's principal."""
+
+    def listing(self, who, prefix=None):
+        q = "" if prefix is None else "?prefix=" + prefix
+        return self.gw.request("GET", "/_fence/v1/locks" + q,
+                               headers=bearer(who) if who else {})
+
+    def test_listing_needs_observe_on_the_prefix_and_names_principals(self):
+        g = self.take("ci", "jobs/nightly", owner="cron")
+        d = self.take("writer", "docs/a")
+        # reader observes docs/ only
+        r = self.listing("reader", "docs/")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([e["name"] for e in r.json["locks"]], ["docs/a"])
+        self.assertEqual(r.json["locks"][0]["holders"][0]["principal"],
+                         "writer")
+        self.assertEqual(self.listing("reader", "docs/a").status, 200)
+        for pfx in (None, "", "doc", "jobs/"):
+            r = self.listing("reader", pfx)
+            self.assert_refused(r, 403, "forbidden")
+            self.assertIn("observe", r.json["message"])
+        self.assert_refused(self.listing("nobody", "jobs/"), 403, "forbidden")
+        self.assert_refused(self.listing(None, "jobs/"), 401,
+                            "unauthenticated")
+        # ci observes everything
+        r = self.listing("ci")
+        self.assertEqual(r.status, 200, r)
+        by = {e["name"]: e for e in r.json["locks"]}
+        self.assertEqual(set(by), {"jobs/nightly", "docs/a"})
+        h = by["jobs/nightly"]["holders"][0]
+        self.assertEqual((h["owner"], h["principal"]), ("cron", "ci"))
+        for lease in (g["lease"], d["lease"]):
+            self.assertNotIn(lease.encode(), r.body)
