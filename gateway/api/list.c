@@ -30,6 +30,12 @@ struct entry {
 	json_t *lock;      /* active: the entry, owned */
 };
 
+/* A page shows at most PAGE_PARTIES holders and as many waiters in all,
+ * spread over its locks (at least PARTIES_MIN each): an answer stays in
+ * the megabytes even for 1000 locks with 20000 waiters each. */
+#define PAGE_PARTIES 10000u
+#define PARTIES_MIN 10u
+
 struct fg_list {
 	fg_list_done_cb *done;
 	void *arg;
@@ -150,7 +156,9 @@ static void on_names(int err, const char *const *names, size_t n, void *arg)
 		}
 		*a = (struct ask){ l, i };
 		l->refs++;
-		int e = fg_alock_describe(l->as, l->e[i].name, FG_LIST_LIMIT_MAX,
+		unsigned per = PAGE_PARTIES / l->limit;
+		int e = fg_alock_describe(l->as, l->e[i].name,
+					  per < PARTIES_MIN ? PARTIES_MIN : per,
 					  on_detail, a);
 		if (e) {
 			l->refs--;
