@@ -674,7 +674,8 @@ static void answer(struct aop *op, int err, const redisReply *r)
 		else if (!err)
 			g = op->g;
 		char name[FG_NAME_MAX + 1];
-		if (!err && op->call.lua == FG__LUA_ACQUIRE &&
+		/* a call given the index's keys kept it itself */
+		if (!err && op->call.lua == FG__LUA_ACQUIRE && op->as->view.slots &&
 		    (g.status == FG_GRANTED || g.status == FG_QUEUED) &&
 		    call_name(op, name))
 			index_add(op->as, name, g.status == FG_GRANTED ? g.token : 0);
@@ -882,7 +883,7 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *priv)
 		struct fg__call c;
 		fg__build_release(&c, op->undo_lease + strlen(op->undo_lease) + 1,
 				  op->undo_lease, NULL, op->as->margin,
-				  op->as->idle);
+				  op->as->idle, !op->as->view.slots);
 		if (redisAsyncCommandArgv(ac, on_undone, op, c.argc, c.argv,
 					  c.argvlen) == REDIS_OK) {
 			op->conn = ac->data;
@@ -1236,7 +1237,7 @@ int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		aop_free(op);
 		return FG_ENOMEM;
 	}
-	fg__build_acquire(&op->call, req, as->idle);
+	fg__build_acquire(&op->call, req, as->idle, !as->view.slots);
 	return submit(as, op);
 }
 
@@ -1308,7 +1309,7 @@ int fg_alock_release(fg_astore *as, const char *name, const char *lease,
 	if (!op)
 		return FG_ENOMEM;
 	fg__build_release(&op->call, name, lease, principal, as->margin,
-			  as->idle);
+			  as->idle, !as->view.slots);
 	return submit(as, op);
 }
 

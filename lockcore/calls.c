@@ -85,8 +85,14 @@ static void push(struct fg__call *c, const char *s, size_t len)
 	c->argc++;
 }
 
-void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
-		   unsigned idle)
+#define INDEX_N "fg:{!index}:n"
+#define INDEX_V "fg:{!index}:v"
+
+/* The lock's four keys, then (index) the listing index's two: a script
+ * may keep the index itself only where every key is on one Redis, never
+ * on a Cluster (index_add.lua). */
+static void call_init(struct fg__call *c, enum fg__lua lua, const char *name,
+		      unsigned idle, bool index)
 {
 	static const char suffix[FG__NKEYS] = { 's', 'q', 'w', 'f' };
 
@@ -95,14 +101,24 @@ void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 	c->nnums = 0;
 	push(c, "FCALL", 5);
 	push(c, fn_name[lua], strlen(fn_name[lua]));
-	push(c, "4", 1);
+	push(c, index ? "6" : "4", 1);
 	for (int i = 0; i < FG__NKEYS; i++) {
 		int n = snprintf(c->keys[i], sizeof(c->keys[i]), "fg:{%s}:%c",
 				 name, suffix[i]);
 		push(c, c->keys[i], (size_t)n);
 	}
+	if (index) {
+		push(c, INDEX_N, sizeof(INDEX_N) - 1);
+		push(c, INDEX_V, sizeof(INDEX_V) - 1);
+	}
 	fg__call_num(c, idle);
 	fg__call_str(c, name, strlen(name));
+}
+
+void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
+		   unsigned idle)
+{
+	call_init(c, lua, name, idle, false);
 }
 
 void fg__call_str(struct fg__call *c, const char *s, size_t len)
@@ -158,9 +174,9 @@ static void opt(struct fg__call *c, const char *s, size_t len)
 }
 
 void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
-		       unsigned idle)
+		       unsigned idle, bool index)
 {
-	fg__call_init(c, FG__LUA_ACQUIRE, q->name, idle);
+	call_init(c, FG__LUA_ACQUIRE, q->name, idle, index);
 	str0(c, q->lease);
 	fg__call_str(c, q->mode == FG_MODE_SHARED ? "s" : "x", 1);
 	fg__call_num(c, q->ttl_ms);
@@ -190,9 +206,9 @@ void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 
 void fg__build_release(struct fg__call *c, const char *name,
 		       const char *lease, const char *principal,
-		       unsigned margin_ms, unsigned idle)
+		       unsigned margin_ms, unsigned idle, bool index)
 {
-	fg__call_init(c, FG__LUA_RELEASE, name, idle);
+	call_init(c, FG__LUA_RELEASE, name, idle, index);
 	str0(c, lease);
 	fg__call_num(c, margin_ms);
 	opt(c, principal, principal ? strlen(principal) : 0);
@@ -218,8 +234,8 @@ void fg__build_describe(struct fg__call *c, const char *name,
 	fg__call_num(c, max_parties);
 }
 
-/* FCALL fn 2 fg:{!index}:n fg:{!index}:v: keys[0] and keys[1] hold them;
- * keys[2] and keys[3] are free for the arguments. */
+/* FCALL fn 2 fg:{!index}:n fg:{!index}:v: keys[2] and keys[3] hold the
+ * arguments that are built here. */
 static void index_init(struct fg__call *c, enum fg__lua lua)
 {
 	c->lua = lua;
@@ -228,10 +244,8 @@ static void index_init(struct fg__call *c, enum fg__lua lua)
 	push(c, "FCALL", 5);
 	push(c, fn_name[lua], strlen(fn_name[lua]));
 	push(c, "2", 1);
-	snprintf(c->keys[0], sizeof(c->keys[0]), "fg:{!index}:n");
-	snprintf(c->keys[1], sizeof(c->keys[1]), "fg:{!index}:v");
-	push(c, c->keys[0], strlen(c->keys[0]));
-	push(c, c->keys[1], strlen(c->keys[1]));
+	push(c, INDEX_N, sizeof(INDEX_N) - 1);
+	push(c, INDEX_V, sizeof(INDEX_V) - 1);
 }
 
 void fg__build_index_add(struct fg__call *c, const char *name,

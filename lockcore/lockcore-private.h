@@ -81,14 +81,16 @@ int fg__parse_check(const struct redisReply *r, struct fg_check *out);
 int fg__parse_admit(const struct redisReply *r, struct fg_admit *out);
 
 /* Builders shared by both fronts. */
+/* index: the script keeps the listing's index itself (one Redis, not a
+ * Cluster: its keys join the call's, index_add.lua) */
 void fg__build_acquire(struct fg__call *c, const struct fg_acquire *req,
-		       unsigned idle);
+		       unsigned idle, bool index);
 void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 		     const char *principal, uint32_t ttl_ms, const char *value,
 		     size_t value_len, unsigned idle);
 void fg__build_release(struct fg__call *c, const char *name,
 		       const char *lease, const char *principal,
-		       unsigned margin_ms, unsigned idle);
+		       unsigned margin_ms, unsigned idle, bool index);
 void fg__build_break(struct fg__call *c, const char *name, uint64_t token,
 		     unsigned margin_ms, unsigned idle);
 void fg__build_inspect(struct fg__call *c, const char *name, unsigned idle);

@@ -365,7 +365,7 @@ int fg_lock_acquire(fg_store *st, const struct fg_acquire *req,
 	struct fg__call c;
 	if (req->wait_ms > 0 && (!req->waiter_id || !req->gateway_id))
 		return FG_EINVAL;
-	fg__build_acquire(&c, req, st->idle_forget_ms);
+	fg__build_acquire(&c, req, st->idle_forget_ms, false);
 	return grant_call(st, &c, out);
 }
 
@@ -384,7 +384,7 @@ int fg_lock_release(fg_store *st, const char *name, const char *lease,
 {
 	struct fg__call c;
 	fg__build_release(&c, name, lease, principal, st->write_margin_ms,
-			  st->idle_forget_ms);
+			  st->idle_forget_ms, false);
 	return grant_call(st, &c, out);
 }
 

@@ -43,6 +43,7 @@ else
   local delayed = num(st.d) > NOW
   if queued == 0 and not held() and not delayed then
     local t = grant_new(LEASE, MODE, TTL, LD, PRIN, CLIENT, OWN)
+    index(t)
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
   elseif queued == 0 and held() and MODE == 's' and st.m == 's' then
@@ -64,6 +65,7 @@ else
     put('qs', seq, 'qn', queued + 1, 'g:' .. GW, fmt(NOW + LIVE))
     if dl > num(st.qd) then put('qd', fmt(dl)) end
     dirty = true
+    index(nil)
     reply = {'queued', wake_in()}
   end
 end

@@ -25,7 +25,10 @@
 --                       (c client address, s queued at, ms)
 --   F  fg:{N}:f  zset   admitted write id -> recorded until (ms)
 -- Every function takes the keys S, Q, W, F and the arguments idle-forget
--- ms, lock name; the rest is per script.
+-- ms, lock name; the rest is per script. acquire and release may take two
+-- more keys, the listing's index (index_add.lua), where every key is on
+-- one Redis: they keep it themselves (index()), so that a lock cycle costs
+-- no call of its own for it; on a Cluster the gateway keeps it.
 --
 -- Per call: the helpers below work on library-level variables that begin()
 -- sets afresh at the start of every call (Redis runs one function at a
@@ -44,6 +47,7 @@
 -- moved, so they outlive it by exactly the idle-forget time. A free lock
 -- with no waiters is one key; an unused one is none.
 local S, Q, W, F, IDLE, NAME, NOW, NOW_US
+local IX_N, IX_V -- the listing's index when the call was given it
 local st       -- the fields of FIELDS as S holds them (false: absent)
 local pend     -- field -> value, or false to delete: written by done()
 local pre      -- h:/g: fields read so far (false: absent)
@@ -63,6 +67,7 @@ local function num(v) return tonumber(v or 0) or 0 end
 -- is read with it.
 local function begin(keys, args, field)
   S, Q, W, F = keys[1], keys[2], keys[3], keys[4]
+  IX_N, IX_V = keys[5], keys[6]
   IDLE, NAME = tonumber(args[1]), args[2]
   local tm = redis.call('TIME')
   NOW = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
@@ -200,6 +205,23 @@ local function recount()
     del('n', 'x', 'nx')
   end
   return #gone, last
+end
+
+-- The index learns of this lock (granted with token t, or a waiter queued:
+-- t nil), or forgets it (gone): kept in the call itself where the call has
+-- its keys, with the rule of index_add.lua and index_drop.lua. Returns
+-- whether it was kept here.
+local function index(t, gone)
+  if not IX_N then return false end
+  if gone then
+    redis.call('ZREM', IX_N, NAME)
+    redis.call('HDEL', IX_V, NAME)
+  else
+    redis.call('ZADD', IX_N, 0, NAME)
+    if t then redis.call('HSET', IX_V, NAME, fmt(t))
+    else redis.call('HSETNX', IX_V, NAME, '0') end
+  end
+  return true
 end
 
 local function set_meta(v, o)

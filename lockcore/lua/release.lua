@@ -9,9 +9,10 @@
 -- Reply: {'granted', token, mode, holds left, ttl[, 1, now us]} |
 --        {'expired'} | {'forbidden'} (the lease holds, for another
 --        principal); the last two fields when the lock is left idle (no
---        holder, no waiter): the gateway drops it from the listing's index
+--        holder, no waiter) and the call was not given the index's keys
+--        (a Cluster): the gateway drops it from the listing's index
 --        (index_drop.lua) unless a newer grant was indexed (`seen` as in
---        describe.lua)
+--        describe.lua). Given them, the call drops it itself.
 local LEASE, MARGIN = ARGV[3], tonumber(ARGV[4])
 local PRIN = (ARGV[5] == '1') and ARGV[6] or nil
 begin(KEYS, ARGV, 'h:' .. LEASE)
@@ -31,7 +32,7 @@ else
     del('h:' .. LEASE)
     end_grant(NOW, false)
     if num(st.qn) > 0 then handoff() end
-    if not held() and num(st.qn) == 0 then
+    if not held() and num(st.qn) == 0 and not index(nil, true) then
       reply[6], reply[7] = 1, fmt(math.max(current(), NOW_US))
     end
   else
