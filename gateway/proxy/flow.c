@@ -416,7 +416,7 @@ static void write_abort(struct fg_write *w)
 	struct pwrite *pw = pwrite_of(w);
 	fg_log_warn("write to lock %s %s: aborted upstream",
 		    fg_fence_first_write(&pw->fence)->lock,
-		    w->stopped ? "still running at drain-timeout-ms"
+		    w->stopped ? "still running when the gateway stopped"
 		    : w->released ? "ended by a release" : "passed its deadline");
 	fg_xfer_end_now(pw->x);
 }

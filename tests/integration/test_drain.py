@@ -334,7 +334,7 @@ class DrainTests(StoreTestCase):
                              % e)
         self.assert_absent(path, "the upload cut at drain-timeout-ms")
         log = self.log_text(g)
-        self.assertIn("still running at drain-timeout-ms: aborted upstream",
+        self.assertIn("still running when the gateway stopped: aborted upstream",
                       log)
         self.assertRegex(log, r"drain ended at drain-timeout-ms: 1 request "
                          r"still in flight ended")
