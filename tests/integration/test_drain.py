@@ -3,8 +3,9 @@ real processes (redis-server, an nginx WebDAV store, fencegate):
 
 - SIGTERM drains: readiness is 503 at once and requests are still served
   during drain-delay-ms; then the gateway stops accepting (a new
-  connection is refused), parked acquires and observers are answered 503
-  shutting_down with Retry-After, while a lock call held in Redis and a
+  connection is refused), parked acquires and observers, and a write
+  waiting for an older write of its lock, are answered 503 shutting_down
+  with Retry-After, while a lock call held in Redis and a
   slow chunked upload to nginx finish: the call is answered 200, the
   upload lands whole, and the process exits 0 once they are done.
 - An upload still running at drain-timeout-ms is ended as at a lease's
@@ -263,6 +264,46 @@ class DrainTests(StoreTestCase):
         self.assertIn(done.status, (201, 204), "the upload: %r" % done)
         self.assertEqual(self.wait_exit(g, slack(10.0)), 0)
         self.assert_stored(path, bytes(up.sent), "the upload in flight")
+
+    def test_a_write_waiting_for_an_older_write_is_answered_503_shutting_down_and_never_forwarded(self):
+        # a margin of a minute: the cut write's record holds newer tokens
+        # back that long, so the newer write waits until the stop
+        g = self.start_gateway("--fence-margin-ms", "60000")
+        path = self.obj("ordered")
+        lock = self.lock_of(path)
+        old = self.grant(path, gw=g, ttl_ms=180000)
+        up = self.upload(g, path, old["sequencer"])
+        # the release cuts the older write; its record runs on
+        self.release_ok(lock, old["lease"], gw=g)
+        self.wait_log(g, r"ended by a release: aborted upstream",
+                      "the released write to be cut off")
+        up.close()   # its client leaves: nothing of it is in flight
+        new = self.grant(path, gw=g, ttl_ms=180000)
+        tid = uuid.uuid4().hex
+        out = {}
+
+        def put():
+            out["r"] = self.send("PUT", path, b"newer\n", gw=g,
+                                 token=new["sequencer"], test_id=tid,
+                                 timeout=slack(60.0))
+        t = threading.Thread(target=put, daemon=True)
+        t.start()
+
+        def admit_waiters():
+            m = g.request("GET", "/_fence/v1/metrics").body.decode()
+            found = re.search(r'^fencegate_waiters\{kind="admit"\} (\d+)$',
+                              m, re.M)
+            return found and int(found.group(1)) == 1
+        self.wait_for(admit_waiters, slack(5.0),
+                      "the newer write to wait for the older one")
+        g.proc.send_signal(signal.SIGTERM)
+        t.join(slack(5.0))
+        self.assertFalse(t.is_alive(), "the waiting write was not answered")
+        self.assert_shutting_down(out["r"], "the waiting write")
+        self.assertEqual(self.wait_exit(g, slack(10.0)), 0)
+        self.assertEqual(self.store.log_for(test_id=tid), [],
+                         "the waiting write reached nginx")
+        self.assert_absent(path, "the cut and the refused write")
 
     # -- drain-delay-ms -------------------------------------------------------
 
