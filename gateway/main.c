@@ -37,9 +37,9 @@
 #include <errno.h>
 #include <signal.h>
 #include <stdio.h>
-#include <time.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/resource.h>
 
