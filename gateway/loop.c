@@ -5,10 +5,13 @@
  * loop's libevent base.
  *
  * Invariants: a loop's objects are touched only on its thread once it
- * runs (the stop request is the one event another thread activates); at
- * stop, every suspended connection is resumed (waiters answered 503,
- * transfers ended, Redis calls answered) before the daemon is stopped, so
- * every request state is freed by its request-completed callback.
+ * runs (the drain and stop requests are the events another thread
+ * activates); a draining loop accepts nothing, its waiters are answered
+ * 503 shutting_down and what is in flight runs on until it ends or the
+ * stop comes; at stop, what still runs is ended as at a lease's end and
+ * every suspended connection is resumed (transfers ended, Redis calls
+ * answered) before the daemon is stopped, so every request state is
+ * freed by its request-completed callback.
  */
 #include <poll.h>
 #include <inttypes.h>
@@ -21,6 +24,7 @@
 
 #include "access/access.h"
 #include "api/api.h"
+#include "base/clock.h"
 #include "http/front.h"
 #include "proc/gateway.h"
 #include "base/log.h"
@@ -32,6 +36,8 @@
 /* How long a stopping loop keeps serving, so that the waiters it answered
  * (503) get their answer before the connections close. */
 #define STOP_FLUSH_MS 50
+/* How often a draining loop looks whether its last request ended. */
+#define DRAIN_CHECK_MS 10
 
 /* ---- the daemon on the loop -------------------------------------------- */
 
@@ -139,7 +145,19 @@ static const struct fg_routes routes = {
 	.proxy_finish = fg_proxy_finish,
 };
 
-/* ---- stopping ---------------------------------------------------------- */
+/* ---- heartbeat ---------------------------------------------------------- */
+
+/* Readiness asks whether every loop turned lately (a stuck loop is not
+ * ready); this timer is the turn it looks for. */
+static void on_turn(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_loop *loop = arg;
+	(void)fd;
+	(void)what;
+	fg_gateway_loop_turned(loop->gw, loop->index, fg_clock_ms());
+}
+
+/* ---- draining and stopping ---------------------------------------------- */
 
 static void on_exit_timer(evutil_socket_t fd, short what, void *arg)
 {
@@ -149,17 +167,62 @@ static void on_exit_timer(evutil_socket_t fd, short what, void *arg)
 	event_base_loopexit(loop->base, NULL);
 }
 
+/* Whether the loop has no request left, as main.c sees it: a request
+ * that comes on a connection opened before the drain makes it busy
+ * again, and the drain waits for that one too. */
+static void on_drain_timer(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_loop *loop = arg;
+	(void)fd;
+	(void)what;
+	bool idle = loop->inflight == 0;
+	if (idle == loop->drained)
+		return;
+	loop->drained = idle;
+	fg_gateway_note_drained(loop->gw, idle);
+}
+
+/* Stops accepting (the listening socket is main.c's to close once every
+ * loop let go of it), answers the parked waiters and admission waits
+ * 503 shutting_down, and watches for its last request to end. Calls and
+ * transfers in flight go on; so does a request that comes on a
+ * connection already open. */
+static void drain(struct fg_loop *loop)
+{
+	if (loop->draining)
+		return;
+	loop->draining = true;
+	MHD_quiesce_daemon(loop->daemon);
+	fg_waitq_stop(loop->wq);
+	fg_admitq_stop(loop->aq);
+	fg_gateway_note_quiesced(loop->gw);
+	struct timeval tv = { 0, DRAIN_CHECK_MS * 1000 };
+	event_add(loop->drain_timer, &tv);
+	on_drain_timer(-1, 0, loop);
+}
+
+static void on_drain(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	drain(arg);
+}
+
 static void on_stop(evutil_socket_t fd, short what, void *arg)
 {
 	struct fg_loop *loop = arg;
 	(void)fd;
 	(void)what;
-	/* No new connections here; the listening socket stays open for the
-	 * other loops until all have stopped. */
-	MHD_quiesce_daemon(loop->daemon);
-	fg_waitq_stop(loop->wq);
-	fg_admitq_stop(loop->aq);
-	struct timeval tv = { 0, STOP_FLUSH_MS * 1000 };
+	drain(loop);
+	evtimer_del(loop->drain_timer);
+	if (loop->inflight > 0)
+		fg_gateway_note_ended(loop->gw, loop->inflight);
+	/* What still runs ends as at a lease's end: a fenced write sends no
+	 * more bytes and is cut off, one sent whole is awaited the margin
+	 * more (proxy/writes.c); the teardown ends the rest. */
+	unsigned writes = fg_proxy_end_writes(loop->px);
+	uint64_t ms = STOP_FLUSH_MS + (writes ? loop->gw->cfg->fence_margin_ms : 0);
+	struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000) };
 	evtimer_add(loop->exit_timer, &tv);
 }
 
@@ -179,6 +242,9 @@ static void *loop_main(void *arg)
 {
 	struct fg_loop *loop = arg;
 	arm_http_timer(loop);
+	on_turn(-1, 0, loop);
+	struct timeval tv = { 0, FG_LOOP_TURN_MS * 1000 };
+	event_add(loop->turn_timer, &tv);
 	event_base_dispatch(loop->base);
 	teardown(loop);
 	return NULL;
@@ -206,8 +272,13 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 	loop->exit_timer = evtimer_new(loop->base, on_exit_timer, loop);
 	loop->mhd_timer = evtimer_new(loop->base, on_http, loop);
 	loop->follow_ev = event_new(loop->base, -1, 0, on_follow, loop);
+	loop->drain_ev = event_new(loop->base, -1, 0, on_drain, loop);
+	loop->drain_timer = event_new(loop->base, -1, EV_PERSIST, on_drain_timer,
+				      loop);
+	loop->turn_timer = event_new(loop->base, -1, EV_PERSIST, on_turn, loop);
 	if (!loop->stop_ev || !loop->exit_timer || !loop->mhd_timer ||
-	    !loop->follow_ev)
+	    !loop->follow_ev || !loop->drain_ev || !loop->drain_timer ||
+	    !loop->turn_timer)
 		goto error_events;
 	loop->wq = fg_waitq_create(loop, fg_loop_on_message, fg_loop_on_resync,
 				   loop);
@@ -256,6 +327,12 @@ error_events:
 		event_free(loop->stop_ev);
 	if (loop->follow_ev)
 		event_free(loop->follow_ev);
+	if (loop->drain_ev)
+		event_free(loop->drain_ev);
+	if (loop->drain_timer)
+		event_free(loop->drain_timer);
+	if (loop->turn_timer)
+		event_free(loop->turn_timer);
 	if (loop->exit_timer)
 		event_free(loop->exit_timer);
 	if (loop->mhd_timer)
@@ -274,11 +351,25 @@ int fg_loop_start(struct fg_loop *loop)
 	return 0;
 }
 
+void fg_loop_drain(struct fg_loop *loop)
+{
+	if (loop && loop->started)
+		event_active(loop->drain_ev, EV_READ, 0);
+}
+
+void fg_loop_ask_stop(struct fg_loop *loop)
+{
+	if (!loop || !loop->started || loop->stop_asked)
+		return;
+	loop->stop_asked = true;
+	event_active(loop->stop_ev, EV_READ, 0);
+}
+
 void fg_loop_stop(struct fg_loop *loop)
 {
 	if (!loop || !loop->started)
 		return;
-	event_active(loop->stop_ev, EV_READ, 0);
+	fg_loop_ask_stop(loop);
 	pthread_join(loop->thread, NULL);
 	loop->started = false;
 }
@@ -301,6 +392,9 @@ void fg_loop_destroy(struct fg_loop *loop)
 	event_free(loop->mhd_io);
 	event_free(loop->stop_ev);
 	event_free(loop->follow_ev);
+	event_free(loop->drain_ev);
+	event_free(loop->drain_timer);
+	event_free(loop->turn_timer);
 	event_free(loop->exit_timer);
 	event_free(loop->mhd_timer);
 	event_base_free(loop->base);

@@ -24,8 +24,19 @@ void fg_loop_follow(struct fg_loop *loop);
 /** Starts the loop's thread. 0 or -1. */
 int fg_loop_start(struct fg_loop *loop);
 
-/** From any thread: answers the loop's waiters (503), stops accepting,
- *  closes its connections and ends its thread; returns once it ended. */
+/** From any thread: the loop stops accepting, answers its parked
+ *  waiters and admission waits 503 shutting_down, and lets what is in
+ *  flight run; once its last request ended it says so
+ *  (fg_gateway_note_drained()). Returns at once. */
+void fg_loop_drain(struct fg_loop *loop);
+
+/** From any thread: has the loop stop (fg_loop_stop()) without waiting
+ *  for it, so that several loops stop side by side. */
+void fg_loop_ask_stop(struct fg_loop *loop);
+
+/** From any thread: drains the loop if it was not, ends what still runs
+ *  as at a lease's end (counted by fg_gateway_note_ended()), closes its
+ *  connections and ends its thread; returns once it ended. */
 void fg_loop_stop(struct fg_loop *loop);
 
 /** Frees a loop that is not running. Accepts NULL. */

@@ -15,6 +15,15 @@
  * auth-file and the TLS certificate, key and client CA again (access.c,
  * tls.c).
  *
+ * Stopping (SIGTERM or SIGINT) drains: readiness is 503 at once; after
+ * drain-delay-ms every loop stops accepting (the listening socket is
+ * closed once none uses it) and answers its parked waiters 503
+ * shutting_down; what is in flight runs on for at most drain-timeout-ms,
+ * counted from then, and what still runs at that bound is ended as at a
+ * lease's end. A second SIGTERM or SIGINT ends it all at once. Either
+ * way the exit code is 0. Signals are waited for on this thread only,
+ * so the waits between the steps are sigtimedwait()'s.
+ *
  * `fencegate --new-key NAME` only makes a bearer key for principal NAME
  * (auth.h) and prints it with its auth-file line: no config is read.
  *
@@ -25,10 +34,12 @@
  * "configuration ok" and exits 0. It starts nothing: no socket listens,
  * no Redis or upstream connection is made.
  */
+#include <errno.h>
 #include <signal.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 #include <unistd.h>
 #include <sys/resource.h>
 
@@ -38,6 +49,7 @@
 #include <systemd/sd-daemon.h>
 
 #include "access/access.h"
+#include "base/clock.h"
 #include "upstream/creds.h"
 #include "proc/accesslog.h"
 #include "base/auth.h"
@@ -64,6 +76,100 @@ static void raise_fd_limit(void)
 		rl.rlim_cur = rl.rlim_max;
 		setrlimit(RLIMIT_NOFILE, &rl);
 	}
+}
+
+/* ---- stopping ------------------------------------------------------------ */
+
+/* How often the main thread looks at the loops' progress while it waits
+ * for a stop signal between the drain's steps. */
+#define DRAIN_POLL_MS 10
+
+enum wait_end { WAIT_DONE, WAIT_BOUND, WAIT_SIGNAL };
+
+static void reload(struct fg_gateway *gw)
+{
+	sd_notify(0, "RELOADING=1");
+	fg_accesslog_reopen();
+	fg_gateway_auth_reload(gw);
+	fg_tls_reload();
+	sd_notify(0, "READY=1");
+}
+
+/* Waits until done(gw) (NULL: never), `until` (fg_clock_ms()) or a stop
+ * signal, whichever comes first; SIGHUP still reloads meanwhile. */
+static enum wait_end wait_for(struct fg_gateway *gw, const sigset_t *sigs,
+			      uint64_t until,
+			      bool (*done)(struct fg_gateway *gw))
+{
+	for (;;) {
+		if (done && done(gw))
+			return WAIT_DONE;
+		uint64_t now = fg_clock_ms();
+		if (now >= until)
+			return WAIT_BOUND;
+		uint64_t ms = until - now;
+		if (done && ms > DRAIN_POLL_MS)
+			ms = DRAIN_POLL_MS;
+		struct timespec ts = { (time_t)(ms / 1000),
+				       (long)(ms % 1000) * 1000000L };
+		int sig = sigtimedwait(sigs, NULL, &ts);
+		if (sig == SIGHUP)
+			reload(gw);
+		else if (sig == SIGINT || sig == SIGTERM)
+			return WAIT_SIGNAL;
+		else if (sig < 0 && errno != EAGAIN && errno != EINTR)
+			return WAIT_BOUND;
+	}
+}
+
+static bool all_quiesced(struct fg_gateway *gw)
+{
+	return fg_gateway_quiesced(gw) >= gw->nloops;
+}
+
+static bool all_drained(struct fg_gateway *gw)
+{
+	return fg_gateway_drained(gw) >= gw->nloops;
+}
+
+/* The stop after the first signal (gw->draining is set): the drain's
+ * steps, each of which a second signal cuts short; then every loop
+ * stops. */
+static void stop(struct fg_gateway *gw, const sigset_t *sigs)
+{
+	const struct fg_config *cfg = gw->cfg;
+	enum wait_end end = wait_for(gw, sigs, fg_clock_ms() + cfg->drain_delay_ms,
+				     NULL);
+	if (end != WAIT_SIGNAL) {
+		for (unsigned i = 0; i < gw->nloops; i++)
+			fg_loop_drain(gw->loops[i]);
+		uint64_t bound = fg_clock_ms() + cfg->drain_timeout_ms;
+		end = wait_for(gw, sigs, bound, all_quiesced);
+		if (end == WAIT_DONE) {
+			/* no loop takes from it any more: connecting clients
+			 * are refused now rather than left in the backlog */
+			close(gw->listen_fd);
+			gw->listen_fd = -1;
+			fg_log_info("draining: no longer accepting; requests in "
+				    "flight have %u ms", cfg->drain_timeout_ms);
+			end = wait_for(gw, sigs, bound, all_drained);
+		}
+	}
+	if (end == WAIT_SIGNAL)
+		fg_log_info("a second stop signal: ending what runs now");
+	for (unsigned i = 0; i < gw->nloops; i++)
+		fg_loop_ask_stop(gw->loops[i]);
+	for (unsigned i = 0; i < gw->nloops; i++)
+		fg_loop_stop(gw->loops[i]);
+	unsigned ended = fg_gateway_ended(gw);
+	if (end == WAIT_DONE && ended == 0)
+		fg_log_info("drained: every request in flight finished");
+	else
+		fg_log_info("drain ended %s: %u request%s still in flight ended "
+			    "as at a lease's end", end == WAIT_SIGNAL
+			    ? "by a second signal" : end == WAIT_BOUND
+			    ? "at drain-timeout-ms" : "as one came in",
+			    ended, ended == 1 ? "" : "s");
 }
 
 /* Each line of reasons on stderr, as "fencegate: REASON". */
@@ -225,6 +331,8 @@ int main(int argc, char **argv)
 		goto error_config;
 	long cores = sysconf(_SC_NPROCESSORS_ONLN);
 	gw.nloops = cfg.threads ? cfg.threads : (cores > 0 ? (unsigned)cores : 1u);
+	if (gw.nloops > FG_LOOPS_MAX)
+		gw.nloops = FG_LOOPS_MAX;
 
 	/* Signals are taken by sigwait() here; every thread inherits the mask. */
 	sigset_t sigs;
@@ -273,19 +381,18 @@ int main(int argc, char **argv)
 		sigwait(&sigs, &sig);
 		if (sig != SIGHUP)
 			break;
-		sd_notify(0, "RELOADING=1");
-		fg_accesslog_reopen();
-		fg_gateway_auth_reload(&gw);
-		fg_tls_reload();
-		sd_notify(0, "READY=1");
+		reload(&gw);
 	}
-	fg_log_info("signal %d: shutting down", sig);
-	sd_notify(0, "STOPPING=1");
 	atomic_store(&gw.draining, true);
+	sd_notify(0, "STOPPING=1");
+	fg_log_info("signal %d: draining: not ready now, accepting for %u ms "
+		    "more, then requests in flight have %u ms", sig,
+		    cfg.drain_delay_ms, cfg.drain_timeout_ms);
+	stop(&gw, &sigs);
 	rc = 0;
 
-	/* Each loop answers its waiters (503), ends its transfers and closes
-	 * its connections on its own thread. */
+	/* Each loop (stopped already after a signal) ends its transfers and
+	 * closes its connections on its own thread. */
 error_running:
 	for (unsigned i = 0; i < gw.nloops; i++)
 		fg_loop_stop(gw.loops[i]);
@@ -295,7 +402,8 @@ error_loops:
 		fg_loop_destroy(gw.loops[i]);
 	free(gw.loops);
 error_listen:
-	close(gw.listen_fd);
+	if (gw.listen_fd >= 0)
+		close(gw.listen_fd);
 error_curl:
 	curl_global_cleanup();
 error_config:

@@ -23,6 +23,7 @@
 #include "http/respond.h"
 #include "http/req.h"
 #include "proc/gateway.h"
+#include "base/clock.h"
 #include "base/jsonio.h"
 #include "base/log.h"
 #include "rt/rt.h"
@@ -486,6 +487,8 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 		return respond_info(c, req->name, info);
 	case FG_WAIT_GONE:
 		return MHD_NO;
+	case FG_WAIT_STOPPING:
+		return fg_respond_error(c, FG_E_SHUTTING_DOWN, NULL, NULL);
 	case FG_WAIT_UNAVAIL:
 	default:
 		return fg_respond_store_error(c, FG_EUNAVAIL);
@@ -862,21 +865,31 @@ static enum MHD_Result health(struct fg_req *req, struct MHD_Connection *c)
 						       : MHD_HTTP_SERVICE_UNAVAILABLE, o);
 }
 
-/* Readiness (a load balancer's or Kubernetes' readinessProbe): can this
- * gateway serve a lock call and a fenced write right now? The same
- * conditions as health, plus not shutting down. */
+/* Readiness (a load balancer's or Kubernetes' readinessProbe): should
+ * traffic come to this gateway? Not once it is stopping, nor while one of
+ * its loops is stuck. Redis and the upstream are every gateway's, so
+ * their outage takes no gateway out of a balancer unless readyz-requires
+ * says so; their state is shown, and is health's and the metrics'. */
 static enum MHD_Result readyz(struct fg_req *req, struct MHD_Connection *c)
 {
 	bool redis = redis_ready(req), upstream_ok;
 	const char *up = upstream_state(req, &upstream_ok);
-	bool stopping = fg_gateway_draining(req->gw);
-	bool ready = redis && upstream_ok && !stopping;
+	unsigned need = req->gw->cfg->readyz_requires;
+	const char *why = NULL;
+	if (fg_gateway_draining(req->gw))
+		why = "shutting down";
+	else if (!fg_gateway_loops_turning(req->gw, fg_clock_ms(), FG_LOOP_STUCK_MS))
+		why = "an event loop is stuck";
+	else if ((need & FG_READYZ_REDIS) && !redis)
+		why = "redis is down (readyz-requires redis)";
+	else if ((need & FG_READYZ_UPSTREAM) && !upstream_ok)
+		why = "the upstream is down (readyz-requires upstream)";
 	json_t *o = json_pack("{s:s, s:s, s:s}",
-			      "status", ready ? "ready" : "not_ready",
+			      "status", why ? "not_ready" : "ready",
 			      "redis", redis ? "up" : "down", "upstream", up);
-	if (stopping)
-		json_object_set_new(o, "reason", json_string("shutting down"));
-	return fg_respond_json(c, ready ? MHD_HTTP_OK : MHD_HTTP_SERVICE_UNAVAILABLE, o);
+	if (why)
+		json_object_set_new(o, "reason", json_string(why));
+	return fg_respond_json(c, why ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK, o);
 }
 
 /* Liveness (a livenessProbe, a watchdog): the loop that took the request

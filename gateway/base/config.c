@@ -32,7 +32,7 @@
 #include "base/log.h"
 
 enum kind { K_BOOL, K_UINT, K_HOSTPORT_LISTEN, K_HOSTPORT_REDIS, K_STRING, K_LOGLEVEL, K_ROUTE,
-	    K_LOGFORMAT, K_PROXYAUTH };
+	    K_LOGFORMAT, K_PROXYAUTH, K_READYZ };
 
 struct setting {
 	const char *name;
@@ -63,6 +63,12 @@ static const struct setting settings[] = {
 	U(waiter_liveness_ms, 1000, 600000, "MS         a waiter outlives its gateway's last sign of life by this (10000)"),
 	U(max_header_bytes, 2048, 1048576, "BYTES      bound on a request's head (16384)"),
 	U(client_timeout_s, 1, 3600, "S          idle client connections are closed after this (30)"),
+	U(drain_delay_ms, 0, 3600000, "MS         on SIGTERM, readiness is 503 this long before accepting\n"
+	  "                      stops (0)"),
+	U(drain_timeout_ms, 0, 3600000, "MS         then what is in flight may run this long before it is\n"
+	  "                      ended as at a lease's end (30000)"),
+	{ "readyz-requires", K_READYZ, 0, 0, 0, "LIST       readiness also follows: redis, upstream, both (a comma\n"
+	  "                      list), or none (none)" },
 	{ "log-level", K_LOGLEVEL, 0, 0, 0, "LEVEL      error, warn, info or debug (info)" },
 	{ "access-log", K_STRING, offsetof(struct fg_config, access_log), 0, 0, "FILE       one line per request: a file (reopened on SIGHUP), stdout,\n"
 	  "                      stderr, or off (off)" },
@@ -169,6 +175,7 @@ void fg_config_init(struct fg_config *c)
 	c->waiter_liveness_ms = 10000;
 	c->max_header_bytes = 16384;
 	c->client_timeout_s = 30;
+	c->drain_timeout_ms = 30000;
 	c->proxy_redirect = 1;
 	c->log_level = FG_LOG_INFO;
 	c->upstream_connect_timeout_ms = 2000;
@@ -379,6 +386,35 @@ static int add_route(struct fg_config *c, const char *value, char *err, size_t n
 	return 0;
 }
 
+/* "redis", "upstream", a comma list of them, "none" or "": the whole
+ * value is read before the setting changes. */
+static int parse_readyz(struct fg_config *c, const char *value, char *err,
+			size_t n)
+{
+	unsigned want = 0;
+	const char *p = value;
+	if (strcmp(value, "none") == 0 || value[0] == '\0')
+		goto done;
+	for (;;) {
+		size_t len = strcspn(p, ",");
+		if (len == 5 && strncmp(p, "redis", 5) == 0)
+			want |= FG_READYZ_REDIS;
+		else if (len == 8 && strncmp(p, "upstream", 8) == 0)
+			want |= FG_READYZ_UPSTREAM;
+		else {
+			say(err, n, "readyz-requires: '%s' is not a comma list of "
+			    "redis and upstream, or none", value);
+			return -1;
+		}
+		if (!p[len])
+			break;
+		p += len + 1;
+	}
+done:
+	c->readyz_requires = want;
+	return 0;
+}
+
 static const struct setting *find_setting(const char *name)
 {
 	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++) {
@@ -542,6 +578,8 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 		}
 		say(err, n, "proxy-auth: '%s' is not off or required", value);
 		return -1;
+	case K_READYZ:
+		return parse_readyz(c, value, err, n);
 	}
 	return -1;
 }

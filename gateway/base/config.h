@@ -16,6 +16,10 @@
 #define FG_DEFAULT_WRITE_METHODS "PUT POST PATCH DELETE MKCOL COPY MOVE PROPPATCH"
 #define FG_DEFAULT_READ_METHODS "GET HEAD OPTIONS PROPFIND"
 
+/* What readiness follows besides the gateway's own state (readyz-requires). */
+#define FG_READYZ_REDIS 1u
+#define FG_READYZ_UPSTREAM 2u
+
 struct fg_route {
 	char *prefix; /* path prefix, starts with '/' */
 	char *lock;   /* the lock guarding every path under it */
@@ -49,6 +53,9 @@ struct fg_config {
 	unsigned waiter_liveness_ms;
 	unsigned max_header_bytes;
 	unsigned client_timeout_s;
+	unsigned drain_delay_ms;       /* stop signal -> stop accepting */
+	unsigned drain_timeout_ms;     /* stop accepting -> end what runs */
+	unsigned readyz_requires;      /* FG_READYZ_* */
 	int log_level;
 	char *access_log;              /* a path, "stdout", "stderr", "off" or NULL */
 	int access_log_text;           /* 1: key=value text lines, 0: JSON */

@@ -34,4 +34,6 @@ const struct fg_errdef fg_errors[FG_E_COUNT] = {
 	[FG_E_FORBIDDEN] = { 403, "forbidden", "the principal lacks the right for this call" },
 	[FG_E_TOO_MANY_FAILURES] = { 429, "too_many_failures",
 		"too many unknown keys from this address; try again later" },
+	[FG_E_SHUTTING_DOWN] = { 503, "shutting_down",
+		"this gateway is shutting down; ask another one, or again later" },
 };

@@ -6,7 +6,8 @@
  * Invariants: a request's state (struct fg_req) is allocated when its
  * request line is read (the URI callback) and freed in the
  * request-completed callback, nowhere else, after its route finished it
- * and its record was reported; an API body never grows past
+ * and its record was reported; loop->inflight counts them (a stopping
+ * loop waits for it to reach 0); an API body never grows past
  * FG_BODY_MAX bytes; every request under /_fence/ goes to the API, every
  * other one to the proxy.
  */
@@ -61,6 +62,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	if (!req)
 		return NULL;
 	req->loop = loop;
+	loop->inflight++;
 	req->gw = loop->gw;
 	req->conn = c;
 	req->uri = strdup(uri);
@@ -95,6 +97,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		req->loop->routes->proxy_finish(req);
 	fg_rec_close(&req->rec, ok, req->body_len);
 	fg_report(req->gw->id, &req->rec);
+	req->loop->inflight--;
 	free(req->body);
 	free(req->uri);
 	free(req);

@@ -438,7 +438,8 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 	 * peek) was in flight: leave the queue now */
 	if (w->repoll) {
 		w->repoll = false;
-		if (w->result == FG_WAIT_PENDING || w->result == FG_WAIT_GONE)
+		if (w->result == FG_WAIT_PENDING || w->result == FG_WAIT_GONE ||
+		    w->result == FG_WAIT_STOPPING)
 			start_dequeue(q, w, false);
 	}
 	put(w);
@@ -643,7 +644,13 @@ bool fg_waiter_park(struct fg_waitq *wq, struct fg_waiter *w,
 {
 	if (w->result != FG_WAIT_PENDING)
 		return false; /* granted before it could park */
-	struct watch *wt = wq->stopping ? NULL : watch_get(wq, w->name);
+	if (wq->stopping) {
+		if (w->kind == ACQ)
+			start_dequeue(wq, w, false); /* it was queued */
+		finish(wq, w, FG_WAIT_STOPPING, NULL, NULL);
+		return false;
+	}
+	struct watch *wt = watch_get(wq, w->name);
 	if (!wt || fg_park_suspend(&w->park, wq->loop, c, on_client_gone,
 				   on_deadline, w) != 0) {
 		if (wt)
@@ -806,10 +813,20 @@ void fg_waitq_stop(struct fg_waitq *wq)
 	struct watch *wt, *tmp;
 	HASH_ITER(hh, wq->watches, wt, tmp) {
 		struct fg_waiter *w, *wtmp;
-		DL_FOREACH_SAFE(wt->acq, w, wtmp)
-			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+		wt->busy++;
+		/* As when its client leaves: the dequeue is sent first (it
+		 * holds the waiter past finish()); a grant it finds, or one
+		 * that is on its way, goes back (on_dequeued). While Redis
+		 * is down it is never sent, and the waiter's entry ends
+		 * with this gateway's ticks. */
+		DL_FOREACH_SAFE(wt->acq, w, wtmp) {
+			start_dequeue(wq, w, false);
+			finish(wq, w, FG_WAIT_STOPPING, NULL, NULL);
+		}
 		DL_FOREACH_SAFE(wt->obs, w, wtmp)
-			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+			finish(wq, w, FG_WAIT_STOPPING, NULL, NULL);
+		wt->busy--;
+		watch_maybe_free(wq, wt);
 	}
 }
 

@@ -28,7 +28,8 @@ enum fg_wait_result {
 	FG_WAIT_PENDING = 0,
 	FG_WAIT_GRANTED,   /* acquire: the grant is in the waiter */
 	FG_WAIT_TIMEOUT,   /* acquire: wait_ms passed */
-	FG_WAIT_UNAVAIL,   /* Redis could not be asked, or shutting down */
+	FG_WAIT_UNAVAIL,   /* Redis could not be asked */
+	FG_WAIT_STOPPING,  /* the gateway is shutting down (fg_waitq_stop()) */
 	FG_WAIT_GONE,      /* the client went away */
 	FG_WAIT_OBSERVED,  /* observe: the lock's state is in the waiter */
 };
@@ -44,9 +45,11 @@ struct fg_waitq *fg_waitq_create(struct fg_loop *loop,
 /** The loop's asynchronous Redis connection (owned by the queue). */
 fg_astore *fg_waitq_store(struct fg_waitq *wq);
 
-/** Completes every parked waiter with FG_WAIT_UNAVAIL (resuming its
- *  connection); later parks complete FG_WAIT_UNAVAIL at once. The memory
- *  stays valid for requests still finishing. */
+/** Completes every parked waiter with FG_WAIT_STOPPING (resuming its
+ *  connection); a blocked acquire leaves the lock's queue in Redis (a
+ *  grant that came meanwhile goes back). Later parks complete
+ *  FG_WAIT_STOPPING at once. The memory stays valid for requests still
+ *  finishing. */
 void fg_waitq_stop(struct fg_waitq *wq);
 
 /** Stops, then closes the Redis connections: every call in flight is
@@ -91,7 +94,8 @@ const char *fg_waiter_id(const struct fg_waiter *w);
  * Parks the connection (rt/park.h) and hands the waiter to the loop until
  * it completes. Returns false, and does not suspend, when the waiter is
  * complete already (granted before it parked) or cannot park (the queue
- * stops, out of memory: FG_WAIT_UNAVAIL); the caller answers at once.
+ * stops: FG_WAIT_STOPPING; out of memory: FG_WAIT_UNAVAIL); the caller
+ * answers at once.
  * wake_in_ms: when the lock may change hands by itself (-1: not by
  * itself).
  */

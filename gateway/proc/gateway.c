@@ -7,8 +7,9 @@
  * Invariant: after fg_gateway_init() these are read-only, except the key
  * (under key_mu, changed only by the maintenance thread), the auth table
  * in force (under auth_mu, replaced on SIGHUP; a loop sees a new one by
- * its generation, one atomic load) and the health flags (atomic); no loop owns any of them, so loops never wait on each
- * other. The Redis password goes to the topology (which keeps the copy
+ * its generation, one atomic load), the health flags, the loops'
+ * heartbeats and the stop's counts (atomic); no loop owns any of them,
+ * so loops never wait on each other. The Redis password goes to the topology (which keeps the copy
  * every connection logs in with) and into no log line.
  */
 #include <errno.h>
@@ -261,4 +262,60 @@ bool fg_gateway_upstream_up(struct fg_gateway *gw)
 bool fg_gateway_draining(struct fg_gateway *gw)
 {
 	return atomic_load(&gw->draining);
+}
+
+/* ---- loops: heartbeats and stopping ------------------------------------ */
+
+void fg_gateway_loop_turned(struct fg_gateway *gw, unsigned index,
+			    uint64_t now)
+{
+	if (index < FG_LOOPS_MAX)
+		atomic_store_explicit(&gw->turned[index], now,
+				      memory_order_relaxed);
+}
+
+bool fg_gateway_loops_turning(struct fg_gateway *gw, uint64_t now,
+			      uint64_t bound)
+{
+	unsigned n = gw->nloops < FG_LOOPS_MAX ? gw->nloops : FG_LOOPS_MAX;
+	for (unsigned i = 0; i < n; i++) {
+		uint64_t t = atomic_load_explicit(&gw->turned[i],
+						  memory_order_relaxed);
+		if (t && now > t && now - t > bound)
+			return false;
+	}
+	return true;
+}
+
+void fg_gateway_note_quiesced(struct fg_gateway *gw)
+{
+	atomic_fetch_add(&gw->quiesced, 1);
+}
+
+void fg_gateway_note_drained(struct fg_gateway *gw, bool idle)
+{
+	if (idle)
+		atomic_fetch_add(&gw->drained, 1);
+	else
+		atomic_fetch_sub(&gw->drained, 1);
+}
+
+void fg_gateway_note_ended(struct fg_gateway *gw, unsigned n)
+{
+	atomic_fetch_add(&gw->ended_at_bound, n);
+}
+
+unsigned fg_gateway_quiesced(struct fg_gateway *gw)
+{
+	return atomic_load(&gw->quiesced);
+}
+
+unsigned fg_gateway_drained(struct fg_gateway *gw)
+{
+	return atomic_load(&gw->drained);
+}
+
+unsigned fg_gateway_ended(struct fg_gateway *gw)
+{
+	return atomic_load(&gw->ended_at_bound);
 }

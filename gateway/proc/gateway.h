@@ -28,6 +28,13 @@
 struct fg_loop;
 struct fg_authtab;
 
+/* At most this many event loops (one per core unless `threads` says). */
+#define FG_LOOPS_MAX 256
+/* A loop turns at least this often (its heartbeat timer)... */
+#define FG_LOOP_TURN_MS 250
+/* ...and one that has not turned for this long is stuck: not ready. */
+#define FG_LOOP_STUCK_MS 5000
+
 struct fg_gateway {
 	struct fg_config *cfg;
 	char id[FG_GATEWAY_ID_LEN + 1];  /* random per process (logs) */
@@ -61,6 +68,15 @@ struct fg_gateway {
 	int maint_fd;                    /* eventfd: look again now */
 	atomic_bool stopping;
 	atomic_bool draining;            /* a stop signal came: not ready */
+
+	/* Stopping (main.c waits on these, each loop adds to them once):
+	 * loops that stopped accepting, loops with no request now,
+	 * requests still running when the loops were stopped. */
+	atomic_uint quiesced;
+	atomic_uint drained;
+	atomic_uint ended_at_bound;
+	/* each loop's last turn, fg_clock_ms() (0: not running yet) */
+	_Atomic uint64_t turned[FG_LOOPS_MAX];
 };
 
 /* Shared services (gateway.c). */
@@ -99,6 +115,25 @@ bool fg_gateway_redis_up(struct fg_gateway *gw);
 bool fg_gateway_upstream_up(struct fg_gateway *gw);
 /** A stop signal came: not ready. */
 bool fg_gateway_draining(struct fg_gateway *gw);
+
+/** Loop `index` turned at `now` (fg_clock_ms()). Its thread. */
+void fg_gateway_loop_turned(struct fg_gateway *gw, unsigned index,
+			    uint64_t now);
+/** True unless a running loop last turned more than `bound` ms before
+ *  `now`. Any thread. */
+bool fg_gateway_loops_turning(struct fg_gateway *gw, uint64_t now,
+			      uint64_t bound);
+
+/** Stopping, told by each loop on its thread and read by main.c: the
+ *  loop stopped accepting (once); it has no request left (idle), or has
+ *  one again (a request on a connection opened before); `n` of its
+ *  requests were still running when it was stopped (once). */
+void fg_gateway_note_quiesced(struct fg_gateway *gw);
+void fg_gateway_note_drained(struct fg_gateway *gw, bool idle);
+void fg_gateway_note_ended(struct fg_gateway *gw, unsigned n);
+unsigned fg_gateway_quiesced(struct fg_gateway *gw);
+unsigned fg_gateway_drained(struct fg_gateway *gw);
+unsigned fg_gateway_ended(struct fg_gateway *gw);
 
 /** Starts / stops the maintenance thread (key sync, health probes): start
  *  before the loops start, stop after they stopped (the loops call the

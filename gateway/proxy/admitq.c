@@ -157,8 +157,12 @@ bool fg_admitq_park(struct fg_admission *ad, struct MHD_Connection *c,
 	struct fg_admitq *aq = ad->aq;
 	if (ad->result != FG_ADMISSION_PENDING)
 		return false;
-	if (aq->stopping || fg_park_suspend(&ad->park, aq->loop, c,
-					    on_client_gone, on_timer, ad) != 0) {
+	if (aq->stopping) {
+		finish(ad, FG_ADMISSION_STOPPING);
+		return false;
+	}
+	if (fg_park_suspend(&ad->park, aq->loop, c, on_client_gone, on_timer,
+			    ad) != 0) {
 		finish(ad, FG_ADMISSION_UNAVAIL);
 		return false;
 	}
@@ -217,7 +221,7 @@ void fg_admitq_stop(struct fg_admitq *aq)
 	aq->stopping = true;
 	struct fg_admission *ad, *tmp;
 	DL_FOREACH_SAFE(aq->waiting, ad, tmp)
-		finish(ad, FG_ADMISSION_UNAVAIL);
+		finish(ad, FG_ADMISSION_STOPPING);
 }
 
 void fg_admitq_destroy(struct fg_admitq *aq)

@@ -30,7 +30,8 @@ enum fg_admission_result {
 	FG_ADMISSION_PENDING = 0,
 	FG_ADMISSION_ADMITTED, /* the write may go (deadline in the result) */
 	FG_ADMISSION_REFUSED,  /* stale, expiring or forged (in the result) */
-	FG_ADMISSION_UNAVAIL,  /* Redis could not be asked, or shutting down */
+	FG_ADMISSION_UNAVAIL,  /* Redis could not be asked */
+	FG_ADMISSION_STOPPING, /* the gateway is shutting down */
 	FG_ADMISSION_GONE,     /* the client went away */
 };
 
@@ -39,7 +40,7 @@ enum fg_admission_result {
  *  the result. */
 struct fg_admitq *fg_admitq_create(struct fg_loop *loop);
 
-/** Completes every parked write with FG_ADMISSION_UNAVAIL (resuming its
+/** Completes every parked write with FG_ADMISSION_STOPPING (resuming its
  *  connection); later parks complete so at once. Before the loop's Redis
  *  connection closes. */
 void fg_admitq_stop(struct fg_admitq *aq);
@@ -58,8 +59,9 @@ struct fg_admission *fg_admitq_new(struct fg_admitq *aq, const char *name,
 /**
  * Parks the connection until the write is admitted or refused. wake_in_ms:
  * when the record it waits behind ends (the admit reply's time). Returns
- * false, and does not suspend, when it cannot park (the queue stops, out
- * of memory: FG_ADMISSION_UNAVAIL); the caller answers at once.
+ * false, and does not suspend, when it cannot park (the queue stops:
+ * FG_ADMISSION_STOPPING; out of memory: FG_ADMISSION_UNAVAIL); the caller
+ * answers at once.
  */
 bool fg_admitq_park(struct fg_admission *ad, struct MHD_Connection *c,
 		    int64_t wake_in_ms);

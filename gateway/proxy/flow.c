@@ -416,7 +416,8 @@ static void write_abort(struct fg_write *w)
 	struct pwrite *pw = pwrite_of(w);
 	fg_log_warn("write to lock %s %s: aborted upstream",
 		    fg_fence_first_write(&pw->fence)->lock,
-		    w->released ? "ended by a release" : "passed its deadline");
+		    w->stopped ? "still running when the gateway stopped"
+		    : w->released ? "ended by a release" : "passed its deadline");
 	fg_xfer_end_now(pw->x);
 }
 
@@ -514,6 +515,11 @@ error_writes:
 error_xfers:
 	free(px);
 	return NULL;
+}
+
+unsigned fg_proxy_end_writes(struct fg_proxy *px)
+{
+	return px ? fg_writes_end_all(px->writes) : 0;
 }
 
 void fg_proxy_shutdown(struct fg_proxy *px)
@@ -980,6 +986,11 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c,
 		break;
 	case FG_ADMISSION_GONE:
 		return MHD_NO; /* nobody is answered: nothing was decided */
+	case FG_ADMISSION_STOPPING:
+		ret = fg_respond_error(c, FG_E_SHUTTING_DOWN, "this gateway is "
+				       "shutting down; the write was not forwarded",
+				       NULL);
+		break;
 	default:
 		ret = fg_respond_store_error(c, FG_EUNAVAIL);
 		break;

@@ -16,6 +16,11 @@ struct fg_proxy;
  *  and its running writes. NULL on failure. */
 struct fg_proxy *fg_proxy_create(struct fg_loop *loop);
 
+/** The gateway stops with fenced writes still running: each is ended as
+ *  at its grant's end (fg_writes_end_all()), so nothing partial lands.
+ *  Returns how many. */
+unsigned fg_proxy_end_writes(struct fg_proxy *px);
+
 /** Ends every transfer (their connections are resumed and answered). */
 void fg_proxy_shutdown(struct fg_proxy *px);
 

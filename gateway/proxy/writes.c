@@ -206,6 +206,18 @@ void fg_writes_abort(struct fg_writes *ws, const char *id)
 	tell(ws, id, 'x', 1);
 }
 
+unsigned fg_writes_end_all(struct fg_writes *ws)
+{
+	unsigned n = 0;
+	struct fg_write *w, *tmp;
+	HASH_ITER(hh, ws->table, w, tmp) {
+		w->stopped = true;
+		tell(ws, w->id, 'x', 1);
+		n++;
+	}
+	return n;
+}
+
 void fg_writes_reask(struct fg_writes *ws, const char *id, uint64_t dl)
 {
 	tell(ws, id, 'e', dl);

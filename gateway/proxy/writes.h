@@ -60,6 +60,7 @@ struct fg_write {
 	int extending;        /* extensions in flight (one while being asked) */
 	uint64_t extend_asked; /* when the extensions in flight were sent */
 	bool released;        /* the grant ended: abort */
+	bool stopped;         /* ...ended by the gateway's stop, as if so */
 	bool reask;           /* its lease got shorter: ask for its deadline now */
 	bool grace;           /* sent whole by its deadline: awaiting its answer
 				 for the margin */
@@ -114,6 +115,11 @@ struct fg_write *fg_writes_find(struct fg_writes *ws, const char *id);
  *  off on the loop's next turn (or never begun). An id not registered
  *  goes into the ring. */
 void fg_writes_abort(struct fg_writes *ws, const char *id);
+
+/** The gateway stops: every registered write is ended as when its grant
+ *  ends (fg_writes_abort()): not one more byte; one sent whole is
+ *  awaited the margin more. Returns how many there were. */
+unsigned fg_writes_end_all(struct fg_writes *ws);
 
 /** The grant of write `id` now ends sooner: its deadline moves to `dl`
  *  (monotonic ms) at the latest, at once, and is asked for again. An id

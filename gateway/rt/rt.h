@@ -46,6 +46,13 @@ struct fg_loop {
 	struct event *stop_ev;
 	struct event *follow_ev;     /* the Redis topology moved */
 	struct event *exit_timer;
+	struct event *drain_ev;      /* stop accepting, answer the waiters */
+	struct event *drain_timer;   /* draining: are all requests over? */
+	struct event *turn_timer;    /* the loop's heartbeat (proc/gateway.h) */
+	unsigned inflight;           /* requests whose state exists (front.c) */
+	bool draining;               /* stopped accepting */
+	bool drained;                /* ...and has no request now */
+	bool stop_asked;
 	struct fg_waitq *wq;         /* waiters; owns the Redis connections */
 	fg_astore *as;               /* = the wait queue's, for calls */
 	struct fg_admitq *aq;        /* fenced writes waiting for older ones */

@@ -15,7 +15,8 @@ ALL_FLAGS = ("--listen", "--upstream", "--redis", "--config", "--key-file",
              "--threads", "--max-connections", "--max-waiters",
              "--idle-forget-ms", "--lock-delay-ms", "--redis-timeout-ms",
              "--waiter-liveness-ms", "--max-header-bytes",
-             "--client-timeout-s", "--log-level", "--check-config", "--help",
+             "--client-timeout-s", "--drain-delay-ms", "--drain-timeout-ms",
+             "--readyz-requires", "--log-level", "--check-config", "--help",
              "--version")
 
 

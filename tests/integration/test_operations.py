@@ -242,8 +242,9 @@ class ProbeTests(TestCase):
                                   "upstream": "up"})
 
     @harness.single_redis("stops the one redis-server")
-    def test_redis_down_is_not_ready_but_alive(self):
-        env = self.start_env()
+    def test_redis_down_with_readyz_requires_redis_is_not_ready_but_alive(self):
+        # by default readiness does not follow Redis (test_drain.py)
+        env = self.start_env(flags=["--readyz-requires", "redis"])
         env.redis.stop()
         self.assertTrue(wait_until(
             lambda: env.gw.request("GET", "/_fence/v1/readyz").status == 503,
@@ -259,15 +260,27 @@ class ProbeTests(TestCase):
         self.assertTrue(wait_until(lambda: redis_up() == 0, slack(5.0), 0.05),
                         "fencegate_redis_up stayed 1 with Redis down")
 
-    def test_upstream_down_is_not_ready(self):
-        env = self.start_env()
+    def test_upstream_down_with_readyz_requires_upstream_is_not_ready(self):
+        env = self.start_env(flags=["--readyz-requires", "upstream"])
         env.upstream.stop()
         self.assertTrue(wait_until(
             lambda: env.gw.request("GET", "/_fence/v1/readyz").status == 503,
             slack(6.0), 0.1), "readyz stayed 200 with the upstream down")
-        self.assertEqual(env.gw.request("GET", "/_fence/v1/readyz").json["upstream"],
-                         "down")
+        r = env.gw.request("GET", "/_fence/v1/readyz")
+        self.assertEqual(r.json["upstream"], "down")
+        self.assertIn("upstream", r.json["reason"])
         self.assertEqual(env.gw.request("GET", "/_fence/v1/livez").status, 200)
+
+    def test_upstream_down_is_ready_by_default(self):
+        env = self.start_env()
+        env.upstream.stop()
+        self.assertTrue(wait_until(
+            lambda: env.gw.request("GET", "/_fence/v1/health").status == 503,
+            slack(6.0), 0.1), "health stayed 200 with the upstream down")
+        r = env.gw.request("GET", "/_fence/v1/readyz")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual((r.json["status"], r.json["upstream"]),
+                         ("ready", "down"), r)
 
     def test_systemd_notify_says_ready_then_stopping(self):
         d = tempfile.mkdtemp(dir=harness.tmp_root())

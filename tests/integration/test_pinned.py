@@ -17,10 +17,11 @@ access log saw.
    aborts the upload; and what was published while it could not hear
    (the gateway stopped, so the messages are lost for sure) is caught up
    when it subscribes again.
-3. SIGTERM with a parked waiter, a check held in Redis (CLIENT PAUSE
-   WRITE) and a proxied body streaming: the waiter is answered 503, the
-   held check is not left hanging, the upload is never applied, the
-   process exits 0 within a bound, with no sanitizer report.
+3. SIGTERM with --drain-timeout-ms 0, a parked waiter, a check held in
+   Redis (CLIENT PAUSE WRITE) and a proxied body streaming: the waiter is
+   answered 503, the held check is not left hanging, the upload is never
+   applied, the process exits 0 within a bound, with no sanitizer report.
+   (A drain that lets them finish is test_drain.py's.)
 4. The access log's JSON line for each decision of the proxy (pass,
    checked, admitted, token_required, malformed_token, forged_token,
    wrong_lock, stale_token), every field compared with only the time,
@@ -404,9 +405,12 @@ class NginxPinnedTests(StoreTestCase):
         # maintenance thread writes no key to Redis, which the pause below
         # would hold (and its exit with it) for up to redis-timeout-ms
         i = self.gw1.flags.index("--key-file")
+        # drain-timeout-ms 0: what is in flight at the stop is ended at
+        # once, as at a lease's end
         g = self.start_gateway(self.redis.port, self.store.port, [
             "--forward-token", "yes", "--waiter-liveness-ms",
             str(LIVENESS_MS), "--redis-timeout-ms", "20000",
+            "--drain-timeout-ms", "0",
             "--key-file", self.gw1.flags[i + 1]])
         self.ready(g)
         # a waiter parked

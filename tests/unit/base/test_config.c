@@ -140,6 +140,8 @@ static const struct uint_setting uints[] = {
 	UINT_SETTING("waiter-liveness-ms", waiter_liveness_ms, 1000, 600000, 10000),
 	UINT_SETTING("max-header-bytes", max_header_bytes, 2048, 1048576, 16384),
 	UINT_SETTING("client-timeout-s", client_timeout_s, 1, 3600, 30),
+	UINT_SETTING("drain-delay-ms", drain_delay_ms, 0, 3600000, 0),
+	UINT_SETTING("drain-timeout-ms", drain_timeout_ms, 0, 3600000, 30000),
 	UINT_SETTING("upstream-connect-timeout-ms", upstream_connect_timeout_ms, 10, 600000, 2000),
 	UINT_SETTING("upstream-timeout-ms", upstream_timeout_ms, 10, 3600000, 30000),
 	UINT_SETTING("fence-margin-ms", fence_margin_ms, 0, 600000, 250),
@@ -178,6 +180,7 @@ static void check_defaults(const struct fg_config *c)
 	assert_null(c->write_methods);
 	assert_null(c->routes);
 	assert_int_equal(c->nroutes, 0);
+	assert_int_equal(c->readyz_requires, 0);
 	for (size_t i = 0; i < NUINTS; i++) {
 		if (uint_at(c, &uints[i]) != uints[i].def)
 			fail_msg("default of %s: %u, expected %u", uints[i].name,
@@ -777,6 +780,58 @@ static void test_forward_token(void **state)
 		 "--forward-token", "bogus");
 }
 
+static void test_readyz_requires(void **state)
+{
+	static const struct {
+		const char *in;
+		unsigned want;
+	} ok[] = {
+		{ "redis", FG_READYZ_REDIS },
+		{ "upstream", FG_READYZ_UPSTREAM },
+		{ "redis,upstream", FG_READYZ_REDIS | FG_READYZ_UPSTREAM },
+		{ "upstream,redis", FG_READYZ_REDIS | FG_READYZ_UPSTREAM },
+		{ "redis,redis", FG_READYZ_REDIS },
+		{ "none", 0 },
+		{ "", 0 },
+	};
+	static const char *const bad[] = {
+		"Redis", "redis,", ",redis", "redis upstream", "redis,,upstream",
+		"sentinel", "redis,none", "all",
+	};
+	struct fg_config c;
+	char err[ERR_MAX];
+
+	(void)state;
+	for (size_t i = 0; i < sizeof(ok) / sizeof(ok[0]); i++) {
+		fg_config_init(&c);
+		c.readyz_requires = 99;
+		if (fg_config_set(&c, "readyz-requires", ok[i].in, err,
+				  sizeof(err)) != 0)
+			fail_msg("readyz-requires refused \"%s\": %s", ok[i].in, err);
+		assert_int_equal(c.readyz_requires, ok[i].want);
+		fg_config_finish(&c);
+	}
+	for (size_t i = 0; i < sizeof(bad) / sizeof(bad[0]); i++) {
+		fg_config_init(&c);
+		c.readyz_requires = FG_READYZ_UPSTREAM;
+		if (fg_config_set(&c, "readyz-requires", bad[i], err,
+				  sizeof(err)) != -1)
+			fail_msg("readyz-requires accepted \"%s\"", bad[i]);
+		assert_non_null(strstr(err, "readyz-requires: '"));
+		/* a bad value changes nothing */
+		assert_int_equal(c.readyz_requires, FG_READYZ_UPSTREAM);
+		fg_config_finish(&c);
+	}
+	LOAD_OK(&c, err, "--readyz-requires", "redis");
+	assert_int_equal(c.readyz_requires, FG_READYZ_REDIS);
+	fg_config_finish(&c);
+	LOAD_OK(&c, err, "--readyz-requires=redis", "--readyz-requires=none");
+	assert_int_equal(c.readyz_requires, 0);
+	fg_config_finish(&c);
+	LOAD_ERR("readyz-requires: 'bogus' is not a comma list of redis and "
+		 "upstream, or none", "--readyz-requires", "bogus");
+}
+
 static void test_write_methods(void **state)
 {
 	static const char *const ok[] = {
@@ -1249,6 +1304,7 @@ int main(void)
 		cmocka_unit_test(test_upstream),
 		cmocka_unit_test(test_log_level),
 		cmocka_unit_test(test_forward_token),
+		cmocka_unit_test(test_readyz_requires),
 		cmocka_unit_test(test_write_methods),
 		cmocka_unit_test(test_key_file),
 		cmocka_unit_test(test_who_may),

@@ -104,6 +104,7 @@ static void test_error_codes_pinned(void **state)
 		{ FG_E_UPSTREAM_UNAVAILABLE, 502, "upstream_unavailable" },
 		{ FG_E_UPSTREAM_TIMEOUT, 504, "upstream_timeout" },
 		{ FG_E_INTERNAL, 500, "internal" },
+		{ FG_E_SHUTTING_DOWN, 503, "shutting_down" },
 	};
 
 	(void)state;

@@ -140,6 +140,39 @@ static void test_abort_running(void **state)
 	fg_writes_remove(e->ws, &a.w);
 }
 
+/* The stop's bound: every running write ends as at its grant's end; one
+ * sent whole is awaited the margin more, as after a release. */
+static void test_end_all(void **state)
+{
+	struct env *e = *state;
+	struct fake a, b, c;
+	init(&a, "gw-w1", 5000);
+	init(&b, "gw-w2", 0); /* no deadline at all */
+	init(&c, "gw-w3", 5000);
+	c.stage = FG_WRITE_SENT;
+	assert_int_equal(fg_writes_end_all(e->ws), 0);
+	assert_true(fg_writes_add(e->ws, &a.w));
+	assert_true(fg_writes_add(e->ws, &b.w));
+	assert_true(fg_writes_add(e->ws, &c.w));
+	assert_int_equal(fg_writes_end_all(e->ws), 3);
+	assert_true(a.w.released && a.w.stopped);
+	assert_true(b.w.released && b.w.stopped);
+	assert_false(fg_write_may_send(&a.w, 100));
+	assert_false(fg_write_may_send(&b.w, 100));
+	fg_writes_check(e->ws, 100);
+	assert_int_equal(a.aborts, 1);
+	assert_int_equal(b.aborts, 1);
+	assert_int_equal(c.aborts, 0);
+	assert_true(c.w.grace);
+	assert_int_equal(c.w.deadline, 100 + MARGIN);
+	assert_int_equal(a.extends + b.extends + c.extends, 0);
+	fg_writes_check(e->ws, 100 + MARGIN);
+	assert_int_equal(c.aborts, 1);
+	fg_writes_remove(e->ws, &a.w);
+	fg_writes_remove(e->ws, &b.w);
+	fg_writes_remove(e->ws, &c.w);
+}
+
 static void test_abort_before_register(void **state)
 {
 	struct env *e = *state;
@@ -420,6 +453,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup_teardown(test_register_find_remove, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_abort_running, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_end_all, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_abort_before_register, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_reask_before_register, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_abort_wins_over_reask, setup, teardown),
