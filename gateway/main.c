@@ -13,7 +13,8 @@
  * accepts, STOPPING=1 when a stop signal came (readiness turns 503 at the
  * same moment). SIGHUP reopens the access log (logrotate) and reads the
  * auth-file and the TLS certificate, key and client CA again (access.c,
- * tls.c).
+ * tls.c), then reads the settings again and names each one that changed:
+ * those take effect only on a restart.
  *
  * `fencegate --new-key NAME` only makes a bearer key for principal NAME
  * (auth.h) and prints it with its auth-file line: no config is read.
@@ -121,6 +122,52 @@ static int check_config(struct fg_config *cfg, char *reasons, size_t n)
 	}
 	printf("fencegate: configuration ok\n");
 	return fflush(stdout) == 0 ? 0 : 1;
+}
+
+/* SIGHUP: the files the settings name are read again (the access log
+ * reopened, the auth-file, the TLS files; each module logs its own
+ * outcome), and the settings are read again as a restart would read them
+ * and compared with those in force: none is applied while running, so
+ * each one that changed is named as waiting for a restart. */
+static void reload(struct fg_gateway *gw, const struct fg_config *cfg,
+		   int argc, char **argv)
+{
+	static struct fg_config next;
+	static char reasons[4096];
+	char changed[1024], files[256] = "";
+	size_t len = 0;
+
+	fg_accesslog_reopen();
+	fg_gateway_auth_reload(gw);
+	fg_tls_reload();
+	const char *const reread[][2] = {
+		{ "access-log", cfg->access_log && strcmp(cfg->access_log, "off") &&
+				strcmp(cfg->access_log, "stdout") &&
+				strcmp(cfg->access_log, "stderr") ? "" : NULL },
+		{ "auth-file", cfg->auth_file },
+		{ "tls-cert", cfg->tls_cert }, { "tls-key", cfg->tls_key },
+		{ "tls-client-ca", cfg->tls_client_ca },
+	};
+	for (size_t i = 0; i < sizeof(reread) / sizeof(reread[0]); i++)
+		if (reread[i][1] && len + 32 < sizeof(files))
+			len += (size_t)snprintf(files + len, sizeof(files) - len,
+						"%s%s", len ? ", " : "", reread[i][0]);
+	fg_log_info("SIGHUP: read again: %s", len ? files : "nothing (no file to reload)");
+
+	fg_config_init(&next);
+	if (fg_config_load(&next, argc, argv, reasons, sizeof(reasons)) != FG_CONFIG_OK) {
+		for (char *p = reasons; *p; p++)
+			if (*p == '\n')
+				*p = ';';
+		fg_log_warn("SIGHUP: the settings no longer read (%s); the "
+			    "running ones stay, and a restart would fail", reasons);
+	} else if (fg_config_changed(cfg, &next, changed, sizeof(changed))) {
+		fg_log_warn("SIGHUP: changed settings not applied until a "
+			    "restart: %s", changed);
+	} else {
+		fg_log_info("SIGHUP: the settings are those in force");
+	}
+	fg_config_finish(&next);
 }
 
 /* `--new-key NAME`: the key on one line, then the line that names it in
@@ -274,9 +321,7 @@ int main(int argc, char **argv)
 		if (sig != SIGHUP)
 			break;
 		sd_notify(0, "RELOADING=1");
-		fg_accesslog_reopen();
-		fg_gateway_auth_reload(&gw);
-		fg_tls_reload();
+		reload(&gw, &cfg, argc, argv);
 		sd_notify(0, "READY=1");
 	}
 	fg_log_info("signal %d: shutting down", sig);

@@ -67,6 +67,10 @@ void fg_metrics_auth_refused(enum fg_auth_refusal why);
 
 void fg_metrics_gauge_add(enum fg_gauge g, int delta);
 
+/** A long poll of the lock API ended after ns: a blocking acquire, or an
+ *  observe when observe_call. */
+void fg_metrics_wait_done(bool observe_call, uint64_t ns);
+
 /**
  * Renders every metric in the text exposition format (version 0.0.4).
  * Caller owns the result (free()); NULL when out of memory.
