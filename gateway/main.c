@@ -43,6 +43,7 @@
 #include "proc/accesslog.h"
 #include "base/auth.h"
 #include "proc/gateway.h"
+#include "proc/held.h"
 #include "base/log.h"
 #include "http/front.h"
 #include "loop.h"
@@ -348,6 +349,7 @@ error_config:
 	fg_gateway_finish(&gw);
 	fg_tls_finish();
 	fg_accesslog_close();
+	fg_held_finish();
 	fg_config_finish(&cfg);
 	return rc;
 }

@@ -6,7 +6,9 @@
  * the sequencer key through Redis unless a key file gave one, and notes
  * whether Redis and the upstream answer. Each going down and coming back
  * is logged with the address and the reason, at most one line per
- * dependency per FG_FLAP_QUIET_MS (base/flap.h). A loop whose Redis call failed
+ * dependency per FG_FLAP_QUIET_MS (base/flap.h). Once a period it asks
+ * Redis about the grants made here whose lease ended (proc/held.h). A
+ * loop whose Redis call failed
  * marks Redis down at once and has all of it asked again now; while Redis
  * is down or moving, it looks every RETRY_MS. When the topology moves,
  * every loop is told. Invariant: gw->key changes only here (or once in
@@ -26,6 +28,7 @@
 #include "base/clock.h"
 #include "base/flap.h"
 #include "proc/gateway.h"
+#include "proc/held.h"
 #include "base/log.h"
 
 #define PERIOD_MS 1000
@@ -242,6 +245,8 @@ static void *maint_main(void *arg)
 			atomic_store(&gw->redis_up, redis);
 			tell(&redis_flap, redis_what, redis,
 			     st ? fg_store_why(st) : "out of memory");
+			if (redis)
+				fg_held_check_due(st);
 		}
 		if (now - last_upstream >= PERIOD_MS && gw->cfg->upstream) {
 			last_upstream = now;

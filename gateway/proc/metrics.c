@@ -54,7 +54,7 @@ static struct {
 	struct hist request_seconds[FG_EP_COUNT];
 	_Atomic uint64_t bytes_in, bytes_out;
 	_Atomic uint64_t grants[2];        /* exclusive, shared */
-	_Atomic uint64_t renewals, releases, expiries;
+	_Atomic uint64_t renewals, releases, expiries, expired;
 	_Atomic uint64_t given_back[FG_GIVEBACK_COUNT];
 	_Atomic uint64_t auth_refused[FG_AUTH_REFUSAL_COUNT];
 	_Atomic uint64_t admitted[2];      /* read, write */
@@ -123,6 +123,7 @@ void fg_metrics_grant(enum fg_mode mode)
 void fg_metrics_renewal(void) { ADD(m.renewals, 1); }
 void fg_metrics_release(void) { ADD(m.releases, 1); }
 void fg_metrics_expiry(void) { ADD(m.expiries, 1); }
+void fg_metrics_lock_expired(unsigned n) { ADD(m.expired, n); }
 
 void fg_metrics_fence(bool admitted, bool write, int refusal, uint64_t ns)
 {
@@ -257,6 +258,15 @@ static void render_locks(FILE *f)
 	head(f, "fencegate_lock_expiries_total", "counter",
 	     "Renewals and releases answered lease_expired: the lease had run out.");
 	counter(f, "fencegate_lock_expiries_total", NULL, GET(m.expiries));
+	head(f, "fencegate_lock_lease_expired_total", "counter",
+	     "Holders granted through this gateway whose lease ran out, counted "
+	     "when the gateway asked Redis at the lease's end, whether or not "
+	     "the client came back.");
+	counter(f, "fencegate_lock_lease_expired_total", NULL, GET(m.expired));
+	head(f, "fencegate_locks_held", "gauge",
+	     "Holders granted through this gateway that it has not seen end "
+	     "(released, broken, given back, or found expired at the lease's end).");
+	fprintf(f, "fencegate_locks_held %lld\n", (long long)GET(m.gauges[FG_GAUGE_HELD]));
 	char lb[64];
 	head(f, "fencegate_lock_given_back_total", "counter",
 	     "Give-backs Redis carried out for lock calls whose client never "
