@@ -171,7 +171,9 @@ class ProcessMetricsTests(TestCase):
                              ("process_open_fds", "gauge"),
                              ("process_max_fds", "gauge"),
                              ("process_start_time_seconds", "gauge"),
-                             ("fencegate_lock_wait_duration_seconds", "histogram")):
+                             ("fencegate_lock_wait_duration_seconds", "histogram"),
+                             ("fencegate_locks_held", "gauge"),
+                             ("fencegate_lock_lease_expired_total", "counter")):
             self.assertIn("# TYPE %s %s\n" % (family, kind), text)
 
     def test_process_figures_are_this_process(self):
@@ -222,3 +224,76 @@ class ProcessMetricsTests(TestCase):
         self.assertEqual(le(after, "acquire", "300") - le(before, "acquire", "300"), 1)
         self.assertEqual(le(after, "acquire", "+Inf") - le(after, "acquire", "300"),
                          le(before, "acquire", "+Inf") - le(before, "acquire", "300"))
+
+
+class HeldMetricsTests(TestCase):
+    """fencegate_locks_held and fencegate_lock_lease_expired_total: the
+    grants made through this gateway, and their leases seen to run out
+    at their end, without the client coming back."""
+
+    def m(self):
+        return parse_metrics(self.gw.request("GET", "/_fence/v1/metrics").body.decode())
+
+    def held(self):
+        return sample(self.m(), "fencegate_locks_held")
+
+    def expired(self):
+        return sample(self.m(), "fencegate_lock_lease_expired_total")
+
+    def test_an_expiry_is_counted_without_the_client_coming_back(self):
+        held0, expired0 = self.held(), self.expired()
+        came_back0 = sample(self.m(), "fencegate_lock_expiries_total")
+        name = self.lock_name("expires")
+        t0 = time.monotonic()
+        self.acquire_ok(name, ttl_ms=1000)
+        self.assertEqual(self.held(), held0 + 1)
+        # the lease's end, the grace, one maintenance period, and slack
+        self.assertTrue(wait_until(lambda: self.expired() == expired0 + 1,
+                                   1.0 + 0.1 + 1.0 + slack(5.0), 0.05),
+                        "the expiry was not counted")
+        self.assertGreaterEqual(time.monotonic() - t0, 1.0)
+        self.assertEqual(self.held(), held0)
+        # nobody came back to find it gone
+        self.assertEqual(sample(self.m(), "fencegate_lock_expiries_total"), came_back0)
+
+    def test_release_and_break_end_a_hold_without_an_expiry(self):
+        held0, expired0 = self.held(), self.expired()
+        a, b = self.lock_name("released"), self.lock_name("broken")
+        ga = self.acquire_ok(a, ttl_ms=1000)
+        gb = self.acquire_ok(b, ttl_ms=1000)
+        self.assertEqual(self.held(), held0 + 2)
+        # a re-entry is the same holder
+        self.acquire_ok(a, ttl_ms=1000, lease=ga["lease"])
+        self.assertEqual(self.held(), held0 + 2)
+        self.release_ok(a, ga["lease"])
+        self.assertEqual(self.held(), held0 + 2)   # one hold of two undone
+        self.release_ok(a, ga["lease"])
+        self.assertEqual(self.held(), held0 + 1)
+        r = self.req("DELETE", harness.LOCKS + b,
+                     headers={"Fence-Break": str(gb["token"])})
+        self.assertEqual(r.status, 204, r)
+        self.assertEqual(self.held(), held0)
+        # past both leases' ends and a check: nothing was counted expired
+        t_end = time.monotonic() + 1.0 + 0.1 + 1.0 + 0.5
+        while time.monotonic() < t_end:
+            self.assertEqual(self.expired(), expired0)
+            time.sleep(0.1)
+
+    def test_shared_holders_count_each_and_a_renewal_keeps_them(self):
+        held0, expired0 = self.held(), self.expired()
+        name = self.lock_name("shared")
+        g1 = self.acquire_ok(name, ttl_ms=1500, mode="shared")
+        g2 = self.acquire_ok(name, ttl_ms=1500, mode="shared")
+        self.assertEqual(g1["token"], g2["token"])
+        self.assertEqual(self.held(), held0 + 2)
+        self.release_ok(name, g1["lease"])
+        self.assertEqual(self.held(), held0 + 1)
+        # renewed past the first lease's end: still held, nothing expired
+        deadline = time.monotonic() + 3.5
+        while time.monotonic() < deadline:
+            self.assertEqual(self.renew(name, g2["lease"], ttl_ms=1500).status, 200)
+            self.assertEqual(self.held(), held0 + 1)
+            time.sleep(0.3)
+        self.assertEqual(self.expired(), expired0)
+        self.release_ok(name, g2["lease"])
+        self.assertEqual(self.held(), held0)
