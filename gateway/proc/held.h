@@ -20,6 +20,7 @@
 
 #define FG_HELD_MAX 100000
 #define FG_HELD_CHECKS 256
+#define FG_HELD_BUDGET_MS 250  /* of a period, for the checks */
 #define FG_HELD_GRACE_MS 100   /* past the lease's end, as this gateway
 				  counts it, before Redis is asked */
 
@@ -39,7 +40,8 @@ void fg_held_ended(const char *name, uint64_t token);
  *  whose lease ended, at most FG_HELD_CHECKS of them; one found gone is
  *  counted as expired and leaves the table, one still live (renewed
  *  through another gateway, or other shared holders) is asked again a
- *  ttl later, and one Redis did not answer about, a second later. */
+ *  ttl later, and one Redis did not answer about, a second later. The
+ *  first failure, or FG_HELD_BUDGET_MS spent, ends the round. */
 void fg_held_check_due(fg_store *st);
 
 /** Frees the table (at the end of the process). */
