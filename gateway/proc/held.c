@@ -59,6 +59,7 @@ void fg_held_granted(const char *name, uint64_t token, bool new_holder,
 {
 	pthread_mutex_lock(&mu);
 	struct grant *g = find(name, token);
+	/* owned by the table from here; drop() and fg_held_finish() free it */
 	if (!g && ngrants < FG_HELD_MAX && (g = calloc(1, sizeof(*g)))) {
 		key_of(g->key, sizeof(g->key), name, token);
 		HASH_ADD_STR(grants, key, g);
