@@ -13,7 +13,8 @@
  * accepts, STOPPING=1 when a stop signal came (readiness turns 503 at the
  * same moment). SIGHUP reopens the access log (logrotate) and reads the
  * auth-file and the TLS certificate, key and client CA again (access.c,
- * tls.c).
+ * tls.c), then reads the settings again and names each one that changed:
+ * those take effect only on a restart.
  *
  * Stopping (SIGTERM or SIGINT) drains: readiness is 503 at once; after
  * drain-delay-ms every loop stops accepting (the listening socket is
@@ -54,6 +55,7 @@
 #include "proc/accesslog.h"
 #include "base/auth.h"
 #include "proc/gateway.h"
+#include "proc/held.h"
 #include "base/log.h"
 #include "http/front.h"
 #include "loop.h"
@@ -86,14 +88,7 @@ static void raise_fd_limit(void)
 
 enum wait_end { WAIT_DONE, WAIT_BOUND, WAIT_SIGNAL };
 
-static void reload(struct fg_gateway *gw)
-{
-	sd_notify(0, "RELOADING=1");
-	fg_accesslog_reopen();
-	fg_gateway_auth_reload(gw);
-	fg_tls_reload();
-	sd_notify(0, "READY=1");
-}
+static void reload(struct fg_gateway *gw);
 
 /* Waits until done(gw) (NULL: never), `until` (fg_clock_ms()) or a stop
  * signal, whichever comes first; SIGHUP still reloads meanwhile. */
@@ -229,6 +224,68 @@ static int check_config(struct fg_config *cfg, char *reasons, size_t n)
 	return fflush(stdout) == 0 ? 0 : 1;
 }
 
+/* SIGHUP: the files the settings name are read again (the access log
+ * reopened, the auth-file, the TLS files; each module logs its own
+ * outcome), and the settings are read again as a restart would read them
+ * and compared with those in force: none is applied while running, so
+ * each one that changed is named as waiting for a restart. */
+static void reload_settings(struct fg_gateway *gw, const struct fg_config *cfg,
+			    int argc, char **argv)
+{
+	static struct fg_config next;
+	static char reasons[4096];
+	char changed[1024], files[256] = "";
+	size_t len = 0;
+
+	fg_accesslog_reopen();
+	fg_gateway_auth_reload(gw);
+	fg_tls_reload();
+	const char *const reread[][2] = {
+		{ "access-log", cfg->access_log && strcmp(cfg->access_log, "off") &&
+				strcmp(cfg->access_log, "stdout") &&
+				strcmp(cfg->access_log, "stderr") ? "" : NULL },
+		{ "auth-file", cfg->auth_file },
+		{ "tls-cert", cfg->tls_cert }, { "tls-key", cfg->tls_key },
+		{ "tls-client-ca", cfg->tls_client_ca },
+	};
+	for (size_t i = 0; i < sizeof(reread) / sizeof(reread[0]); i++)
+		if (reread[i][1] && len + 32 < sizeof(files))
+			len += (size_t)snprintf(files + len, sizeof(files) - len,
+						"%s%s", len ? ", " : "", reread[i][0]);
+	fg_log_info("SIGHUP: read again: %s", len ? files : "nothing (no file to reload)");
+
+	fg_config_init(&next);
+	if (fg_config_load(&next, argc, argv, reasons, sizeof(reasons)) != FG_CONFIG_OK) {
+		for (char *p = reasons; *p; p++)
+			if (*p == '\n')
+				*p = ';';
+		fg_log_warn("SIGHUP: the settings no longer read (%s); the "
+			    "running ones stay, and a restart would fail", reasons);
+	} else if (fg_config_changed(cfg, &next, changed, sizeof(changed))) {
+		fg_log_warn("SIGHUP: changed settings not applied until a "
+			    "restart: %s", changed);
+	} else {
+		fg_log_info("SIGHUP: the settings are those in force");
+	}
+	fg_config_finish(&next);
+}
+
+/* What a SIGHUP compares the settings with, and reads them from: set by
+ * main() before any signal is waited for. */
+static struct {
+	const struct fg_config *cfg;
+	int argc;
+	char **argv;
+} hup;
+
+/* SIGHUP, while serving or draining. */
+static void reload(struct fg_gateway *gw)
+{
+	sd_notify(0, "RELOADING=1");
+	reload_settings(gw, hup.cfg, hup.argc, hup.argv);
+	sd_notify(0, "READY=1");
+}
+
 /* `--new-key NAME`: the key on one line, then the line that names it in
  * the auth-file. Exit 0; 2 for a bad name or argument; 1 when no random
  * bytes or stdout failed. */
@@ -277,6 +334,9 @@ int main(int argc, char **argv)
 		fg_config_finish(&cfg);
 		return 0;
 	}
+	hup.cfg = &cfg;
+	hup.argc = argc;
+	hup.argv = argv;
 	if (cfg.check_only) {
 		rc = check_config(&cfg, reasons, sizeof(reasons));
 		fg_config_finish(&cfg);
@@ -411,6 +471,7 @@ error_config:
 	fg_gateway_finish(&gw);
 	fg_tls_finish();
 	fg_accesslog_close();
+	fg_held_finish();
 	fg_config_finish(&cfg);
 	return rc;
 }

@@ -10,6 +10,7 @@
  * refused counts as down, and is retried at the same pace.
  */
 #include <poll.h>
+#include <stdio.h>
 #include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
@@ -40,7 +41,21 @@ struct fg_store {
 	struct fg_topo_view view;   /* refreshed when the topology moves */
 	struct sconn conns[STORE_CONNS];
 	size_t nconns;
+	char why[FG_STORE_WHY_MAX]; /* the last failure: "HOST:PORT: reason" */
 };
+
+/* Notes why a call failed, for fg_store_why(): the server and hiredis'
+ * text (errno's, a timeout) or Redis' error reply. No argument of a
+ * command is ever part of it. */
+static void note_why(fg_store *st, const struct fg_redis_node *node,
+		     const char *why)
+{
+	if (node)
+		snprintf(st->why, sizeof(st->why), "%.64s:%d: %.100s", node->host,
+			 node->port, why && why[0] ? why : "no answer");
+	else
+		snprintf(st->why, sizeof(st->why), "%.100s", why);
+}
 
 static struct timeval tv_ms(unsigned ms)
 {
@@ -122,6 +137,8 @@ static struct sconn *conn_to(fg_store *st, const struct fg_redis_node *node)
 	if (!sc->rc || sc->rc->err ||
 	    redisSetTimeout(sc->rc, tv_ms(st->command_timeout_ms)) != REDIS_OK ||
 	    fg__login(st->topo, node, sc->rc) != FG_OK) {
+		note_why(st, node, !sc->rc ? "out of memory" :
+			 sc->rc->err ? sc->rc->errstr : "login refused");
 		drop(sc);
 		sc->next_try_ms = now + st->connect_timeout_ms;
 		fg_topo_suspect(st->topo);
@@ -281,16 +298,25 @@ int fg_store_ping(fg_store *st)
 {
 	/* every master of the view answers, or Redis is not all there */
 	struct fg_redis_node node;
-	if (node_for(st, NULL, 0, &node) || !st->view.nnodes)
+	if (node_for(st, NULL, 0, &node) || !st->view.nnodes) {
+		note_why(st, NULL, "no master known");
 		return FG_EUNAVAIL;
+	}
 	if (st->view.slots)
 		for (size_t s = 0; s < FG_SLOTS; s++)
-			if (st->view.slots[s] == FG_SLOT_NONE)
+			if (st->view.slots[s] == FG_SLOT_NONE) {
+				note_why(st, NULL, "a hash slot has no master");
 				return FG_EUNAVAIL;
+			}
 	for (size_t i = 0; i < st->view.nnodes; i++) {
 		struct sconn *sc = conn_to(st, &st->view.nodes[i]);
 		redisReply *r = sc ? redisCommand(sc->rc, "PING") : NULL;
 		int ok = r && r->type == REDIS_REPLY_STATUS;
+		if (r && !ok)
+			note_why(st, &sc->node, r->type == REDIS_REPLY_ERROR
+				 ? r->str : "an answer that is not PONG");
+		else if (!r && sc)
+			note_why(st, &sc->node, sc->rc->errstr);
 		if (r)
 			freeReplyObject(r);
 		else if (sc)
@@ -299,6 +325,11 @@ int fg_store_ping(fg_store *st)
 			return FG_EUNAVAIL;
 	}
 	return FG_OK;
+}
+
+const char *fg_store_why(const fg_store *st)
+{
+	return st->why;
 }
 
 int fg_store_sync_key(fg_store *st, const uint8_t *ours, size_t ours_len,

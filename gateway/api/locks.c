@@ -24,6 +24,7 @@
 #include "http/req.h"
 #include "proc/gateway.h"
 #include "base/clock.h"
+#include "proc/held.h"
 #include "base/jsonio.h"
 #include "base/log.h"
 #include "rt/rt.h"
@@ -250,6 +251,7 @@ static enum MHD_Result respond_grant(struct fg_req *req,
 	req->rec.mode = g->mode;
 	req->rec.has_token = true;
 	req->rec.token = g->token;
+	fg_held_granted(name, g->token, g->holds <= 1, g->ttl_ms);
 	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:I, s:s, s:I}",
 			      "name", name, "lease", lease,
 			      "token", (json_int_t)g->token,
@@ -542,6 +544,7 @@ static enum MHD_Result renewed(struct fg_req *req, struct MHD_Connection *c)
 		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
 	req->rec.has_token = true;
 	req->rec.token = g->token;
+	fg_held_renewed(req->name, g->token, g->ttl_ms);
 	return fg_respond_json(c, MHD_HTTP_OK,
 		json_pack("{s:s, s:I, s:I}", "name", req->name,
 			  "token", (json_int_t)g->token,
@@ -559,6 +562,7 @@ static enum MHD_Result release(struct fg_req *req, struct MHD_Connection *c,
 		return bad(c, "Fence-Lease is too long to be a lease");
 	if (!call_new(req, CALL_RELEASE))
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	snprintf(req->name, sizeof(req->name), "%s", name);
 	return sent_or_respond(req, c, req->loop->as
 		? fg_alock_release(req->loop->as, name, lease, principal_of(req),
 				   on_grant, req)
@@ -571,6 +575,8 @@ static enum MHD_Result released(struct fg_req *req, struct MHD_Connection *c)
 		return forbidden(c);
 	if (req->call->g.status != FG_GRANTED)
 		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
+	if (req->call->g.holds == 0)
+		fg_held_left(req->name, req->call->g.token);
 	return fg_respond_empty(c, MHD_HTTP_NO_CONTENT);
 }
 
@@ -626,6 +632,7 @@ static enum MHD_Result broken(struct fg_req *req, struct MHD_Connection *c)
 	const struct fg_api_call *call = req->call;
 	const char *who = req->principal[0] ? req->principal : "-";
 	if (call->g.status == FG_REMOVED) {
+		fg_held_ended(req->name, call->tok0);
 		fg_log_info("lock %s: the grant of token %" PRIu64 " was broken "
 			    "by principal %s", req->name, call->tok0, who);
 		return fg_respond_empty(c, MHD_HTTP_NO_CONTENT);
@@ -995,6 +1002,8 @@ void fg_api_finish(struct fg_req *req, bool ok)
 	 * was made (a waiter's confirmation that could not be sent, a
 	 * sequencer that could not be signed). */
 	bool delivered = ok && req->granted;
+	if (!delivered && req->granted && !req->reentry)
+		fg_held_left(req->name, req->rec.token);
 	if (!delivered && holds_grant(req))
 		fg_waitq_give_back(req->loop->wq, req->name, req->lease,
 				   req->waiter ? fg_waiter_id(req->waiter) : NULL,

@@ -858,3 +858,101 @@ enum fg_config_result fg_config_load(struct fg_config *c, int argc,
 		rc = -1;
 	return rc ? FG_CONFIG_ERROR : FG_CONFIG_OK;
 }
+
+/* ---- what changed ------------------------------------------------------ */
+
+static bool str_differ(const char *a, const char *b)
+{
+	if (!a || !b)
+		return a != b;
+	return strcmp(a, b) != 0;
+}
+
+static bool routes_differ(const struct fg_config *a, const struct fg_config *b)
+{
+	if (a->nroutes != b->nroutes)
+		return true;
+	for (size_t i = 0; i < a->nroutes; i++)
+		if (strcmp(a->routes[i].prefix, b->routes[i].prefix) != 0 ||
+		    strcmp(a->routes[i].lock, b->routes[i].lock) != 0)
+			return true;
+	return false;
+}
+
+static bool redis_differ(const struct fg_redis_addr *a, const struct fg_redis_addr *b)
+{
+	if (a->mode != b->mode || a->nseeds != b->nseeds ||
+	    strcmp(a->master, b->master) != 0)
+		return true;
+	for (size_t i = 0; i < a->nseeds; i++)
+		if (a->seeds[i].port != b->seeds[i].port ||
+		    strcmp(a->seeds[i].host, b->seeds[i].host) != 0)
+			return true;
+	return false;
+}
+
+static bool setting_differs(const struct setting *s, const struct fg_config *a,
+			    const struct fg_config *b)
+{
+	switch (s->kind) {
+	case K_BOOL:
+	case K_UINT:
+		return *(const unsigned *)((const char *)a + s->off) !=
+		       *(const unsigned *)((const char *)b + s->off);
+	case K_STRING:
+		return str_differ(*(char *const *)((const char *)a + s->off),
+				  *(char *const *)((const char *)b + s->off));
+	case K_HOSTPORT_LISTEN:
+		return a->listen_port != b->listen_port ||
+		       strcmp(a->listen_host, b->listen_host) != 0;
+	case K_HOSTPORT_REDIS:
+		return redis_differ(&a->redis, &b->redis);
+	case K_LOGLEVEL:
+		return a->log_level != b->log_level;
+	case K_LOGFORMAT:
+		return a->access_log_text != b->access_log_text;
+	case K_ROUTE:
+		return routes_differ(a, b);
+	case K_PROXYAUTH:
+		return a->proxy_auth != b->proxy_auth;
+	case K_READYZ:
+		return a->readyz_requires != b->readyz_requires;
+	}
+	return false;
+}
+
+/* Appends a setting's name as a flag spells it ("max-waiters"). */
+static void add_name(char *out, size_t n, size_t *len, const char *name)
+{
+	if (*len + 3 >= n)
+		return;
+	if (*len) {
+		out[(*len)++] = ',';
+		out[(*len)++] = ' ';
+	}
+	for (const char *p = name; *p && *len + 1 < n; p++)
+		out[(*len)++] = *p == '_' ? '-' : *p;
+	out[*len] = '\0';
+}
+
+unsigned fg_config_changed(const struct fg_config *a, const struct fg_config *b,
+			   char *out, size_t n)
+{
+	unsigned count = 0;
+	size_t len = 0;
+
+	if (n)
+		out[0] = '\0';
+	for (size_t i = 0; i < sizeof(settings) / sizeof(settings[0]); i++)
+		if (setting_differs(&settings[i], a, b)) {
+			add_name(out, n, &len, settings[i].name);
+			count++;
+		}
+	/* the password's file may be the same and its content not */
+	if (!setting_differs(find_setting("redis-password-file"), a, b) &&
+	    str_differ(a->redis_password, b->redis_password)) {
+		add_name(out, n, &len, "redis-password-file (its content)");
+		count++;
+	}
+	return count;
+}

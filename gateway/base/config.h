@@ -127,6 +127,15 @@ int fg_parse_hostport(const char *s, char *host, size_t hostcap, int *port);
  *  (the one reading of the upstream URL). 0, or -1 when it is not one. */
 int fg_upstream_parse(const char *url, struct fg_upstream *out);
 
+/**
+ * The settings whose values differ between a and b (the password by its
+ * content, never quoted), as flags spell them, comma-separated in out
+ * (cut at n); returns how many. A SIGHUP names them: none is applied
+ * until a restart.
+ */
+unsigned fg_config_changed(const struct fg_config *a, const struct fg_config *b,
+			   char *out, size_t n);
+
 /** Frees what the config owns. Accepts NULL. */
 void fg_config_finish(struct fg_config *cfg);
 

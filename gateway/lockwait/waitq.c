@@ -57,6 +57,8 @@ struct fg_waiter {
 	struct fg_lock_info info;
 	int refs;                /* the request's, the loop's while parked,
 				    one per call in flight (ops) */
+	uint64_t born_ms;        /* fg_clock_ms() at its start: the long
+				    poll's duration, at its end */
 	bool registered;         /* in wq->byid: a grant message finds it */
 	bool parked;             /* the loop holds it until it completes */
 	UT_hash_handle hh;
@@ -140,6 +142,7 @@ static void put(struct fg_waiter *w)
 		return;
 	unregister(w->wq, w);
 	fg_metrics_gauge_add(gauge_of[w->kind], -1);
+	fg_metrics_wait_done(w->kind == OBS, (fg_clock_ms() - w->born_ms) * 1000000u);
 	fg_lock_info_finish(&w->info);
 	free(w);
 }
@@ -169,6 +172,7 @@ static struct fg_waiter *waiter_new(struct fg_waitq *wq, enum kind kind,
 	w->wq = wq;
 	w->kind = kind;
 	fg_metrics_gauge_add(gauge_of[kind], 1);
+	w->born_ms = fg_clock_ms();
 	w->wait_ms = wait_ms;
 	w->refs = 1;
 	snprintf(w->name, sizeof(w->name), "%s", name);

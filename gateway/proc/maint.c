@@ -4,7 +4,11 @@
  * Once a second (and at once on start) it finds where Redis is (the
  * Sentinels' master, the cluster's slot map: fencegate/topo.h), agrees on
  * the sequencer key through Redis unless a key file gave one, and notes
- * whether Redis and the upstream answer. A loop whose Redis call failed
+ * whether Redis and the upstream answer. Each going down and coming back
+ * is logged with the address and the reason, at most one line per
+ * dependency per FG_FLAP_QUIET_MS (base/flap.h). Once a period it asks
+ * Redis about the grants made here whose lease ended (proc/held.h). A
+ * loop whose Redis call failed
  * marks Redis down at once and has all of it asked again now; while Redis
  * is down or moving, it looks every RETRY_MS. When the topology moves,
  * every loop is told. Invariant: gw->key changes only here (or once in
@@ -15,13 +19,16 @@
 #include <fcntl.h>
 #include <netdb.h>
 #include <poll.h>
+#include <stdio.h>
 #include <string.h>
 #include <sys/socket.h>
 #include <time.h>
 #include <unistd.h>
 
 #include "base/clock.h"
+#include "base/flap.h"
 #include "proc/gateway.h"
+#include "proc/held.h"
 #include "base/log.h"
 
 #define PERIOD_MS 1000
@@ -33,34 +40,89 @@
 #define REFRESH_MIN_MS 50
 #define PROBE_TIMEOUT_MS 500
 
-static int probe_upstream(struct fg_gateway *gw)
+/* Connects to the upstream (a TCP handshake, no request): 1 when it
+ * answered, else 0 with why[] saying what failed. */
+static int probe_upstream(struct fg_gateway *gw, char *why, size_t n)
 {
 	const struct fg_upstream *u = &gw->cfg->up;
 	struct addrinfo hints = { .ai_socktype = SOCK_STREAM };
 	struct addrinfo *ai = NULL;
 	int up = 0;
 
-	if (!gw->cfg->upstream || getaddrinfo(u->host, u->port, &hints, &ai) != 0 || !ai)
-		return 0;
-	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-	if (fd >= 0) {
-		int r = connect(fd, ai->ai_addr, ai->ai_addrlen);
-		if (r == 0) {
-			up = 1;
-		} else if (errno == EINPROGRESS) {
-			struct pollfd pfd = { .fd = fd, .events = POLLOUT };
-			if (poll(&pfd, 1, PROBE_TIMEOUT_MS) == 1) {
-				int soerr = 0;
-				socklen_t sl = sizeof(soerr);
-				getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
-				up = soerr == 0;
-			}
-		}
-		close(fd);
+	int gai = getaddrinfo(u->host, u->port, &hints, &ai);
+	if (gai != 0 || !ai) {
+		snprintf(why, n, "%s", gai ? gai_strerror(gai) : "no address");
+		goto out;
 	}
-	freeaddrinfo(ai);
+	int fd = socket(ai->ai_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0) {
+		snprintf(why, n, "socket: %s", strerror(errno));
+		goto out;
+	}
+	int r = connect(fd, ai->ai_addr, ai->ai_addrlen);
+	if (r == 0) {
+		up = 1;
+	} else if (errno == EINPROGRESS) {
+		struct pollfd pfd = { .fd = fd, .events = POLLOUT };
+		if (poll(&pfd, 1, PROBE_TIMEOUT_MS) == 1) {
+			int soerr = 0;
+			socklen_t sl = sizeof(soerr);
+			getsockopt(fd, SOL_SOCKET, SO_ERROR, &soerr, &sl);
+			up = soerr == 0;
+			if (!up)
+				snprintf(why, n, "%s", strerror(soerr));
+		} else {
+			snprintf(why, n, "no answer to connect within %d ms",
+				 PROBE_TIMEOUT_MS);
+		}
+	} else {
+		snprintf(why, n, "%s", strerror(errno));
+	}
+	close(fd);
+out:
+	if (ai)
+		freeaddrinfo(ai);
 	atomic_store(&gw->upstream_up, up);
 	return up;
+}
+
+/* Logs what the rate limit lets through of one dependency's state (what:
+ * "redis 127.0.0.1:6379", "upstream 127.0.0.1:8081"; why: the reason it
+ * is down). */
+static void tell(struct fg_flap *f, const char *what, bool up, const char *why)
+{
+	struct fg_flap_say say;
+	char more[96] = "";
+
+	switch (fg_flap_note(f, up, fg_clock_ms(), &say)) {
+	case FG_FLAP_NONE:
+		return;
+	case FG_FLAP_FIRST_UP:
+		fg_log_info("%s is up", what);
+		return;
+	case FG_FLAP_DOWN:
+		if (say.hidden)
+			snprintf(more, sizeof(more), " (%u changes up and down "
+				 "not logged)", say.hidden);
+		fg_log_warn("%s is down: %s%s", what, why[0] ? why : "no answer", more);
+		return;
+	case FG_FLAP_UP:
+		if (say.down_ms && say.hidden)
+			snprintf(more, sizeof(more), " after %.1f s down (%u changes "
+				 "not logged)", (double)say.down_ms / 1000, say.hidden);
+		else if (say.down_ms)
+			snprintf(more, sizeof(more), " after %.1f s down",
+				 (double)say.down_ms / 1000);
+		else
+			snprintf(more, sizeof(more), " (%u changes up and down "
+				 "not logged)", say.hidden);
+		fg_log_warn("%s is up again%s", what, more);
+		return;
+	case FG_FLAP_STILL_DOWN:
+		fg_log_error("%s is still down after %.0f s: %s", what,
+			     (double)say.down_ms / 1000, why[0] ? why : "no answer");
+		return;
+	}
 }
 
 static void sync_key(struct fg_gateway *gw, fg_store *st)
@@ -156,11 +218,23 @@ static void *maint_main(void *arg)
 {
 	struct fg_gateway *gw = arg;
 	fg_store *st = fg_store_create(&gw->store_opts);
-	int was_redis = -1, was_up = -1;
 	uint64_t last_refresh = 0, last_probe = 0, last_upstream = 0;
 	uint64_t last_sweep = fg_clock_ms();
 	char sweep_after[FG_NAME_MAX + 1] = "";
+	struct fg_flap redis_flap, up_flap;
+	char redis_what[FG_HOST_MAX + 32], up_what[FG_HOST_MAX + 32];
+	char up_why[160] = "";
 
+	fg_flap_init(&redis_flap);
+	fg_flap_init(&up_flap);
+	snprintf(redis_what, sizeof(redis_what), "redis %s:%d%s",
+		 gw->cfg->redis_host, gw->cfg->redis_port,
+		 gw->cfg->redis.mode == FG_REDIS_SENTINEL ? " (sentinel)" :
+		 gw->cfg->redis.mode == FG_REDIS_CLUSTER ? " (cluster)" : "");
+	/* by host and port: the upstream's URL may carry a password */
+	snprintf(up_what, sizeof(up_what), "upstream %s%s%s:%s",
+		 strchr(gw->cfg->up.host, ':') ? "[" : "", gw->cfg->up.host,
+		 strchr(gw->cfg->up.host, ':') ? "]" : "", gw->cfg->up.port);
 	while (!atomic_load(&gw->stopping)) {
 		uint64_t now = fg_clock_ms();
 		bool periodic = now - last_probe >= PERIOD_MS;
@@ -175,13 +249,10 @@ static void *maint_main(void *arg)
 			if (redis && !gw->key_from_file)
 				sync_key(gw, st);
 			atomic_store(&gw->redis_up, redis);
-			if (redis != was_redis)
-				fg_log_info("redis %s:%d%s is %s", gw->cfg->redis_host,
-					    gw->cfg->redis_port,
-					    gw->cfg->redis.mode == FG_REDIS_SENTINEL ? " (sentinel)" :
-					    gw->cfg->redis.mode == FG_REDIS_CLUSTER ? " (cluster)" : "",
-					    redis ? "up" : "down");
-			was_redis = redis;
+			tell(&redis_flap, redis_what, redis,
+			     st ? fg_store_why(st) : "out of memory");
+			if (redis)
+				fg_held_check_due(st);
 		}
 		if (redis && st && now - last_sweep >= SWEEP_MS) {
 			unsigned dropped;
@@ -192,10 +263,8 @@ static void *maint_main(void *arg)
 		}
 		if (now - last_upstream >= PERIOD_MS && gw->cfg->upstream) {
 			last_upstream = now;
-			int up = probe_upstream(gw);
-			if (up != was_up)
-				fg_log_info("upstream is %s", up ? "up" : "down");
-			was_up = up;
+			int up = probe_upstream(gw, up_why, sizeof(up_why));
+			tell(&up_flap, up_what, up, up_why);
 		}
 		/* while Redis is down or moving, look again soon */
 		nap(gw, again || !redis ? RETRY_MS : PERIOD_MS);

@@ -15,6 +15,7 @@
 #include <time.h>
 
 #include "base/errors.h"
+#include "base/procstat.h"
 #include "proc/gateway.h"
 #include "proc/metrics.h"
 
@@ -31,6 +32,18 @@ struct hist {
 	_Atomic uint64_t sum_ns;
 };
 
+/* A long poll (a blocking acquire, an observe) lasts up to the API's
+ * 300 s bound on wait_ms: its buckets reach it. */
+#define NWB 14
+static const double wait_bounds[NWB] = {
+	0.005, 0.01, 0.05, 0.1, 0.5, 1, 2.5, 5, 10, 30, 60, 120, 240, 300,
+};
+
+struct whist {
+	_Atomic uint64_t b[NWB + 1];
+	_Atomic uint64_t sum_ns;
+};
+
 #define STATUS_MIN 100
 #define STATUS_N 500                   /* 100..599 */
 #define UP_CLASSES 6                   /* 1xx..5xx, and 0: no answer */
@@ -41,7 +54,7 @@ static struct {
 	struct hist request_seconds[FG_EP_COUNT];
 	_Atomic uint64_t bytes_in, bytes_out;
 	_Atomic uint64_t grants[2];        /* exclusive, shared */
-	_Atomic uint64_t renewals, releases, expiries;
+	_Atomic uint64_t renewals, releases, expiries, expired;
 	_Atomic uint64_t given_back[FG_GIVEBACK_COUNT];
 	_Atomic uint64_t auth_refused[FG_AUTH_REFUSAL_COUNT];
 	_Atomic uint64_t admitted[2];      /* read, write */
@@ -52,19 +65,32 @@ static struct {
 	struct hist script_seconds[FG_SCRIPT_COUNT];
 	_Atomic uint64_t script_errors[FG_SCRIPT_COUNT];
 	_Atomic int64_t gauges[FG_GAUGE_COUNT];
+	struct whist wait_seconds[2];      /* acquire, observe */
 } m;
 
 #define ADD(x, n) atomic_fetch_add_explicit(&(x), (n), memory_order_relaxed)
 #define GET(x) atomic_load_explicit(&(x), memory_order_relaxed)
 
-static void observe(struct hist *h, uint64_t ns)
+static void observe_in(const double *bs, int nb, _Atomic uint64_t *b,
+		       _Atomic uint64_t *sum_ns, uint64_t ns)
 {
 	double s = (double)ns / 1e9;
 	int i = 0;
-	while (i < NB && s > bounds[i])
+	while (i < nb && s > bs[i])
 		i++;
-	ADD(h->b[i], 1);
-	ADD(h->sum_ns, ns);
+	ADD(b[i], 1);
+	ADD(*sum_ns, ns);
+}
+
+static void observe(struct hist *h, uint64_t ns)
+{
+	observe_in(bounds, NB, h->b, &h->sum_ns, ns);
+}
+
+void fg_metrics_wait_done(bool observe_call, uint64_t ns)
+{
+	struct whist *h = &m.wait_seconds[observe_call];
+	observe_in(wait_bounds, NWB, h->b, &h->sum_ns, ns);
 }
 
 void fg_metrics_init(void)
@@ -97,6 +123,7 @@ void fg_metrics_grant(enum fg_mode mode)
 void fg_metrics_renewal(void) { ADD(m.renewals, 1); }
 void fg_metrics_release(void) { ADD(m.releases, 1); }
 void fg_metrics_expiry(void) { ADD(m.expiries, 1); }
+void fg_metrics_lock_expired(unsigned n) { ADD(m.expired, n); }
 
 void fg_metrics_fence(bool admitted, bool write, int refusal, uint64_t ns)
 {
@@ -152,25 +179,32 @@ static void head(FILE *f, const char *name, const char *type, const char *help)
 }
 
 /* One histogram series; `labels` is "" or `k="v"` pairs without braces. */
-static void hist_series(FILE *f, const char *name, const char *labels,
-			struct hist *h)
+static void series_of(FILE *f, const char *name, const char *labels,
+		      const double *bs, int nb, _Atomic uint64_t *b,
+		      _Atomic uint64_t *sum_ns)
 {
 	const char *sep = labels[0] ? "," : "";
 	uint64_t cum = 0;
-	for (int i = 0; i <= NB; i++) {
-		cum += GET(h->b[i]);
-		if (i < NB)
+	for (int i = 0; i <= nb; i++) {
+		cum += GET(b[i]);
+		if (i < nb)
 			fprintf(f, "%s_bucket{%s%sle=\"%g\"} %llu\n", name, labels, sep,
-				bounds[i], (unsigned long long)cum);
+				bs[i], (unsigned long long)cum);
 		else
 			fprintf(f, "%s_bucket{%s%sle=\"+Inf\"} %llu\n", name, labels,
 				sep, (unsigned long long)cum);
 	}
 	const char *lb = labels[0] ? "{" : "", *rb = labels[0] ? "}" : "";
 	fprintf(f, "%s_sum%s%s%s %.9f\n", name, lb, labels, rb,
-		(double)GET(h->sum_ns) / 1e9);
+		(double)GET(*sum_ns) / 1e9);
 	fprintf(f, "%s_count%s%s%s %llu\n", name, lb, labels, rb,
 		(unsigned long long)cum);
+}
+
+static void hist_series(FILE *f, const char *name, const char *labels,
+			struct hist *h)
+{
+	series_of(f, name, labels, bounds, NB, h->b, &h->sum_ns);
 }
 
 static void counter(FILE *f, const char *name, const char *labels, uint64_t v)
@@ -224,6 +258,15 @@ static void render_locks(FILE *f)
 	head(f, "fencegate_lock_expiries_total", "counter",
 	     "Renewals and releases answered lease_expired: the lease had run out.");
 	counter(f, "fencegate_lock_expiries_total", NULL, GET(m.expiries));
+	head(f, "fencegate_lock_lease_expired_total", "counter",
+	     "Holders granted through this gateway whose lease ran out, counted "
+	     "when the gateway asked Redis at the lease's end, whether or not "
+	     "the client came back.");
+	counter(f, "fencegate_lock_lease_expired_total", NULL, GET(m.expired));
+	head(f, "fencegate_locks_held", "gauge",
+	     "Holders granted through this gateway that it has not seen end "
+	     "(released, broken, given back, or found expired at the lease's end).");
+	fprintf(f, "fencegate_locks_held %lld\n", (long long)GET(m.gauges[FG_GAUGE_HELD]));
 	char lb[64];
 	head(f, "fencegate_lock_given_back_total", "counter",
 	     "Give-backs Redis carried out for lock calls whose client never "
@@ -332,10 +375,54 @@ static void render_gauges(FILE *f)
 		(long long)GET(m.gauges[FG_GAUGE_WAIT_OBSERVE]));
 	fprintf(f, "fencegate_waiters{kind=\"admit\"} %lld\n",
 		(long long)GET(m.gauges[FG_GAUGE_WAIT_ADMIT]));
+	head(f, "fencegate_lock_wait_duration_seconds", "histogram",
+	     "Long polls of the lock API, from the start of the wait to its end "
+	     "(granted, changed, timed out or the client gone), by kind.");
+	static const char *const kinds[2] = { "acquire", "observe" };
+	for (int k = 0; k < 2; k++) {
+		char lb[32];
+		snprintf(lb, sizeof(lb), "kind=\"%s\"", kinds[k]);
+		series_of(f, "fencegate_lock_wait_duration_seconds", lb, wait_bounds,
+			  NWB, m.wait_seconds[k].b, &m.wait_seconds[k].sum_ns);
+	}
 	head(f, "fencegate_upstream_transfers", "gauge",
 	     "Upstream transfers in flight.");
 	fprintf(f, "fencegate_upstream_transfers %lld\n",
 		(long long)GET(m.gauges[FG_GAUGE_TRANSFERS]));
+}
+
+/* The standard process collector's families, as client_golang names
+ * them on Linux; a figure /proc did not give is left out. */
+static void render_process(FILE *f)
+{
+	struct fg_procstat ps = { .open_fds = -1, .max_fds = -1 };
+	if (fg_procstat_read(&ps))
+		return;
+	head(f, "process_cpu_seconds_total", "counter",
+	     "Total user and system CPU time spent in seconds.");
+	fprintf(f, "process_cpu_seconds_total %.2f\n", ps.cpu_seconds);
+	if (ps.open_fds >= 0) {
+		head(f, "process_open_fds", "gauge", "Number of open file descriptors.");
+		fprintf(f, "process_open_fds %lld\n", (long long)ps.open_fds);
+	}
+	if (ps.max_fds >= 0) {
+		head(f, "process_max_fds", "gauge",
+		     "Maximum number of open file descriptors.");
+		fprintf(f, "process_max_fds %lld\n", (long long)ps.max_fds);
+	}
+	head(f, "process_virtual_memory_bytes", "gauge",
+	     "Virtual memory size in bytes.");
+	fprintf(f, "process_virtual_memory_bytes %llu\n",
+		(unsigned long long)ps.virtual_bytes);
+	head(f, "process_resident_memory_bytes", "gauge",
+	     "Resident memory size in bytes.");
+	fprintf(f, "process_resident_memory_bytes %llu\n",
+		(unsigned long long)ps.resident_bytes);
+	if (ps.start_time > 0) {
+		head(f, "process_start_time_seconds", "gauge",
+		     "Start time of the process since unix epoch in seconds.");
+		fprintf(f, "process_start_time_seconds %.2f\n", ps.start_time);
+	}
 }
 
 char *fg_metrics_render(struct fg_gateway *gw, size_t *len)
@@ -359,6 +446,7 @@ char *fg_metrics_render(struct fg_gateway *gw, size_t *len)
 	render_upstream(f, gw);
 	render_redis(f, gw);
 	render_gauges(f);
+	render_process(f);
 	if (fclose(f) != 0) {
 		free(buf);
 		return NULL;

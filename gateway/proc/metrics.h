@@ -25,6 +25,7 @@ enum fg_gauge {
 	FG_GAUGE_WAIT_OBSERVE,   /* observes (inspect long polls) parked */
 	FG_GAUGE_WAIT_ADMIT,     /* writes waiting for older writes to end */
 	FG_GAUGE_TRANSFERS,      /* upstream transfers in flight */
+	FG_GAUGE_HELD,           /* holders granted here, not seen to end */
 	FG_GAUGE_COUNT,
 };
 
@@ -41,6 +42,9 @@ void fg_metrics_renewal(void);
 void fg_metrics_release(void);
 /** A holder came back (renew, release) to a lease that had run out. */
 void fg_metrics_expiry(void);
+/** n holders of a grant made here were found, at their lease's end, to
+ *  have run out (proc/held.c). */
+void fg_metrics_lock_expired(unsigned n);
 
 /** A fenced request was decided: admitted (a write, or a fenced read
  *  that checked) or refused for `refusal` (enum fg_error), after `ns`
@@ -66,6 +70,10 @@ enum fg_auth_refusal {
 void fg_metrics_auth_refused(enum fg_auth_refusal why);
 
 void fg_metrics_gauge_add(enum fg_gauge g, int delta);
+
+/** A long poll of the lock API ended after ns: a blocking acquire, or an
+ *  observe when observe_call. */
+void fg_metrics_wait_done(bool observe_call, uint64_t ns);
 
 /**
  * Renders every metric in the text exposition format (version 0.0.4).

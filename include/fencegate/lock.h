@@ -110,6 +110,13 @@ void fg_store_destroy(fg_store *st);
 /** PING. FG_OK or FG_EUNAVAIL. */
 int fg_store_ping(fg_store *st);
 
+#define FG_STORE_WHY_MAX 192
+/** Why the last call that could not reach Redis failed: "HOST:PORT: "
+ *  and the connection's error (errno's text, a timeout) or Redis' error
+ *  reply; "" before any failure. Never holds a command's argument. The
+ *  text is the store's, valid until its next call. */
+const char *fg_store_why(const fg_store *st);
+
 /**
  * Agrees on the gateways' HMAC key through Redis: SET key NX with `ours`
  * (or, when ours is NULL, 32 fresh RAND_bytes), then GET. Writes the key

@@ -1285,6 +1285,35 @@ static void test_help_version(void **state)
 	fg_config_finish(&c);
 }
 
+/* fg_config_changed names each setting whose value differs, as a flag
+ * spells it, and nothing when the same settings are read twice. */
+static void test_changed_settings_are_named(void **state)
+{
+	(void)state;
+	struct fg_config a, b;
+	char err[ERR_MAX], out[256];
+
+	LOAD_OK(&a, err, "--listen", "127.0.0.1:9000", "--max-waiters", "10",
+		"--redis", "127.0.0.1:7000", "--auth-file", "/x/auth");
+	LOAD_OK(&b, err, "--listen", "127.0.0.1:9000", "--max-waiters", "10",
+		"--redis", "127.0.0.1:7000", "--auth-file", "/x/auth");
+	assert_int_equal(fg_config_changed(&a, &b, out, sizeof(out)), 0);
+	assert_string_equal(out, "");
+	fg_config_finish(&b);
+
+	LOAD_OK(&b, err, "--listen", "127.0.0.1:9001", "--max-waiters", "11",
+		"--redis", "127.0.0.1:7000", "--log-level", "debug",
+		"--forward-token", "yes");
+	assert_int_equal(fg_config_changed(&a, &b, out, sizeof(out)), 5);
+	assert_string_equal(out, "listen, max-waiters, log-level, forward-token, "
+			    "auth-file");
+	/* cut at the buffer, still a string */
+	assert_int_equal(fg_config_changed(&a, &b, out, 10), 5);
+	assert_true(strlen(out) < 10);
+	fg_config_finish(&a);
+	fg_config_finish(&b);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -1319,6 +1348,7 @@ int main(void)
 		cmocka_unit_test(test_flags_override_file),
 		cmocka_unit_test(test_config_flag_errors),
 		cmocka_unit_test(test_help_version),
+		cmocka_unit_test(test_changed_settings_are_named),
 	};
 
 	return cmocka_run_group_tests_name("config", tests, NULL, NULL);
