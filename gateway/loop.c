@@ -148,13 +148,34 @@ static const struct fg_routes routes = {
 /* ---- heartbeat ---------------------------------------------------------- */
 
 /* Readiness asks whether every loop turned lately (a stuck loop is not
- * ready); this timer is the turn it looks for. */
+ * ready); this timer is the turn it looks for. Health asks whether every
+ * loop's Redis connections can take a call: noted at the same turn. */
 static void on_turn(evutil_socket_t fd, short what, void *arg)
 {
 	struct fg_loop *loop = arg;
 	(void)fd;
 	(void)what;
 	fg_gateway_loop_turned(loop->gw, loop->index, fg_clock_ms());
+	fg_gateway_loop_redis(loop->gw, loop->index, fg_astore_ready(loop->as));
+}
+
+/* At start a loop's Redis connections come up within milliseconds: health
+ * learns it then, not at the next heartbeat. Looked at every 10 ms until
+ * they are up, for the first 5 s at most; the heartbeat alone after. */
+#define READY_POLL_MS 10
+#define READY_POLL_FOR_MS 5000
+
+static void on_ready_poll(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_loop *loop = arg;
+	(void)fd;
+	(void)what;
+	bool ready = fg_astore_ready(loop->as);
+	fg_gateway_loop_redis(loop->gw, loop->index, ready);
+	if (!ready && fg_clock_ms() - loop->started_ms < READY_POLL_FOR_MS) {
+		struct timeval tv = { 0, READY_POLL_MS * 1000 };
+		evtimer_add(loop->ready_timer, &tv);
+	}
 }
 
 /* ---- draining and stopping ---------------------------------------------- */
@@ -215,6 +236,7 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	drain(loop);
 	evtimer_del(loop->drain_timer);
+	evtimer_del(loop->ready_timer);
 	if (loop->inflight > 0)
 		fg_gateway_note_ended(loop->gw, loop->inflight);
 	/* What still runs ends as at a lease's end: a fenced write sends no
@@ -245,6 +267,8 @@ static void *loop_main(void *arg)
 	on_turn(-1, 0, loop);
 	struct timeval tv = { 0, FG_LOOP_TURN_MS * 1000 };
 	event_add(loop->turn_timer, &tv);
+	loop->started_ms = fg_clock_ms();
+	on_ready_poll(-1, 0, loop);
 	event_base_dispatch(loop->base);
 	teardown(loop);
 	return NULL;
@@ -276,9 +300,10 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 	loop->drain_timer = event_new(loop->base, -1, EV_PERSIST, on_drain_timer,
 				      loop);
 	loop->turn_timer = event_new(loop->base, -1, EV_PERSIST, on_turn, loop);
+	loop->ready_timer = evtimer_new(loop->base, on_ready_poll, loop);
 	if (!loop->stop_ev || !loop->exit_timer || !loop->mhd_timer ||
 	    !loop->follow_ev || !loop->drain_ev || !loop->drain_timer ||
-	    !loop->turn_timer)
+	    !loop->turn_timer || !loop->ready_timer)
 		goto error_events;
 	loop->wq = fg_waitq_create(loop, fg_loop_on_message, fg_loop_on_resync,
 				   loop);
@@ -333,6 +358,8 @@ error_events:
 		event_free(loop->drain_timer);
 	if (loop->turn_timer)
 		event_free(loop->turn_timer);
+	if (loop->ready_timer)
+		event_free(loop->ready_timer);
 	if (loop->exit_timer)
 		event_free(loop->exit_timer);
 	if (loop->mhd_timer)
@@ -395,6 +422,7 @@ void fg_loop_destroy(struct fg_loop *loop)
 	event_free(loop->drain_ev);
 	event_free(loop->drain_timer);
 	event_free(loop->turn_timer);
+	event_free(loop->ready_timer);
 	event_free(loop->exit_timer);
 	event_free(loop->mhd_timer);
 	event_base_free(loop->base);

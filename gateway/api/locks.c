@@ -842,13 +842,16 @@ static enum MHD_Result checked(struct fg_req *req, struct MHD_Connection *c)
 }
 
 /* Answered from state kept anyway: what the maintenance thread last saw
- * (once a second) and whether this loop's Redis connections are up. A
+ * (once a second), whether this loop's Redis connections are up, and
+ * whether every loop's were at its last turn (every 250 ms): a gateway
+ * just started is healthy only once a lock call succeeds on any loop. A
  * health probe costs neither Redis nor the upstream anything. */
 static bool redis_ready(struct fg_req *req)
 {
 	uint8_t key[FG_KEY_MAX];
 	size_t keylen;
 	return fg_gateway_redis_up(req->gw) && fg_astore_ready(req->loop->as) &&
+	       fg_gateway_loops_redis(req->gw) &&
 	       fg_gateway_key(req->gw, key, &keylen) == FG_OK;
 }
 

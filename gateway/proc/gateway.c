@@ -266,6 +266,22 @@ bool fg_gateway_draining(struct fg_gateway *gw)
 
 /* ---- loops: heartbeats and stopping ------------------------------------ */
 
+void fg_gateway_loop_redis(struct fg_gateway *gw, unsigned index, bool ready)
+{
+	if (index < FG_LOOPS_MAX)
+		atomic_store_explicit(&gw->loop_redis[index], ready,
+				      memory_order_relaxed);
+}
+
+bool fg_gateway_loops_redis(struct fg_gateway *gw)
+{
+	unsigned n = gw->nloops < FG_LOOPS_MAX ? gw->nloops : FG_LOOPS_MAX;
+	for (unsigned i = 0; i < n; i++)
+		if (!atomic_load_explicit(&gw->loop_redis[i], memory_order_relaxed))
+			return false;
+	return n > 0;
+}
+
 void fg_gateway_loop_turned(struct fg_gateway *gw, unsigned index,
 			    uint64_t now)
 {

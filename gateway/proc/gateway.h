@@ -77,6 +77,9 @@ struct fg_gateway {
 	atomic_uint ended_at_bound;
 	/* each loop's last turn, fg_clock_ms() (0: not running yet) */
 	_Atomic uint64_t turned[FG_LOOPS_MAX];
+	/* whether each loop's Redis connections could take a call at its
+	 * last turn (false: not running yet) */
+	atomic_bool loop_redis[FG_LOOPS_MAX];
 };
 
 /* Shared services (gateway.c). */
@@ -117,6 +120,11 @@ bool fg_gateway_upstream_up(struct fg_gateway *gw);
 bool fg_gateway_draining(struct fg_gateway *gw);
 
 /** Loop `index` turned at `now` (fg_clock_ms()). Its thread. */
+/** A loop's Redis connections can (or cannot) take a call now; health
+ *  says Redis is up only when every loop's can, so that a gateway found
+ *  healthy serves a lock call on whichever loop takes it. */
+void fg_gateway_loop_redis(struct fg_gateway *gw, unsigned index, bool ready);
+bool fg_gateway_loops_redis(struct fg_gateway *gw);
 void fg_gateway_loop_turned(struct fg_gateway *gw, unsigned index,
 			    uint64_t now);
 /** True unless a running loop last turned more than `bound` ms before

@@ -49,6 +49,8 @@ struct fg_loop {
 	struct event *drain_ev;      /* stop accepting, answer the waiters */
 	struct event *drain_timer;   /* draining: are all requests over? */
 	struct event *turn_timer;    /* the loop's heartbeat (proc/gateway.h) */
+	struct event *ready_timer;   /* at start: its Redis connections up yet? */
+	uint64_t started_ms;
 	unsigned inflight;           /* requests whose state exists (front.c) */
 	bool draining;               /* stopped accepting */
 	bool drained;                /* ...and has no request now */

@@ -253,6 +253,10 @@ class UpstreamHealthTests(PrivateEnvTestCase):
 
     def test_gateway_started_without_upstream_reports_503_upstream_down(self):
         self.own(upstream=False)
+        # Redis comes up within milliseconds of the start; the upstream
+        # never does
+        self.wait_for(lambda: self.health().json.get("redis") == "up",
+                      slack(5.0), "health to see Redis up")
         h = self.health()
         self.assertEqual(h.status, 503, h)
         self.assertEqual(h.json, {"redis": "up", "upstream": "down"})
