@@ -9,6 +9,7 @@
  * nothing is printed for a listing that failed part way but the error.
  */
 #include <inttypes.h>
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -18,7 +19,7 @@
 #include "lockurl.h"
 #include "msg.h"
 
-#define LS_PAGE 500
+#define LS_PAGE 100 /* the gateway shows up to 100 holders and waiters a lock */
 #define LS_PAGES_MAX 100000 /* a cursor that never ends is a broken gateway */
 
 static const struct fg_opt ls_opts[] = {
@@ -57,6 +58,19 @@ static const char *str_or(json_t *o, const char *k, const char *dflt)
 	return json_is_string(v) ? json_string_value(v) : dflt;
 }
 
+/* Prints s with every byte that is not printable ASCII, and the space, as
+ * \xHH: an owner is anybody's free text, and must not move the cursor,
+ * clear the screen or fake a row on the operator's terminal. */
+static void put_safe(const char *s)
+{
+	for (const unsigned char *p = (const unsigned char *)s; *p; p++) {
+		if (*p > ' ' && *p < 0x7f && *p != '\\')
+			putchar(*p);
+		else
+			printf("\\x%02x", *p);
+	}
+}
+
 static json_int_t int_or(json_t *o, const char *k, json_int_t dflt)
 {
 	json_t *v = json_object_get(o, k);
@@ -65,9 +79,13 @@ static json_int_t int_or(json_t *o, const char *k, json_int_t dflt)
 
 static void print_party(const char *what, json_t *p, const char *ms_key)
 {
-	printf("  %-6s owner=%s principal=%s client=%s %s=%" JSON_INTEGER_FORMAT "\n",
-	       what, str_or(p, "owner", "-"), str_or(p, "principal", "-"),
-	       str_or(p, "client", "-"), ms_key, int_or(p, ms_key, 0));
+	printf("  %-6s owner=", what);
+	put_safe(str_or(p, "owner", "-"));
+	printf(" principal=");
+	put_safe(str_or(p, "principal", "-"));
+	printf(" client=");
+	put_safe(str_or(p, "client", "-"));
+	printf(" %s=%" JSON_INTEGER_FORMAT "\n", ms_key, int_or(p, ms_key, 0));
 }
 
 static void print_lock(json_t *l)
@@ -140,9 +158,15 @@ int fg_cmd_ls(struct fg_cli *cli, int argc, char **argv)
 		}
 		json_array_extend(all, json_object_get(r.json, "locks"));
 		json_t *c = json_object_get(r.json, "cursor");
+		bool more = json_is_string(c);
 		free(cursor);
-		cursor = json_is_string(c) ? strdup(json_string_value(c)) : NULL;
-		fg_req_finish(&r);
+		cursor = more ? strdup(json_string_value(c)) : NULL;
+		fg_req_finish(&r); /* c goes with it */
+		if (more && !cursor) {
+			fg_say("cannot list locks under '%s': out of memory", prefix);
+			rc = fg_outcome_exit(FG_NOMEM);
+			break;
+		}
 		if (!cursor)
 			break;
 	}

@@ -675,9 +675,10 @@ static void answer(struct aop *op, int err, const redisReply *r)
 			g = op->g;
 		char name[FG_NAME_MAX + 1];
 		/* a call given the index's keys kept it itself */
-		if (!err && op->call.lua == FG__LUA_ACQUIRE && op->as->view.slots &&
-		    (g.status == FG_GRANTED || g.status == FG_QUEUED) &&
-		    call_name(op, name))
+		if (!err && op->as->view.slots && call_name(op, name) &&
+		    ((op->call.lua == FG__LUA_ACQUIRE &&
+		      (g.status == FG_GRANTED || g.status == FG_QUEUED)) ||
+		     (op->call.lua == FG__LUA_RENEW && g.status == FG_GRANTED)))
 			index_add(op->as, name, g.status == FG_GRANTED ? g.token : 0);
 		if (op->gcb)
 			op->gcb(err, err ? NULL : &g, op->arg);
@@ -959,6 +960,12 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 	answer(op, FG_EUNAVAIL, NULL);
 	if (!op->conn) { /* between two sends (TRYAGAIN): ours to free */
 		aop_free(op);
+		return;
+	}
+	if (op->kind == 6) {
+		/* nobody waits for it (the listing's index): its reply, when
+		 * it comes, is discarded by on_reply(); the calls behind it on
+		 * the connection keep their own deadlines */
 		return;
 	}
 	/* The op stays owned by hiredis' callback list: freeing the
@@ -1253,7 +1260,8 @@ int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
 		aop_free(op);
 		return FG_ENOMEM;
 	}
-	fg__build_renew(&op->call, name, lease, NULL, 0, NULL, 0, as->idle);
+	fg__build_renew(&op->call, name, lease, NULL, 0, NULL, 0, as->idle,
+			!as->view.slots);
 	return submit(as, op);
 }
 
@@ -1265,7 +1273,7 @@ int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
 	if (!op)
 		return FG_ENOMEM;
 	fg__build_renew(&op->call, name, lease, principal, ttl_ms, value,
-			value_len, as->idle);
+			value_len, as->idle, !as->view.slots);
 	return submit(as, op);
 }
 

@@ -195,9 +195,9 @@ void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
 
 void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 		     const char *principal, uint32_t ttl_ms, const char *value,
-		     size_t value_len, unsigned idle)
+		     size_t value_len, unsigned idle, bool index)
 {
-	fg__call_init(c, FG__LUA_RENEW, name, idle);
+	call_init(c, FG__LUA_RENEW, name, idle, index);
 	str0(c, lease);
 	fg__call_num(c, ttl_ms);
 	opt(c, value, value_len);
@@ -482,7 +482,8 @@ int fg__parse_detail(const redisReply *r, struct fg_lock_detail *d)
 	d->mode = FG_MODE_EXCLUSIVE;
 	if (r->element[1]->type == REDIS_REPLY_STRING && r->element[1]->len) {
 		d->held = true;
-		mode_at(r, 1, &d->mode);
+		if (mode_at(r, 1, &d->mode))
+			return FG_EPROTO;
 	}
 	if (r->element[2]->type == REDIS_REPLY_STRING && r->element[2]->len) {
 		if (int_at(r, 2, &tok) || tok < 0)

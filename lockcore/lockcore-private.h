@@ -87,7 +87,7 @@ void fg__build_acquire(struct fg__call *c, const struct fg_acquire *req,
 		       unsigned idle, bool index);
 void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 		     const char *principal, uint32_t ttl_ms, const char *value,
-		     size_t value_len, unsigned idle);
+		     size_t value_len, unsigned idle, bool index);
 void fg__build_release(struct fg__call *c, const char *name,
 		       const char *lease, const char *principal,
 		       unsigned margin_ms, unsigned idle, bool index);

@@ -9,7 +9,9 @@
  * (index_drop, which keeps a name an acquire was sent for since the look),
  * so the index shrinks back as locks fall idle. A page may therefore carry
  * fewer than `limit` locks and still a cursor: the cursor is the last name
- * read, not the last one shown.
+ * read, not the last one shown. The index is asked for one name more than
+ * the page holds, so that the last page says so (a null cursor) rather
+ * than leaving it to one more, empty, round trip.
  *
  * Invariants: done is called exactly once per started page. A page outlives
  * its request when Redis has not answered everything yet (refs): the last
@@ -31,16 +33,19 @@ struct entry {
 };
 
 /* A page shows at most PAGE_PARTIES holders and as many waiters in all,
- * spread over its locks (at least PARTIES_MIN each): an answer stays in
- * the megabytes even for 1000 locks with 20000 waiters each. */
+ * spread over its locks (at least PARTIES_MIN, at most PARTIES_MAX each):
+ * an answer stays in the megabytes even for 1000 locks with 20000 waiters
+ * each. */
 #define PAGE_PARTIES 10000u
 #define PARTIES_MIN 10u
+#define PARTIES_MAX 1000u
 
 struct fg_list {
 	fg_list_done_cb *done;
 	void *arg;
 	unsigned limit;
-	size_t n;            /* names the index gave */
+	size_t n;            /* names of this page (at most limit) */
+	bool more;           /* the index had one more after them */
 	struct entry *e;     /* n of them */
 	size_t pending;      /* describes not answered */
 	int refs;            /* the request (until fg_list_free) + calls in flight */
@@ -134,6 +139,10 @@ static void on_detail(int err, const struct fg_lock_detail *d, void *arg)
 static void on_names(int err, const char *const *names, size_t n, void *arg)
 {
 	struct fg_list *l = arg;
+	if (n > l->limit) {
+		l->more = true;
+		n = l->limit;
+	}
 	if (!err && n > 0) {
 		l->e = calloc(n, sizeof(*l->e));
 		if (!l->e)
@@ -148,7 +157,7 @@ static void on_names(int err, const char *const *names, size_t n, void *arg)
 	}
 	/* a name the index holds is valid: only acquires put names there */
 	l->pending = l->n + 1; /* +1: nothing is told before all are sent */
-	for (size_t i = 0; !err && i < l->n; i++) {
+	for (size_t i = 0; !err && !l->told && i < l->n; i++) {
 		struct ask *a = malloc(sizeof(*a));
 		if (!a) {
 			err = FG_ENOMEM;
@@ -157,9 +166,9 @@ static void on_names(int err, const char *const *names, size_t n, void *arg)
 		*a = (struct ask){ l, i };
 		l->refs++;
 		unsigned per = PAGE_PARTIES / l->limit;
-		int e = fg_alock_describe(l->as, l->e[i].name,
-					  per < PARTIES_MIN ? PARTIES_MIN : per,
-					  on_detail, a);
+		per = per < PARTIES_MIN ? PARTIES_MIN :
+		      per > PARTIES_MAX ? PARTIES_MAX : per;
+		int e = fg_alock_describe(l->as, l->e[i].name, per, on_detail, a);
 		if (e) {
 			l->refs--;
 			free(a);
@@ -187,7 +196,7 @@ struct fg_list *fg_list_start(fg_astore *as, const char *prefix,
 	l->limit = limit;
 	l->as = as;
 	l->refs = 2; /* the request, and the index call */
-	*err = fg_alock_index_page(as, prefix, after, limit, on_names, l);
+	*err = fg_alock_index_page(as, prefix, after, limit + 1, on_names, l);
 	if (*err) {
 		free(l);
 		return NULL;
@@ -213,7 +222,7 @@ json_t *fg_list_answer(struct fg_list *l, fg_astore *as)
 			goto fail;
 	}
 	json_t *cur = json_null();
-	if (l->n > 0 && l->n == l->limit) {
+	if (l->more) {
 		char c[FG_LIST_CURSOR_MAX];
 		if (fg_list_cursor(l->e[l->n - 1].name, c, sizeof(c)) < 0)
 			goto fail;

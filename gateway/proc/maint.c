@@ -34,7 +34,10 @@
 #define PERIOD_MS 1000
 #define RETRY_MS 100        /* while Redis is down or its topology moving */
 /* The listing index's sweep (fg_lock_index_sweep()): SWEEP_NAMES names
- * every SWEEP_MS per gateway, a few Redis calls a second at most. */
+ * every SWEEP_MS per gateway while it finds nothing to drop, every
+ * PERIOD_MS while it does or has not reached the end: a few hundred Redis
+ * calls a second at most, and an index full of idle names shrinks at 100
+ * names a second per gateway. */
 #define SWEEP_MS 5000
 #define SWEEP_NAMES 100
 #define REFRESH_MIN_MS 50
@@ -221,6 +224,7 @@ static void *maint_main(void *arg)
 	uint64_t last_refresh = 0, last_probe = 0, last_upstream = 0;
 	uint64_t last_sweep = fg_clock_ms();
 	char sweep_after[FG_NAME_MAX + 1] = "";
+	bool sweep_busy = false;
 	struct fg_flap redis_flap, up_flap;
 	char redis_what[FG_HOST_MAX + 32], up_what[FG_HOST_MAX + 32];
 	char up_why[160] = "";
@@ -254,12 +258,15 @@ static void *maint_main(void *arg)
 			if (redis)
 				fg_held_check_due(st);
 		}
-		if (redis && st && now - last_sweep >= SWEEP_MS) {
-			unsigned dropped;
+		if (redis && st &&
+		    now - last_sweep >= (sweep_busy ? PERIOD_MS : SWEEP_MS)) {
+			unsigned dropped = 0;
 			last_sweep = now;
-			if (fg_lock_index_sweep(st, sweep_after, SWEEP_NAMES,
-						&dropped) != FG_OK)
-				sweep_after[0] = '\0';
+			int serr = fg_lock_index_sweep(st, sweep_after, SWEEP_NAMES,
+						       &dropped);
+			sweep_busy = serr == FG_OK && (dropped > 0 || sweep_after[0]);
+			if (dropped)
+				fg_log_debug("listing index: %u idle locks dropped", dropped);
 		}
 		if (now - last_upstream >= PERIOD_MS && gw->cfg->upstream) {
 			last_upstream = now;

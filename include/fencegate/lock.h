@@ -352,7 +352,8 @@ int fg_alock_index_page(fg_astore *as, const char *prefix, const char *after,
  * One step of the index's sweep (the maintenance thread's): reads up to n
  * names after `after` ("" from the first) and drops those whose locks are
  * idle, as a listing does; `after` becomes the last name read, or "" once
- * the index was read to its end. *dropped: how many went. Releases that
+ * the index was read to its end (it stays where it was when Redis could not
+ * be asked). *dropped: how many went. Releases that
  * leave a lock idle drop it themselves; the sweep catches the locks that
  * fell idle by expiry, give-back or break, and that nobody lists.
  */

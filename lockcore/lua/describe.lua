@@ -6,10 +6,9 @@
 --         strings per party: owner ('-' for none, else '+' .. owner),
 --         principal ('' for none), client address, ms held or waited.
 --         Holders longest held first, waiters in queue order; at most
---         ARGV[3] of each. seen is above every token the lock issued so
---         far and below every one it will issue (the token rule,
---         next_token()): the listing's index drops the name only if no
---         grant it learned of since is newer (index_drop.lua).
+--         ARGV[3] of each (0: no party is read). seen: prelude's seen();
+--         the listing's index drops the name only if no grant it learned
+--         of since is newer (index_drop.lua).
 local MAXP = tonumber(ARGV[3])
 begin(KEYS, ARGV)
 advance()
@@ -25,7 +24,7 @@ local function party(out, o, p, c, since)
   local s = tonumber(since or '')
   out[#out + 1] = fmt(s and math.max(NOW - s, 0) or 0)
 end
-if n > 0 then
+if n > 0 and MAXP > 0 then
   local all = redis.call('HGETALL', S)
   local abouts, hs = {}, {}
   for i = 1, #all, 2 do
@@ -48,7 +47,12 @@ end
 if qn > 0 and MAXP > 0 then
   local ids = redis.call('ZRANGE', Q, 0, MAXP - 1)
   if #ids > 0 then
-    local raws = redis.call('HMGET', W, unpack(ids))
+    -- in slices: unpack is bounded (hcall())
+    local raws = {}
+    for i = 1, #ids, 1000 do
+      local part = redis.call('HMGET', W, unpack(ids, i, math.min(i + 999, #ids)))
+      for k = 1, #part do raws[i + k - 1] = part[k] end
+    end
     for i = 1, #ids do
       if raws[i] then
         local r = cjson.decode(raws[i])
@@ -60,5 +64,5 @@ if qn > 0 and MAXP > 0 then
   end
 end
 return {active, n > 0 and st.m or '', st.t or '',
-  fmt(n > 0 and num(st.x) - NOW or 0), fmt(delay), fmt(math.max(current(), NOW_US)), holders,
+  fmt(n > 0 and num(st.x) - NOW or 0), fmt(delay), fmt(seen()), holders,
   waiters}

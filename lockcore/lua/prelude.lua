@@ -28,7 +28,8 @@
 -- ms, lock name; the rest is per script. acquire and release may take two
 -- more keys, the listing's index (index_add.lua), where every key is on
 -- one Redis: they keep it themselves (index()), so that a lock cycle costs
--- no call of its own for it; on a Cluster the gateway keeps it.
+-- no call of its own for it (renew too: it makes good a lost update); on a
+-- Cluster the gateway keeps it.
 --
 -- Per call: the helpers below work on library-level variables that begin()
 -- sets afresh at the start of every call (Redis runs one function at a
@@ -148,6 +149,16 @@ end
 
 -- The newest token the lock knows of (0 once forgotten).
 local function current() return math.max(num(st.c), num(st.t)) end
+
+-- A bound for the listing's index (index_drop.lua): at least every token
+-- the lock issued so far, below every one it will issue. Exact while the
+-- lock remembers its counter (the next token is above it whatever the
+-- clock does); Redis' clock only for a lock forgotten, as next_token()
+-- itself relies on.
+local function seen()
+  local c = current()
+  return c > 0 and c or NOW_US
+end
 
 -- Is TOK live (the token of the grant holding the lock now)? Is it forged
 -- (beyond any token ever issued: every token is at most the Redis time of

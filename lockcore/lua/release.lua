@@ -33,7 +33,7 @@ else
     end_grant(NOW, false)
     if num(st.qn) > 0 then handoff() end
     if not held() and num(st.qn) == 0 and not index(nil, true) then
-      reply[6], reply[7] = 1, fmt(math.max(current(), NOW_US))
+      reply[6], reply[7] = 1, fmt(seen())
     end
   else
     del('h:' .. LEASE)

@@ -20,6 +20,9 @@ else
   local ttl = TTL > 0 and TTL or h.ttl
   rehold(LEASE, h, h.n, ttl)
   set_meta(VAL, nil)
+  -- a lock held is listed: an index update lost on the way (a Cluster's,
+  -- sent by the gateway) is made good at the holder's next renewal
+  if IX_N and not redis.call('ZSCORE', IX_N, NAME) then index(tonumber(st.t)) end
   reply = {'granted', tonumber(st.t), st.m, h.n, ttl}
 end
 return done(reply)

@@ -50,6 +50,19 @@ class LsTests(FencectlTestCase):
         self.assertEqual(r.status, 200, r)
         self.release_ok(p + "b", r.json["lease"])
 
+    def test_ls_prints_an_owner_s_control_bytes_escaped(self):
+        p = self.prefix()
+        evil = "x\x1b[2J\ny lock fake"
+        g = self.acquire_ok(p + "a", owner=evil)
+        rc, out, err = self.fc("ls", p)
+        self.assertEqual(rc, 0, err)
+        self.assertNotIn("\x1b", out)
+        self.assertIn("owner=x\\x1b[2J\\x0ay\\x20lock\\x20fake", out)
+        self.assertEqual(len([l for l in out.splitlines()
+                              if not l.startswith(" ")]), 2,
+                         "a header and one row: %r" % out)
+        self.release_ok(p + "a", g["lease"])
+
     def test_ls_of_an_unreachable_gateway_fails_within_its_timeout(self):
         env = self.env_for()
         env["FENCEGATE_URL"] = "http://127.0.0.1:1"

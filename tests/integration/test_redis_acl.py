@@ -177,6 +177,10 @@ class RedisAclTests(TopologyCase):
         writes = [x for x in up.records if x["path"] == path]
         self.assertEqual([(w["method"], w["token"], w["body"]) for w in writes],
                          [("PUT", str(g["token"]), b"fenced\n")])
+        # the listing (its index, kept by the scripts or the gateway)
+        r = lf.request("GET", "/_fence/v1/locks?prefix=bucket/acl-")
+        self.assertEqual(r.status, 200, "listing: %r" % r)
+        self.assertIn(g["name"], [e["name"] for e in r.json["locks"]])
         self.release_ok(g["name"], g["lease"], gw=lf)
         self.assert_no_acl_denials(redis.port, "Redis")
         for gw in (lf, crlf):

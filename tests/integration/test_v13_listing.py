@@ -19,7 +19,8 @@ gateway, open mode):
 - The index of names behind it shrinks back: a release that leaves a lock
   idle drops its name at once, a lock that fell idle otherwise (expiry)
   goes at the gateway's next sweep (every 5 s), and a lock acquired again
-  is back in it.
+  is back in it; a held lock whose index update was lost is listed again
+  at its holder's next renewal.
 """
 
 import time
@@ -259,6 +260,21 @@ class ListingTests(TestCase):
                          [p + "expired"])
         self.assertNotEqual(c["token"], b["token"])
         self.release_ok(p + "expired", c["lease"])
+
+    def test_a_lost_index_update_is_made_good_at_the_next_renewal(self):
+        p = self.prefix()
+        g = self.acquire_ok(p + "held", ttl_ms=30000)
+        # as if the index update had been lost on its way
+        self.redis.command("ZREM", "fg:{!index}:n", p + "held")
+        self.redis.command("HDEL", "fg:{!index}:v", p + "held")
+        self.assertEqual(self.list(p).json["locks"], [])
+        r = self.renew(p + "held", g["lease"])
+        self.assertEqual(r.status, 200, r)
+        self.wait_for(lambda: self.indexed(p + "held"), slack(2.0),
+                      "the renewal to index the lock again")
+        self.assertEqual([e["name"] for e in self.list(p).json["locks"]],
+                         [p + "held"])
+        self.release_ok(p + "held", g["lease"])
 
     def redis_ports(self):
         if cluster_mode():

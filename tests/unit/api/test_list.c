@@ -115,9 +115,9 @@ static void test_page_keeps_order_and_drops_idle_locks(void **state)
 	assert_non_null(l);
 	assert_string_equal(st.prefix, "jobs/");
 	assert_false(st.has_after);
-	assert_int_equal(st.count, 3);
-	const char *names[] = { "jobs/a", "jobs/b", "jobs/c" };
-	st.ncb(FG_OK, names, 3, st.narg);
+	assert_int_equal(st.count, 4); /* one more: is there a next page? */
+	const char *names[] = { "jobs/a", "jobs/b", "jobs/c", "jobs/d" };
+	st.ncb(FG_OK, names, 4, st.narg);
 	assert_int_equal(st.ndesc, 3);
 	assert_int_equal(told, 0);
 	/* answers come back in any order; done waits for all of them */
@@ -145,12 +145,28 @@ static void test_page_keeps_order_and_drops_idle_locks(void **state)
 	assert_int_equal(st.ndrop, 1);
 	assert_string_equal(st.drop[0], "jobs/b");
 	assert_int_equal(st.drop_us[0], 20);
-	/* a full page: the cursor is the last name read, and leads on */
+	/* more than a page: the cursor is the last name of this one */
 	const char *cur = json_string_value(json_object_get(o, "cursor"));
 	assert_non_null(cur);
 	char back[FG_NAME_MAX + 1];
 	assert_int_equal(fg_list_uncursor(cur, back), 0);
 	assert_string_equal(back, "jobs/c");
+	json_decref(o);
+	fg_list_free(l);
+}
+
+static void test_exactly_a_page_at_the_end_has_no_cursor(void **state)
+{
+	(void)state;
+	int err;
+	struct fg_list *l = fg_list_start(NULL, "", NULL, 2, on_done, NULL, &err);
+	const char *names[] = { "a", "b" };
+	st.ncb(FG_OK, names, 2, st.narg);
+	describe(0, true, 1);
+	describe(1, true, 1);
+	json_t *o = fg_list_answer(l, NULL);
+	assert_int_equal(json_array_size(json_object_get(o, "locks")), 2);
+	assert_true(json_is_null(json_object_get(o, "cursor")));
 	json_decref(o);
 	fg_list_free(l);
 }
@@ -215,6 +231,17 @@ static void test_freed_before_answers_is_freed_by_the_last(void **state)
 	fg_list_free(l); /* the client left before Redis answered */
 	const char *names[] = { "a", "b" };
 	st.ncb(FG_OK, names, 2, st.narg);
+	/* nobody to answer: no lock is looked at, and the names' answer
+	 * freed the page (ASan: no leak) */
+	assert_int_equal(st.ndesc, 0);
+	assert_int_equal(told, 0);
+
+	/* the client leaves while the looks are out: the last frees it */
+	setup(NULL);
+	l = fg_list_start(NULL, "", NULL, 5, on_done, NULL, &err);
+	st.ncb(FG_OK, names, 2, st.narg);
+	assert_int_equal(st.ndesc, 2);
+	fg_list_free(l);
 	describe(0, true, 1);
 	describe(1, false, 2);
 	assert_int_equal(told, 0);
@@ -241,6 +268,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test_setup(test_page_keeps_order_and_drops_idle_locks, setup),
+		cmocka_unit_test_setup(test_exactly_a_page_at_the_end_has_no_cursor, setup),
 		cmocka_unit_test_setup(test_short_page_has_no_cursor_and_empty_is_told_at_once, setup),
 		cmocka_unit_test_setup(test_errors_are_told_once, setup),
 		cmocka_unit_test_setup(test_freed_before_answers_is_freed_by_the_last, setup),
