@@ -270,6 +270,27 @@ static void reload_settings(struct fg_gateway *gw, const struct fg_config *cfg,
 	fg_config_finish(&next);
 }
 
+/* Without a key file, the sequencer key is agreed through Redis by the
+ * maintenance thread's first look, milliseconds after the start; until
+ * then every grant would be refused 503. The loops start accepting once it
+ * is known, or after START_KEY_WAIT_MS (Redis down at the start: they then
+ * answer 503 until it comes). Clients that connect meanwhile wait in the
+ * listening socket's backlog, as at any busy moment. */
+#define START_KEY_WAIT_MS 2000
+#define START_KEY_POLL_MS 2
+
+static void wait_for_key(struct fg_gateway *gw)
+{
+	uint8_t key[FG_KEY_MAX];
+	size_t len;
+	uint64_t until = fg_clock_ms() + START_KEY_WAIT_MS;
+	while (fg_gateway_key(gw, key, &len) != FG_OK && fg_clock_ms() < until) {
+		struct timespec ts = { 0, START_KEY_POLL_MS * 1000000L };
+		nanosleep(&ts, NULL);
+	}
+	OPENSSL_cleanse(key, sizeof(key));
+}
+
 /* What a SIGHUP compares the settings with, and reads them from: set by
  * main() before any signal is waited for. */
 static struct {
@@ -420,6 +441,7 @@ int main(int argc, char **argv)
 		fg_log_error("cannot start the maintenance thread");
 		goto error_loops;
 	}
+	wait_for_key(&gw);
 	for (unsigned i = 0; i < gw.nloops; i++)
 		if (fg_loop_start(gw.loops[i])) {
 			fg_log_error("cannot start the thread of loop %u", i);
