@@ -66,18 +66,6 @@ def wait_file(path):
             "i=$((i+1)); done" % shlex.quote(path))
 
 
-def stop_and_wait_sh(pid):
-    """sh: SIGSTOP process `pid`, then wait (at most 30 s) until every one
-    of its threads is stopped. kill(2) returns once the signal is pending,
-    not once the process has stopped: the thread it went to has to run to
-    start the group stop, and until then the others go on serving."""
-    return ("kill -STOP %d; i=0; while [ $i -lt 1500 ]; do run=; "
-            "for f in /proc/%d/task/*/stat; do read -r l < $f; "
-            "case \"${l##*) }\" in [Tt]*) ;; *) run=1;; esac; done; "
-            "[ -z \"$run\" ] && break; sleep 0.02; i=$((i+1)); done"
-            % (pid, pid))
-
-
 class Background:
     """A fencectl running in the background, its stdout and stderr in
     files."""
@@ -551,7 +539,9 @@ class GatewayDownTests(FencectlTestCase):
         super().setUp()
         self.gw = self.start_gateway(self.env.redis.port,
                                      self.env.upstream.port)
-        self.gw.wait_healthy(slack(5.0))
+        self.assertTrue(self.gw.wait_healthy(slack(5.0)),
+                        "the gateway did not become healthy: "
+                        + self.gw.log_tail())
 
     def test_gateway_paused_until_the_lease_runs_out_loses_it(self):
         name = self.lock_name()
@@ -608,14 +598,22 @@ class GatewayDownTests(FencectlTestCase):
 
     def test_a_failed_release_is_reported_and_the_status_is_the_commands(self):
         name = self.lock_name()
+        bg = self.start("lock", name, "--timeout", "500ms", "--", "sh", "-c",
+                        "touch %s; %s; exit 7"
+                        % (shlex.quote(self.path("ready")),
+                           wait_file(self.path("go"))))
+        self.wait_for_file("ready")
         try:
-            # the command ends only once the gateway has stopped, so that
-            # the release cannot be served by a thread that has not yet
-            rc, out, err = self.fc("lock", name, "--timeout", "500ms", "--",
-                                   "sh", "-c", "%s; exit 7"
-                                   % stop_and_wait_sh(self.gw.proc.pid))
+            # the command ends, and the release starts, only once every
+            # thread of the gateway has stopped: kill(2) returns before
+            # the group stop, and on a busy core a thread not yet stopped
+            # would serve the release. pause() waits for that, bounded.
+            self.gw.pause()
+            self.touch("go")
+            rc = bg.wait(slack(10.0))
         finally:
             self.gw.resume()
+        err = bg.err()
         self.assertEqual(rc, 7, err)
         self.assertIn("could not release lock '%s'" % name, err)
         self.assertIn("timed out", err)
