@@ -66,6 +66,15 @@ def wait_file(path):
             "i=$((i+1)); done" % shlex.quote(path))
 
 
+def comm(pid):
+    """The command name of process `pid` (None once it is gone)."""
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
+
+
 class Background:
     """A fencectl running in the background, its stdout and stderr in
     files."""
@@ -203,6 +212,15 @@ class FencectlTestCase(TestCase):
     def wait_free(self, name, gw=None, timeout=None):
         self.wait_for(lambda: not self.held(name, gw),
                       timeout or slack(3.0), "lock %s to be free" % name)
+
+    def observers_parked(self, gw=None):
+        """The gateway's gauge of parked observe long-polls."""
+        r = (gw or self.gw).request("GET", "/_fence/v1/metrics")
+        self.assertEqual(r.status, 200, r)
+        m = re.search(r'^fencegate_waiters\{kind="observe"\} (\d+)$',
+                      r.body.decode(), re.M)
+        self.assertIsNotNone(m, "no fencegate_waiters{kind=\"observe\"}")
+        return int(m.group(1))
 
     def signal_child_script(self, rec, int_exits=True):
         """sh that records each of TERM, INT, HUP, USR1, USR2, WINCH into
@@ -386,10 +404,13 @@ class LockTests(FencectlTestCase):
     def test_sigint_to_fencectl_ends_a_command_without_a_handler_130(self):
         name = self.lock_name()
         bg = self.start("lock", name, "--", "sh", "-c",
-                        "touch %s; exec sleep 30"
-                        % shlex.quote(self.path("ready")))
+                        "echo $$ %s; exec sleep 30"
+                        % publish(self.path("ready")))
         self.wait_for_file("ready")
-        time.sleep(0.1)   # let sh exec sleep
+        # the command must be sleep(1), which has no handler, by then
+        pid = int(self.read("ready"))
+        self.wait_for(lambda: comm(pid) == "sleep", slack(5.0),
+                      "sh to exec sleep")
         os.kill(bg.pid, signal.SIGINT)
         self.assertEqual(bg.wait(slack(5.0)), 128 + signal.SIGINT, bg.err())
         self.assertFalse(self.held(name))
@@ -762,8 +783,12 @@ class SubcommandTests(FencectlTestCase):
             try:
                 self.wait_for(lambda: len(lines) >= 1, slack(5.0),
                               "the first line")
-                # the first long-poll must be parked before the change
-                time.sleep(0.3)
+                # the long-poll after it must be parked before the change:
+                # while the lock is free it waits for a change from the
+                # state its call found, and a grant made before that is
+                # seen only when the poll's 10 s run out
+                self.wait_for(lambda: self.observers_parked() >= 1,
+                              slack(5.0), "the watch's long-poll to park")
                 g = self.acquire_ok(name, value="v")
                 self.wait_for(lambda: len(lines) >= 2, slack(5.0),
                               "a line for the grant")
