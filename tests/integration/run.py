@@ -166,6 +166,25 @@ def iter_tests(suite):
             yield t
 
 
+# The signals the tests send to the processes they start. One the runner
+# inherited as ignored (nohup(1) ignores SIGHUP, a shell's background job
+# SIGINT and SIGQUIT) would stay ignored in every child across exec(2),
+# and a test that sends it would fail for a reason of its launcher's.
+SENT_BY_TESTS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT,
+                 signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
+                 signal.SIGWINCH)
+
+
+def children_start_with_default_signals():
+    """Catches, with a handler that does nothing, each signal of
+    SENT_BY_TESTS that the runner inherited as ignored: the runner goes on
+    ignoring it, and exec(2) resets a caught signal (never an ignored one)
+    to its default in every process the suite starts."""
+    for sig in SENT_BY_TESTS:
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, lambda signum, frame: None)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", required=True,
@@ -206,6 +225,7 @@ def main():
         spinners.stop()
         harness.stop_all()
         sys.exit(130)
+    children_start_with_default_signals()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 

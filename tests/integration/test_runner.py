@@ -1,6 +1,8 @@
-"""test_busy_core.py - run.py --busy-core's spinners (busy.py), as real
-processes: one takes a core's worth of CPU, stop() ends it by its PID, and
-a spinner whose runner was killed with SIGKILL ends by itself.
+"""test_runner.py - what run.py promises about the processes of a run:
+--busy-core's spinners (busy.py) take a core's worth of CPU, stop() ends
+each by its PID, and one whose runner was killed with SIGKILL ends by
+itself; every process the suite starts has the default disposition of the
+signals tests send, also when the runner was started under nohup(1).
 """
 
 import os
@@ -12,9 +14,20 @@ import time
 
 import busy
 import harness
+import run
 from harness import slack
 
 HERE = os.path.dirname(os.path.abspath(__file__))
+
+
+def ignored_signals(pid):
+    """The signals process `pid` ignores (SigIgn in /proc/PID/status)."""
+    with open("/proc/%d/status" % pid) as f:
+        for line in f:
+            if line.startswith("SigIgn:"):
+                mask = int(line.split()[1], 16)
+                return {s for s in range(1, 65) if mask & (1 << (s - 1))}
+    raise AssertionError("no SigIgn line for pid %d" % pid)
 
 
 def ended(pid):
@@ -25,6 +38,34 @@ def ended(pid):
     except (FileNotFoundError, ProcessLookupError):
         return True
     return st[st.rindex(")") + 2] in "ZX"
+
+
+class SignalTests(harness.TestCase):
+    uses_shared_env = False
+
+    def test_the_suites_processes_start_with_the_default_signals(self):
+        p = harness.spawn(["sleep", "30"])
+        self.addCleanup(harness.stop_process, p)
+        self.assertEqual(ignored_signals(p.pid) & set(run.SENT_BY_TESTS),
+                         set())
+
+    def test_a_runner_under_nohup_starts_them_with_the_default_too(self):
+        p = harness.spawn(["nohup", sys.executable,
+                           os.path.join(HERE, "run.py"), "--bin",
+                           harness.Config.bin, "-k",
+                           "test_runner.SignalTests.test_the_suites_"
+                           "processes_start_with_the_default_signals"],
+                          stdout=subprocess.PIPE, stderr=subprocess.STDOUT)
+        self.addCleanup(harness.stop_process, p)
+        try:
+            out, _ = p.communicate(timeout=slack(60.0))
+        except subprocess.TimeoutExpired:
+            harness.kill_process(p)
+            self.fail("the runner under nohup did not end within %.0f s"
+                      % slack(60.0))
+        out = out.decode("utf-8", "replace")
+        self.assertEqual(p.returncode, 0, out)
+        self.assertTrue(out.rstrip().endswith("1 passed, 0 failed"), out)
 
 
 class BusyCoreTests(harness.TestCase):
