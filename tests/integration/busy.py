@@ -2,9 +2,10 @@
 (run.py --busy-core), so that a test which holds only on an idle machine
 fails here rather than on a loaded CI host.
 
-Invariant: every spinner is a direct child of this process, is stopped by
-its own PID (never by name), and ends on its own as soon as its parent is
-gone, so that a runner killed with SIGKILL leaves no spinner behind.
+Invariant: every spinner is a direct child of this process in a process
+group of its own (as harness.spawn() makes them), is stopped by its own
+PID (never by name), and ends on its own as soon as its parent is gone, so
+that a runner killed with SIGKILL leaves no spinner behind.
 """
 
 import os
@@ -43,10 +44,12 @@ class BusyCores:
 
     def start(self):
         for _ in range(self.n):
+            pg = ({"process_group": 0} if sys.version_info >= (3, 11)
+                  else {"preexec_fn": os.setpgrp})
             p = subprocess.Popen([sys.executable, "-c", _SPIN,
                                   str(os.getpid())],
                                  stdin=subprocess.DEVNULL,
-                                 stdout=subprocess.DEVNULL)
+                                 stdout=subprocess.DEVNULL, **pg)
             self.procs.append(p)
         return self
 

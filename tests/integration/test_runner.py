@@ -2,13 +2,16 @@
 --busy-core's spinners (busy.py) take a core's worth of CPU, stop() ends
 each by its PID, and one whose runner was killed with SIGKILL ends by
 itself; every process the suite starts has the default disposition of the
-signals tests send, also when the runner was started under nohup(1).
+signals tests send, also when the runner was started under nohup(1), and
+a process group of its own, so that one a test has stopped stays stopped
+when the runner's group is orphaned (its launching shell exits).
 """
 
 import os
 import signal
 import subprocess
 import sys
+import tempfile
 import textwrap
 import time
 
@@ -66,6 +69,75 @@ class SignalTests(harness.TestCase):
         out = out.decode("utf-8", "replace")
         self.assertEqual(p.returncode, 0, out)
         self.assertTrue(out.rstrip().endswith("1 passed, 0 failed"), out)
+
+
+# The runner's stand-in: starts a process through harness.spawn(), stops
+# it, and once its own parent has exited (which orphans its process group)
+# tells the state the stopped process is in half a second later.
+_ORPHANED_RUNNER = """
+import os, signal, sys, time
+sys.path.insert(0, sys.argv[1])
+import harness
+signal.signal(signal.SIGHUP, signal.SIG_IGN)
+out = sys.argv[2]
+c = harness.spawn(["sleep", "30"])
+os.kill(c.pid, signal.SIGSTOP)
+def state():
+    with open("/proc/%d/stat" % c.pid) as f:
+        st = f.read()
+    return st[st.rindex(")") + 2]
+end = time.monotonic() + 10
+while state() not in "tT" and time.monotonic() < end:
+    time.sleep(0.01)
+parent = os.getppid()
+with open(out + ".tmp", "w") as f:
+    f.write("%d %s" % (parent, state()))
+os.rename(out + ".tmp", out)
+end = time.monotonic() + 10
+while os.getppid() == parent and time.monotonic() < end:
+    time.sleep(0.01)
+time.sleep(0.5)
+with open(out + ".tmp", "w") as f:
+    f.write("%s %s" % ("orphaned" if os.getppid() != parent else "not",
+                       state()))
+os.rename(out + ".tmp", out + ".after")
+c.kill()
+c.wait()
+"""
+
+# Its parent: starts it in a process group of its own and exits once the
+# stand-in has stopped its child.
+_PARENT = """
+import os, subprocess, sys, time
+out = sys.argv[3]
+subprocess.Popen([sys.executable, "-c", sys.argv[1], sys.argv[2], out],
+                 process_group=0, stdin=subprocess.DEVNULL)
+end = time.monotonic() + 10
+while not os.path.exists(out) and time.monotonic() < end:
+    time.sleep(0.01)
+"""
+
+
+class ProcessGroupTests(harness.TestCase):
+    uses_shared_env = False
+
+    def test_a_paused_process_stays_paused_when_the_runners_group_is_orphaned(self):
+        d = tempfile.mkdtemp(prefix="orphan-", dir=harness.tmp_root())
+        out = os.path.join(d, "state")
+        m = harness.spawn([sys.executable, "-c", _PARENT, _ORPHANED_RUNNER,
+                           HERE, out])
+        self.assertEqual(m.wait(slack(15.0)), 0)
+        harness.stop_process(m)
+        self.wait_for(lambda: os.path.exists(out), slack(5.0),
+                      "the stand-in to stop its child")
+        with open(out) as f:
+            self.assertEqual(f.read().split()[1], "T", "not stopped")
+        self.wait_for(lambda: os.path.exists(out + ".after"), slack(15.0),
+                      "the stand-in's report")
+        with open(out + ".after") as f:
+            after = f.read().split()
+        # SIGCONT (and SIGHUP) to an orphaned group would have woken it
+        self.assertEqual(after, ["orphaned", "T"])
 
 
 class BusyCoreTests(harness.TestCase):
