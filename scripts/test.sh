@@ -6,7 +6,8 @@
 # the seeded fault-injection run of tests/chaos/ against it), then
 # builds the libFuzzer harnesses with clang and runs each over its corpus for
 # a few seconds (FUZZ_SECONDS, default 10), and ends with one line:
-# `N passed, N failed`.
+# `N passed, N failed`. BUSY_CORE=N keeps N cores spinning during each
+# integration run (run.py --busy-core N): the suite must hold under load.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
@@ -62,7 +63,8 @@ count_runner() { # label hide-regex command...
 
 count_integration() { # binary label [run.py options...]
   local bin=$1 label=$2; shift 2
-  count_runner "integration ($label)" '^(ok|PASS) ' python3 tests/integration/run.py --bin "$bin" "$@"
+  count_runner "integration ($label)" '^(ok|PASS) ' python3 tests/integration/run.py --bin "$bin" \
+    ${BUSY_CORE:+--busy-core "$BUSY_CORE"} "$@"
 }
 
 count_fuzz() { # builddir seconds

@@ -20,6 +20,7 @@ import shutil
 import signal
 import socket
 import subprocess
+import sys
 import tempfile
 import threading
 import time
@@ -171,7 +172,17 @@ _PROCS_LOCK = threading.Lock()
 
 
 def spawn(argv, **kw):
-    """Popen that registers the child for stop_all()."""
+    """Popen that registers the child for stop_all(). The child gets a
+    process group of its own (unless it sets up its own session through
+    preexec_fn): when the shell that started the runner exits, the
+    runner's group is orphaned, and the kernel sends SIGHUP and SIGCONT to
+    a group so orphaned that holds a stopped process. A gateway a test
+    has paused must stay paused, and none may die of that SIGHUP."""
+    if "preexec_fn" not in kw and not kw.get("start_new_session"):
+        if sys.version_info >= (3, 11):
+            kw["process_group"] = 0
+        else:
+            kw["preexec_fn"] = os.setpgrp
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **kw)
     with _PROCS_LOCK:
         _PROCS.append(p)

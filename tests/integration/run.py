@@ -3,6 +3,7 @@
 
     python3 tests/integration/run.py --bin build/gateway/fencegate [-k substr]
                                      [--redis-mode single|cluster]
+                                     [--busy-core [N]]
 
 Loads every test_*.py beside this file, runs the tests whose id contains
 the -k substring (all of them without -k), prints each result, the
@@ -20,6 +21,12 @@ left-out test is listed with its reason, and none counts as passed.
 
 The forwarding test classes (storage.on_both_origins) run twice, against
 nginx and, as <Name>OnApache, against Apache httpd with mod_dav.
+
+--busy-core keeps one core (or N) busy for the whole run with a spinning
+process of its own (busy.py), started before the first test and stopped
+by its PID after the last: the suite must pass on a loaded machine with
+its usual bounds. The last lines say how much CPU the spinners took; a
+spinner that ended before the run did fails the run.
 
 With FENCEGATE_SANITIZED=thread in the environment (scripts/tsan.sh), every
 process the suite starts writes its ThreadSanitizer reports to files under
@@ -41,6 +48,7 @@ import unittest
 HERE = os.path.dirname(os.path.abspath(__file__))
 sys.path.insert(0, HERE)
 
+import busy  # noqa: E402
 import harness  # noqa: E402
 
 TEST_TIMEOUT = 120.0   # a test running longer than this gets its processes killed
@@ -158,6 +166,25 @@ def iter_tests(suite):
             yield t
 
 
+# The signals the tests send to the processes they start. One the runner
+# inherited as ignored (nohup(1) ignores SIGHUP, a shell's background job
+# SIGINT and SIGQUIT) would stay ignored in every child across exec(2),
+# and a test that sends it would fail for a reason of its launcher's.
+SENT_BY_TESTS = (signal.SIGHUP, signal.SIGINT, signal.SIGQUIT,
+                 signal.SIGTERM, signal.SIGUSR1, signal.SIGUSR2,
+                 signal.SIGWINCH)
+
+
+def children_start_with_default_signals():
+    """Catches, with a handler that does nothing, each signal of
+    SENT_BY_TESTS that the runner inherited as ignored: the runner goes on
+    ignoring it, and exec(2) resets a caught signal (never an ignored one)
+    to its default in every process the suite starts."""
+    for sig in SENT_BY_TESTS:
+        if signal.getsignal(sig) == signal.SIG_IGN:
+            signal.signal(sig, lambda signum, frame: None)
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__.split("\n\n")[0])
     ap.add_argument("--bin", required=True,
@@ -176,7 +203,13 @@ def main():
                     default="single",
                     help="single: one redis-server per environment (the "
                          "default); cluster: a Redis Cluster in its place")
+    ap.add_argument("--busy-core", type=int, nargs="?", const=1, default=0,
+                    metavar="N",
+                    help="keep N cores (default 1) busy with spinning "
+                         "processes for the whole run")
     args = ap.parse_args()
+    if args.busy_core < 0:
+        ap.error("--busy-core: N must be 0 or more")
 
     harness.Config.bin = os.path.abspath(args.bin)
     harness.Config.log_level = args.log_level
@@ -186,9 +219,13 @@ def main():
     tmp = harness.tmp_root()
     harness.route_sanitizer_reports()
 
+    spinners = busy.BusyCores(args.busy_core)
+
     def on_signal(signum, frame):
+        spinners.stop()
         harness.stop_all()
         sys.exit(130)
+    children_start_with_default_signals()
     signal.signal(signal.SIGTERM, on_signal)
     signal.signal(signal.SIGINT, on_signal)
 
@@ -229,11 +266,23 @@ def main():
         sys.stdout.flush()
 
     result = Result(verbose=True)
+    spinners.start()
+    if args.busy_core:
+        print("busy cores: %d, spinning as pid %s"
+              % (args.busy_core, ", ".join(map(str, spinners.pids()))))
+        sys.stdout.flush()
     t0 = time.monotonic()
+    busy_cpu = 0.0
     try:
         selected.run(result)
     finally:
+        busy_cpu = spinners.cpu_seconds()
+        for pid in spinners.stop():
+            harness.LATE_FAILURES.append(
+                "the busy-core spinner (pid %d) ended before the run: the "
+                "run was not as loaded as asked" % pid)
         harness.stop_all()
+    wall = time.monotonic() - t0
     for r in harness.new_sanitizer_reports():
         harness.LATE_FAILURES.append("sanitizer report after the last test:\n"
                                      + r)
@@ -248,8 +297,10 @@ def main():
         print("\nfailed:")
         for tid in sorted(result.failed_ids):
             print("  " + tid)
-    print("\nran %d tests in %.1f s" % (result.testsRun,
-                                         time.monotonic() - t0))
+    print("\nran %d tests in %.1f s" % (result.testsRun, wall))
+    if args.busy_core:
+        print("busy cores: the spinners used %.1f s of CPU in %.1f s"
+              % (busy_cpu, wall))
     if args.keep_tmp:
         print("logs kept in " + tmp)
     else:

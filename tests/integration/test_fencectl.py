@@ -66,16 +66,13 @@ def wait_file(path):
             "i=$((i+1)); done" % shlex.quote(path))
 
 
-def stop_and_wait_sh(pid):
-    """sh: SIGSTOP process `pid`, then wait (at most 30 s) until every one
-    of its threads is stopped. kill(2) returns once the signal is pending,
-    not once the process has stopped: the thread it went to has to run to
-    start the group stop, and until then the others go on serving."""
-    return ("kill -STOP %d; i=0; while [ $i -lt 1500 ]; do run=; "
-            "for f in /proc/%d/task/*/stat; do read -r l < $f; "
-            "case \"${l##*) }\" in [Tt]*) ;; *) run=1;; esac; done; "
-            "[ -z \"$run\" ] && break; sleep 0.02; i=$((i+1)); done"
-            % (pid, pid))
+def comm(pid):
+    """The command name of process `pid` (None once it is gone)."""
+    try:
+        with open("/proc/%d/comm" % pid) as f:
+            return f.read().strip()
+    except (FileNotFoundError, ProcessLookupError):
+        return None
 
 
 class Background:
@@ -215,6 +212,15 @@ class FencectlTestCase(TestCase):
     def wait_free(self, name, gw=None, timeout=None):
         self.wait_for(lambda: not self.held(name, gw),
                       timeout or slack(3.0), "lock %s to be free" % name)
+
+    def observers_parked(self, gw=None):
+        """The gateway's gauge of parked observe long-polls."""
+        r = (gw or self.gw).request("GET", "/_fence/v1/metrics")
+        self.assertEqual(r.status, 200, r)
+        m = re.search(r'^fencegate_waiters\{kind="observe"\} (\d+)$',
+                      r.body.decode(), re.M)
+        self.assertIsNotNone(m, "no fencegate_waiters{kind=\"observe\"}")
+        return int(m.group(1))
 
     def signal_child_script(self, rec, int_exits=True):
         """sh that records each of TERM, INT, HUP, USR1, USR2, WINCH into
@@ -398,10 +404,13 @@ class LockTests(FencectlTestCase):
     def test_sigint_to_fencectl_ends_a_command_without_a_handler_130(self):
         name = self.lock_name()
         bg = self.start("lock", name, "--", "sh", "-c",
-                        "touch %s; exec sleep 30"
-                        % shlex.quote(self.path("ready")))
+                        "echo $$ %s; exec sleep 30"
+                        % publish(self.path("ready")))
         self.wait_for_file("ready")
-        time.sleep(0.1)   # let sh exec sleep
+        # the command must be sleep(1), which has no handler, by then
+        pid = int(self.read("ready"))
+        self.wait_for(lambda: comm(pid) == "sleep", slack(5.0),
+                      "sh to exec sleep")
         os.kill(bg.pid, signal.SIGINT)
         self.assertEqual(bg.wait(slack(5.0)), 128 + signal.SIGINT, bg.err())
         self.assertFalse(self.held(name))
@@ -551,7 +560,9 @@ class GatewayDownTests(FencectlTestCase):
         super().setUp()
         self.gw = self.start_gateway(self.env.redis.port,
                                      self.env.upstream.port)
-        self.gw.wait_healthy(slack(5.0))
+        self.assertTrue(self.gw.wait_healthy(slack(5.0)),
+                        "the gateway did not become healthy: "
+                        + self.gw.log_tail())
 
     def test_gateway_paused_until_the_lease_runs_out_loses_it(self):
         name = self.lock_name()
@@ -608,14 +619,22 @@ class GatewayDownTests(FencectlTestCase):
 
     def test_a_failed_release_is_reported_and_the_status_is_the_commands(self):
         name = self.lock_name()
+        bg = self.start("lock", name, "--timeout", "500ms", "--", "sh", "-c",
+                        "touch %s; %s; exit 7"
+                        % (shlex.quote(self.path("ready")),
+                           wait_file(self.path("go"))))
+        self.wait_for_file("ready")
         try:
-            # the command ends only once the gateway has stopped, so that
-            # the release cannot be served by a thread that has not yet
-            rc, out, err = self.fc("lock", name, "--timeout", "500ms", "--",
-                                   "sh", "-c", "%s; exit 7"
-                                   % stop_and_wait_sh(self.gw.proc.pid))
+            # the command ends, and the release starts, only once every
+            # thread of the gateway has stopped: kill(2) returns before
+            # the group stop, and on a busy core a thread not yet stopped
+            # would serve the release. pause() waits for that, bounded.
+            self.gw.pause()
+            self.touch("go")
+            rc = bg.wait(slack(10.0))
         finally:
             self.gw.resume()
+        err = bg.err()
         self.assertEqual(rc, 7, err)
         self.assertIn("could not release lock '%s'" % name, err)
         self.assertIn("timed out", err)
@@ -785,8 +804,12 @@ class SubcommandTests(FencectlTestCase):
             try:
                 self.wait_for(lambda: len(lines) >= 1, slack(5.0),
                               "the first line")
-                # the first long-poll must be parked before the change
-                time.sleep(0.3)
+                # the long-poll after it must be parked before the change:
+                # while the lock is free it waits for a change from the
+                # state its call found, and a grant made before that is
+                # seen only when the poll's 10 s run out
+                self.wait_for(lambda: self.observers_parked() >= 1,
+                              slack(5.0), "the watch's long-poll to park")
                 g = self.acquire_ok(name, value="v")
                 self.wait_for(lambda: len(lines) >= 2, slack(5.0),
                               "a line for the grant")

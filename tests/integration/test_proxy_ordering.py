@@ -289,11 +289,15 @@ class OrderingTests(StoreTestCase):
         lock = self.lock_of(path)
         a = self.grant(path, gw=self.gw1, ttl_ms=8000)
         t_a = time.monotonic()
+        # the store's temporary files before the upload's head is sent
+        # (Trickle() sends it): Apache's mod_dav opens the upload's file
+        # at the head, and on a busy machine that can come before the
+        # next line here
+        spooled = set(self.store.body_temp_files())
         tr = Trickle(self.gw1.port, path, [("Fencing-Token", a["sequencer"]),
                                             ("X-Test-Id", self.OLD)])
         # more than the store buffers in memory: it spools the body to a
         # file, which shows the upload has reached it
-        spooled = set(self.store.body_temp_files())
         tr.start(b"older part 1\n" * 8192)
         self.addCleanup(tr.stop)
         self.addCleanup(tr.rq.close)
