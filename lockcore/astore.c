@@ -116,7 +116,8 @@ struct aop {
 	struct fg__call call;
 	char *buf;
 	int kind; /* 0 grant, 1 info, 2 admit, 3 check, 4 detail, 5 names,
-		     6 nobody waits */
+		     6 nobody waits, 7 an index update that then hands on
+		     the grant `g` it carries */
 	fg_grant_cb *gcb;
 	fg_detail_cb *dcb;
 	fg_names_cb *ncb;
@@ -627,18 +628,28 @@ static bool call_name(const struct aop *op, char name[FG_NAME_MAX + 1])
 	return true;
 }
 
-/* The listing's index learns of a lock that an acquire granted (with its
- * token) or queued a waiter on (0: no new grant). Sent once Redis
- * answered, so that the token is known; nobody waits for it, and one that
- * fails costs only a lock missing from listings until its next acquire. */
-static void index_add(fg_astore *as, const char *name, uint64_t token)
+/* The listing's index learns of a lock (a Cluster's: the gateway keeps
+ * it) that a call granted (with its token) or queued a waiter on (0: no
+ * new grant). Sent once Redis answered, so that the token is known. With
+ * cb, the grant g is handed on once the index answered (whatever it
+ * answered), so that a caller who lists right after its acquire sees its
+ * lock; without, nobody waits for it. One that fails costs only a lock
+ * missing from listings until its holder's next renewal. FG_OK when sent
+ * (cb will be called). */
+static int index_add(fg_astore *as, const char *name, uint64_t token,
+		     const struct fg_grant *g, fg_grant_cb *cb, void *arg)
 {
 	struct aop *op = calloc(1, sizeof(*op));
 	if (!op)
-		return;
-	op->kind = 6;
+		return FG_ENOMEM;
+	op->kind = cb ? 7 : 6;
+	if (cb) {
+		op->g = *g;
+		op->gcb = cb;
+		op->arg = arg;
+	}
 	fg__build_index_add(&op->call, name, token);
-	(void)submit(as, op);
+	return submit(as, op);
 }
 
 /* A release that left its lock idle says so (release.lua): the listing's
@@ -674,12 +685,17 @@ static void answer(struct aop *op, int err, const redisReply *r)
 		else if (!err)
 			g = op->g;
 		char name[FG_NAME_MAX + 1];
-		/* a call given the index's keys kept it itself */
-		if (!err && op->as->view.slots && call_name(op, name) &&
-		    ((op->call.lua == FG__LUA_ACQUIRE &&
-		      (g.status == FG_GRANTED || g.status == FG_QUEUED)) ||
-		     (op->call.lua == FG__LUA_RENEW && g.status == FG_GRANTED)))
-			index_add(op->as, name, g.status == FG_GRANTED ? g.token : 0);
+		/* a call given the index's keys kept it itself; on a Cluster
+		 * an acquire's answer waits for the index, a renewal's not */
+		bool acq = op->call.lua == FG__LUA_ACQUIRE &&
+			   (g.status == FG_GRANTED || g.status == FG_QUEUED);
+		bool ren = op->call.lua == FG__LUA_RENEW && g.status == FG_GRANTED;
+		if (!err && op->as->view.slots && (acq || ren) &&
+		    call_name(op, name) &&
+		    index_add(op->as, name, g.status == FG_GRANTED ? g.token : 0,
+			      &g, acq ? op->gcb : NULL, op->arg) == FG_OK &&
+		    acq && op->gcb)
+			return; /* handed on by the index update's answer */
 		if (op->gcb)
 			op->gcb(err, err ? NULL : &g, op->arg);
 	} else if (op->kind == 1) {
@@ -708,6 +724,9 @@ static void answer(struct aop *op, int err, const redisReply *r)
 			fg__detail_finish(&d);
 	} else if (op->kind == 5) {
 		names_answer(op, err, r);
+	} else if (op->kind == 7) {
+		/* the grant stands whatever the index answered */
+		op->gcb(FG_OK, &op->g, op->arg);
 	}
 }
 
@@ -962,7 +981,7 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 		aop_free(op);
 		return;
 	}
-	if (op->kind == 6) {
+	if (op->kind == 6 || op->kind == 7) {
 		/* nobody waits for it (the listing's index): its reply, when
 		 * it comes, is discarded by on_reply(); the calls behind it on
 		 * the connection keep their own deadlines */
