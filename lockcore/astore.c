@@ -1085,6 +1085,18 @@ static int acked(struct aop *op, const char *name, const char *lease)
 	return FG_OK;
 }
 
+/* A call of `kind` (not a grant: grant_op()) whose answer goes to arg's
+ * callback, set by the caller. NULL when out of memory. */
+static struct aop *plain_op(int kind, void *arg)
+{
+	struct aop *op = calloc(1, sizeof(*op));
+	if (op) {
+		op->kind = kind;
+		op->arg = arg;
+	}
+	return op;
+}
+
 static struct aop *grant_op(fg_grant_cb *cb, void *arg)
 {
 	struct aop *op = calloc(1, sizeof(*op));
@@ -1299,12 +1311,10 @@ int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
 int fg_alock_check(fg_astore *as, const char *name, uint64_t token,
 		   fg_check_cb *cb, void *arg)
 {
-	struct aop *op = calloc(1, sizeof(*op));
+	struct aop *op = plain_op(3, arg);
 	if (!op)
 		return FG_ENOMEM;
-	op->kind = 3;
 	op->ccb = cb;
-	op->arg = arg;
 	fg__build_check(&op->call, name, token, as->idle);
 	return submit(as, op);
 }
@@ -1353,12 +1363,10 @@ int fg_alock_break(fg_astore *as, const char *name, uint64_t token,
 int fg_alock_inspect(fg_astore *as, const char *name, fg_info_cb *cb,
 		     void *arg)
 {
-	struct aop *op = calloc(1, sizeof(*op));
+	struct aop *op = plain_op(1, arg);
 	if (!op)
 		return FG_ENOMEM;
-	op->kind = 1;
 	op->icb = cb;
-	op->arg = arg;
 	fg__build_inspect(&op->call, name, as->idle);
 	return submit(as, op);
 }
@@ -1367,12 +1375,10 @@ static int admit_op(fg_astore *as, enum fg__lua lua, const char *name,
 		    uint64_t token, const char *write_id, uint32_t margin_ms,
 		    uint32_t limit_ms, fg_admit_cb *cb, void *arg)
 {
-	struct aop *op = calloc(1, sizeof(*op));
+	struct aop *op = plain_op(2, arg);
 	if (!op)
 		return FG_ENOMEM;
-	op->kind = 2;
 	op->acb = cb;
-	op->arg = arg;
 	fg__build_admit(&op->call, lua, name, token, write_id, margin_ms,
 			limit_ms, as->idle);
 	return submit(as, op);
@@ -1407,12 +1413,10 @@ int fg_alock_finish(fg_astore *as, const char *name, const char *write_id,
 int fg_alock_describe(fg_astore *as, const char *name, unsigned max_parties,
 		      fg_detail_cb *cb, void *arg)
 {
-	struct aop *op = calloc(1, sizeof(*op));
+	struct aop *op = plain_op(4, arg);
 	if (!op)
 		return FG_ENOMEM;
-	op->kind = 4;
 	op->dcb = cb;
-	op->arg = arg;
 	fg__build_describe(&op->call, name, max_parties, as->idle);
 	return submit(as, op);
 }
@@ -1420,22 +1424,19 @@ int fg_alock_describe(fg_astore *as, const char *name, unsigned max_parties,
 int fg_alock_index_page(fg_astore *as, const char *prefix, const char *after,
 			unsigned count, fg_names_cb *cb, void *arg)
 {
-	struct aop *op = calloc(1, sizeof(*op));
+	struct aop *op = plain_op(5, arg);
 	if (!op)
 		return FG_ENOMEM;
-	op->kind = 5;
 	op->ncb = cb;
-	op->arg = arg;
 	fg__build_index_page(&op->call, prefix, after, count);
 	return submit(as, op);
 }
 
 int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen)
 {
-	struct aop *op = calloc(1, sizeof(*op));
+	struct aop *op = plain_op(6, NULL);
 	if (!op)
 		return FG_ENOMEM;
-	op->kind = 6;
 	fg__build_index_drop(&op->call, name, seen);
 	return submit(as, op);
 }

@@ -31,38 +31,19 @@ import time
 import uuid
 
 import harness
-from harness import LOCKS, RespClient, slack, wait_until
+from harness import LOCKS, slack, wait_until
 from storage import RawRequest, StoreTestCase
+from test_pinned import (client_list, node_command, node_port_of,
+                         recorded_writes)
 
 FIRST_CHUNK = 1 << 20          # 1 MiB at once, then a drip
 DRIP_EVERY_S = 0.05
 
 
-def node_port_of(redis, lock):
-    """The port of the Redis that serves lock `lock`."""
-    if hasattr(redis, "owner_of"):
-        return redis.owner_of(lock).port
-    return redis.port
-
-
-def node_command(port, *args):
-    with RespClient(port) as c:
-        return c.command(*args)
-
-
 def blocked_fcalls(port):
     """Clients of one Redis blocked in an FCALL (CLIENT PAUSE holds it)."""
-    text = node_command(port, "CLIENT", "LIST").decode()
-    out = []
-    for line in text.splitlines():
-        f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
-        if f.get("cmd") == "fcall" and "b" in f.get("flags", ""):
-            out.append(f)
-    return out
-
-
-def recorded_writes(redis, lock):
-    return redis.command("ZCARD", "fg:{%s}:f" % lock)
+    return [f for f in client_list(port)
+            if f.get("cmd") == "fcall" and "b" in f.get("flags", "")]
 
 
 class Upload:
