@@ -60,8 +60,20 @@ local HANDOFF_MAX = 1000
 local FIELDS = {'c', 'm', 't', 'v', 'o', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'qs',
   'qd', 'ft', 'fm', 'ob', 'aw', 'kx'}
 
+local nums     -- string -> its number, parsed once a call (see num())
+
 local function fmt(n) return string.format('%.0f', n) end
-local function num(v) return tonumber(v or 0) or 0 end
+-- A field's number (0: absent or not a number). The helpers ask for the
+-- same few fields many times a call; each string is parsed once.
+local function num(v)
+  if not v then return 0 end
+  local n = nums[v]
+  if n == nil then
+    n = tonumber(v) or 0
+    nums[v] = n
+  end
+  return n
+end
 
 -- Starts a call: its keys, arguments, Redis' clock and the state hash.
 -- FIELD, when given (h:<lease>, the holder the call is about; k:<lease>),
@@ -71,9 +83,10 @@ local function begin(keys, args, field)
   IX_N, IX_V = keys[5], keys[6]
   IDLE, NAME = tonumber(args[1]), args[2]
   local tm = redis.call('TIME')
-  NOW = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-  NOW_US = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-  st, pend, pre, dirty, ftop = {}, {}, {}, false, nil
+  local sec, us = tonumber(tm[1]), tonumber(tm[2])
+  NOW = sec * 1000 + math.floor(us / 1000)
+  NOW_US = sec * 1000000 + us
+  st, pend, pre, dirty, ftop, nums = {}, {}, {}, false, nil, {}
   MARGIN_FLOOR = 0
   local got
   if field then
@@ -84,7 +97,7 @@ local function begin(keys, args, field)
     got = redis.call('HMGET', S, unpack(FIELDS))
     for i, f in ipairs(FIELDS) do st[f] = got[i] end
   end
-  T0, X0, HELD0 = st.t, tonumber(st.x or 0) or 0, tonumber(st.n or 0) > 0
+  T0, X0, HELD0 = st.t, num(st.x), num(st.n) > 0
 end
 
 -- h:, a:, g: and k: fields are not in `st`.
