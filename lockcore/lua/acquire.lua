@@ -22,7 +22,7 @@ local CLIENT = ARGV[19] or ''
 
 -- A fresh lease's k: field says this call was given back before it got
 -- here (its answer was lost and the gateway undid it): it does nothing.
-begin(KEYS, ARGV, RE ~= '' and ('h:' .. RE) or ('k:' .. LEASE))
+begin(KEYS, ARGV, RE ~= '' and ('h:' .. RE) or ('k:' .. LEASE), true)
 advance()
 local reply
 if RE == '' and hget('k:' .. LEASE) then

@@ -15,7 +15,7 @@
 --        {'stale'|'expiring'|'forged', current}
 local TOK, WID = tonumber(ARGV[3]), ARGV[4]
 local MARGIN, LONGEST = tonumber(ARGV[5]), tonumber(ARGV[6])
-begin(KEYS, ARGV)
+begin(KEYS, ARGV, nil, true)
 advance()
 local cur = current()
 local reply

@@ -2,7 +2,7 @@
 -- args: 3 token
 -- Reply: {'valid', token, mode} | {'stale'|'expired'|'forged', current}
 local TOK = tonumber(ARGV[3])
-begin(KEYS, ARGV)
+begin(KEYS, ARGV, nil, true)
 advance()
 local cur = current()
 local reply

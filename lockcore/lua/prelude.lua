@@ -41,7 +41,8 @@
 -- (follow_end(), from done()); qn is the size
 -- of Q; F holds writes only while ft is set; expiries are Redis TIME;
 -- numbers above 2^31 cross into redis.call only through fmt() (tostring
--- and cjson round them); S is read once (HMGET) and every change of S goes
+-- and cjson round them); each field of S is read once (begin()'s HMGET,
+-- and LAZY's for the fields a call needs seldom) and every change of S goes
 -- through put/del into one HSET and one HDEL at the end of the call
 -- (done()), so `st` is always what S will hold; every script ends with
 -- done(), whose keep() moves the keys' expiry whenever what they hold
@@ -59,32 +60,71 @@ local MARGIN_FLOOR  -- a caller's own write margin, when it passes one
 local HANDOFF_MAX = 1000
 local FIELDS = {'c', 'm', 't', 'v', 'o', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'qs',
   'qd', 'ft', 'fm', 'ob', 'aw', 'kx'}
+-- What acquire, release, renew, admit and check read at begin(): all that
+-- a grant, a release and a write ask for. The others (LATER) are read
+-- with one more HMGET the first time the call asks for one of them
+-- (queueing, a handoff, follow_end() waking writers); a call that never
+-- asks does not pay for them.
+local CORE = {'c', 'm', 't', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'ft', 'fm', 'ob',
+  'kx'}
+local LATER = {'v', 'o', 'qs', 'qd', 'aw'}
+local IS_LATER = {v = true, o = true, qs = true, qd = true, aw = true}
 
-local function fmt(n) return string.format('%.0f', n) end
-local function num(v) return tonumber(v or 0) or 0 end
+local nums     -- string -> its number, parsed once a call (see num())
+
+-- An integer as digits. Every number fmt() is given is an integer below
+-- 2^53 (times in ms, tokens in us, counts); Lua 5.1's '%d' formats it as
+-- a C long, exactly, and costs less than '%.0f'.
+local function fmt(n) return string.format('%d', n) end
+-- A field's number (0: absent or not a number). The helpers ask for the
+-- same few fields many times a call; each string is parsed once.
+local function num(v)
+  if not v then return 0 end
+  local n = nums[v]
+  if n == nil then
+    n = tonumber(v) or 0
+    nums[v] = n
+  end
+  return n
+end
+
+-- st's LATER fields, read on first ask: those put() or del() set since
+-- begin() keep what they were set to (they are what S will hold).
+local LAZY = {__index = function(t, f)
+  if not IS_LATER[f] then return nil end
+  setmetatable(t, nil)
+  local got = redis.call('HMGET', S, unpack(LATER))
+  for i, g in ipairs(LATER) do
+    if rawget(t, g) == nil then t[g] = got[i] end
+  end
+  return t[f]
+end}
 
 -- Starts a call: its keys, arguments, Redis' clock and the state hash.
 -- FIELD, when given (h:<lease>, the holder the call is about; k:<lease>),
--- is read with it.
-local function begin(keys, args, field)
+-- is read with it. SOME: only CORE now, LATER when first asked for.
+local function begin(keys, args, field, some)
   S, Q, W, F = keys[1], keys[2], keys[3], keys[4]
   IX_N, IX_V = keys[5], keys[6]
   IDLE, NAME = tonumber(args[1]), args[2]
   local tm = redis.call('TIME')
-  NOW = tonumber(tm[1]) * 1000 + math.floor(tonumber(tm[2]) / 1000)
-  NOW_US = tonumber(tm[1]) * 1000000 + tonumber(tm[2])
-  st, pend, pre, dirty, ftop = {}, {}, {}, false, nil
+  local sec, us = tonumber(tm[1]), tonumber(tm[2])
+  NOW = sec * 1000 + math.floor(us / 1000)
+  NOW_US = sec * 1000000 + us
+  st, pend, pre, dirty, ftop, nums = {}, {}, {}, false, nil, {}
   MARGIN_FLOOR = 0
   local got
+  local fs = some and CORE or FIELDS
   if field then
-    got = redis.call('HMGET', S, field, unpack(FIELDS))
+    got = redis.call('HMGET', S, field, unpack(fs))
     pre[field] = got[1]
-    for i, f in ipairs(FIELDS) do st[f] = got[i + 1] end
+    for i, f in ipairs(fs) do st[f] = got[i + 1] end
   else
-    got = redis.call('HMGET', S, unpack(FIELDS))
-    for i, f in ipairs(FIELDS) do st[f] = got[i] end
+    got = redis.call('HMGET', S, unpack(fs))
+    for i, f in ipairs(fs) do st[f] = got[i] end
   end
-  T0, X0, HELD0 = st.t, tonumber(st.x or 0) or 0, tonumber(st.n or 0) > 0
+  if some then setmetatable(st, LAZY) end
+  T0, X0, HELD0 = st.t, num(st.x), num(st.n) > 0
 end
 
 -- h:, a:, g: and k: fields are not in `st`.
@@ -108,7 +148,9 @@ local function del_list(fs)
       -- a holder's listing record leaves with it
       if string.sub(f, 1, 2) == 'h:' then pend['a:' .. string.sub(f, 3)] = false end
     else
-      if st[f] or pend[f] then pend[f] = false end
+      -- (a field not read yet is deleted without reading it)
+      local v = rawget(st, f)
+      if v == nil or v or pend[f] then pend[f] = false end
       st[f] = false
     end
   end

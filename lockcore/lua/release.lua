@@ -15,7 +15,7 @@
 --        describe.lua). Given them, the call drops it itself.
 local LEASE, MARGIN = ARGV[3], tonumber(ARGV[4])
 local PRIN = (ARGV[5] == '1') and ARGV[6] or nil
-begin(KEYS, ARGV, 'h:' .. LEASE)
+begin(KEYS, ARGV, 'h:' .. LEASE, true)
 MARGIN_FLOOR = MARGIN
 advance()
 local reply

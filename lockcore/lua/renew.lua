@@ -8,7 +8,7 @@
 local LEASE, TTL = ARGV[3], tonumber(ARGV[4])
 local VAL = (ARGV[5] == '1') and ARGV[6] or nil
 local PRIN = (ARGV[7] == '1') and ARGV[8] or nil
-begin(KEYS, ARGV, 'h:' .. LEASE)
+begin(KEYS, ARGV, 'h:' .. LEASE, true)
 advance()
 local reply
 local h = holder(LEASE)
