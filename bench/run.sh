@@ -23,6 +23,10 @@
 #     (handshakes/s), one ECDSA P-256 certificate for both;
 #   CPU seconds and context switches of every process in every measured run,
 #   and with --profile where each process spends its time (perf).
+# The storage (nginx WebDAV) keeps its root and its request bodies on tmpfs,
+# under STORE_DIR (/dev/shm by default), so that its own disk writes do not
+# hide the proxy's cost; when STORE_DIR is not tmpfs, the header and the
+# summary say so.
 # It ends with one summary table: fencegate, its peer, the ratio, the
 # target, met or missed. Exits 1 when a fencegate did not stay up to the end
 # of its runs or the cluster, replica, auth or TLS ones did not start (the
@@ -47,7 +51,7 @@
 # installs them). The auth and TLS rows need the storage (no --skip-proxy)
 # and a fencegate (no --skip-fencegate).
 #
-# Knobs (environment): FG_LOOPS=$(nproc) WRK_THREADS=2 CONNS=32 DURATION=10
+# Knobs (environment): STORE_DIR=/dev/shm FG_LOOPS=$(nproc) WRK_THREADS=2 CONNS=32 DURATION=10
 #   WARMUP=2 GET_ROUNDS=2 PUT_ROUNDS=2 STORE_WORKERS=1 REDIS_N=400000
 #   WAITERS=10000 WAITER_LOCKS=10 HANDOFF_WAITERS=1000 HANDOFF_ROUNDS=500
 #   CALLS_N=20000 CALLS_PUTS=10000 OBJ_SIZE=1024 BIG_MB=1024 RSS_EVERY=0.2
@@ -127,7 +131,7 @@ AUTH_ROUNDS=${AUTH_ROUNDS:-4}
 TLS_ROUNDS=${TLS_ROUNDS:-4}
 NOBJ=$CONNS # one object (and, for fenced PUTs, one lock) per connection
 
-for v in FG_LOOPS WRK_THREADS CONNS DURATION WARMUP GET_ROUNDS PUT_ROUNDS STORE_WORKERS CALLS_N CALLS_PUTS \
+for v in FG_LOOPS WRK_THREADS CONNS DURATION WARMUP GET_ROUNDS PUT_ROUNDS STORE_WORKERS CALLS_N CALLS_PUTS BIG_MB \
 	ACK_N PUBSUB_N PUBSUB_CLIENTS PUBSUB_PIPELINE AUTH_PRINCIPALS AUTH_ROUNDS TLS_ROUNDS; do
 	case "${!v}" in '' | *[!0-9]*) echo "run.sh: $v must be a whole number, not '${!v}'" >&2; exit 2 ;; esac
 done
@@ -172,6 +176,25 @@ RUNID=$(date +%s)-$$
 T_START=$(date +%s)
 PIDS=()
 
+# The storage's root and its request bodies (nginx writes a PUT's body to a
+# temp file, then renames it into the root: both on one filesystem). On
+# tmpfs, so that the storage's disk writes do not hide the proxy's cost; on
+# the disk, under $TMP, only when STORE_DIR cannot be written, and then said
+# in the header and the summary. STORE is removed on exit like $TMP.
+STORE_DIR=${STORE_DIR:-/dev/shm}
+STORE_NOTE=""
+if ! STORE=$(mktemp -d "$STORE_DIR/fencegate-bench-store.XXXXXX" 2>/dev/null); then
+	STORE_NOTE="STORE_DIR $STORE_DIR cannot be written: the storage is on the disk, under $TMP"
+	STORE=$(mktemp -d "$TMP/store.XXXXXX")
+fi
+DAV="$STORE/dav"
+mkdir -p "$DAV" "$STORE/body"
+STORE_FS=$(df --output=fstype "$STORE" | tail -n1)
+if [ "$STORE_FS" != tmpfs ]; then
+	STORE_NOTE="${STORE_NOTE:+$STORE_NOTE; }the storage's root is on $STORE_FS, not tmpfs: its own writes add to every PUT and hide the proxy's cost (STORE_DIR chooses)"
+	echo "run.sh: WARNING: $STORE_NOTE" >&2
+fi
+
 stop_pid() {
 	local pid=$1 i
 	kill -0 "$pid" 2>/dev/null || return 0
@@ -184,7 +207,11 @@ cleanup() {
 	local rc=$? i
 	trap - EXIT INT TERM
 	for ((i = ${#PIDS[@]} - 1; i >= 0; i--)); do stop_pid "${PIDS[i]}"; done
-	if [ "$KEEP_TMP" = 1 ]; then echo "(logs kept in $TMP)"; else rm -rf "$TMP"; fi
+	if [ "$KEEP_TMP" = 1 ]; then
+		echo "(logs kept in $TMP, the storage in $STORE)"
+	else
+		rm -rf "$STORE" "$TMP"
+	fi
 	exit "$rc"
 }
 trap cleanup EXIT
@@ -243,6 +270,8 @@ say "tools: $(redis-server --version | awk '{print $1, $2, $3}');$(want base && 
 say "groups of rows: ${ONLY:-base,auth,tls}"
 say "load: wrk -t$WRK_THREADS -c$CONNS for every HTTP run, ${WARMUP}s warm-up + ${DURATION}s measured; fencegate --threads $FG_LOOPS, nginx proxy $FG_LOOPS worker(s), storage nginx $STORE_WORKERS worker(s)"
 say "temp dir on: $(df -T "$TMP" | awk 'NR==2{print $2}') (etcd WAL fsyncs there); load average at start: $(cut -d' ' -f1-3 /proc/loadavg)"
+say "storage root: $STORE_FS ($DAV; $(df -Pm "$STORE" | awk 'NR==2{print $4}') MB free)"
+[ -z "$STORE_NOTE" ] || say "!! $STORE_NOTE"
 
 # ---- perf ----------------------------------------------------------------
 PERF_OK=0
@@ -359,9 +388,9 @@ NGINX_PROXY_UPSTREAM="	upstream fgb_store {
 		keepalive_requests 1000000;
 	}"
 if [ "$SKIP_PROXY" = 0 ]; then
-	mkdir -p "$TMP/dav"
 	nginx_conf nginx-store "$STORE_WORKERS" "		listen 127.0.0.1:$UPSTREAM_PORT;
-		root $TMP/dav;
+		root $DAV;
+		client_body_temp_path $STORE/body;
 		sendfile on;
 		dav_methods PUT DELETE MKCOL COPY MOVE;
 		create_full_put_path on;
@@ -1255,7 +1284,7 @@ if [ "$PROXY_OK" = 1 ] && want base; then
 		io_merge put-$t $(for ((r = 1; r <= PUT_ROUNDS; r++)); do echo put-$t-r$r; done)
 	done
 	if [ "$FG_OK" = 1 ] && [ -s "$TMP/leases.txt" ]; then
-		size=$(stat -c %s "$TMP/dav${P_PATH}0" 2>/dev/null || echo missing)
+		size=$(stat -c %s "$DAV${P_PATH}0" 2>/dev/null || echo missing)
 		say "  after the runs: ${P_PATH}0 on the storage is $size bytes (expected $OBJ_SIZE)"
 		rel_bad=0
 		while read -r i ls; do
@@ -1294,7 +1323,15 @@ mbps() { # mbps BYTES SECONDS
 }
 BIG_PUT_MBPS="" BIG_GET_MBPS="" BIG_PUT_GROW="" BIG_GET_GROW="" BIG_D_PUT_MBPS="" BIG_D_GET_MBPS=""
 FGS_OK=0
-if [ "$PROXY_OK" = 1 ] && [ "$SKIP_FG" = 0 ] && want base; then
+# the storage holds one BIG_MB body at a time (written to its body dir, then
+# renamed into its root)
+STREAM_ROOM=$(($(df -Pm "$STORE" | awk 'NR==2{print $4}') >= BIG_MB + 64))
+if [ "$PROXY_OK" = 1 ] && [ "$SKIP_FG" = 0 ] && want base && [ "$STREAM_ROOM" = 0 ]; then
+	say "!! [stream] skipped: the storage ($STORE_FS) has $(df -Pm "$STORE" | awk 'NR==2{print $4}') MB free," \
+		"below BIG_MB=$BIG_MB plus 64 (STORE_DIR chooses another place)"
+	hr
+fi
+if [ "$PROXY_OK" = 1 ] && [ "$SKIP_FG" = 0 ] && want base && [ "$STREAM_ROOM" = 1 ]; then
 	for ((i = 0; i < BIN_WAIT * 2; i++)); do [ -x "$BIN" ] && break; sleep 0.5; done
 	FGS_URL="http://127.0.0.1:$FGS_PORT"
 	"$BIN" --listen "127.0.0.1:$FGS_PORT" --redis "127.0.0.1:$REDIS_PORT" \
@@ -1341,7 +1378,7 @@ if [ "$FGS_OK" = 1 ]; then
 			-T "$TMP/big.bin" -H "Fencing-Token: $bsq" "$FGS_URL$BIG_PATH" || true)
 		peak=$(sampler_stop "$TMP/rss-put.txt")
 		read -r code up secs <<<"$r"
-		stored=$(stat -c %s "$TMP/dav$BIG_PATH" 2>/dev/null || echo missing)
+		stored=$(stat -c %s "$DAV$BIG_PATH" 2>/dev/null || echo missing)
 		say "  PUT via fencegate (fenced): -> ${code:-?} $(show "$TMP/bigput.body") ; ${up:-?} B sent in ${secs:-?} s;" \
 			"stored $stored B; VmRSS peak $peak kB ($(wc -l <"$TMP/rss-put.txt") samples)"
 		if [ "${code:-}" = 201 ] || [ "${code:-}" = 204 ]; then
@@ -1363,6 +1400,14 @@ if [ "$FGS_OK" = 1 ]; then
 		[ -n "$peak" ] && [ -n "$idle2" ] && BIG_GET_GROW=$(calc "printf \"%.1f\", ($peak - $idle2) / 1024")
 		fgs_alive "the 1 GiB GET"
 	fi
+	# the fenced object goes (a fenced DELETE through fencegate) before the
+	# direct copy comes: the storage, in memory, holds one of them at a time
+	if [ "$FGS_OK" = 1 ] && [ -n "${bls:-}" ]; then
+		say "  DELETE $BIG_PATH via fencegate (fenced) -> $(curl -s -o "$TMP/del.last" -w '%{http_code}' -XDELETE -H "Fencing-Token: $bsq" "$FGS_URL$BIG_PATH" || true) $(show "$TMP/del.last")"
+		say "  release ${BIG_PATH#/} -> $(fence_release "${BIG_PATH#/}" "$bls")"
+	fi
+	[ -e "$DAV$BIG_PATH" ] && say "  !! $BIG_PATH still on the storage after the DELETE"
+	rm -f "$DAV$BIG_PATH"
 	# the same transfers direct to the storage, for comparison
 	r=$(curl -s -o /dev/null --max-time 900 -w '%{http_code} %{size_upload} %{time_total}' -T "$TMP/big.bin" "$STORE_URL$BIG_PATH-direct" || true)
 	read -r code up secs <<<"$r"
@@ -1371,14 +1416,8 @@ if [ "$FGS_OK" = 1 ]; then
 	read -r code down secs <<<"$r"
 	[ "${code:-}" = 200 ] && [ "${down:-}" = "$BIG_BYTES" ] && BIG_D_GET_MBPS=$(mbps "$down" "$secs")
 	say "  direct to the storage: PUT ${BIG_D_PUT_MBPS:--} MB/s, GET ${BIG_D_GET_MBPS:--} MB/s"
-	# clean up: the fenced object through fencegate (a fenced DELETE), the other one directly
-	if [ "$FGS_OK" = 1 ] && [ -n "${bls:-}" ]; then
-		say "  DELETE $BIG_PATH via fencegate (fenced) -> $(curl -s -o "$TMP/del.last" -w '%{http_code}' -XDELETE -H "Fencing-Token: $bsq" "$FGS_URL$BIG_PATH" || true) $(show "$TMP/del.last")"
-		say "  release ${BIG_PATH#/} -> $(fence_release "${BIG_PATH#/}" "$bls")"
-	fi
 	curl -s -o /dev/null -XDELETE "$STORE_URL$BIG_PATH-direct" || true
-	[ -e "$TMP/dav$BIG_PATH" ] && say "  !! $BIG_PATH still on the storage after the DELETE"
-	rm -f "$TMP/big.bin" "$TMP/dav$BIG_PATH" "$TMP/dav$BIG_PATH-direct"
+	rm -f "$TMP/big.bin" "$DAV$BIG_PATH-direct"
 	unset LOCK_URL
 	stop_pid "$FGS_PID"
 	hr
@@ -1509,8 +1548,9 @@ if want auth; then ROUNDS+=", auth x$AUTH_ROUNDS"; fi
 if want tls; then ROUNDS+=", TLS x$TLS_ROUNDS"; fi
 say ""
 say "SUMMARY: $TITLE targets, all from this one run  (fencegate --threads $FG_LOOPS, nginx proxies $FG_LOOPS worker(s);"
-say "wrk -t$WRK_THREADS -c$CONNS; ${DURATION}s runs, rounds averaged (${ROUNDS#, }); $(nproc) cores, everything on this box;" \
-	"$((($(date +%s) - T_START) / 60))m$((($(date +%s) - T_START) % 60))s)"
+say "wrk -t$WRK_THREADS -c$CONNS; ${DURATION}s runs, rounds averaged (${ROUNDS#, }); storage root on $STORE_FS;" \
+	"$(nproc) cores, everything on this box; $((($(date +%s) - T_START) / 60))m$((($(date +%s) - T_START) % 60))s)"
+[ -z "$STORE_NOTE" ] || say "!! $STORE_NOTE"
 # shellcheck disable=SC2059
 printf "$ROW" "measure" "fencegate" "peer" "ratio" "target" "result"
 if want base; then
