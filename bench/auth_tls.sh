@@ -99,21 +99,6 @@ at_mean_cps() {
 	[ "$n" -gt 0 ] && calc "printf \"%.1f\", $t / $n"
 	return 0
 }
-# at_cpu_per PROC UNIT LABEL... -> PROC's CPU microseconds per UNIT
-# (requests, cycles: that field of the RESULT lines) over those runs;
-# empty when none has figures
-at_cpu_per() {
-	local l v q c=0 n=0
-	for l in "${@:3}"; do
-		v=${CPU["$l $1"]:-}
-		q=$(field "$(grep '^RESULT ' "$TMP/$l.txt" 2>/dev/null || true)" "$2")
-		[ -n "$v" ] && [ "$v" != - ] && [ -n "$q" ] || continue
-		c=$(calc "print $c + $v")
-		n=$((n + q))
-	done
-	[ "$n" -gt 0 ] && calc "printf \"%.0f\", $c / $n * 1e6"
-	return 0
-}
 # How a server spread its CPU over its loops (fencegate's threads, nginx's
 # worker processes) in a run: fencegate's loops share one listening socket
 # and whichever is idle first accepts, so wrk's 32 connects can land
@@ -214,8 +199,8 @@ auth_rows() {
 		AUTH_GET_KEY=$(iof auth-get-key ok_rps)
 		# throughput on a shared 2-core box drifts by more than the cost
 		# measured; the gateway's own CPU per request drifts much less
-		AUTH_GET_OPEN_US=$(at_cpu_per fg-open requests "${gets_o[@]}")
-		AUTH_GET_KEY_US=$(at_cpu_per fg-key requests "${gets_k[@]}")
+		AUTH_GET_OPEN_US=$(cpu_us_per fg-open requests "${gets_o[@]}")
+		AUTH_GET_KEY_US=$(cpu_us_per fg-key requests "${gets_k[@]}")
 		say "  CPU per GET over the rounds: fg-open ${AUTH_GET_OPEN_US:--} us, fg-key ${AUTH_GET_KEY_US:--} us"
 		say "[auth cycles] the load of [lock cycles, fencegate] (fence_cycle.lua, ring of $NAME_RING names per wrk thread);" \
 			"fg-key's requests carry Authorization: Bearer; $AUTH_ROUNDS round(s), the order reversed every other round"
@@ -237,8 +222,8 @@ auth_rows() {
 		done
 		AUTH_CPS_OPEN=$(at_mean_cps "${labels_o[@]}")
 		AUTH_CPS_KEY=$(at_mean_cps "${labels_k[@]}")
-		AUTH_CYC_OPEN_US=$(at_cpu_per fg-open cycles "${labels_o[@]}")
-		AUTH_CYC_KEY_US=$(at_cpu_per fg-key cycles "${labels_k[@]}")
+		AUTH_CYC_OPEN_US=$(cpu_us_per fg-open cycles "${labels_o[@]}")
+		AUTH_CYC_KEY_US=$(cpu_us_per fg-key cycles "${labels_k[@]}")
 		say "  mean of $AUTH_ROUNDS round(s): fg-open ${AUTH_CPS_OPEN:--} cycles/s, fg-key ${AUTH_CPS_KEY:--} cycles/s;" \
 			"CPU per cycle: fg-open ${AUTH_CYC_OPEN_US:--} us, fg-key ${AUTH_CYC_KEY_US:--} us"
 		AUTH_ERRS_FG=$(($(sum_errs "${gets_k[@]}") + $(at_errs "${labels_k[@]}")))
@@ -358,8 +343,8 @@ $NGINX_PROXY_LOCATION" "$NGINX_PROXY_UPSTREAM"
 		done
 		# the handshake rate is bound by wrk's own share of the cores as much as
 		# by the server's: the server's CPU per handshake says what it costs
-		TLS_HS_FG_US=$(at_cpu_per fg-tls requests "${lf[@]}")
-		TLS_HS_NG_US=$(at_cpu_per nginx-tls requests "${ln[@]}")
+		TLS_HS_FG_US=$(cpu_us_per fg-tls requests "${lf[@]}")
+		TLS_HS_NG_US=$(cpu_us_per nginx-tls requests "${ln[@]}")
 		say "  CPU per new connection (handshake + GET): fg-tls ${TLS_HS_FG_US:--} us, nginx-tls ${TLS_HS_NG_US:--} us"
 		TLS_GET_FG=$(iof tls-get-fg ok_rps)
 		TLS_GET_NG=$(iof tls-get-nginx ok_rps)
