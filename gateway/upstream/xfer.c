@@ -94,6 +94,7 @@ struct fg_xfer {
 	bool req_done, want_data, upload_suspended;
 	bool upload_done;             /* curl was handed the body's last byte */
 	uint64_t body_sent;
+	uint64_t body_fed;            /* bytes taken from the client so far */
 
 	/* the answer */
 	int status;
@@ -503,6 +504,11 @@ static void run_commands(struct fg_xfers *xs)
 				ended(xs, x, CURLE_OPERATION_TIMEDOUT);
 			} else if (curl_multi_add_handle(xs->multi, x->easy) == CURLM_OK) {
 				x->added = true;
+				/* the body is still coming and the connection waits
+				 * on its socket for it (not suspended, not gone) */
+				if (x->has_body && !x->req_done &&
+				    !x->upload_suspended && !x->mhd_gone)
+					hup_watch(x);
 				x->started = now_ms();
 				x->started_ns = fg_rec_now_ns();
 				x->aprev = NULL;
@@ -910,9 +916,9 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 		x->kept_wait = true;
 		MHD_suspend_connection(x->conn);
 	}
+	/* the hang-up watch begins with the start command, on the loop's
+	 * next turn: a small body read in this turn never needs it */
 	post(x, CMD_START);
-	if (x->has_body)
-		hup_watch(x);
 	return 0;
 
 error_easy:
@@ -984,15 +990,19 @@ size_t fg_xfer_feed(struct fg_xfer *x, const char *data, size_t *size)
 		n = *size;
 	memcpy(x->rq + x->rq_len, data, n);
 	x->rq_len += n;
+	x->body_fed += n;
 	*size -= n;
 	bool waits = *size == 0;
+	/* a body of known length read whole: its end comes next, with no
+	 * wait on the socket to watch */
+	bool whole = !x->chunked && x->body_fed >= x->body_length;
 	if (!waits) {
 		x->upload_suspended = true;
 		MHD_suspend_connection(x->conn);
 	}
 	bool wake = x->want_data;
 	x->want_data = false;
-	if (waits)
+	if (waits && !whole)
 		hup_watch(x);
 	if (wake)
 		post(x, CMD_UNPAUSE_READ);
