@@ -1084,6 +1084,18 @@ static void on_content_free(void *cls)
 	fg_xfer_put(cls); /* the response's */
 }
 
+/* The transfer ended well and its whole body, of the length its head
+ * gave, is buffered: the answer can be handed over in one piece, framed
+ * exactly as streaming it would have been (Content-Length). A HEAD answer,
+ * a 204 or 304 and a body without a length keep the streaming path. */
+static bool whole_in_hand(const struct fg_xfer *x)
+{
+	return x->done && x->result == CURLE_OK && x->headers_done &&
+	       !x->head && x->status != 204 && x->status != 304 &&
+	       x->content_length >= 0 && x->resp_sent == 0 &&
+	       (uint64_t)x->content_length == x->rs_len;
+}
+
 struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
 				      const char *host, unsigned *status)
 {
@@ -1097,11 +1109,23 @@ struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
 	 * or downgrade the response, which is worse); docs/api.md says so. */
 	if (x->status == 204 || x->status == 304)
 		size = 0;
-	struct MHD_Response *r = MHD_create_response_from_callback(
-		size, 32 * 1024, on_content, x, on_content_free);
-	if (!r)
-		return NULL;
-	x->refs++; /* the response's */
+	struct MHD_Response *r;
+	if (whole_in_hand(x)) {
+		/* copied: libmicrohttpd sends head and body in one write,
+		 * and the answer no longer needs the transfer */
+		r = MHD_create_response_from_buffer(x->rs_len, x->rs,
+						    MHD_RESPMEM_MUST_COPY);
+		if (!r)
+			return NULL;
+		x->resp_sent += x->rs_len;
+		x->rs_len = 0;
+	} else {
+		r = MHD_create_response_from_callback(size, 32 * 1024, on_content,
+						      x, on_content_free);
+		if (!r)
+			return NULL;
+		x->refs++; /* the response's */
+	}
 	for (int i = 0; i < x->nhdrs; i++) {
 		const char *name = x->hdrs[i].name, *value = x->hdrs[i].value;
 		if (fg_hdr_in_connection(x->resp_connection, name))
