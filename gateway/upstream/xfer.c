@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -127,10 +128,18 @@ struct fg_xfer {
 	struct fg_xfer *qnext;
 };
 
-/* One socket curl watches. */
+/* One upstream socket, by its descriptor. Its event stays registered
+ * while the connection idles in curl's cache (curl said REMOVE but kept
+ * it open), so the next transfer on it costs the kernel no epoll_ctl; it
+ * is dropped when the socket says something while curl does not watch it
+ * (the upstream closed it) and always before curl closes the socket
+ * (close_socket()), so that a descriptor number used again never meets a
+ * registration of the old socket. */
 struct sock {
 	struct event ev;
+	short mask;   /* EV_READ / EV_WRITE registered, when added */
 	bool added;
+	bool curl;    /* curl watches it now */
 };
 
 struct fg_xfers {
@@ -143,6 +152,8 @@ struct fg_xfers {
 	struct event *curl_timer;     /* curl's own timeout */
 	struct event *head_timer;     /* the bound on the response heads */
 	struct fg_xfer *active;       /* handed to curl */
+	struct sock **socks;          /* by descriptor; NULL: none */
+	int nsocks;
 };
 
 #define now_ms fg_clock_ms
@@ -582,10 +593,29 @@ static void arm_heads(struct fg_xfers *xs)
 	evtimer_add(xs->head_timer, &tv);
 }
 
+static struct sock *sock_of(struct fg_xfers *xs, curl_socket_t fd)
+{
+	return fd >= 0 && fd < xs->nsocks ? xs->socks[fd] : NULL;
+}
+
+static void sock_unregister(struct sock *sk)
+{
+	if (sk->added)
+		event_del(&sk->ev);
+	sk->added = false;
+}
+
 static void on_socket_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct fg_xfers *xs = arg;
 	int running;
+	struct sock *sk = sock_of(xs, fd);
+	if (sk && !sk->curl) {
+		/* an idle cached connection spoke (most likely its close):
+		 * curl finds out when it next picks the connection */
+		sock_unregister(sk);
+		return;
+	}
 	int action = ((what & EV_READ) ? CURL_CSELECT_IN : 0) |
 		     ((what & EV_WRITE) ? CURL_CSELECT_OUT : 0);
 	curl_multi_socket_action(xs->multi, fd, action, &running);
@@ -624,30 +654,62 @@ static int watch_socket(CURL *e, curl_socket_t fd, int what, void *userp,
 			void *socketp)
 {
 	struct fg_xfers *xs = userp;
-	struct sock *sk = socketp;
 	(void)e;
+	(void)socketp;
+	if (fd < 0)
+		return 0;
+	struct sock *sk = sock_of(xs, fd);
 	if (what == CURL_POLL_REMOVE) {
+		/* kept registered while the connection idles: see struct
+		 * sock; a write interest is of no use to an idle socket */
 		if (sk) {
-			if (sk->added)
-				event_del(&sk->ev);
-			free(sk);
-			curl_multi_assign(xs->multi, fd, NULL);
+			sk->curl = false;
+			if (sk->added && (sk->mask & EV_WRITE))
+				sock_unregister(sk);
 		}
 		return 0;
 	}
 	if (!sk) {
+		if (fd >= xs->nsocks) {
+			int n = fd + 64;
+			struct sock **a = realloc(xs->socks, (size_t)n * sizeof(*a));
+			if (!a)
+				return -1;
+			memset(a + xs->nsocks, 0, (size_t)(n - xs->nsocks) * sizeof(*a));
+			xs->socks = a;
+			xs->nsocks = n;
+		}
+		/* owned by xs->socks: freed when curl closes the socket */
 		sk = calloc(1, sizeof(*sk));
 		if (!sk)
 			return -1;
-		curl_multi_assign(xs->multi, fd, sk);
-	} else if (sk->added) {
-		event_del(&sk->ev);
+		xs->socks[fd] = sk;
 	}
-	short ev = EV_PERSIST | ((what & CURL_POLL_IN) ? EV_READ : 0) |
-		   ((what & CURL_POLL_OUT) ? EV_WRITE : 0);
-	event_assign(&sk->ev, xs->host.base, fd, ev, on_socket_event, xs);
+	sk->curl = true;
+	short mask = (short)(((what & CURL_POLL_IN) ? EV_READ : 0) |
+			     ((what & CURL_POLL_OUT) ? EV_WRITE : 0));
+	if (sk->added && sk->mask == mask)
+		return 0;
+	sock_unregister(sk);
+	event_assign(&sk->ev, xs->host.base, fd, EV_PERSIST | mask,
+		     on_socket_event, xs);
+	sk->mask = mask;
 	sk->added = event_add(&sk->ev, NULL) == 0;
 	return 0;
+}
+
+/* curl closes an upstream socket (CURLOPT_CLOSESOCKETFUNCTION): its
+ * registration goes first. */
+static int close_socket(void *clientp, curl_socket_t fd)
+{
+	struct fg_xfers *xs = clientp;
+	struct sock *sk = sock_of(xs, fd);
+	if (sk) {
+		sock_unregister(sk);
+		free(sk);
+		xs->socks[fd] = NULL;
+	}
+	return close(fd);
 }
 
 /* curl asks for a timeout (CURLMOPT_TIMERFUNCTION); it is run from the
@@ -717,6 +779,13 @@ void fg_xfers_destroy(struct fg_xfers *xs)
 	while (xs->npool > 0)
 		curl_easy_cleanup(xs->pool[--xs->npool]);
 	curl_multi_cleanup(xs->multi);
+	for (int fd = 0; fd < xs->nsocks; fd++) {
+		if (xs->socks[fd]) {
+			sock_unregister(xs->socks[fd]);
+			free(xs->socks[fd]);
+		}
+	}
+	free(xs->socks);
 	event_free(xs->cmd_ev);
 	event_free(xs->curl_timer);
 	event_free(xs->head_timer);
@@ -833,6 +902,10 @@ static void easy_setup(CURL *e, struct fg_xfer *x, const char *url,
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	/* every upstream socket is closed through us (struct sock); xs
+	 * outlives the multi handle and so every connection */
+	curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+	curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, x->xs);
 	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->upstream_connect_timeout_ms);
