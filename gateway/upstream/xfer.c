@@ -64,6 +64,9 @@
  * transfer's buffers come from the heap, not from an mmap per request. */
 #define BUF (64 * 1024)
 #define EASY_POOL 64
+/* Idle buffers kept per loop (BUF each): a 64 KiB malloc() per buffer
+ * made glibc consolidate its fast bins on every request. */
+#define BUF_POOL 32
 #define HEADERS_MAX 200
 
 enum { CMD_START = 1, CMD_UNPAUSE_READ = 2, CMD_UNPAUSE_WRITE = 4, CMD_ABORT = 8 };
@@ -154,6 +157,8 @@ struct fg_xfers {
 	struct fg_xfer *active;       /* handed to curl */
 	struct sock **socks;          /* by descriptor; NULL: none */
 	int nsocks;
+	char *bufs[BUF_POOL];         /* idle BUF-byte buffers, owned here */
+	int nbufs;
 };
 
 #define now_ms fg_clock_ms
@@ -161,6 +166,22 @@ struct fg_xfers {
 /* ---- references and commands ------------------------------------------ */
 
 static void hup_unwatch(struct fg_xfer *x);
+
+/* A BUF-byte buffer, owned by the caller until buf_put(). */
+static char *buf_get(struct fg_xfers *xs)
+{
+	return xs->nbufs > 0 ? xs->bufs[--xs->nbufs] : malloc(BUF);
+}
+
+static void buf_put(struct fg_xfers *xs, char *b)
+{
+	if (!b)
+		return;
+	if (xs->nbufs < BUF_POOL)
+		xs->bufs[xs->nbufs++] = b;
+	else
+		free(b);
+}
 
 static void xfer_free(struct fg_xfer *x)
 {
@@ -172,8 +193,8 @@ static void xfer_free(struct fg_xfer *x)
 		free(x->hdrs[i].value);
 	}
 	free(x->hdrs);
-	free(x->rq);
-	free(x->rs);
+	buf_put(x->xs, x->rq);
+	buf_put(x->xs, x->rs);
 	free(x->resp_connection);
 	free(x);
 	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, -1);
@@ -786,6 +807,8 @@ void fg_xfers_destroy(struct fg_xfers *xs)
 		}
 	}
 	free(xs->socks);
+	while (xs->nbufs > 0)
+		free(xs->bufs[--xs->nbufs]);
 	event_free(xs->cmd_ev);
 	event_free(xs->curl_timer);
 	event_free(xs->head_timer);
@@ -974,11 +997,11 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 		 * chunked (curl frames an upload of unknown size that way) */
 		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
 				 x->chunked ? (curl_off_t)-1 : (curl_off_t)x->body_length);
-		x->rq = malloc(BUF);
+		x->rq = buf_get(xs);
 		if (!x->rq)
 			goto error_easy;
 	}
-	x->rs = malloc(BUF);
+	x->rs = buf_get(xs);
 	if (!x->rs)
 		goto error_easy;
 
@@ -999,9 +1022,9 @@ error_easy:
 	x->easy = NULL;
 	curl_slist_free_all(x->req_headers);
 	x->req_headers = NULL;
-	free(x->rq);
+	buf_put(xs, x->rq);
 	x->rq = NULL;
-	free(x->rs);
+	buf_put(xs, x->rs);
 	x->rs = NULL;
 	x->kept = false;
 error:
