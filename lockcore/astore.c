@@ -40,7 +40,6 @@
 #include <event2/event.h>
 #include <hiredis/async.h>
 #include <hiredis/hiredis.h>
-#include <hiredis/adapters/libevent.h>
 
 #include "fencegate/topo.h"
 #include "lockcore-private.h"
@@ -290,7 +289,7 @@ static void conn_start(struct conn *cn)
 	size_t len[FG__LOGIN_ARGC_MAX];
 	int argc = fg__login_argv(as->topo, argv, len);
 	cn->logging_in = argc > 0;
-	if (redisLibeventAttach(ac, as->base) != REDIS_OK ||
+	if (fg__redis_attach(ac, as->base) != REDIS_OK ||
 	    (argc && redisAsyncCommandArgv(ac, on_login, NULL, argc, argv,
 					   len) != REDIS_OK)) {
 		cn->ac = NULL;

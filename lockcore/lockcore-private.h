@@ -128,4 +128,11 @@ void fg__build_giveback(struct fg__call *c, const char *name,
 /** Monotonic milliseconds (for reconnect pacing only, never for leases). */
 uint64_t fg__mono_ms(void);
 
+struct redisAsyncContext;
+struct event_base;
+/** Attaches an async context to a libevent base (evredis.c): its replies
+ * on a persistent read event, its commands written at the end of the loop
+ * turn. REDIS_OK, or REDIS_ERR with nothing attached. */
+int fg__redis_attach(struct redisAsyncContext *ac, struct event_base *base);
+
 #endif

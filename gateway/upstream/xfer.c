@@ -42,6 +42,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -63,6 +64,9 @@
  * transfer's buffers come from the heap, not from an mmap per request. */
 #define BUF (64 * 1024)
 #define EASY_POOL 64
+/* Idle buffers kept per loop (BUF each): a 64 KiB malloc() per buffer
+ * made glibc consolidate its fast bins on every request. */
+#define BUF_POOL 32
 #define HEADERS_MAX 200
 
 enum { CMD_START = 1, CMD_UNPAUSE_READ = 2, CMD_UNPAUSE_WRITE = 4, CMD_ABORT = 8 };
@@ -94,6 +98,7 @@ struct fg_xfer {
 	bool req_done, want_data, upload_suspended;
 	bool upload_done;             /* curl was handed the body's last byte */
 	uint64_t body_sent;
+	uint64_t body_fed;            /* bytes taken from the client so far */
 
 	/* the answer */
 	int status;
@@ -126,10 +131,18 @@ struct fg_xfer {
 	struct fg_xfer *qnext;
 };
 
-/* One socket curl watches. */
+/* One upstream socket, by its descriptor. Its event stays registered
+ * while the connection idles in curl's cache (curl said REMOVE but kept
+ * it open), so the next transfer on it costs the kernel no epoll_ctl; it
+ * is dropped when the socket says something while curl does not watch it
+ * (the upstream closed it) and always before curl closes the socket
+ * (close_socket()), so that a descriptor number used again never meets a
+ * registration of the old socket. */
 struct sock {
 	struct event ev;
+	short mask;   /* EV_READ / EV_WRITE registered, when added */
 	bool added;
+	bool curl;    /* curl watches it now */
 };
 
 struct fg_xfers {
@@ -142,6 +155,10 @@ struct fg_xfers {
 	struct event *curl_timer;     /* curl's own timeout */
 	struct event *head_timer;     /* the bound on the response heads */
 	struct fg_xfer *active;       /* handed to curl */
+	struct sock **socks;          /* by descriptor; NULL: none */
+	int nsocks;
+	char *bufs[BUF_POOL];         /* idle BUF-byte buffers, owned here */
+	int nbufs;
 };
 
 #define now_ms fg_clock_ms
@@ -149,6 +166,22 @@ struct fg_xfers {
 /* ---- references and commands ------------------------------------------ */
 
 static void hup_unwatch(struct fg_xfer *x);
+
+/* A BUF-byte buffer, owned by the caller until buf_put(). */
+static char *buf_get(struct fg_xfers *xs)
+{
+	return xs->nbufs > 0 ? xs->bufs[--xs->nbufs] : malloc(BUF);
+}
+
+static void buf_put(struct fg_xfers *xs, char *b)
+{
+	if (!b)
+		return;
+	if (xs->nbufs < BUF_POOL)
+		xs->bufs[xs->nbufs++] = b;
+	else
+		free(b);
+}
 
 static void xfer_free(struct fg_xfer *x)
 {
@@ -160,8 +193,8 @@ static void xfer_free(struct fg_xfer *x)
 		free(x->hdrs[i].value);
 	}
 	free(x->hdrs);
-	free(x->rq);
-	free(x->rs);
+	buf_put(x->xs, x->rq);
+	buf_put(x->xs, x->rs);
 	free(x->resp_connection);
 	free(x);
 	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, -1);
@@ -503,6 +536,11 @@ static void run_commands(struct fg_xfers *xs)
 				ended(xs, x, CURLE_OPERATION_TIMEDOUT);
 			} else if (curl_multi_add_handle(xs->multi, x->easy) == CURLM_OK) {
 				x->added = true;
+				/* the body is still coming and the connection waits
+				 * on its socket for it (not suspended, not gone) */
+				if (x->has_body && !x->req_done &&
+				    !x->upload_suspended && !x->mhd_gone)
+					hup_watch(x);
 				x->started = now_ms();
 				x->started_ns = fg_rec_now_ns();
 				x->aprev = NULL;
@@ -576,10 +614,29 @@ static void arm_heads(struct fg_xfers *xs)
 	evtimer_add(xs->head_timer, &tv);
 }
 
+static struct sock *sock_of(struct fg_xfers *xs, curl_socket_t fd)
+{
+	return fd >= 0 && fd < xs->nsocks ? xs->socks[fd] : NULL;
+}
+
+static void sock_unregister(struct sock *sk)
+{
+	if (sk->added)
+		event_del(&sk->ev);
+	sk->added = false;
+}
+
 static void on_socket_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct fg_xfers *xs = arg;
 	int running;
+	struct sock *sk = sock_of(xs, fd);
+	if (sk && !sk->curl) {
+		/* an idle cached connection spoke (most likely its close):
+		 * curl finds out when it next picks the connection */
+		sock_unregister(sk);
+		return;
+	}
 	int action = ((what & EV_READ) ? CURL_CSELECT_IN : 0) |
 		     ((what & EV_WRITE) ? CURL_CSELECT_OUT : 0);
 	curl_multi_socket_action(xs->multi, fd, action, &running);
@@ -618,30 +675,62 @@ static int watch_socket(CURL *e, curl_socket_t fd, int what, void *userp,
 			void *socketp)
 {
 	struct fg_xfers *xs = userp;
-	struct sock *sk = socketp;
 	(void)e;
+	(void)socketp;
+	if (fd < 0)
+		return 0;
+	struct sock *sk = sock_of(xs, fd);
 	if (what == CURL_POLL_REMOVE) {
+		/* kept registered while the connection idles: see struct
+		 * sock; a write interest is of no use to an idle socket */
 		if (sk) {
-			if (sk->added)
-				event_del(&sk->ev);
-			free(sk);
-			curl_multi_assign(xs->multi, fd, NULL);
+			sk->curl = false;
+			if (sk->added && (sk->mask & EV_WRITE))
+				sock_unregister(sk);
 		}
 		return 0;
 	}
 	if (!sk) {
+		if (fd >= xs->nsocks) {
+			int n = fd + 64;
+			struct sock **a = realloc(xs->socks, (size_t)n * sizeof(*a));
+			if (!a)
+				return -1;
+			memset(a + xs->nsocks, 0, (size_t)(n - xs->nsocks) * sizeof(*a));
+			xs->socks = a;
+			xs->nsocks = n;
+		}
+		/* owned by xs->socks: freed when curl closes the socket */
 		sk = calloc(1, sizeof(*sk));
 		if (!sk)
 			return -1;
-		curl_multi_assign(xs->multi, fd, sk);
-	} else if (sk->added) {
-		event_del(&sk->ev);
+		xs->socks[fd] = sk;
 	}
-	short ev = EV_PERSIST | ((what & CURL_POLL_IN) ? EV_READ : 0) |
-		   ((what & CURL_POLL_OUT) ? EV_WRITE : 0);
-	event_assign(&sk->ev, xs->host.base, fd, ev, on_socket_event, xs);
+	sk->curl = true;
+	short mask = (short)(((what & CURL_POLL_IN) ? EV_READ : 0) |
+			     ((what & CURL_POLL_OUT) ? EV_WRITE : 0));
+	if (sk->added && sk->mask == mask)
+		return 0;
+	sock_unregister(sk);
+	event_assign(&sk->ev, xs->host.base, fd, EV_PERSIST | mask,
+		     on_socket_event, xs);
+	sk->mask = mask;
 	sk->added = event_add(&sk->ev, NULL) == 0;
 	return 0;
+}
+
+/* curl closes an upstream socket (CURLOPT_CLOSESOCKETFUNCTION): its
+ * registration goes first. */
+static int close_socket(void *clientp, curl_socket_t fd)
+{
+	struct fg_xfers *xs = clientp;
+	struct sock *sk = sock_of(xs, fd);
+	if (sk) {
+		sock_unregister(sk);
+		free(sk);
+		xs->socks[fd] = NULL;
+	}
+	return close(fd);
 }
 
 /* curl asks for a timeout (CURLMOPT_TIMERFUNCTION); it is run from the
@@ -711,6 +800,15 @@ void fg_xfers_destroy(struct fg_xfers *xs)
 	while (xs->npool > 0)
 		curl_easy_cleanup(xs->pool[--xs->npool]);
 	curl_multi_cleanup(xs->multi);
+	for (int fd = 0; fd < xs->nsocks; fd++) {
+		if (xs->socks[fd]) {
+			sock_unregister(xs->socks[fd]);
+			free(xs->socks[fd]);
+		}
+	}
+	free(xs->socks);
+	while (xs->nbufs > 0)
+		free(xs->bufs[--xs->nbufs]);
 	event_free(xs->cmd_ev);
 	event_free(xs->curl_timer);
 	event_free(xs->head_timer);
@@ -827,6 +925,10 @@ static void easy_setup(CURL *e, struct fg_xfer *x, const char *url,
 	curl_easy_setopt(e, CURLOPT_WRITEFUNCTION, on_write);
 	curl_easy_setopt(e, CURLOPT_WRITEDATA, x);
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
+	/* every upstream socket is closed through us (struct sock); xs
+	 * outlives the multi handle and so every connection */
+	curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
+	curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, x->xs);
 	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->upstream_connect_timeout_ms);
@@ -895,11 +997,11 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 		 * chunked (curl frames an upload of unknown size that way) */
 		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
 				 x->chunked ? (curl_off_t)-1 : (curl_off_t)x->body_length);
-		x->rq = malloc(BUF);
+		x->rq = buf_get(xs);
 		if (!x->rq)
 			goto error_easy;
 	}
-	x->rs = malloc(BUF);
+	x->rs = buf_get(xs);
 	if (!x->rs)
 		goto error_easy;
 
@@ -910,9 +1012,9 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 		x->kept_wait = true;
 		MHD_suspend_connection(x->conn);
 	}
+	/* the hang-up watch begins with the start command, on the loop's
+	 * next turn: a small body read in this turn never needs it */
 	post(x, CMD_START);
-	if (x->has_body)
-		hup_watch(x);
 	return 0;
 
 error_easy:
@@ -920,9 +1022,9 @@ error_easy:
 	x->easy = NULL;
 	curl_slist_free_all(x->req_headers);
 	x->req_headers = NULL;
-	free(x->rq);
+	buf_put(xs, x->rq);
 	x->rq = NULL;
-	free(x->rs);
+	buf_put(xs, x->rs);
 	x->rs = NULL;
 	x->kept = false;
 error:
@@ -984,15 +1086,19 @@ size_t fg_xfer_feed(struct fg_xfer *x, const char *data, size_t *size)
 		n = *size;
 	memcpy(x->rq + x->rq_len, data, n);
 	x->rq_len += n;
+	x->body_fed += n;
 	*size -= n;
 	bool waits = *size == 0;
+	/* a body of known length read whole: its end comes next, with no
+	 * wait on the socket to watch */
+	bool whole = !x->chunked && x->body_fed >= x->body_length;
 	if (!waits) {
 		x->upload_suspended = true;
 		MHD_suspend_connection(x->conn);
 	}
 	bool wake = x->want_data;
 	x->want_data = false;
-	if (waits)
+	if (waits && !whole)
 		hup_watch(x);
 	if (wake)
 		post(x, CMD_UNPAUSE_READ);
@@ -1074,6 +1180,18 @@ static void on_content_free(void *cls)
 	fg_xfer_put(cls); /* the response's */
 }
 
+/* The transfer ended well and its whole body, of the length its head
+ * gave, is buffered: the answer can be handed over in one piece, framed
+ * exactly as streaming it would have been (Content-Length). A HEAD answer,
+ * a 204 or 304 and a body without a length keep the streaming path. */
+static bool whole_in_hand(const struct fg_xfer *x)
+{
+	return x->done && x->result == CURLE_OK && x->headers_done &&
+	       !x->head && x->status != 204 && x->status != 304 &&
+	       x->content_length >= 0 && x->resp_sent == 0 &&
+	       (uint64_t)x->content_length == x->rs_len;
+}
+
 struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
 				      const char *host, unsigned *status)
 {
@@ -1087,11 +1205,23 @@ struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
 	 * or downgrade the response, which is worse); docs/api.md says so. */
 	if (x->status == 204 || x->status == 304)
 		size = 0;
-	struct MHD_Response *r = MHD_create_response_from_callback(
-		size, 32 * 1024, on_content, x, on_content_free);
-	if (!r)
-		return NULL;
-	x->refs++; /* the response's */
+	struct MHD_Response *r;
+	if (whole_in_hand(x)) {
+		/* copied: libmicrohttpd sends head and body in one write,
+		 * and the answer no longer needs the transfer */
+		r = MHD_create_response_from_buffer(x->rs_len, x->rs,
+						    MHD_RESPMEM_MUST_COPY);
+		if (!r)
+			return NULL;
+		x->resp_sent += x->rs_len;
+		x->rs_len = 0;
+	} else {
+		r = MHD_create_response_from_callback(size, 32 * 1024, on_content,
+						      x, on_content_free);
+		if (!r)
+			return NULL;
+		x->refs++; /* the response's */
+	}
 	for (int i = 0; i < x->nhdrs; i++) {
 		const char *name = x->hdrs[i].name, *value = x->hdrs[i].value;
 		if (fg_hdr_in_connection(x->resp_connection, name))
