@@ -5,7 +5,8 @@
 -- Keys of lock N, all under hash tag {N}:
 --   S  fg:{N}:s  hash   c token counter, m mode (x|s), t token of
 --                       the current/last grant, v value, o owner, ld
---                       lock-delay of the grant (ms), d lock-delay ends (ms),
+--                       lock-delay of the grant (ms; absent: none), d
+--                       lock-delay ends (ms),
 --                       n holders, x latest and nx earliest holder expiry
 --                       (ms), qn waiters, qs queue sequence, qd latest waiter
 --                       deadline (ms), ft token of the writes in F, fm
@@ -35,6 +36,13 @@
 -- sets afresh at the start of every call (Redis runs one function at a
 -- time, so nothing of one call is seen by the next).
 --
+-- Cost: a call's Redis CPU is mostly Lua work, not data work: every table
+-- made (and grown), every number formatted or parsed, every redis.call
+-- counts, and so does the garbage they leave. Hence tables made at their
+-- size, put() and del() without varargs, numbers formatted once with
+-- '%d' (never by '..', which formats a float), and strings compared
+-- rather than parsed where a number is only tested.
+--
 -- Invariants: n, x and nx describe exactly the h: fields; the writes of F
 -- are recorded no later than their grant's end (or the margin from the
 -- moment it moved earlier), and their gateways hear of every move earlier
@@ -58,8 +66,6 @@ local ftop     -- latest record of F when known (false: F is empty)
 local T0, X0, HELD0 -- the grant as the call found it: token, end, held
 local MARGIN_FLOOR  -- a caller's own write margin, when it passes one
 local HANDOFF_MAX = 1000
-local FIELDS = {'c', 'm', 't', 'v', 'o', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'qs',
-  'qd', 'ft', 'fm', 'ob', 'aw', 'kx'}
 -- What acquire, release, renew, admit and check read at begin(): all that
 -- a grant, a release and a write ask for. The others (LATER) are read
 -- with one more HMGET the first time the call asks for one of them
@@ -68,6 +74,8 @@ local FIELDS = {'c', 'm', 't', 'v', 'o', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'qs',
 local CORE = {'c', 'm', 't', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'ft', 'fm', 'ob',
   'kx'}
 local LATER = {'v', 'o', 'qs', 'qd', 'aw'}
+local FIELDS = {'c', 'm', 't', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'ft', 'fm', 'ob',
+  'kx', 'v', 'o', 'qs', 'qd', 'aw'} -- CORE, then LATER (begin())
 local IS_LATER = {v = true, o = true, qs = true, qd = true, aw = true}
 
 local nums     -- string -> its number, parsed once a call (see num())
@@ -111,51 +119,91 @@ local function begin(keys, args, field, some)
   local sec, us = tonumber(tm[1]), tonumber(tm[2])
   NOW = sec * 1000 + math.floor(us / 1000)
   NOW_US = sec * 1000000 + us
-  st, pend, pre, dirty, ftop, nums = {}, {}, {}, false, nil, {}
+  -- Each table is made at its size (constructors with nil fields): a
+  -- table that grows is copied at every power of two.
+  pend = {a = nil, b = nil, c = nil, d = nil, e = nil, f = nil, g = nil,
+    h = nil, i = nil} -- (16: a grant writes 9 fields)
+  pre = {a = nil}
+  nums = {a = nil, b = nil, c = nil, d = nil, e = nil, f = nil, g = nil,
+    h = nil}
+  dirty, ftop = false, nil
   MARGIN_FLOOR = 0
-  local got
-  local fs = some and CORE or FIELDS
+  local got, o
   if field then
-    got = redis.call('HMGET', S, field, unpack(fs))
+    got, o = redis.call('HMGET', S, field, unpack(some and CORE or FIELDS)), 1
     pre[field] = got[1]
-    for i, f in ipairs(fs) do st[f] = got[i + 1] end
   else
-    got = redis.call('HMGET', S, unpack(fs))
-    for i, f in ipairs(fs) do st[f] = got[i] end
+    got, o = redis.call('HMGET', S, unpack(some and CORE or FIELDS)), 0
   end
-  if some then setmetatable(st, LAZY) end
+  -- in the order of CORE, then (all of FIELDS) LATER's
+  if some then
+    st = setmetatable({c = got[o + 1], m = got[o + 2], t = got[o + 3],
+      ld = got[o + 4], d = got[o + 5], n = got[o + 6], x = got[o + 7],
+      nx = got[o + 8], qn = got[o + 9], ft = got[o + 10], fm = got[o + 11],
+      ob = got[o + 12], kx = got[o + 13]}, LAZY)
+  else
+    st = {c = got[o + 1], m = got[o + 2], t = got[o + 3], ld = got[o + 4],
+      d = got[o + 5], n = got[o + 6], x = got[o + 7], nx = got[o + 8],
+      qn = got[o + 9], ft = got[o + 10], fm = got[o + 11], ob = got[o + 12],
+      kx = got[o + 13], v = got[o + 14], o = got[o + 15], qs = got[o + 16],
+      qd = got[o + 17], aw = got[o + 18]}
+  end
   T0, X0, HELD0 = st.t, num(st.x), num(st.n) > 0
 end
 
--- h:, a:, g: and k: fields are not in `st`.
-local function perfield(f)
-  local p = string.sub(f, 1, 2)
-  return p == 'h:' or p == 'a:' or p == 'g:' or p == 'k:'
-end
+-- h:, a:, g: and k: fields are not in `st`: theirs is the only name
+-- of S with ':' second (string.byte: no string is made to ask).
+local COLON, HBYTE = 58, 104 -- string.byte(':'), ('h') (not callable at load)
+local function perfield(f) return string.byte(f, 2) == COLON end
 
--- put('f', v, 'g', w, ...): into the cache and the pending write.
-local function put(...)
-  local a = {...}
-  for i = 1, #a, 2 do
-    pend[a[i]] = a[i + 1]
-    if not perfield(a[i]) then st[a[i]] = a[i + 1] end
+-- put('f', v, 'g', w, ...): into the cache and the pending write. Pairs
+-- are named parameters, not varargs: a call makes no table.
+local function put1(f, v)
+  pend[f] = v
+  if string.byte(f, 2) ~= COLON then st[f] = v end
+end
+local function put(f1, v1, f2, v2, f3, v3, f4, v4, f5, v5, f6, v6, f7, v7)
+  put1(f1, v1)
+  if not f2 then return end
+  put1(f2, v2)
+  if not f3 then return end
+  put1(f3, v3)
+  if not f4 then return end
+  put1(f4, v4)
+  if not f5 then return end
+  put1(f5, v5)
+  if not f6 then return end
+  put1(f6, v6)
+  if f7 then put1(f7, v7) end
+end
+local function del1(f)
+  if string.byte(f, 2) == COLON then
+    pend[f] = false
+    -- a holder's listing record leaves with it
+    if string.byte(f, 1) == HBYTE then pend['a:' .. string.sub(f, 3)] = false end
+  else
+    -- (a field not read yet is deleted without reading it)
+    local v = rawget(st, f)
+    if v == nil or v or pend[f] then pend[f] = false end
+    st[f] = false
   end
 end
 local function del_list(fs)
-  for _, f in ipairs(fs) do
-    if perfield(f) then
-      pend[f] = false
-      -- a holder's listing record leaves with it
-      if string.sub(f, 1, 2) == 'h:' then pend['a:' .. string.sub(f, 3)] = false end
-    else
-      -- (a field not read yet is deleted without reading it)
-      local v = rawget(st, f)
-      if v == nil or v or pend[f] then pend[f] = false end
-      st[f] = false
-    end
-  end
+  for i = 1, #fs do del1(fs[i]) end
 end
-local function del(...) del_list({...}) end
+-- del('f', 'g', ...): as put(), no table.
+local function del(f1, f2, f3, f4, f5, f6, f7, f8)
+  del1(f1)
+  if not f2 then return end
+  del1(f2)
+  if not f3 then return end
+  del1(f3)
+  if f4 then del1(f4) end
+  if f5 then del1(f5) end
+  if f6 then del1(f6) end
+  if f7 then del1(f7) end
+  if f8 then del1(f8) end
+end
 
 -- An h: or g: field as S will hold it (nil: absent).
 local function hget(f)
@@ -185,8 +233,9 @@ end
 local function next_token()
   local t = num(st.c) + 1
   if t < NOW_US then t = NOW_US end
-  put('c', fmt(t))
-  return t
+  local ts = fmt(t)
+  put1('c', ts)
+  return t, ts
 end
 
 -- The newest token the lock knows of (0 once forgotten).
@@ -217,7 +266,8 @@ local function holder(lease)
   return {n = tonumber(n), ttl = tonumber(ttl), exp = tonumber(exp), p = p}
 end
 local function hval(n, ttl, exp, p)
-  local v = n .. ':' .. ttl .. ':' .. fmt(exp)
+  -- one format for the three numbers ('..' would format each as a float)
+  local v = string.format('%d:%d:%d', n, ttl, exp)
   if p and p ~= '' then v = v .. ':' .. p end
   return v
 end
@@ -260,8 +310,8 @@ local function recount()
   return #gone, last
 end
 
--- The index learns of this lock (granted with token t, or a waiter queued:
--- t nil), or forgets it (gone): kept in the call itself where the call has
+-- The index learns of this lock (granted with token t, digits, or a waiter
+-- queued: t nil), or forgets it (gone): kept in the call itself where the call has
 -- its keys, with the rule of index_add.lua and index_drop.lua. Returns
 -- whether it was kept here.
 local function index(t, gone)
@@ -271,7 +321,7 @@ local function index(t, gone)
     redis.call('HDEL', IX_V, NAME)
   else
     redis.call('ZADD', IX_N, 0, NAME)
-    if t then redis.call('HSET', IX_V, NAME, fmt(t))
+    if t then redis.call('HSET', IX_V, NAME, t)
     else redis.call('HSETNX', IX_V, NAME, '0') end
   end
   return true
@@ -301,21 +351,33 @@ local function purge()
 end
 
 -- What the listing shows of a new holder: since when it holds, the
--- client address its call came from, its owner.
+-- client address its call came from, its owner; json {s, c, o}, as
+-- describe.lua (of every library version) reads it. Written by hand: a
+-- table and an encoder run cost a grant more than the rest of its Lua.
+-- Only the owner may need escaping; an address that needs it (never one
+-- the gateway sends) is encoded too.
 local function about(lease, client, owner)
-  put('a:' .. lease, cjson.encode({s = fmt(NOW), c = client or '', o = owner}))
+  client = client or ''
+  local c = string.find(client, '^[%w%.:%%]*$') and ('"' .. client .. '"')
+    or cjson.encode(client)
+  put1('a:' .. lease, '{"s":"' .. fmt(NOW) .. '","c":' .. c ..
+    (owner and (',"o":' .. cjson.encode(owner)) or '') .. '}')
 end
 
 local function grant_new(lease, mode, ttl, ld, p, client, owner)
-  local t = next_token()
+  local t, ts = next_token()
   if st.d then del('d') end
   local exp = fmt(NOW + ttl)
-  put('m', mode, 't', fmt(t), 'ld', tostring(ld), 'n', 1, 'x', exp, 'nx', exp,
+  -- no lock-delay is no field (num() reads it as 0): one field less to
+  -- write, and to delete at the end
+  if ld ~= 0 and ld ~= '0' then put1('ld', tostring(ld))
+  elseif st.ld then del1('ld') end
+  put('m', mode, 't', ts, 'n', '1', 'x', exp, 'nx', exp,
       'h:' .. lease, hval(1, ttl, NOW + ttl, p))
   about(lease, client, owner)
   dirty = true
   publish(t)
-  return t
+  return t, ts
 end
 
 -- A shared grant is joined under its current token.
@@ -511,17 +573,18 @@ end
 -- their horizon moved. Returns the reply.
 local function done(reply)
   follow_end()
-  local hs, hd = {}, {}
+  local hs, hd, nh, nd = {}, {}, 0, 0
   for f, v in pairs(pend) do
     if v then
-      hs[#hs + 1] = f
-      hs[#hs + 1] = v
+      hs[nh + 1], hs[nh + 2] = f, v
+      nh = nh + 2
     else
-      hd[#hd + 1] = f
+      nd = nd + 1
+      hd[nd] = f
     end
   end
-  hcall('HSET', hs)
-  hcall('HDEL', hd)
+  if nh > 0 then hcall('HSET', hs) end
+  if nd > 0 then hcall('HDEL', hd) end
   if dirty then keep() end
   return reply
 end
