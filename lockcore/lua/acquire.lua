@@ -43,8 +43,8 @@ else
   local queued = num(st.qn)
   local delayed = num(st.d) > NOW
   if queued == 0 and not held() and not delayed then
-    local t, ts = grant_new(LEASE, MODE, TTL, LD, PRIN, CLIENT, OWN)
-    index(ts)
+    local t = grant_new(LEASE, MODE, TTL, LD, PRIN, CLIENT, OWN)
+    index()
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
   elseif queued == 0 and held() and MODE == 's' and st.m == 's' then
@@ -66,7 +66,7 @@ else
     put('qs', seq, 'qn', queued + 1, 'g:' .. GW, fmt(NOW + tonumber(ARGV[10])))
     if dl > num(st.qd) then put('qd', fmt(dl)) end
     dirty = true
-    index(nil)
+    index()
     reply = {'queued', wake_in()}
   end
 end

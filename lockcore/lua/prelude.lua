@@ -28,9 +28,10 @@
 -- Every function takes the keys S, Q, W, F and the arguments idle-forget
 -- ms, lock name; the rest is per script. acquire and release may take two
 -- more keys, the listing's index (index_add.lua), where every key is on
--- one Redis: they keep it themselves (index()), so that a lock cycle costs
--- no call of its own for it (renew too: it makes good a lost update); on a
--- Cluster the gateway keeps it.
+-- one Redis: they keep it themselves (index(), its name set only), so
+-- that a lock cycle costs one small call on it per change between idle
+-- and active (renew too: it makes good a lost update); on a Cluster the
+-- gateway keeps it.
 --
 -- Per call: the helpers below work on library-level variables that begin()
 -- sets afresh at the start of every call (Redis runs one function at a
@@ -310,19 +311,22 @@ local function recount()
   return #gone, last
 end
 
--- The index learns of this lock (granted with token t, digits, or a waiter
--- queued: t nil), or forgets it (gone): kept in the call itself where the call has
--- its keys, with the rule of index_add.lua and index_drop.lua. Returns
--- whether it was kept here.
-local function index(t, gone)
+-- The index learns of this lock (granted, or a waiter queued), or
+-- forgets it (gone): kept in the call itself where the call has its keys
+-- (one Redis). Only the name set is written: the token that index_add.lua
+-- keeps in :v is what lets index_drop.lua tell a grant made after its
+-- look where the index is kept apart from the lock (a Cluster); here
+-- index_drop.lua is given the lock's keys and sees such a grant in S.
+-- (A token an older version of the library left in :v for a name this
+-- call unlists stays there, a few bytes, harmless: it only ever keeps a
+-- name, and every later look's bound is above it.) Returns whether it
+-- was kept here.
+local function index(gone)
   if not IX_N then return false end
   if gone then
     redis.call('ZREM', IX_N, NAME)
-    redis.call('HDEL', IX_V, NAME)
   else
     redis.call('ZADD', IX_N, 0, NAME)
-    if t then redis.call('HSET', IX_V, NAME, t)
-    else redis.call('HSETNX', IX_V, NAME, '0') end
   end
   return true
 end

@@ -32,7 +32,7 @@ else
     del('h:' .. LEASE)
     end_grant(NOW, false)
     if num(st.qn) > 0 then handoff() end
-    if not held() and num(st.qn) == 0 and not index(nil, true) then
+    if not held() and num(st.qn) == 0 and not index(true) then
       reply[6], reply[7] = 1, fmt(seen())
     end
   else
