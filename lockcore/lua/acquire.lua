@@ -23,7 +23,33 @@ local CLIENT = ARGV[19] or ''
 
 -- A fresh lease's k: field says this call was given back before it got
 -- here (its answer was lost and the gateway undid it): it does nothing.
-begin(KEYS, ARGV, RE ~= '' and ('h:' .. RE) or ('k:' .. LEASE), true)
+local KF = 'k:' .. LEASE
+begin(KEYS, ARGV, RE ~= '' and ('h:' .. RE) or KF, true)
+
+-- The common grant, in short: a fresh lease on a lock nobody holds or
+-- waits for, out of lock-delay and with no lock-delay field left (so
+-- advance() would change nothing and grant_new() would delete no field).
+-- It writes what grant_new(), set_meta() and index() write, in one HSET,
+-- then keep()'s PEXPIRE, without the pending-write bookkeeping.
+if RE == '' and not pre[KF] and not st.n and not st.qn and not st.d and
+    not st.ld then
+  local t, ts = next_token()
+  local exp = fmt(NOW + TTL)
+  local hs = {'c', ts, 't', ts, 'm', MODE, 'n', '1', 'x', exp, 'nx', exp,
+    'h:' .. LEASE, hval(1, TTL, NOW + TTL, PRIN),
+    'a:' .. LEASE, about_of(CLIENT, OWN), nil, nil, nil, nil, nil, nil}
+  local i = 17
+  if LD ~= '0' then hs[i], hs[i + 1], i = 'ld', LD, i + 2 end
+  if VAL then hs[i], hs[i + 1], i = 'v', VAL, i + 2 end
+  if OWN then hs[i], hs[i + 1] = 'o', OWN end
+  redis.call('HSET', S, unpack(hs))
+  st.n, st.x, st.nx, st.m, st.t = '1', exp, exp, MODE, ts
+  publish(t)
+  index()
+  keep()
+  return {'granted', t, MODE, 1, TTL}
+end
+
 advance()
 local reply
 if RE == '' and hget('k:' .. LEASE) then

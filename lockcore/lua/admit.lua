@@ -35,7 +35,9 @@ else
         redis.call('DEL', F)
       end
     end
-    if not reply then put('ft', fmt(TOK), 'fm', MARGIN) end
+    -- (the live token as S holds it, the margin as the gateway sent it:
+    -- digits both, nothing to format)
+    if not reply then put('ft', st.t, 'fm', ARGV[5]) end
   end
   if not reply then
     local dl = num(st.x) - MARGIN
@@ -45,7 +47,7 @@ else
     else
       -- a shortened lease cuts the record back by the largest margin
       -- a write under it was admitted with
-      if MARGIN > num(st.fm) then put('fm', MARGIN) end
+      if MARGIN > num(st.fm) then put('fm', ARGV[5]) end
       redis.call('ZADD', F, fmt(dl + MARGIN), WID)
       keep_new_f()
       reply = {'admitted', dl - NOW, TOK}

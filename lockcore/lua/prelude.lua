@@ -263,7 +263,7 @@ local function forged(tok) return tok > math.max(current(), NOW_US) end
 local function holder(lease)
   local v = hget('h:' .. lease)
   if not v then return nil end
-  local n, ttl, exp, p = string.match(v, '^(%d+):(%d+):(%d+):?(.*)$')
+  local n, ttl, exp, p = string.match(v, '^(%d+):(%d+):(%d+):?(.*)')
   return {n = tonumber(n), ttl = tonumber(ttl), exp = tonumber(exp), p = p}
 end
 local function hval(n, ttl, exp, p)
@@ -360,14 +360,19 @@ end
 -- table and an encoder run cost a grant more than the rest of its Lua.
 -- Only the owner may need escaping; an address that needs it (never one
 -- the gateway sends) is encoded too.
-local function about(lease, client, owner)
+local function about_of(client, owner)
   client = client or ''
   local c = string.find(client, '^[%w%.:%%]*$') and ('"' .. client .. '"')
     or cjson.encode(client)
-  put1('a:' .. lease, '{"s":"' .. fmt(NOW) .. '","c":' .. c ..
-    (owner and (',"o":' .. cjson.encode(owner)) or '') .. '}')
+  return '{"s":"' .. fmt(NOW) .. '","c":' .. c ..
+    (owner and (',"o":' .. cjson.encode(owner)) or '') .. '}'
+end
+local function about(lease, client, owner)
+  put1('a:' .. lease, about_of(client, owner))
 end
 
+-- (acquire.lua's short path writes the same fields for a lock it finds
+-- free and clean: keep the two alike.)
 local function grant_new(lease, mode, ttl, ld, p, client, owner)
   local t, ts = next_token()
   if st.d then del('d') end
