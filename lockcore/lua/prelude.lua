@@ -55,8 +55,14 @@
 -- through put/del into one HSET and one HDEL at the end of the call
 -- (done()), so `st` is always what S will hold; every script ends with
 -- done(), whose keep() moves the keys' expiry whenever what they hold
--- moved, so they outlive it by exactly the idle-forget time. A free lock
--- with no waiters is one key; an unused one is none.
+-- moved, so they outlive it by exactly the idle-forget time. The one
+-- exception: the short paths of acquire (a grant on a free lock), release
+-- (of the only holder) and admit (a write under the live token, nothing
+-- older in F) write S themselves, one HSET or HDEL, and end with keep()
+-- (or keep_new_f()) instead of done(); each is taken only where done()
+-- would have had nothing else to do (follow_end() no end to follow, no
+-- other field to write). A free lock with no waiters is one key; an
+-- unused one is none.
 local S, Q, W, F, IDLE, NAME, NOW, NOW_US
 local IX_N, IX_V -- the listing's index when the call was given it
 local st       -- the fields of FIELDS as S holds them (false: absent)
