@@ -42,7 +42,7 @@ if RE == '' and not pre[KF] and not st.n and not st.qn and not st.d and
   if LD ~= '0' then hs[i], hs[i + 1], i = 'ld', LD, i + 2 end
   if VAL then hs[i], hs[i + 1], i = 'v', VAL, i + 2 end
   if OWN then hs[i], hs[i + 1] = 'o', OWN end
-  redis.call('HSET', S, unpack(hs))
+  rcall('HSET', S, unpack(hs))
   st.n, st.x, st.nx, st.m, st.t = '1', exp, exp, MODE, ts
   publish(t)
   index()

@@ -28,11 +28,11 @@ if ARGV[3] == st.t and held() and not st.qn and num(st.nx) > NOW and
   if dl > NOW + LONGEST then dl = NOW + LONGEST end
   if dl > NOW then
     if not st.ft then
-      redis.call('HSET', S, 'ft', st.t, 'fm', ARGV[5])
+      rcall('HSET', S, 'ft', st.t, 'fm', ARGV[5])
     elseif MARGIN > num(st.fm) then
-      redis.call('HSET', S, 'fm', ARGV[5])
+      rcall('HSET', S, 'fm', ARGV[5])
     end
-    redis.call('ZADD', F, fmt(dl + MARGIN), WID)
+    rcall('ZADD', F, fmt(dl + MARGIN), WID)
     keep_new_f()
     return {'admitted', dl - NOW, TOK}
   end

@@ -64,6 +64,12 @@
 -- other field to write). A free lock with no waiters is one key; an
 -- unused one is none.
 local S, Q, W, F, IDLE, NAME, NOW, NOW_US
+-- Redis' and Lua's functions the helpers call, as upvalues: a global is
+-- two table lookups a use. The library's own code cannot reach them when
+-- it is loaded, so begin() binds them at a call's start (the same
+-- functions every call); a helper that runs without begin()
+-- (wake_writers(), for finish.lua) uses the globals.
+local rcall, sformat, tonum, smatch, sbyte, ssub
 local IX_N, IX_V -- the listing's index when the call was given it
 local st       -- the fields of FIELDS as S holds them (false: absent)
 local pend     -- field -> value, or false to delete: written by done()
@@ -90,14 +96,14 @@ local nums     -- string -> its number, parsed once a call (see num())
 -- An integer as digits. Every number fmt() is given is an integer below
 -- 2^53 (times in ms, tokens in us, counts); Lua 5.1's '%d' formats it as
 -- a C long, exactly, and costs less than '%.0f'.
-local function fmt(n) return string.format('%d', n) end
+local function fmt(n) return sformat('%d', n) end
 -- A field's number (0: absent or not a number). The helpers ask for the
 -- same few fields many times a call; each string is parsed once.
 local function num(v)
   if not v then return 0 end
   local n = nums[v]
   if n == nil then
-    n = tonumber(v) or 0
+    n = tonum(v) or 0
     nums[v] = n
   end
   return n
@@ -108,7 +114,7 @@ end
 local LAZY = {__index = function(t, f)
   if not IS_LATER[f] then return nil end
   setmetatable(t, nil)
-  local got = redis.call('HMGET', S, unpack(LATER))
+  local got = rcall('HMGET', S, unpack(LATER))
   for i, g in ipairs(LATER) do
     if rawget(t, g) == nil then t[g] = got[i] end
   end
@@ -119,11 +125,15 @@ end}
 -- FIELD, when given (h:<lease>, the holder the call is about; k:<lease>),
 -- is read with it. SOME: only CORE now, LATER when first asked for.
 local function begin(keys, args, field, some)
+  if not rcall then
+    rcall, sformat, tonum = redis.call, string.format, tonumber
+    smatch, sbyte, ssub = string.match, string.byte, string.sub
+  end
   S, Q, W, F = keys[1], keys[2], keys[3], keys[4]
   IX_N, IX_V = keys[5], keys[6]
-  IDLE, NAME = tonumber(args[1]), args[2]
-  local tm = redis.call('TIME')
-  local sec, us = tonumber(tm[1]), tonumber(tm[2])
+  IDLE, NAME = tonum(args[1]), args[2]
+  local tm = rcall('TIME')
+  local sec, us = tonum(tm[1]), tonum(tm[2])
   NOW = sec * 1000 + math.floor(us / 1000)
   NOW_US = sec * 1000000 + us
   -- Each table is made at its size (constructors with nil fields): a
@@ -137,10 +147,10 @@ local function begin(keys, args, field, some)
   MARGIN_FLOOR = 0
   local got, o
   if field then
-    got, o = redis.call('HMGET', S, field, unpack(some and CORE or FIELDS)), 1
+    got, o = rcall('HMGET', S, field, unpack(some and CORE or FIELDS)), 1
     pre[field] = got[1]
   else
-    got, o = redis.call('HMGET', S, unpack(some and CORE or FIELDS)), 0
+    got, o = rcall('HMGET', S, unpack(some and CORE or FIELDS)), 0
   end
   -- in the order of CORE, then (all of FIELDS) LATER's
   if some then
@@ -161,13 +171,13 @@ end
 -- h:, a:, g: and k: fields are not in `st`: theirs is the only name
 -- of S with ':' second (string.byte: no string is made to ask).
 local COLON, HBYTE = 58, 104 -- string.byte(':'), ('h') (not callable at load)
-local function perfield(f) return string.byte(f, 2) == COLON end
+local function perfield(f) return sbyte(f, 2) == COLON end
 
 -- put('f', v, 'g', w, ...): into the cache and the pending write. Pairs
 -- are named parameters, not varargs: a call makes no table.
 local function put1(f, v)
   pend[f] = v
-  if string.byte(f, 2) ~= COLON then st[f] = v end
+  if sbyte(f, 2) ~= COLON then st[f] = v end
 end
 local function put(f1, v1, f2, v2, f3, v3, f4, v4, f5, v5, f6, v6, f7, v7)
   put1(f1, v1)
@@ -184,10 +194,10 @@ local function put(f1, v1, f2, v2, f3, v3, f4, v4, f5, v5, f6, v6, f7, v7)
   if f7 then put1(f7, v7) end
 end
 local function del1(f)
-  if string.byte(f, 2) == COLON then
+  if sbyte(f, 2) == COLON then
     pend[f] = false
     -- a holder's listing record leaves with it
-    if string.byte(f, 1) == HBYTE then pend['a:' .. string.sub(f, 3)] = false end
+    if sbyte(f, 1) == HBYTE then pend['a:' .. ssub(f, 3)] = false end
   else
     -- (a field not read yet is deleted without reading it)
     local v = rawget(st, f)
@@ -217,7 +227,7 @@ local function hget(f)
   local v = pend[f]
   if v == nil then v = pre[f] end
   if v == nil then
-    v = redis.call('HGET', S, f)
+    v = rcall('HGET', S, f)
     pre[f] = v
   end
   return v or nil
@@ -228,7 +238,7 @@ local function held() return num(st.n) > 0 end
 -- Change events go out only while some gateway observes the lock.
 local function publish(tok)
   if num(st.ob) > NOW then
-    redis.call('PUBLISH', 'fg:ev:' .. NAME, tok and fmt(tok) or '')
+    rcall('PUBLISH', 'fg:ev:' .. NAME, tok and fmt(tok) or '')
   end
 end
 
@@ -269,12 +279,12 @@ local function forged(tok) return tok > math.max(current(), NOW_US) end
 local function holder(lease)
   local v = hget('h:' .. lease)
   if not v then return nil end
-  local n, ttl, exp, p = string.match(v, '^(%d+):(%d+):(%d+):?(.*)')
-  return {n = tonumber(n), ttl = tonumber(ttl), exp = tonumber(exp), p = p}
+  local n, ttl, exp, p = smatch(v, '^(%d+):(%d+):(%d+):?(.*)')
+  return {n = tonum(n), ttl = tonum(ttl), exp = tonum(exp), p = p}
 end
 local function hval(n, ttl, exp, p)
   -- one format for the three numbers ('..' would format each as a float)
-  local v = string.format('%d:%d:%d', n, ttl, exp)
+  local v = sformat('%d:%d:%d', n, ttl, exp)
   if p and p ~= '' then v = v .. ':' .. p end
   return v
 end
@@ -288,17 +298,17 @@ local function owns(h, p) return p == nil or h.p == p end
 -- when some expired). Returns the leases whose expiry passed, and the
 -- latest such expiry.
 local function recount()
-  local all = redis.call('HGETALL', S)
+  local all = rcall('HGETALL', S)
   local hs = {}
   for i = 1, #all, 2 do
-    if string.sub(all[i], 1, 2) == 'h:' then hs[all[i]] = all[i + 1] end
+    if ssub(all[i], 1, 2) == 'h:' then hs[all[i]] = all[i + 1] end
   end
   for f, v in pairs(pend) do
-    if string.sub(f, 1, 2) == 'h:' then hs[f] = v or nil end
+    if ssub(f, 1, 2) == 'h:' then hs[f] = v or nil end
   end
   local n, x, nx, gone, last = 0, 0, 0, {}, 0
   for f, v in pairs(hs) do
-    local e = tonumber(string.match(v, '^%d+:%d+:(%d+)'))
+    local e = tonum(smatch(v, '^%d+:%d+:(%d+)'))
     if e <= NOW then
       gone[#gone + 1] = f
       if e > last then last = e end
@@ -330,9 +340,9 @@ end
 local function index(gone)
   if not IX_N then return false end
   if gone then
-    redis.call('ZREM', IX_N, NAME)
+    rcall('ZREM', IX_N, NAME)
   else
-    redis.call('ZADD', IX_N, 0, NAME)
+    rcall('ZADD', IX_N, 0, NAME)
   end
   return true
 end
@@ -405,7 +415,7 @@ local function join(lease, ttl, p, client, owner)
       hval(1, ttl, exp, p))
   about(lease, client, owner)
   dirty = true
-  return tonumber(st.t)
+  return tonum(st.t)
 end
 
 -- Sets a holder's expiry (renew, re-entry) and keeps x/nx exact; its
@@ -429,19 +439,19 @@ end
 local function handoff()
   local popped, more = 0, true
   while popped < HANDOFF_MAX do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    local head = rcall('ZRANGE', Q, 0, 0)[1]
     if not head then more = false; break end
-    local raw = redis.call('HGET', W, head)
+    local raw = rcall('HGET', W, head)
     local r = raw and cjson.decode(raw)
     if r and held() and not (r.m == 's' and st.m == 's') then more = false; break end
-    redis.call('ZREM', Q, head)
-    redis.call('HDEL', W, head)
+    rcall('ZREM', Q, head)
+    rcall('HDEL', W, head)
     popped = popped + 1
     if r then
       local gk = 'g:' .. r.g
       if num(hget(gk)) < NOW then
         del(gk)
-      elseif tonumber(r.dl) >= NOW then
+      elseif tonum(r.dl) >= NOW then
         local t
         -- the grant carries the principal the waiter queued with
         if held() then t = join(r.l, r.t, r.p, r.c, r.o)
@@ -449,7 +459,7 @@ local function handoff()
         set_meta(r.v, r.o)
         -- lease and name ride along: a gateway that no longer knows
         -- the waiter gives the grant back at once
-        redis.call('PUBLISH', 'fg:gw:' .. r.g, head .. ' ' .. fmt(t) .. ' ' ..
+        rcall('PUBLISH', 'fg:gw:' .. r.g, head .. ' ' .. fmt(t) .. ' ' ..
           r.m .. ' ' .. r.l .. ' ' .. NAME)
         if r.m == 'x' then more = false; break end
       end
@@ -479,7 +489,7 @@ local function wake_in()
 end
 
 -- A write id is "<gateway id>-w<n>"; its gateway listens on fg:gw:<id>.
-local function gateway_of(wid) return string.match(wid, '^(.*)%-w%d+$') end
+local function gateway_of(wid) return smatch(wid, '^(.*)%-w%d+$') end
 
 -- A write waits on F: its gateway hears when a write of F ends.
 local function wait_for_writes(wid)
@@ -515,27 +525,27 @@ local function follow_end()
   if new_end >= X0 then return end
   local soon = NOW + math.max(num(st.fm), MARGIN_FLOOR)
   local untl = math.max(new_end, soon)
-  local all = redis.call('ZRANGE', F, 0, -1, 'WITHSCORES')
+  local all = rcall('ZRANGE', F, 0, -1, 'WITHSCORES')
   local top = false
   for i = 1, #all, 2 do
-    local wid, score = all[i], tonumber(all[i + 1])
+    local wid, score = all[i], tonum(all[i + 1])
     if score > NOW then
       if score > untl then
-        redis.call('ZADD', F, fmt(untl), wid)
+        rcall('ZADD', F, fmt(untl), wid)
         score = untl
       end
       if not top or score > top then top = score end
       local gw = gateway_of(wid)
       if gw and ended then
-        redis.call('PUBLISH', 'fg:gw:' .. gw, 'x ' .. wid)
+        rcall('PUBLISH', 'fg:gw:' .. gw, 'x ' .. wid)
       elseif gw then
-        redis.call('PUBLISH', 'fg:gw:' .. gw, 'e ' .. wid .. ' ' ..
+        rcall('PUBLISH', 'fg:gw:' .. gw, 'e ' .. wid .. ' ' ..
           fmt(new_end - NOW))
       end
     end
   end
   if not top and ended then
-    if #all > 0 then redis.call('DEL', F) end
+    if #all > 0 then rcall('DEL', F) end
     del('ft', 'fm')
   end
   ftop = top
@@ -563,24 +573,24 @@ end
 local function keep()
   local h = horizon()
   if st.ft and ftop == nil then
-    local top = redis.call('ZRANGE', F, -1, -1, 'WITHSCORES')
-    ftop = top[2] and tonumber(top[2]) or false
+    local top = rcall('ZRANGE', F, -1, -1, 'WITHSCORES')
+    ftop = top[2] and tonum(top[2]) or false
   end
   if st.ft and ftop and ftop > h then h = ftop end
   local ms = fmt(h - NOW + IDLE)
-  redis.call('PEXPIRE', S, ms)
+  rcall('PEXPIRE', S, ms)
   if num(st.qn) > 0 then
-    redis.call('PEXPIRE', Q, ms)
-    redis.call('PEXPIRE', W, ms)
+    rcall('PEXPIRE', Q, ms)
+    rcall('PEXPIRE', W, ms)
   end
-  if st.ft and ftop then redis.call('PEXPIRE', F, ms) end
+  if st.ft and ftop then rcall('PEXPIRE', F, ms) end
 end
 
 -- CMD S with the list's items as arguments (in slices: unpack is bounded;
 -- even-sized, so HSET's pairs stay whole).
 local function hcall(cmd, list)
   for i = 1, #list, 1000 do
-    redis.call(cmd, S, unpack(list, i, math.min(i + 999, #list)))
+    rcall(cmd, S, unpack(list, i, math.min(i + 999, #list)))
   end
 end
 
@@ -609,5 +619,5 @@ end
 -- call created it; then it gets the lock's.
 local function keep_new_f()
   if dirty then return end
-  redis.call('PEXPIRE', F, fmt(horizon() - NOW + IDLE), 'NX')
+  rcall('PEXPIRE', F, fmt(horizon() - NOW + IDLE), 'NX')
 end

@@ -27,10 +27,10 @@ begin(KEYS, ARGV, HF, true)
 -- PEXPIRE, the lock being free now.
 local hv = pre[HF]
 if st.n == '1' and not st.qn and not st.ft and hv and num(st.nx) > NOW then
-  local n, ttl, _, p = string.match(hv, '^(%d+):(%d+):(%d+):?(.*)')
+  local n, ttl, _, p = smatch(hv, '^(%d+):(%d+):(%d+):?(.*)')
   if n == '1' and (PRIN == nil or p == PRIN) then
-    local reply = {'granted', tonumber(st.t), st.m, 0, tonumber(ttl)}
-    redis.call('HDEL', S, HF, 'a:' .. LEASE, 'm', 'v', 'o', 'n', 'x', 'nx',
+    local reply = {'granted', tonum(st.t), st.m, 0, tonum(ttl)}
+    rcall('HDEL', S, HF, 'a:' .. LEASE, 'm', 'v', 'o', 'n', 'x', 'nx',
       st.ld and 'ld' or 'm', st.d and 'd' or 'm')
     st.n, st.x, st.nx, st.ld, st.d = false, false, false, false, false
     publish(nil)
