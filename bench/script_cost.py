@@ -19,8 +19,10 @@ The second pass also logs every command (slowlog-log-slower-than 0; Redis 7
 logs the commands a script runs, before the script), which splits "put"
 into admit and finish and counts the Redis commands each script ran; the
 log costs Redis a little itself. Prints every round, then medians over the
-rounds. Measures Redis only, never the gateway or the upstream; the machine
-should be otherwise idle.
+rounds, and last the two figures the targets are about: per lock cycle
+(acquire + release) and per fenced PUT (admit + finish), from the first
+pass, with the logged pass's split beside them. Measures Redis only, never
+the gateway or the upstream; the machine should be otherwise idle.
 """
 
 import argparse
@@ -170,6 +172,15 @@ class Phase:
 
 DRAIN_EVERY = 500
 
+# The issue's targets. A lock cycle is the acquire phase's call plus the
+# release phase's; a fenced PUT is the put phase's two calls (admit and
+# finish), its statistics being their mean.
+TARGETS = (("per lock cycle (acquire + release)", ("acquire", "release"), 35),
+           ("per fenced PUT (admit + finish)", ("admit", "finish"), 30))
+PHASE_OF = {"acquire": "acquire", "release": "release", "admit": "put",
+            "finish": "put"}
+PER_PHASE = {"acquire": 1, "release": 1, "put": 2}
+
 
 def run_round(env, n, tag, logged):
     redis, gw = env.redis, env.gw
@@ -271,6 +282,16 @@ def main():
             print("    %-8s %7.2f us  %5.2f commands   (us: %s)"
                   % (s, statistics.median(v), statistics.median(cmds[s]),
                      " ".join("%.2f" % x for x in v)))
+        print("  what the targets are about (us of Redis CPU):")
+        med = {k: statistics.median(v) for k, v in tot.items()}
+        logged = {k: statistics.median(v) for k, v in us.items()}
+        for label, parts, target in TARGETS:
+            stat = sum(med.get(p, 0) * PER_PHASE[p] for p in
+                       {PHASE_OF[x] for x in parts})
+            split = " + ".join("%s %.2f" % (x, logged.get(x, 0))
+                               for x in parts)
+            print("    %-36s %7.2f   target <= %d   (logged: %s)"
+                  % (label, stat, target, split))
     finally:
         env.stop()
 

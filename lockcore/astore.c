@@ -1436,7 +1436,7 @@ int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen)
 	struct aop *op = plain_op(6, NULL);
 	if (!op)
 		return FG_ENOMEM;
-	fg__build_index_drop(&op->call, name, seen);
+	fg__build_index_drop(&op->call, name, seen, !as->view.slots);
 	return submit(as, op);
 }
 

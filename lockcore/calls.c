@@ -235,17 +235,31 @@ void fg__build_describe(struct fg__call *c, const char *name,
 }
 
 /* FCALL fn 2 fg:{!index}:n fg:{!index}:v: keys[2] and keys[3] hold the
- * arguments that are built here. */
-static void index_init(struct fg__call *c, enum fg__lua lua)
+ * arguments that are built here. With LOCK (index_drop on one Redis), the
+ * four keys of that lock follow the index's: FCALL fn 6 N V S Q W F. */
+static void index_init_keys(struct fg__call *c, enum fg__lua lua,
+			    const char *lock)
 {
+	static const char suffix[FG__NKEYS] = { 's', 'q', 'w', 'f' };
+
 	c->lua = lua;
 	c->argc = 0;
 	c->nnums = 0;
 	push(c, "FCALL", 5);
 	push(c, fn_name[lua], strlen(fn_name[lua]));
-	push(c, "2", 1);
+	push(c, lock ? "6" : "2", 1);
 	push(c, INDEX_N, sizeof(INDEX_N) - 1);
 	push(c, INDEX_V, sizeof(INDEX_V) - 1);
+	for (int i = 0; lock && i < FG__NKEYS; i++) {
+		int n = snprintf(c->keys[i], sizeof(c->keys[i]), "fg:{%s}:%c",
+				 lock, suffix[i]);
+		push(c, c->keys[i], (size_t)n);
+	}
+}
+
+static void index_init(struct fg__call *c, enum fg__lua lua)
+{
+	index_init_keys(c, lua, NULL);
 }
 
 void fg__build_index_add(struct fg__call *c, const char *name,
@@ -279,9 +293,9 @@ void fg__build_index_page(struct fg__call *c, const char *prefix,
 }
 
 void fg__build_index_drop(struct fg__call *c, const char *name,
-			  uint64_t seen)
+			  uint64_t seen, bool lock)
 {
-	index_init(c, FG__LUA_INDEX_DROP);
+	index_init_keys(c, FG__LUA_INDEX_DROP, lock ? name : NULL);
 	str0(c, name);
 	fg__call_num(c, seen);
 }

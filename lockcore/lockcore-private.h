@@ -116,8 +116,11 @@ void fg__build_index_add(struct fg__call *c, const char *name,
 			 uint64_t token);
 void fg__build_index_page(struct fg__call *c, const char *prefix,
 			  const char *after, unsigned count);
+/* LOCK: the lock's keys are given too (one Redis, where the lock scripts
+ * keep the index and write no token to :v): index_drop.lua then drops
+ * the name only if the lock is idle now. Never on a Cluster. */
 void fg__build_index_drop(struct fg__call *c, const char *name,
-			  uint64_t seen);
+			  uint64_t seen, bool lock);
 int fg__parse_detail(const redisReply *r, struct fg_lock_detail *d);
 /* Frees what fg__parse_detail() allocated (the party arrays). */
 void fg__detail_finish(struct fg_lock_detail *d);

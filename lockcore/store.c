@@ -513,7 +513,8 @@ int fg_lock_index_sweep(fg_store *st, char after[FG_NAME_MAX + 1],
 		fg__detail_finish(&det);
 		if (!det.active) {
 			redisReply *x;
-			fg__build_index_drop(&c, e->str, det.seen);
+			fg__build_index_drop(&c, e->str, det.seen,
+					     !st->view.slots);
 			err = run(st, &c, &x);
 			if (!err) {
 				if (x->type == REDIS_REPLY_INTEGER && x->integer == 1)

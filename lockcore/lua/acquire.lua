@@ -12,8 +12,9 @@
 --        a fresh lease: it was given back) | {'toomany'} |
 --        {'forbidden'} (re-entry: the lease holds, for another principal)
 local LEASE, MODE = ARGV[3], ARGV[4]
-local TTL, LD, WAIT = tonumber(ARGV[5]), tonumber(ARGV[6]), tonumber(ARGV[7])
-local WID, GW, LIVE, MAXW = ARGV[8], ARGV[9], tonumber(ARGV[10]), tonumber(ARGV[11])
+-- (numbers a grant does not need are read where they are needed)
+local TTL, LD = tonumber(ARGV[5]), ARGV[6]
+local WID, GW = ARGV[8], ARGV[9]
 local RE = ARGV[12]
 local VAL = (ARGV[13] == '1') and ARGV[14] or nil
 local OWN = (ARGV[15] == '1') and ARGV[16] or nil
@@ -22,7 +23,33 @@ local CLIENT = ARGV[19] or ''
 
 -- A fresh lease's k: field says this call was given back before it got
 -- here (its answer was lost and the gateway undid it): it does nothing.
-begin(KEYS, ARGV, RE ~= '' and ('h:' .. RE) or ('k:' .. LEASE), true)
+local KF = 'k:' .. LEASE
+begin(KEYS, ARGV, RE ~= '' and ('h:' .. RE) or KF, true)
+
+-- The common grant, in short: a fresh lease on a lock nobody holds or
+-- waits for, out of lock-delay and with no lock-delay field left (so
+-- advance() would change nothing and grant_new() would delete no field).
+-- It writes what grant_new(), set_meta() and index() write, in one HSET,
+-- then keep()'s PEXPIRE, without the pending-write bookkeeping.
+if RE == '' and not pre[KF] and not st.n and not st.qn and not st.d and
+    not st.ld then
+  local t, ts = next_token()
+  local exp = fmt(NOW + TTL)
+  local hs = {'c', ts, 't', ts, 'm', MODE, 'n', '1', 'x', exp, 'nx', exp,
+    'h:' .. LEASE, hval(1, TTL, NOW + TTL, PRIN),
+    'a:' .. LEASE, about_of(CLIENT, OWN), nil, nil, nil, nil, nil, nil}
+  local i = 17
+  if LD ~= '0' then hs[i], hs[i + 1], i = 'ld', LD, i + 2 end
+  if VAL then hs[i], hs[i + 1], i = 'v', VAL, i + 2 end
+  if OWN then hs[i], hs[i + 1] = 'o', OWN end
+  rcall('HSET', S, unpack(hs))
+  st.n, st.x, st.nx, st.m, st.t = '1', exp, exp, MODE, ts
+  publish(t)
+  index()
+  keep()
+  return {'granted', t, MODE, 1, TTL}
+end
+
 advance()
 local reply
 if RE == '' and hget('k:' .. LEASE) then
@@ -43,29 +70,29 @@ else
   local delayed = num(st.d) > NOW
   if queued == 0 and not held() and not delayed then
     local t = grant_new(LEASE, MODE, TTL, LD, PRIN, CLIENT, OWN)
-    index(t)
+    index()
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
   elseif queued == 0 and held() and MODE == 's' and st.m == 's' then
     local t = join(LEASE, TTL, PRIN, CLIENT, OWN)
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
-  elseif WAIT == 0 then
+  elseif tonumber(ARGV[7]) == 0 then
     local only_delay = queued == 0 and not held() and delayed
     reply = {'busy', wake_in(), only_delay and num(st.d) - NOW or 0}
-  elseif queued >= MAXW then
+  elseif queued >= tonumber(ARGV[11]) then
     reply = {'toomany'}
   else
     local seq = num(st.qs) + 1
-    local dl = NOW + WAIT
+    local dl = NOW + tonumber(ARGV[7])
     redis.call('ZADD', Q, seq, WID)
-    redis.call('HSET', W, WID, cjson.encode({g = GW, m = MODE, t = TTL, ld = LD,
-      l = LEASE, dl = fmt(dl), v = VAL, o = OWN, p = PRIN, c = CLIENT,
-      s = fmt(NOW)}))
-    put('qs', seq, 'qn', queued + 1, 'g:' .. GW, fmt(NOW + LIVE))
+    redis.call('HSET', W, WID, cjson.encode({g = GW, m = MODE, t = TTL,
+      ld = tonumber(LD), l = LEASE, dl = fmt(dl), v = VAL, o = OWN, p = PRIN,
+      c = CLIENT, s = fmt(NOW)}))
+    put('qs', seq, 'qn', queued + 1, 'g:' .. GW, fmt(NOW + tonumber(ARGV[10])))
     if dl > num(st.qd) then put('qd', fmt(dl)) end
     dirty = true
-    index(nil)
+    index()
     reply = {'queued', wake_in()}
   end
 end

@@ -16,6 +16,28 @@
 local TOK, WID = tonumber(ARGV[3]), ARGV[4]
 local MARGIN, LONGEST = tonumber(ARGV[5]), tonumber(ARGV[6])
 begin(KEYS, ARGV, nil, true)
+
+-- The common write, in short: the live token as S holds it (so neither
+-- forged nor stale), nobody waiting and no holder expired (advance()
+-- would change nothing), F empty or holding this token's writes only (no
+-- older write to wait for). It writes what the general path below
+-- writes in that case; follow_end() has nothing to do (no end moved).
+if ARGV[3] == st.t and held() and not st.qn and num(st.nx) > NOW and
+    (not st.ft or st.ft == st.t) then
+  local dl = num(st.x) - MARGIN
+  if dl > NOW + LONGEST then dl = NOW + LONGEST end
+  if dl > NOW then
+    if not st.ft then
+      rcall('HSET', S, 'ft', st.t, 'fm', ARGV[5])
+    elseif MARGIN > num(st.fm) then
+      rcall('HSET', S, 'fm', ARGV[5])
+    end
+    rcall('ZADD', F, fmt(dl + MARGIN), WID)
+    keep_new_f()
+    return {'admitted', dl - NOW, TOK}
+  end
+end
+
 advance()
 local cur = current()
 local reply
@@ -35,7 +57,9 @@ else
         redis.call('DEL', F)
       end
     end
-    if not reply then put('ft', fmt(TOK), 'fm', MARGIN) end
+    -- (the live token as S holds it, the margin as the gateway sent it:
+    -- digits both, nothing to format)
+    if not reply then put('ft', st.t, 'fm', ARGV[5]) end
   end
   if not reply then
     local dl = num(st.x) - MARGIN
@@ -45,7 +69,7 @@ else
     else
       -- a shortened lease cuts the record back by the largest margin
       -- a write under it was admitted with
-      if MARGIN > num(st.fm) then put('fm', MARGIN) end
+      if MARGIN > num(st.fm) then put('fm', ARGV[5]) end
       redis.call('ZADD', F, fmt(dl + MARGIN), WID)
       keep_new_f()
       reply = {'admitted', dl - NOW, TOK}

@@ -5,7 +5,8 @@
 -- Keys of lock N, all under hash tag {N}:
 --   S  fg:{N}:s  hash   c token counter, m mode (x|s), t token of
 --                       the current/last grant, v value, o owner, ld
---                       lock-delay of the grant (ms), d lock-delay ends (ms),
+--                       lock-delay of the grant (ms; absent: none), d
+--                       lock-delay ends (ms),
 --                       n holders, x latest and nx earliest holder expiry
 --                       (ms), qn waiters, qs queue sequence, qd latest waiter
 --                       deadline (ms), ft token of the writes in F, fm
@@ -27,13 +28,21 @@
 -- Every function takes the keys S, Q, W, F and the arguments idle-forget
 -- ms, lock name; the rest is per script. acquire and release may take two
 -- more keys, the listing's index (index_add.lua), where every key is on
--- one Redis: they keep it themselves (index()), so that a lock cycle costs
--- no call of its own for it (renew too: it makes good a lost update); on a
--- Cluster the gateway keeps it.
+-- one Redis: they keep it themselves (index(), its name set only), so
+-- that a lock cycle costs one small call on it per change between idle
+-- and active (renew too: it makes good a lost update); on a Cluster the
+-- gateway keeps it.
 --
 -- Per call: the helpers below work on library-level variables that begin()
 -- sets afresh at the start of every call (Redis runs one function at a
 -- time, so nothing of one call is seen by the next).
+--
+-- Cost: a call's Redis CPU is mostly Lua work, not data work: every table
+-- made (and grown), every number formatted or parsed, every redis.call
+-- counts, and so does the garbage they leave. Hence tables made at their
+-- size, put() and del() without varargs, numbers formatted once with
+-- '%d' (never by '..', which formats a float), and strings compared
+-- rather than parsed where a number is only tested.
 --
 -- Invariants: n, x and nx describe exactly the h: fields; the writes of F
 -- are recorded no later than their grant's end (or the margin from the
@@ -46,9 +55,21 @@
 -- through put/del into one HSET and one HDEL at the end of the call
 -- (done()), so `st` is always what S will hold; every script ends with
 -- done(), whose keep() moves the keys' expiry whenever what they hold
--- moved, so they outlive it by exactly the idle-forget time. A free lock
--- with no waiters is one key; an unused one is none.
+-- moved, so they outlive it by exactly the idle-forget time. The one
+-- exception: the short paths of acquire (a grant on a free lock), release
+-- (of the only holder) and admit (a write under the live token, nothing
+-- older in F) write S themselves, one HSET or HDEL, and end with keep()
+-- (or keep_new_f()) instead of done(); each is taken only where done()
+-- would have had nothing else to do (follow_end() no end to follow, no
+-- other field to write). A free lock with no waiters is one key; an
+-- unused one is none.
 local S, Q, W, F, IDLE, NAME, NOW, NOW_US
+-- Redis' and Lua's functions the helpers call, as upvalues: a global is
+-- two table lookups a use. The library's own code cannot reach them when
+-- it is loaded, so begin() binds them at a call's start (the same
+-- functions every call); a helper that runs without begin()
+-- (wake_writers(), for finish.lua) uses the globals.
+local rcall, sformat, tonum, smatch, sbyte, ssub
 local IX_N, IX_V -- the listing's index when the call was given it
 local st       -- the fields of FIELDS as S holds them (false: absent)
 local pend     -- field -> value, or false to delete: written by done()
@@ -58,8 +79,6 @@ local ftop     -- latest record of F when known (false: F is empty)
 local T0, X0, HELD0 -- the grant as the call found it: token, end, held
 local MARGIN_FLOOR  -- a caller's own write margin, when it passes one
 local HANDOFF_MAX = 1000
-local FIELDS = {'c', 'm', 't', 'v', 'o', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'qs',
-  'qd', 'ft', 'fm', 'ob', 'aw', 'kx'}
 -- What acquire, release, renew, admit and check read at begin(): all that
 -- a grant, a release and a write ask for. The others (LATER) are read
 -- with one more HMGET the first time the call asks for one of them
@@ -68,6 +87,8 @@ local FIELDS = {'c', 'm', 't', 'v', 'o', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'qs',
 local CORE = {'c', 'm', 't', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'ft', 'fm', 'ob',
   'kx'}
 local LATER = {'v', 'o', 'qs', 'qd', 'aw'}
+local FIELDS = {'c', 'm', 't', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'ft', 'fm', 'ob',
+  'kx', 'v', 'o', 'qs', 'qd', 'aw'} -- CORE, then LATER (begin())
 local IS_LATER = {v = true, o = true, qs = true, qd = true, aw = true}
 
 local nums     -- string -> its number, parsed once a call (see num())
@@ -75,14 +96,14 @@ local nums     -- string -> its number, parsed once a call (see num())
 -- An integer as digits. Every number fmt() is given is an integer below
 -- 2^53 (times in ms, tokens in us, counts); Lua 5.1's '%d' formats it as
 -- a C long, exactly, and costs less than '%.0f'.
-local function fmt(n) return string.format('%d', n) end
+local function fmt(n) return sformat('%d', n) end
 -- A field's number (0: absent or not a number). The helpers ask for the
 -- same few fields many times a call; each string is parsed once.
 local function num(v)
   if not v then return 0 end
   local n = nums[v]
   if n == nil then
-    n = tonumber(v) or 0
+    n = tonum(v) or 0
     nums[v] = n
   end
   return n
@@ -93,7 +114,7 @@ end
 local LAZY = {__index = function(t, f)
   if not IS_LATER[f] then return nil end
   setmetatable(t, nil)
-  local got = redis.call('HMGET', S, unpack(LATER))
+  local got = rcall('HMGET', S, unpack(LATER))
   for i, g in ipairs(LATER) do
     if rawget(t, g) == nil then t[g] = got[i] end
   end
@@ -104,65 +125,109 @@ end}
 -- FIELD, when given (h:<lease>, the holder the call is about; k:<lease>),
 -- is read with it. SOME: only CORE now, LATER when first asked for.
 local function begin(keys, args, field, some)
+  if not rcall then
+    rcall, sformat, tonum = redis.call, string.format, tonumber
+    smatch, sbyte, ssub = string.match, string.byte, string.sub
+  end
   S, Q, W, F = keys[1], keys[2], keys[3], keys[4]
   IX_N, IX_V = keys[5], keys[6]
-  IDLE, NAME = tonumber(args[1]), args[2]
-  local tm = redis.call('TIME')
-  local sec, us = tonumber(tm[1]), tonumber(tm[2])
+  IDLE, NAME = tonum(args[1]), args[2]
+  local tm = rcall('TIME')
+  local sec, us = tonum(tm[1]), tonum(tm[2])
   NOW = sec * 1000 + math.floor(us / 1000)
   NOW_US = sec * 1000000 + us
-  st, pend, pre, dirty, ftop, nums = {}, {}, {}, false, nil, {}
+  -- Each table is made at its size (constructors with nil fields): a
+  -- table that grows is copied at every power of two.
+  pend = {a = nil, b = nil, c = nil, d = nil, e = nil, f = nil, g = nil,
+    h = nil, i = nil} -- (16: a grant writes 9 fields)
+  pre = {a = nil}
+  nums = {a = nil, b = nil, c = nil, d = nil, e = nil, f = nil, g = nil,
+    h = nil}
+  dirty, ftop = false, nil
   MARGIN_FLOOR = 0
-  local got
-  local fs = some and CORE or FIELDS
+  local got, o
   if field then
-    got = redis.call('HMGET', S, field, unpack(fs))
+    got, o = rcall('HMGET', S, field, unpack(some and CORE or FIELDS)), 1
     pre[field] = got[1]
-    for i, f in ipairs(fs) do st[f] = got[i + 1] end
   else
-    got = redis.call('HMGET', S, unpack(fs))
-    for i, f in ipairs(fs) do st[f] = got[i] end
+    got, o = rcall('HMGET', S, unpack(some and CORE or FIELDS)), 0
   end
-  if some then setmetatable(st, LAZY) end
+  -- in the order of CORE, then (all of FIELDS) LATER's
+  if some then
+    st = setmetatable({c = got[o + 1], m = got[o + 2], t = got[o + 3],
+      ld = got[o + 4], d = got[o + 5], n = got[o + 6], x = got[o + 7],
+      nx = got[o + 8], qn = got[o + 9], ft = got[o + 10], fm = got[o + 11],
+      ob = got[o + 12], kx = got[o + 13]}, LAZY)
+  else
+    st = {c = got[o + 1], m = got[o + 2], t = got[o + 3], ld = got[o + 4],
+      d = got[o + 5], n = got[o + 6], x = got[o + 7], nx = got[o + 8],
+      qn = got[o + 9], ft = got[o + 10], fm = got[o + 11], ob = got[o + 12],
+      kx = got[o + 13], v = got[o + 14], o = got[o + 15], qs = got[o + 16],
+      qd = got[o + 17], aw = got[o + 18]}
+  end
   T0, X0, HELD0 = st.t, num(st.x), num(st.n) > 0
 end
 
--- h:, a:, g: and k: fields are not in `st`.
-local function perfield(f)
-  local p = string.sub(f, 1, 2)
-  return p == 'h:' or p == 'a:' or p == 'g:' or p == 'k:'
-end
+-- h:, a:, g: and k: fields are not in `st`: theirs is the only name
+-- of S with ':' second (string.byte: no string is made to ask).
+local COLON, HBYTE = 58, 104 -- string.byte(':'), ('h') (not callable at load)
+local function perfield(f) return sbyte(f, 2) == COLON end
 
--- put('f', v, 'g', w, ...): into the cache and the pending write.
-local function put(...)
-  local a = {...}
-  for i = 1, #a, 2 do
-    pend[a[i]] = a[i + 1]
-    if not perfield(a[i]) then st[a[i]] = a[i + 1] end
+-- put('f', v, 'g', w, ...): into the cache and the pending write. Pairs
+-- are named parameters, not varargs: a call makes no table.
+local function put1(f, v)
+  pend[f] = v
+  if sbyte(f, 2) ~= COLON then st[f] = v end
+end
+local function put(f1, v1, f2, v2, f3, v3, f4, v4, f5, v5, f6, v6, f7, v7)
+  put1(f1, v1)
+  if not f2 then return end
+  put1(f2, v2)
+  if not f3 then return end
+  put1(f3, v3)
+  if not f4 then return end
+  put1(f4, v4)
+  if not f5 then return end
+  put1(f5, v5)
+  if not f6 then return end
+  put1(f6, v6)
+  if f7 then put1(f7, v7) end
+end
+local function del1(f)
+  if sbyte(f, 2) == COLON then
+    pend[f] = false
+    -- a holder's listing record leaves with it
+    if sbyte(f, 1) == HBYTE then pend['a:' .. ssub(f, 3)] = false end
+  else
+    -- (a field not read yet is deleted without reading it)
+    local v = rawget(st, f)
+    if v == nil or v or pend[f] then pend[f] = false end
+    st[f] = false
   end
 end
 local function del_list(fs)
-  for _, f in ipairs(fs) do
-    if perfield(f) then
-      pend[f] = false
-      -- a holder's listing record leaves with it
-      if string.sub(f, 1, 2) == 'h:' then pend['a:' .. string.sub(f, 3)] = false end
-    else
-      -- (a field not read yet is deleted without reading it)
-      local v = rawget(st, f)
-      if v == nil or v or pend[f] then pend[f] = false end
-      st[f] = false
-    end
-  end
+  for i = 1, #fs do del1(fs[i]) end
 end
-local function del(...) del_list({...}) end
+-- del('f', 'g', ...): as put(), no table.
+local function del(f1, f2, f3, f4, f5, f6, f7, f8)
+  del1(f1)
+  if not f2 then return end
+  del1(f2)
+  if not f3 then return end
+  del1(f3)
+  if f4 then del1(f4) end
+  if f5 then del1(f5) end
+  if f6 then del1(f6) end
+  if f7 then del1(f7) end
+  if f8 then del1(f8) end
+end
 
 -- An h: or g: field as S will hold it (nil: absent).
 local function hget(f)
   local v = pend[f]
   if v == nil then v = pre[f] end
   if v == nil then
-    v = redis.call('HGET', S, f)
+    v = rcall('HGET', S, f)
     pre[f] = v
   end
   return v or nil
@@ -173,7 +238,7 @@ local function held() return num(st.n) > 0 end
 -- Change events go out only while some gateway observes the lock.
 local function publish(tok)
   if num(st.ob) > NOW then
-    redis.call('PUBLISH', 'fg:ev:' .. NAME, tok and fmt(tok) or '')
+    rcall('PUBLISH', 'fg:ev:' .. NAME, tok and fmt(tok) or '')
   end
 end
 
@@ -185,8 +250,9 @@ end
 local function next_token()
   local t = num(st.c) + 1
   if t < NOW_US then t = NOW_US end
-  put('c', fmt(t))
-  return t
+  local ts = fmt(t)
+  put1('c', ts)
+  return t, ts
 end
 
 -- The newest token the lock knows of (0 once forgotten).
@@ -213,11 +279,12 @@ local function forged(tok) return tok > math.max(current(), NOW_US) end
 local function holder(lease)
   local v = hget('h:' .. lease)
   if not v then return nil end
-  local n, ttl, exp, p = string.match(v, '^(%d+):(%d+):(%d+):?(.*)$')
-  return {n = tonumber(n), ttl = tonumber(ttl), exp = tonumber(exp), p = p}
+  local n, ttl, exp, p = smatch(v, '^(%d+):(%d+):(%d+):?(.*)')
+  return {n = tonum(n), ttl = tonum(ttl), exp = tonum(exp), p = p}
 end
 local function hval(n, ttl, exp, p)
-  local v = n .. ':' .. ttl .. ':' .. fmt(exp)
+  -- one format for the three numbers ('..' would format each as a float)
+  local v = sformat('%d:%d:%d', n, ttl, exp)
   if p and p ~= '' then v = v .. ':' .. p end
   return v
 end
@@ -231,17 +298,17 @@ local function owns(h, p) return p == nil or h.p == p end
 -- when some expired). Returns the leases whose expiry passed, and the
 -- latest such expiry.
 local function recount()
-  local all = redis.call('HGETALL', S)
+  local all = rcall('HGETALL', S)
   local hs = {}
   for i = 1, #all, 2 do
-    if string.sub(all[i], 1, 2) == 'h:' then hs[all[i]] = all[i + 1] end
+    if ssub(all[i], 1, 2) == 'h:' then hs[all[i]] = all[i + 1] end
   end
   for f, v in pairs(pend) do
-    if string.sub(f, 1, 2) == 'h:' then hs[f] = v or nil end
+    if ssub(f, 1, 2) == 'h:' then hs[f] = v or nil end
   end
   local n, x, nx, gone, last = 0, 0, 0, {}, 0
   for f, v in pairs(hs) do
-    local e = tonumber(string.match(v, '^%d+:%d+:(%d+)'))
+    local e = tonum(smatch(v, '^%d+:%d+:(%d+)'))
     if e <= NOW then
       gone[#gone + 1] = f
       if e > last then last = e end
@@ -260,19 +327,22 @@ local function recount()
   return #gone, last
 end
 
--- The index learns of this lock (granted with token t, or a waiter queued:
--- t nil), or forgets it (gone): kept in the call itself where the call has
--- its keys, with the rule of index_add.lua and index_drop.lua. Returns
--- whether it was kept here.
-local function index(t, gone)
+-- The index learns of this lock (granted, or a waiter queued), or
+-- forgets it (gone): kept in the call itself where the call has its keys
+-- (one Redis). Only the name set is written: the token that index_add.lua
+-- keeps in :v is what lets index_drop.lua tell a grant made after its
+-- look where the index is kept apart from the lock (a Cluster); here
+-- index_drop.lua is given the lock's keys and sees such a grant in S.
+-- (A token an older version of the library left in :v for a name this
+-- call unlists stays there, a few bytes, harmless: it only ever keeps a
+-- name, and every later look's bound is above it.) Returns whether it
+-- was kept here.
+local function index(gone)
   if not IX_N then return false end
   if gone then
-    redis.call('ZREM', IX_N, NAME)
-    redis.call('HDEL', IX_V, NAME)
+    rcall('ZREM', IX_N, NAME)
   else
-    redis.call('ZADD', IX_N, 0, NAME)
-    if t then redis.call('HSET', IX_V, NAME, fmt(t))
-    else redis.call('HSETNX', IX_V, NAME, '0') end
+    rcall('ZADD', IX_N, 0, NAME)
   end
   return true
 end
@@ -301,21 +371,38 @@ local function purge()
 end
 
 -- What the listing shows of a new holder: since when it holds, the
--- client address its call came from, its owner.
+-- client address its call came from, its owner; json {s, c, o}, as
+-- describe.lua (of every library version) reads it. Written by hand: a
+-- table and an encoder run cost a grant more than the rest of its Lua.
+-- Only the owner may need escaping; an address that needs it (never one
+-- the gateway sends) is encoded too.
+local function about_of(client, owner)
+  client = client or ''
+  local c = string.find(client, '^[%w%.:%%]*$') and ('"' .. client .. '"')
+    or cjson.encode(client)
+  return '{"s":"' .. fmt(NOW) .. '","c":' .. c ..
+    (owner and (',"o":' .. cjson.encode(owner)) or '') .. '}'
+end
 local function about(lease, client, owner)
-  put('a:' .. lease, cjson.encode({s = fmt(NOW), c = client or '', o = owner}))
+  put1('a:' .. lease, about_of(client, owner))
 end
 
+-- (acquire.lua's short path writes the same fields for a lock it finds
+-- free and clean: keep the two alike.)
 local function grant_new(lease, mode, ttl, ld, p, client, owner)
-  local t = next_token()
+  local t, ts = next_token()
   if st.d then del('d') end
   local exp = fmt(NOW + ttl)
-  put('m', mode, 't', fmt(t), 'ld', tostring(ld), 'n', 1, 'x', exp, 'nx', exp,
+  -- no lock-delay is no field (num() reads it as 0): one field less to
+  -- write, and to delete at the end
+  if ld ~= 0 and ld ~= '0' then put1('ld', tostring(ld))
+  elseif st.ld then del1('ld') end
+  put('m', mode, 't', ts, 'n', '1', 'x', exp, 'nx', exp,
       'h:' .. lease, hval(1, ttl, NOW + ttl, p))
   about(lease, client, owner)
   dirty = true
   publish(t)
-  return t
+  return t, ts
 end
 
 -- A shared grant is joined under its current token.
@@ -328,7 +415,7 @@ local function join(lease, ttl, p, client, owner)
       hval(1, ttl, exp, p))
   about(lease, client, owner)
   dirty = true
-  return tonumber(st.t)
+  return tonum(st.t)
 end
 
 -- Sets a holder's expiry (renew, re-entry) and keeps x/nx exact; its
@@ -352,19 +439,19 @@ end
 local function handoff()
   local popped, more = 0, true
   while popped < HANDOFF_MAX do
-    local head = redis.call('ZRANGE', Q, 0, 0)[1]
+    local head = rcall('ZRANGE', Q, 0, 0)[1]
     if not head then more = false; break end
-    local raw = redis.call('HGET', W, head)
+    local raw = rcall('HGET', W, head)
     local r = raw and cjson.decode(raw)
     if r and held() and not (r.m == 's' and st.m == 's') then more = false; break end
-    redis.call('ZREM', Q, head)
-    redis.call('HDEL', W, head)
+    rcall('ZREM', Q, head)
+    rcall('HDEL', W, head)
     popped = popped + 1
     if r then
       local gk = 'g:' .. r.g
       if num(hget(gk)) < NOW then
         del(gk)
-      elseif tonumber(r.dl) >= NOW then
+      elseif tonum(r.dl) >= NOW then
         local t
         -- the grant carries the principal the waiter queued with
         if held() then t = join(r.l, r.t, r.p, r.c, r.o)
@@ -372,7 +459,7 @@ local function handoff()
         set_meta(r.v, r.o)
         -- lease and name ride along: a gateway that no longer knows
         -- the waiter gives the grant back at once
-        redis.call('PUBLISH', 'fg:gw:' .. r.g, head .. ' ' .. fmt(t) .. ' ' ..
+        rcall('PUBLISH', 'fg:gw:' .. r.g, head .. ' ' .. fmt(t) .. ' ' ..
           r.m .. ' ' .. r.l .. ' ' .. NAME)
         if r.m == 'x' then more = false; break end
       end
@@ -402,7 +489,7 @@ local function wake_in()
 end
 
 -- A write id is "<gateway id>-w<n>"; its gateway listens on fg:gw:<id>.
-local function gateway_of(wid) return string.match(wid, '^(.*)%-w%d+$') end
+local function gateway_of(wid) return smatch(wid, '^(.*)%-w%d+$') end
 
 -- A write waits on F: its gateway hears when a write of F ends.
 local function wait_for_writes(wid)
@@ -438,27 +525,27 @@ local function follow_end()
   if new_end >= X0 then return end
   local soon = NOW + math.max(num(st.fm), MARGIN_FLOOR)
   local untl = math.max(new_end, soon)
-  local all = redis.call('ZRANGE', F, 0, -1, 'WITHSCORES')
+  local all = rcall('ZRANGE', F, 0, -1, 'WITHSCORES')
   local top = false
   for i = 1, #all, 2 do
-    local wid, score = all[i], tonumber(all[i + 1])
+    local wid, score = all[i], tonum(all[i + 1])
     if score > NOW then
       if score > untl then
-        redis.call('ZADD', F, fmt(untl), wid)
+        rcall('ZADD', F, fmt(untl), wid)
         score = untl
       end
       if not top or score > top then top = score end
       local gw = gateway_of(wid)
       if gw and ended then
-        redis.call('PUBLISH', 'fg:gw:' .. gw, 'x ' .. wid)
+        rcall('PUBLISH', 'fg:gw:' .. gw, 'x ' .. wid)
       elseif gw then
-        redis.call('PUBLISH', 'fg:gw:' .. gw, 'e ' .. wid .. ' ' ..
+        rcall('PUBLISH', 'fg:gw:' .. gw, 'e ' .. wid .. ' ' ..
           fmt(new_end - NOW))
       end
     end
   end
   if not top and ended then
-    if #all > 0 then redis.call('DEL', F) end
+    if #all > 0 then rcall('DEL', F) end
     del('ft', 'fm')
   end
   ftop = top
@@ -486,24 +573,24 @@ end
 local function keep()
   local h = horizon()
   if st.ft and ftop == nil then
-    local top = redis.call('ZRANGE', F, -1, -1, 'WITHSCORES')
-    ftop = top[2] and tonumber(top[2]) or false
+    local top = rcall('ZRANGE', F, -1, -1, 'WITHSCORES')
+    ftop = top[2] and tonum(top[2]) or false
   end
   if st.ft and ftop and ftop > h then h = ftop end
   local ms = fmt(h - NOW + IDLE)
-  redis.call('PEXPIRE', S, ms)
+  rcall('PEXPIRE', S, ms)
   if num(st.qn) > 0 then
-    redis.call('PEXPIRE', Q, ms)
-    redis.call('PEXPIRE', W, ms)
+    rcall('PEXPIRE', Q, ms)
+    rcall('PEXPIRE', W, ms)
   end
-  if st.ft and ftop then redis.call('PEXPIRE', F, ms) end
+  if st.ft and ftop then rcall('PEXPIRE', F, ms) end
 end
 
 -- CMD S with the list's items as arguments (in slices: unpack is bounded;
 -- even-sized, so HSET's pairs stay whole).
 local function hcall(cmd, list)
   for i = 1, #list, 1000 do
-    redis.call(cmd, S, unpack(list, i, math.min(i + 999, #list)))
+    rcall(cmd, S, unpack(list, i, math.min(i + 999, #list)))
   end
 end
 
@@ -511,17 +598,18 @@ end
 -- their horizon moved. Returns the reply.
 local function done(reply)
   follow_end()
-  local hs, hd = {}, {}
+  local hs, hd, nh, nd = {}, {}, 0, 0
   for f, v in pairs(pend) do
     if v then
-      hs[#hs + 1] = f
-      hs[#hs + 1] = v
+      hs[nh + 1], hs[nh + 2] = f, v
+      nh = nh + 2
     else
-      hd[#hd + 1] = f
+      nd = nd + 1
+      hd[nd] = f
     end
   end
-  hcall('HSET', hs)
-  hcall('HDEL', hd)
+  if nh > 0 then hcall('HSET', hs) end
+  if nd > 0 then hcall('HDEL', hd) end
   if dirty then keep() end
   return reply
 end
@@ -531,5 +619,5 @@ end
 -- call created it; then it gets the lock's.
 local function keep_new_f()
   if dirty then return end
-  redis.call('PEXPIRE', F, fmt(horizon() - NOW + IDLE), 'NX')
+  rcall('PEXPIRE', F, fmt(horizon() - NOW + IDLE), 'NX')
 end

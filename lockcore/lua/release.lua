@@ -15,7 +15,31 @@
 --        describe.lua). Given them, the call drops it itself.
 local LEASE, MARGIN = ARGV[3], tonumber(ARGV[4])
 local PRIN = (ARGV[5] == '1') and ARGV[6] or nil
-begin(KEYS, ARGV, 'h:' .. LEASE, true)
+local HF = 'h:' .. LEASE
+begin(KEYS, ARGV, HF, true)
+
+-- The common release, in short: the only holder, alive, with one hold,
+-- nobody waiting and no write recorded (so advance() would change
+-- nothing, follow_end() has no write to reach and no waiter is handed the
+-- lock). It does what the general path below does in that case, without
+-- its bookkeeping: the grant's fields and the holder's go in one HDEL
+-- (v and o unread, as del() does), then the listing's index and keep()'s
+-- PEXPIRE, the lock being free now.
+local hv = pre[HF]
+if st.n == '1' and not st.qn and not st.ft and hv and num(st.nx) > NOW then
+  local n, ttl, _, p = smatch(hv, '^(%d+):(%d+):(%d+):?(.*)')
+  if n == '1' and (PRIN == nil or p == PRIN) then
+    local reply = {'granted', tonum(st.t), st.m, 0, tonum(ttl)}
+    rcall('HDEL', S, HF, 'a:' .. LEASE, 'm', 'v', 'o', 'n', 'x', 'nx',
+      st.ld and 'ld' or 'm', st.d and 'd' or 'm')
+    st.n, st.x, st.nx, st.ld, st.d = false, false, false, false, false
+    publish(nil)
+    if not index(true) then reply[6], reply[7] = 1, fmt(seen()) end
+    keep()
+    return reply
+  end
+end
+
 MARGIN_FLOOR = MARGIN
 advance()
 local reply
@@ -32,7 +56,7 @@ else
     del('h:' .. LEASE)
     end_grant(NOW, false)
     if num(st.qn) > 0 then handoff() end
-    if not held() and num(st.qn) == 0 and not index(nil, true) then
+    if not held() and num(st.qn) == 0 and not index(true) then
       reply[6], reply[7] = 1, fmt(seen())
     end
   else

@@ -22,7 +22,7 @@ else
   set_meta(VAL, nil)
   -- a lock held is listed: an index update lost on the way (a Cluster's,
   -- sent by the gateway) is made good at the holder's next renewal
-  if IX_N and not redis.call('ZSCORE', IX_N, NAME) then index(tonumber(st.t)) end
+  if IX_N and not redis.call('ZSCORE', IX_N, NAME) then index() end
   reply = {'granted', tonumber(st.t), st.m, h.n, ttl}
 end
 return done(reply)

@@ -539,3 +539,62 @@ class BreakScriptTests(ScriptCalls):
         busy = self.acq(name, "X" * 22)
         self.assertEqual((busy[0], busy[2]), ("busy", 0), busy)
         self.assertGreater(dec(self.fcall("inspect", name))[8], 0)
+
+
+@harness.single_redis("calls the scripts on the one redis-server directly")
+class IndexDropScriptTests(ScriptCalls):
+    """On one Redis the lock scripts keep the listing's index and write no
+    token to its :v hash; index_drop is given the lock's keys and looks at
+    the lock itself."""
+
+    def drop(self, name, seen):
+        fn = [v for k, v in functions_by_prefix(self.redis).items()
+              if k == "index_drop"][0]
+        return self.redis.command("FCALL", fn, 6, "fg:{!index}:n",
+                                  "fg:{!index}:v", *keys(name), name, seen)
+
+    def indexed(self, name):
+        return self.redis.command("ZSCORE", "fg:{!index}:n", name) \
+            is not None
+
+    def test_a_look_that_found_the_lock_idle_drops_no_grant_made_since(self):
+        name = self.lock_name("since")
+        g = self.acquire_ok(name, ttl_ms=30000)
+        self.assertTrue(self.indexed(name))
+        self.assertIsNone(self.redis.command("HGET", "fg:{!index}:v", name))
+        # a look taken before the grant: its bound is below the token
+        self.assertEqual(self.drop(name, 1), 0)
+        self.assertTrue(self.indexed(name))
+        self.release_ok(name, g["lease"])
+        self.assertFalse(self.indexed(name))
+
+    def test_a_waiter_or_a_lock_delay_keeps_the_name_and_an_idle_lock_drops_it(self):
+        name = self.lock_name("kept")
+        self.acquire_ok(name, ttl_ms=30000)
+        q = self.fc_acquire(name, "Q" * 22, wait=30000, wid="gwQ-1",
+                            gw="gwQ")
+        self.assertEqual(q[0], "queued", q)
+        # the holder leaves without the script: a waiter alone is active
+        self.redis.command("HDEL", keys(name)[0], "n")
+        self.assertEqual(self.drop(name, 1), 0)
+        self.redis.command("DEL", *keys(name))
+        self.redis.command("HSET", keys(name)[0], "d",
+                           str(int(time.time() * 1000) + 60000))
+        self.assertEqual(self.drop(name, 1), 0)
+        self.redis.command("DEL", *keys(name))
+        self.assertEqual(self.drop(name, 1), 1)
+        self.assertFalse(self.indexed(name))
+
+
+def functions_by_prefix(redis):
+    """{'index_drop': 'fg_index_drop_<version>', ...}: functions() keys
+    each by its name's first word only."""
+    out = {}
+    for lib in redis.command("FUNCTION", "LIST"):
+        fields = dict(zip(lib[::2], lib[1::2]))
+        if not fields[b"library_name"].decode().startswith("fencegate_"):
+            continue
+        for fn in fields[b"functions"]:
+            name = dict(zip(fn[::2], fn[1::2]))[b"name"].decode()
+            out[name[3:].rsplit("_", 1)[0]] = name
+    return out
