@@ -454,15 +454,37 @@ enum fg_seq_status fg_seq_decode(const uint8_t *key, size_t keylen,
 
 /* ---- leases -------------------------------------------------------- */
 
+/*
+ * Each thread draws its leases' bytes from RAND_bytes() LEASE_POOL at a
+ * time: one call per lease cost more than the rest of signing the grant
+ * (the DRBG's locking and its fork check, a getpid() each). A byte is
+ * wiped from the pool as it is handed out, so the pool only ever holds
+ * leases not yet made. The gateway never forks, which is what a pool
+ * drawn before a fork would have to fear.
+ */
+#define LEASE_POOL (LEASE_BYTES * 32)
+
+static _Thread_local struct {
+	uint8_t b[LEASE_POOL];
+	size_t left; /* the unused bytes are the last `left` of b */
+} lease_pool;
+
 int fg_lease_new(char out[FG_LEASE_LEN + 1])
 {
-	uint8_t raw[LEASE_BYTES];
+	uint8_t *raw;
 	int r;
 
-	if (out == NULL || RAND_bytes(raw, sizeof(raw)) != 1)
+	if (out == NULL)
 		return -1;
-	r = fg_b64url_encode(raw, sizeof(raw), out, FG_LEASE_LEN + 1);
-	OPENSSL_cleanse(raw, sizeof(raw));
+	if (lease_pool.left < LEASE_BYTES) {
+		if (RAND_bytes(lease_pool.b, sizeof(lease_pool.b)) != 1)
+			return -1;
+		lease_pool.left = sizeof(lease_pool.b);
+	}
+	raw = lease_pool.b + sizeof(lease_pool.b) - lease_pool.left;
+	lease_pool.left -= LEASE_BYTES;
+	r = fg_b64url_encode(raw, LEASE_BYTES, out, FG_LEASE_LEN + 1);
+	OPENSSL_cleanse(raw, LEASE_BYTES);
 	return r == FG_LEASE_LEN ? 0 : -1;
 }
 
