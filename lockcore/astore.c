@@ -1003,8 +1003,19 @@ static int send_op(struct aop *op)
 	if (op->ask &&
 	    redisAsyncCommand(cn->ac, NULL, NULL, "ASKING") != REDIS_OK)
 		return FG_EUNAVAIL;
-	if (redisAsyncCommandArgv(cn->ac, on_reply, op, op->call.argc,
-				  op->call.argv, op->call.argvlen) != REDIS_OK)
+	/* a lock call fits the stack buffer; a long value takes the heap */
+	char stackbuf[1024], *cmd = stackbuf;
+	size_t len = fg__call_format(&op->call, stackbuf, sizeof(stackbuf));
+	if (len > sizeof(stackbuf)) {
+		cmd = malloc(len); /* freed below, hiredis copies it */
+		if (!cmd)
+			return FG_ENOMEM;
+		len = fg__call_format(&op->call, cmd, len);
+	}
+	int rc = redisAsyncFormattedCommand(cn->ac, on_reply, op, cmd, len);
+	if (cmd != stackbuf)
+		free(cmd);
+	if (rc != REDIS_OK)
 		return FG_EUNAVAIL;
 	op->maybe_ran = 1;
 	op->conn = cn;

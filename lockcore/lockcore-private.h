@@ -67,6 +67,14 @@ void fg__call_init(struct fg__call *call, enum fg__lua lua, const char *name,
 void fg__call_str(struct fg__call *call, const char *s, size_t len);
 void fg__call_num(struct fg__call *call, uint64_t n);
 
+/**
+ * The call as one Redis protocol command (what redisFormatCommandArgv()
+ * makes of its arguments) in buf[cap]. Returns its length, or, when cap is
+ * too small, a size that is enough (buf then unspecified): a result > cap
+ * means "again with that much".
+ */
+size_t fg__call_format(const struct fg__call *call, char *buf, size_t cap);
+
 #define FG__LOAD_ARGC 4
 /** The command that loads the library: FUNCTION LOAD REPLACE <text>. */
 void fg__load_argv(const char *argv[FG__LOAD_ARGC],

@@ -35,6 +35,15 @@
 #define LOCKS_PREFIX "/_fence/v1/locks/"
 #define LEASE_MAX 64
 
+/* A bounded copy, as snprintf(dst, cap, "%s", src) makes it, at a
+ * fraction of its cost on the lock cycle's path. */
+static void copy_str(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+}
+
 /* Percent-decodes the raw name into out and validates it. 0 or -1. */
 static int decode_name(const char *raw, size_t len, char out[FG_NAME_MAX + 1])
 {
@@ -243,15 +252,38 @@ static enum MHD_Result respond_grant(struct fg_req *req,
 	/* if this answer never reaches the client, the grant goes back
 	 * (fg_api_finish(), when the request completes) */
 	if (req->name != name)
-		snprintf(req->name, sizeof(req->name), "%s", name);
+		copy_str(req->name, sizeof(req->name), name);
 	if (req->lease != lease)
-		snprintf(req->lease, sizeof(req->lease), "%s", lease);
+		copy_str(req->lease, sizeof(req->lease), lease);
 	req->granted = true;
 	req->rec.granted = true;
 	req->rec.mode = g->mode;
 	req->rec.has_token = true;
 	req->rec.token = g->token;
 	fg_held_granted(name, g->token, g->holds <= 1, g->ttl_ms);
+	/* the answer of every lock cycle: written straight into the
+	 * response's buffer (fg_jw, what jansson would write), jansson only
+	 * for a string it would escape */
+	/* the strings and the fields' room; small enough for malloc's
+	 * per-thread cache with a usual name */
+	size_t cap = 160 + strlen(name) + strlen(lease) + strlen(seq);
+	char *text = malloc(cap); /* the response's, freed by libmicrohttpd */
+	if (text) {
+		struct fg_jw w;
+		fg_jw_init(&w, text, cap);
+		fg_jw_str(&w, "name", name);
+		fg_jw_str(&w, "lease", lease);
+		fg_jw_uint(&w, "token", g->token);
+		fg_jw_str(&w, "mode", fg_mode_name(g->mode));
+		fg_jw_uint(&w, "ttl_ms", g->ttl_ms);
+		fg_jw_str(&w, "sequencer", seq);
+		fg_jw_uint(&w, "holds", g->holds);
+		size_t len = fg_jw_end(&w);
+		if (len)
+			return fg_respond_text(c, MHD_HTTP_OK,
+					       "application/json", text, len);
+		free(text);
+	}
 	json_t *o = json_pack("{s:s, s:s, s:I, s:s, s:I, s:s, s:I}",
 			      "name", name, "lease", lease,
 			      "token", (json_int_t)g->token,
@@ -345,7 +377,7 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 	}
 	/* the call copies its arguments when it is sent */
 	q.lease = reenter ? reenter : req->lease;
-	snprintf(req->name, sizeof(req->name), "%s", name);
+	copy_str(req->name, sizeof(req->name), name);
 	if (!call_new(req, CALL_ACQUIRE)) {
 		ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 		goto done;
@@ -521,7 +553,7 @@ static enum MHD_Result renew(struct fg_req *req, struct MHD_Connection *c,
 		ret = bad(c, "lease is required");
 		goto done;
 	}
-	snprintf(req->name, sizeof(req->name), "%s", name);
+	copy_str(req->name, sizeof(req->name), name);
 	if (!call_new(req, CALL_RENEW)) {
 		ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 		goto done;
@@ -562,7 +594,7 @@ static enum MHD_Result release(struct fg_req *req, struct MHD_Connection *c,
 		return bad(c, "Fence-Lease is too long to be a lease");
 	if (!call_new(req, CALL_RELEASE))
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-	snprintf(req->name, sizeof(req->name), "%s", name);
+	copy_str(req->name, sizeof(req->name), name);
 	return sent_or_respond(req, c, req->loop->as
 		? fg_alock_release(req->loop->as, name, lease, principal_of(req),
 				   on_grant, req)
@@ -619,7 +651,7 @@ static enum MHD_Result break_grant(struct fg_req *req, struct MHD_Connection *c,
 	if (!call)
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	call->tok0 = token;
-	snprintf(req->name, sizeof(req->name), "%s", name);
+	copy_str(req->name, sizeof(req->name), name);
 	req->rec.has_token = true;
 	req->rec.token = token;
 	return sent_or_respond(req, c, req->loop->as
@@ -685,7 +717,7 @@ static enum MHD_Result inspect(struct fg_req *req, struct MHD_Connection *c,
 	struct fg_api_call *call = call_new(req, CALL_INSPECT);
 	if (!call)
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-	snprintf(req->name, sizeof(req->name), "%s", name);
+	copy_str(req->name, sizeof(req->name), name);
 	call->wait_ms = (uint32_t)wait;
 	/* Observe: with `after`, wait while the lock is held under that
 	 * token; without it, wait while nothing changes. */

@@ -1,9 +1,10 @@
 /*
  * jsonio.c - strict reading of request bodies, query numbers and
- * percent-encoded paths.
+ * percent-encoded paths; the writer of fixed-shape answers (fg_jw).
  * Invariant: nothing here accepts a value outside the range it was given,
  * nor a field outside the list it was given; every message it writes fits
- * its buffer and is valid UTF-8 (it becomes a JSON string).
+ * its buffer and is valid UTF-8 (it becomes a JSON string); fg_jw writes
+ * what jansson would have written, or fails.
  */
 #include <stdio.h>
 #include <string.h>
@@ -249,4 +250,77 @@ int fg_pct_decode(const char *raw, size_t len, char *out, size_t cap,
 	out[o] = '\0';
 	*outlen = o;
 	return 0;
+}
+
+/* ---- fixed-shape answers ---------------------------------------------- */
+
+void fg_jw_init(struct fg_jw *w, char *buf, size_t cap)
+{
+	w->buf = buf;
+	w->cap = cap;
+	w->len = 0;
+	w->failed = cap < 3; /* room for "{}" and the NUL at least */
+}
+
+static void jw_put(struct fg_jw *w, const char *s, size_t n)
+{
+	if (w->failed || w->cap - w->len < n + 2) { /* keep room for "}\0" */
+		w->failed = true;
+		return;
+	}
+	memcpy(w->buf + w->len, s, n);
+	w->len += n;
+}
+
+/* "key": the opening brace or the comma first. The keys are the
+ * caller's literals. */
+static void jw_key(struct fg_jw *w, const char *key)
+{
+	jw_put(w, w->len == 0 ? "{\"" : ",\"", 2);
+	jw_put(w, key, strlen(key));
+	jw_put(w, "\":", 2);
+}
+
+void fg_jw_str(struct fg_jw *w, const char *key, const char *s)
+{
+	size_t n = 0;
+	for (; s[n]; n++)
+		if ((unsigned char)s[n] < 0x20 || (unsigned char)s[n] > 0x7e ||
+		    s[n] == '"' || s[n] == '\\') {
+			w->failed = true; /* jansson's, then */
+			return;
+		}
+	jw_key(w, key);
+	jw_put(w, "\"", 1);
+	jw_put(w, s, n);
+	jw_put(w, "\"", 1);
+}
+
+void fg_jw_uint(struct fg_jw *w, const char *key, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0;
+
+	/* jansson writes a json_int_t, a signed 64-bit integer */
+	if (v > INT64_MAX) {
+		w->failed = true;
+		return;
+	}
+	do {
+		tmp[sizeof(tmp) - ++n] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	jw_key(w, key);
+	jw_put(w, tmp + sizeof(tmp) - n, n);
+}
+
+size_t fg_jw_end(struct fg_jw *w)
+{
+	if (w->failed)
+		return 0;
+	if (w->len == 0)
+		w->buf[w->len++] = '{';
+	w->buf[w->len++] = '}'; /* jw_put left room for it and the NUL */
+	w->buf[w->len] = '\0';
+	return w->len;
 }

@@ -1,6 +1,7 @@
 /*
  * jsonio.h - reading client input strictly: request bodies, query numbers,
- * percent-encoded paths. Private to the gateway.
+ * percent-encoded paths; and writing the lock API's fixed-shape answers
+ * without building a JSON tree (fg_jw). Private to the gateway.
  *
  * Numbers are JSON integers only (not 1.5, 1e3, "1000" or true); a field
  * that is present must have the right type (null is not "absent"); a
@@ -63,5 +64,27 @@ int fg_pct_decode(const char *raw, size_t len, char *out, size_t cap,
 
 /** Strict unsigned decimal (query parameters): 0 or -1. */
 int fg_parse_u64(const char *s, uint64_t max, uint64_t *out);
+
+/**
+ * A JSON object of string and unsigned integer fields written straight
+ * into a caller's buffer, in the order of the calls: byte for byte what
+ * json_dumps(JSON_COMPACT) writes for the same object built with jansson,
+ * at a tenth of the cost (the grant's answer, once per lock cycle). A
+ * string that jansson would escape or check (a quote, a backslash, a
+ * control byte, any byte above 0x7e) or a text that does not fit makes
+ * it fail, and the caller builds that answer with jansson instead.
+ */
+struct fg_jw {
+	char *buf;   /* the caller's */
+	size_t cap, len;
+	bool failed;
+};
+
+void fg_jw_init(struct fg_jw *w, char *buf, size_t cap);
+void fg_jw_str(struct fg_jw *w, const char *key, const char *s);
+void fg_jw_uint(struct fg_jw *w, const char *key, uint64_t v);
+/** Closes the object: its length (not counting the NUL written after
+ *  it), or 0 when it failed. */
+size_t fg_jw_end(struct fg_jw *w);
 
 #endif

@@ -63,9 +63,13 @@ void fg_rec_enter(struct fg_rec *r, const char *method)
 {
 	cur = r;
 	if (!r->method[0]) {
+		/* once per request: a copy, not snprintf's format pass */
 		size_t n = strlen(method);
-		snprintf(r->method, sizeof(r->method), "%s",
-			 n < sizeof(r->method) ? method : "OTHER");
+		if (n >= sizeof(r->method)) {
+			method = "OTHER";
+			n = 5;
+		}
+		memcpy(r->method, method, n + 1);
 	}
 }
 

@@ -31,9 +31,24 @@ static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct grant *grants;
 static unsigned ngrants;
 
+/* "<token> <name>", cut to n - 1 bytes as snprintf() would: written by
+ * hand, since every grant and release looks its key up twice */
 static void key_of(char *key, size_t n, const char *name, uint64_t token)
 {
-	snprintf(key, n, "%llu %s", (unsigned long long)token, name);
+	char tmp[20];
+	size_t d = 0, p = 0;
+
+	do {
+		tmp[sizeof(tmp) - ++d] = (char)('0' + token % 10);
+		token /= 10;
+	} while (token);
+	for (size_t i = 0; i < d && p + 1 < n; i++)
+		key[p++] = tmp[sizeof(tmp) - d + i];
+	if (p + 1 < n)
+		key[p++] = ' ';
+	for (; *name && p + 1 < n; name++)
+		key[p++] = *name;
+	key[p] = '\0';
 }
 
 static struct grant *find(const char *name, uint64_t token)

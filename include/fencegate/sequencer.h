@@ -67,7 +67,9 @@ enum fg_seq_status fg_seq_decode(const uint8_t *key, size_t keylen,
 
 /**
  * Writes a fresh lease (FG_LEASE_LEN chars + NUL) from RAND_bytes into
- * out. Returns 0, or -1 when the CSPRNG fails.
+ * out (drawn a few hundred bytes ahead per thread; do not call it in a
+ * process forked from one that did). Returns 0, or -1 when the CSPRNG
+ * fails.
  */
 int fg_lease_new(char out[FG_LEASE_LEN + 1]);
 

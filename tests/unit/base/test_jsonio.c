@@ -675,6 +675,88 @@ static void test_parse_u64_boundary(void **state)
 	}
 }
 
+/* ---- fg_jw ------------------------------------------------------------ */
+
+/* jansson's compact text of the object, as send_json() writes it. */
+static char *dumped(json_t *o)
+{
+	char *t = json_dumps(o, JSON_COMPACT);
+	json_decref(o);
+	assert_non_null(t);
+	return t;
+}
+
+static void test_jw_as_jansson(void **state)
+{
+	(void)state;
+	char buf[1024];
+	struct fg_jw w;
+	const char *names[] = { "a", "a/b.c~d-e_f", "x y", "{}[]:,", "/",
+				"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZ" };
+	const uint64_t nums[] = { 0, 1, 9, 10, 30000, 4294967295u,
+				  9007199254740991u, INT64_MAX };
+	for (size_t i = 0; i < sizeof(names) / sizeof(names[0]); i++)
+		for (size_t j = 0; j < sizeof(nums) / sizeof(nums[0]); j++) {
+			fg_jw_init(&w, buf, sizeof(buf));
+			fg_jw_str(&w, "name", names[i]);
+			fg_jw_uint(&w, "token", nums[j]);
+			fg_jw_str(&w, "mode", "exclusive");
+			fg_jw_str(&w, "empty", "");
+			size_t len = fg_jw_end(&w);
+			char *want = dumped(json_pack("{s:s, s:I, s:s, s:s}",
+				"name", names[i], "token", (json_int_t)nums[j],
+				"mode", "exclusive", "empty", ""));
+			assert_int_equal(len, strlen(want));
+			assert_string_equal(buf, want);
+			free(want);
+		}
+	fg_jw_init(&w, buf, sizeof(buf));
+	assert_int_equal(fg_jw_end(&w), 2);
+	assert_string_equal(buf, "{}");
+}
+
+static void test_jw_fails_where_jansson_escapes(void **state)
+{
+	(void)state;
+	char buf[256];
+	struct fg_jw w;
+	const char *odd[] = { "a\"b", "a\\b", "a\nb", "\x01", "\x7f",
+			      "caf\xc3\xa9" };
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		fg_jw_init(&w, buf, sizeof(buf));
+		fg_jw_str(&w, "a", "ok");
+		fg_jw_str(&w, "b", odd[i]);
+		fg_jw_uint(&w, "c", 1);
+		assert_int_equal(fg_jw_end(&w), 0);
+	}
+	fg_jw_init(&w, buf, sizeof(buf));
+	fg_jw_uint(&w, "n", (uint64_t)INT64_MAX + 1);
+	assert_int_equal(fg_jw_end(&w), 0);
+}
+
+static void test_jw_fits_or_fails(void **state)
+{
+	(void)state;
+	char buf[32];
+	struct fg_jw w;
+	/* {"k":"<n x's>"} is n + 8 bytes and its NUL */
+	for (size_t n = 0; n < 40; n++) {
+		char s[41];
+		memset(s, 'x', n);
+		s[n] = '\0';
+		memset(buf, '#', sizeof(buf));
+		fg_jw_init(&w, buf, sizeof(buf));
+		fg_jw_str(&w, "k", s);
+		size_t len = fg_jw_end(&w);
+		if (n + 8 + 1 <= sizeof(buf)) {
+			assert_int_equal(len, n + 8);
+			assert_int_equal(buf[len], '\0');
+		} else {
+			assert_int_equal(len, 0);
+		}
+	}
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -698,6 +780,9 @@ int main(void)
 		cmocka_unit_test(test_parse_u64_accepts),
 		cmocka_unit_test(test_parse_u64_refuses),
 		cmocka_unit_test(test_parse_u64_boundary),
+		cmocka_unit_test(test_jw_as_jansson),
+		cmocka_unit_test(test_jw_fails_where_jansson_escapes),
+		cmocka_unit_test(test_jw_fits_or_fails),
 	};
 
 	return cmocka_run_group_tests_name("jsonio", tests, NULL, NULL);

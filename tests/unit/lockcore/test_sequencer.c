@@ -7,6 +7,7 @@
  * MAC input shows up here, and it signs malformed fields correctly to show
  * that a good MAC never makes a non-canonical field acceptable.
  */
+#include <pthread.h>
 #include <setjmp.h>
 #include <stdarg.h>
 #include <stddef.h>
@@ -777,6 +778,74 @@ static int cmp_lease(const void *a, const void *b)
 	return strcmp(a, b);
 }
 
+/*
+ * The MAC under keys that change between calls (a rotation, a gateway that
+ * checks a token signed before it), of the shortest and longest lengths,
+ * from more than one thread: always HMAC-SHA256 as OpenSSL's HMAC()
+ * computes it, never the previous key's.
+ */
+static void mac_of(const uint8_t *k, size_t klen, const char *name,
+		   char out[64])
+{
+	uint8_t msg[64], mac[EVP_MAX_MD_SIZE];
+	unsigned int mac_len = 0;
+	size_t n = strlen(name), p = 0;
+
+	memcpy(msg, "fg1", 4);
+	p = 4;
+	memcpy(msg + p, name, n);
+	p += n;
+	memcpy(msg + p, "\0x\0" "7", 4);
+	p += 4;
+	assert_non_null(HMAC(EVP_sha256(), k, (int)klen, msg, p, mac, &mac_len));
+	assert_int_equal(fg_b64url_encode(mac, mac_len, out, 64), 43);
+}
+
+static void *keys_round(void *arg)
+{
+	uint8_t k64[FG_KEY_MAX];
+	const struct { const uint8_t *k; size_t len; } keys[] = {
+		{ key, sizeof(key) }, { other_key, sizeof(other_key) },
+		{ key, FG_KEY_MIN }, { k64, sizeof(k64) }, { key, sizeof(key) },
+	};
+	char s[FG_SEQ_MAX], want[64];
+	struct fg_seq d;
+
+	for (size_t i = 0; i < sizeof(k64); i++)
+		k64[i] = (uint8_t)(0xa0 + i);
+	for (int round = 0; round < 50; round++) {
+		for (size_t i = 0; i < sizeof(keys) / sizeof(keys[0]); i++) {
+			int len = fg_seq_encode(keys[i].k, keys[i].len, "a/b", 3,
+						FG_MODE_EXCLUSIVE, 7, s, sizeof(s));
+			assert_true(len > 0);
+			mac_of(keys[i].k, keys[i].len, "a/b", want);
+			assert_string_equal(strrchr(s, '.') + 1, want);
+			assert_int_equal(fg_seq_decode(keys[i].k, keys[i].len, s,
+						       (size_t)len, &d),
+					 FG_SEQ_VALID);
+			/* the next key that differs (the last is the first again) */
+			size_t j = (i + 1) % (sizeof(keys) / sizeof(keys[0]) - 1);
+			assert_int_equal(fg_seq_decode(keys[j].k, keys[j].len, s,
+						       (size_t)len, &d),
+					 FG_SEQ_FORGED);
+		}
+	}
+	(void)arg;
+	return NULL;
+}
+
+static void test_seq_keys_change(void **state)
+{
+	pthread_t t[3];
+
+	(void)state;
+	keys_round(NULL);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_create(&t[i], NULL, keys_round, NULL), 0);
+	for (int i = 0; i < 3; i++)
+		assert_int_equal(pthread_join(t[i], NULL), 0);
+}
+
 static void test_lease_new(void **state)
 {
 	enum { N = 1000 };
@@ -851,6 +920,7 @@ int main(void)
 		cmocka_unit_test(test_seq_structure),
 		cmocka_unit_test(test_seq_signed_but_malformed),
 		cmocka_unit_test(test_seq_huge_input),
+		cmocka_unit_test(test_seq_keys_change),
 		cmocka_unit_test(test_lease_new),
 		cmocka_unit_test(test_lease_wellformed),
 	};
