@@ -28,7 +28,10 @@
 #     admitted in Redis before the storage and finished after it. Peer:
 #     unfenced PUTs through the nginx proxy.
 #   p50 added over direct, GET and PUT: the mean p50 of fencegate's rounds
-#     minus that of the same requests sent straight to the storage.
+#     minus that of the same requests sent straight to the storage; under
+#     CONNS connections that is mostly queueing (CONNS / throughput), so
+#     the same is measured again on one connection, one request at a time
+#     (wrk -t1 -c1 for LAT_DURATION s): the path's own added latency.
 #   lock cycles/s: wrk, each request pair a POST acquire (200) and a DELETE
 #     release (204) of a free lock, every wrk thread going round NAME_RING
 #     names of its own. Peers: etcd's v3 lock API (lock + unlock, one lease
@@ -96,7 +99,7 @@
 # installs them). The auth and TLS rows need the storage (no --skip-proxy)
 # and a fencegate (no --skip-fencegate).
 #
-# Knobs (environment): STORE_DIR=/dev/shm FG_LOOPS=$(nproc) WRK_THREADS=2 CONNS=32 DURATION=10
+# Knobs (environment): STORE_DIR=/dev/shm FG_LOOPS=$(nproc) WRK_THREADS=2 CONNS=32 DURATION=10 LAT_DURATION=5
 #   WARMUP=2 GET_ROUNDS=2 PUT_ROUNDS=2 STORE_WORKERS=1 REDIS_N=400000
 #   WAITERS=10000 WAITER_LOCKS=10 HANDOFF_WAITERS=1000 HANDOFF_ROUNDS=500
 #   CALLS_N=20000 CALLS_PUTS=10000 OBJ_SIZE=1024 BIG_MB=1024 RSS_EVERY=0.2
@@ -144,6 +147,7 @@ FG_LOOPS=${FG_LOOPS:-$(nproc)}
 WRK_THREADS=${WRK_THREADS:-2}
 CONNS=${CONNS:-32}
 DURATION=${DURATION:-10}
+LAT_DURATION=${LAT_DURATION:-5}
 WARMUP=${WARMUP:-2}
 GET_ROUNDS=${GET_ROUNDS:-2}
 PUT_ROUNDS=${PUT_ROUNDS:-2}
@@ -176,7 +180,7 @@ AUTH_ROUNDS=${AUTH_ROUNDS:-4}
 TLS_ROUNDS=${TLS_ROUNDS:-4}
 NOBJ=$CONNS # one object (and, for fenced PUTs, one lock) per connection
 
-for v in FG_LOOPS WRK_THREADS CONNS DURATION WARMUP GET_ROUNDS PUT_ROUNDS STORE_WORKERS CALLS_N CALLS_PUTS BIG_MB REDIS_N \
+for v in FG_LOOPS WRK_THREADS CONNS DURATION LAT_DURATION WARMUP GET_ROUNDS PUT_ROUNDS STORE_WORKERS CALLS_N CALLS_PUTS BIG_MB REDIS_N \
 	WAITERS WAITER_LOCKS HANDOFF_WAITERS HANDOFF_ROUNDS SYNC_FILES SYNC_ROUNDS \
 	ACK_N PUBSUB_N PUBSUB_CLIENTS PUBSUB_PIPELINE AUTH_PRINCIPALS AUTH_ROUNDS TLS_ROUNDS; do
 	case "${!v}" in '' | *[!0-9]*) echo "run.sh: $v must be a whole number, not '${!v}'" >&2; exit 2 ;; esac
@@ -315,7 +319,7 @@ wait_for() { # wait_for SECONDS PID DESC CMD...
 est_minutes() {
 	local w=$((WARMUP + DURATION + 1)) t=0 sync=0
 	command -v rclone >/dev/null && sync=$((SYNC_FILES * SYNC_ROUNDS / 10))
-	want base && t=$((t + (5 + 3 * GET_ROUNDS + 3 * PUT_ROUNDS) * w + 30 + 2 * REDIS_N / 40000 + 2 * ACK_N / 2000 +
+	want base && t=$((t + (5 + 3 * GET_ROUNDS + 3 * PUT_ROUNDS) * w + 6 * (WARMUP + LAT_DURATION + 1) + 30 + 2 * REDIS_N / 40000 + 2 * ACK_N / 2000 +
 		(2 * CALLS_N + CALLS_PUTS) / 4000 + WAITERS / 400 + HANDOFF_ROUNDS / 50 + BIG_MB / 100 + 2 * PUBSUB_N / 100000 + sync))
 	want auth && t=$((t + 4 * AUTH_ROUNDS * w + 10))
 	want tls && t=$((t + 4 * TLS_ROUNDS * w + 10))
@@ -1399,6 +1403,26 @@ if [ "$PROXY_OK" = 1 ] && want base; then
 	for t in direct nginx-proxy fencegate-fenced; do
 		io_merge put-$t $(for ((r = 1; r <= PUT_ROUNDS; r++)); do echo put-$t-r$r; done)
 	done
+	# Added latency with nothing queued: one connection, one request at a
+	# time, so that the p50 is the path's own and not the queue's (under
+	# CONNS connections a p50 is mostly CONNS / throughput).
+	say "[proxy latency] one connection (wrk -t1 -c1), ${LAT_DURATION}s each: GET, then PUT (fenced via fencegate)"
+	for t in direct nginx-proxy fencegate; do
+		case $t in
+		direct) WRK_THREADS=1 CONNS=1 DURATION=$LAT_DURATION io_run get1-direct nginx-store "$STORE_URL" GET
+			WRK_THREADS=1 CONNS=1 DURATION=$LAT_DURATION io_run put1-direct nginx-store "$STORE_URL" PUT ;;
+		nginx-proxy) WRK_THREADS=1 CONNS=1 DURATION=$LAT_DURATION io_run get1-nginx-proxy nginx-proxy "$NPROXY_URL" GET
+			WRK_THREADS=1 CONNS=1 DURATION=$LAT_DURATION io_run put1-nginx-proxy nginx-proxy "$NPROXY_URL" PUT ;;
+		fencegate)
+			if [ "$FG_OK" = 1 ]; then
+				WRK_THREADS=1 CONNS=1 DURATION=$LAT_DURATION io_run get1-fencegate fencegate "$FG_URL" GET
+				if [ "$PUT_FG" = 1 ]; then
+					WRK_THREADS=1 CONNS=1 DURATION=$LAT_DURATION io_run put1-fencegate-fenced fencegate "$FG_URL" PUT "$TMP/tokens.txt"
+				fi
+				fg_alive "the one-connection runs"
+			fi ;;
+		esac
+	done
 	if [ "$FG_OK" = 1 ] && [ -s "$TMP/leases.txt" ]; then
 		size=$(stat -c %s "$DAV${P_PATH}0" 2>/dev/null || echo missing)
 		say "  after the runs: ${P_PATH}0 on the storage is $size bytes (expected $OBJ_SIZE)"
@@ -1705,6 +1729,18 @@ if want base; then
 		[ -n "$p50_f" ] && [ -n "$p50_d" ] && add_f=$(calc "printf \"%.3f\", $p50_f - $p50_d")
 		[ -n "$p50_n" ] && [ -n "$p50_d" ] && add_n=$(calc "printf \"%.3f\", $p50_n - $p50_d")
 		printf "$ROW" "$what p50 added over direct, ms" "$(num "$add_f")" "$peer $(num "$add_n") (direct p50 $(num "$p50_d"))" \
+			"" "<= 0.5 ms" "$(verdict "$add_f" '<=' 0.5)"
+	done
+	for m in get put; do
+		f=fencegate what="GET" peer="nginx reverse proxy"
+		[ "$m" = put ] && f=fencegate-fenced what="fenced PUT" peer="nginx proxy, unfenced"
+		p50_d=$(iof "${m}1-direct" req_p50_ms)
+		p50_n=$(iof "${m}1-nginx-proxy" req_p50_ms)
+		p50_f=$(iof "${m}1-$f" req_p50_ms)
+		add_f="" add_n=""
+		[ -n "$p50_f" ] && [ -n "$p50_d" ] && add_f=$(calc "printf \"%.3f\", $p50_f - $p50_d")
+		[ -n "$p50_n" ] && [ -n "$p50_d" ] && add_n=$(calc "printf \"%.3f\", $p50_n - $p50_d")
+		printf "$ROW" "$what p50 added, one connection, ms" "$(num "$add_f")" "$peer $(num "$add_n") (direct p50 $(num "$p50_d"))" \
 			"" "<= 0.5 ms" "$(verdict "$add_f" '<=' 0.5)"
 	done
 	# Redis CPU as bench/script_cost.py counts it: the script rows' usec over
