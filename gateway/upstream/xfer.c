@@ -131,18 +131,22 @@ struct fg_xfer {
 	struct fg_xfer *qnext;
 };
 
-/* One upstream socket, by its descriptor. Its event stays registered
- * while the connection idles in curl's cache (curl said REMOVE but kept
- * it open), so the next transfer on it costs the kernel no epoll_ctl; it
- * is dropped when the socket says something while curl does not watch it
- * (the upstream closed it) and always before curl closes the socket
- * (close_socket()), so that a descriptor number used again never meets a
- * registration of the old socket. */
+/* One socket curl watches, by its descriptor. A connection's socket
+ * (opened through open_socket()) keeps its event registered while the
+ * connection idles in curl's cache (curl said REMOVE but kept it open),
+ * so the next transfer on it costs the kernel no epoll_ctl; it is dropped
+ * when the socket says something while curl does not watch it (the
+ * upstream closed it) and always before curl closes the socket
+ * (close_socket()). Any other socket curl watches (its resolver's) is
+ * closed by curl without telling us: its registration goes on REMOVE.
+ * So a descriptor number used again never meets a registration of the
+ * old socket. */
 struct sock {
 	struct event ev;
 	short mask;   /* EV_READ / EV_WRITE registered, when added */
 	bool added;
 	bool curl;    /* curl watches it now */
+	bool conn;    /* a connection's: closes through close_socket() */
 };
 
 struct fg_xfers {
@@ -626,6 +630,35 @@ static void sock_unregister(struct sock *sk)
 	sk->added = false;
 }
 
+/* The record of FD, made (owned by xs->socks: freed by sock_forget()). */
+static struct sock *sock_new(struct fg_xfers *xs, curl_socket_t fd)
+{
+	if (fd >= xs->nsocks) {
+		int n = fd + 64;
+		struct sock **a = realloc(xs->socks, (size_t)n * sizeof(*a));
+		if (!a)
+			return NULL;
+		memset(a + xs->nsocks, 0, (size_t)(n - xs->nsocks) * sizeof(*a));
+		xs->socks = a;
+		xs->nsocks = n;
+	}
+	struct sock *sk = calloc(1, sizeof(*sk));
+	if (sk)
+		xs->socks[fd] = sk;
+	return sk;
+}
+
+/* FD's record and registration go (before the socket is closed). */
+static void sock_forget(struct fg_xfers *xs, curl_socket_t fd)
+{
+	struct sock *sk = sock_of(xs, fd);
+	if (!sk)
+		return;
+	sock_unregister(sk);
+	free(sk);
+	xs->socks[fd] = NULL;
+}
+
 static void on_socket_event(evutil_socket_t fd, short what, void *arg)
 {
 	struct fg_xfers *xs = arg;
@@ -681,6 +714,10 @@ static int watch_socket(CURL *e, curl_socket_t fd, int what, void *userp,
 		return 0;
 	struct sock *sk = sock_of(xs, fd);
 	if (what == CURL_POLL_REMOVE) {
+		if (sk && !sk->conn) {
+			sock_forget(xs, fd);
+			return 0;
+		}
 		/* kept registered while the connection idles: see struct
 		 * sock; a write interest is of no use to an idle socket */
 		if (sk) {
@@ -690,22 +727,8 @@ static int watch_socket(CURL *e, curl_socket_t fd, int what, void *userp,
 		}
 		return 0;
 	}
-	if (!sk) {
-		if (fd >= xs->nsocks) {
-			int n = fd + 64;
-			struct sock **a = realloc(xs->socks, (size_t)n * sizeof(*a));
-			if (!a)
-				return -1;
-			memset(a + xs->nsocks, 0, (size_t)(n - xs->nsocks) * sizeof(*a));
-			xs->socks = a;
-			xs->nsocks = n;
-		}
-		/* owned by xs->socks: freed when curl closes the socket */
-		sk = calloc(1, sizeof(*sk));
-		if (!sk)
-			return -1;
-		xs->socks[fd] = sk;
-	}
+	if (!sk && !(sk = sock_new(xs, fd)))
+		return -1;
 	sk->curl = true;
 	short mask = (short)(((what & CURL_POLL_IN) ? EV_READ : 0) |
 			     ((what & CURL_POLL_OUT) ? EV_WRITE : 0));
@@ -719,17 +742,32 @@ static int watch_socket(CURL *e, curl_socket_t fd, int what, void *userp,
 	return 0;
 }
 
-/* curl closes an upstream socket (CURLOPT_CLOSESOCKETFUNCTION): its
+/* curl opens a connection's socket (CURLOPT_OPENSOCKETFUNCTION): marked,
+ * since only such a socket is closed through close_socket(). */
+static curl_socket_t open_socket(void *clientp, curlsocktype purpose,
+				 struct curl_sockaddr *a)
+{
+	struct fg_xfers *xs = clientp;
+	(void)purpose;
+	curl_socket_t fd = socket(a->family, a->socktype, a->protocol);
+	if (fd == CURL_SOCKET_BAD)
+		return fd;
+	sock_forget(xs, fd);   /* (none is left; never trust it) */
+	struct sock *sk = sock_new(xs, fd);
+	if (!sk) {
+		close(fd);
+		return CURL_SOCKET_BAD;
+	}
+	sk->conn = true;
+	return fd;
+}
+
+/* curl closes a connection's socket (CURLOPT_CLOSESOCKETFUNCTION): its
  * registration goes first. */
 static int close_socket(void *clientp, curl_socket_t fd)
 {
 	struct fg_xfers *xs = clientp;
-	struct sock *sk = sock_of(xs, fd);
-	if (sk) {
-		sock_unregister(sk);
-		free(sk);
-		xs->socks[fd] = NULL;
-	}
+	sock_forget(xs, fd);
 	return close(fd);
 }
 
@@ -927,6 +965,8 @@ static void easy_setup(CURL *e, struct fg_xfer *x, const char *url,
 	curl_easy_setopt(e, CURLOPT_NOSIGNAL, 1L);
 	/* every upstream socket is closed through us (struct sock); xs
 	 * outlives the multi handle and so every connection */
+	curl_easy_setopt(e, CURLOPT_OPENSOCKETFUNCTION, open_socket);
+	curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x->xs);
 	curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
 	curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, x->xs);
 	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);

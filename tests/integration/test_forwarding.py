@@ -92,3 +92,46 @@ class RedirectTests(TestCase):
             self.assertEqual(self.answer(gw, sent), sent)
             self.assertEqual(self.answer(gw, sent, header="X-Content-Location"),
                              sent)
+
+
+class _ClosingHandler(UpstreamHandler):
+    """Answers every request 200 with its method and path, and closes the
+    connection after it: each request through the gateway opens a new
+    upstream socket."""
+
+    def _any(self):
+        body = harness.read_request_body(self)
+        out = ("%s %s %d" % (self.command, self.path, len(body))).encode()
+        self.send_response(200)
+        self.send_header("Content-Length", str(len(out)))
+        self.send_header("Connection", "close")
+        self.end_headers()
+        self.wfile.write(out)
+        self.close_connection = True
+
+    do_GET = do_PUT = _any
+
+
+class HostNameTests(TestCase):
+    """An upstream named by a host name rather than an address: the name is
+    resolved by libcurl (its resolver's sockets come and go beside the
+    connections' own), and every request is answered through a socket of
+    its own without losing a wake-up."""
+    uses_shared_env = False
+
+    def test_an_upstream_named_by_host_name_answers_every_request(self):
+        env = self.start_env(upstream=False)
+        up = harness.Upstream(handler=_ClosingHandler).start()
+        self.addCleanup(up.stop)
+        gw = self.start_gateway(env.redis.port, up.port,
+                                ("--upstream", "http://localhost:%d" % up.port))
+        for i in range(40):
+            r = gw.request("GET", "/hn/%d" % i)
+            self.assertEqual((r.status, r.body), (200, b"GET /hn/%d 0" % i), r)
+        name = self.lock_name()
+        g = self.acquire_ok(name, gw=gw)
+        for i in range(20):
+            r = gw.request("PUT", "/" + name, raw=b"x" * (i + 1),
+                           headers={"Fencing-Token": g["sequencer"]})
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.body, b"PUT /%s %d" % (name.encode(), i + 1), r)
