@@ -459,8 +459,10 @@ enum fg_seq_status fg_seq_decode(const uint8_t *key, size_t keylen,
  * time: one call per lease cost more than the rest of signing the grant
  * (the DRBG's locking and its fork check, a getpid() each). A byte is
  * wiped from the pool as it is handed out, so the pool only ever holds
- * leases not yet made. The gateway never forks, which is what a pool
- * drawn before a fork would have to fear.
+ * leases not yet made. A fork would hand the same pool to parent and
+ * child (and so the same next leases): the child's copy is wiped and
+ * emptied by a pthread_atfork() handler (only the forking thread lives
+ * on in the child), so it draws afresh.
  */
 #define LEASE_POOL (LEASE_BYTES * 32)
 
@@ -469,6 +471,21 @@ static _Thread_local struct {
 	size_t left; /* the unused bytes are the last `left` of b */
 } lease_pool;
 
+static pthread_once_t lease_once = PTHREAD_ONCE_INIT;
+static bool lease_fork_safe;
+
+static void lease_pool_drop_in_child(void)
+{
+	OPENSSL_cleanse(lease_pool.b, sizeof(lease_pool.b));
+	lease_pool.left = 0;
+}
+
+static void lease_atfork(void)
+{
+	lease_fork_safe =
+		pthread_atfork(NULL, NULL, lease_pool_drop_in_child) == 0;
+}
+
 int fg_lease_new(char out[FG_LEASE_LEN + 1])
 {
 	uint8_t *raw;
@@ -476,6 +493,15 @@ int fg_lease_new(char out[FG_LEASE_LEN + 1])
 
 	if (out == NULL)
 		return -1;
+	/* no pool without the fork guard: a lease is then drawn alone */
+	if (pthread_once(&lease_once, lease_atfork) != 0 || !lease_fork_safe) {
+		uint8_t one[LEASE_BYTES];
+		if (RAND_bytes(one, sizeof(one)) != 1)
+			return -1;
+		r = fg_b64url_encode(one, LEASE_BYTES, out, FG_LEASE_LEN + 1);
+		OPENSSL_cleanse(one, sizeof(one));
+		return r == FG_LEASE_LEN ? 0 : -1;
+	}
 	if (lease_pool.left < LEASE_BYTES) {
 		if (RAND_bytes(lease_pool.b, sizeof(lease_pool.b)) != 1)
 			return -1;

@@ -15,6 +15,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/wait.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <openssl/evp.h>
@@ -867,6 +869,51 @@ static void test_lease_new(void **state)
 	free(leases);
 }
 
+/* A fork hands the child no lease the parent will also hand out: both
+ * draw their next leases after the fork, and they differ. */
+static void test_lease_new_after_fork(void **state)
+{
+	enum { N = 8 };
+	char first[FG_LEASE_LEN + 1];
+	char mine[N][FG_LEASE_LEN + 1], theirs[N][FG_LEASE_LEN + 1];
+	int fds[2];
+	pid_t pid;
+	int status;
+
+	(void)state;
+	/* the pool holds unused leases from here on */
+	assert_int_equal(fg_lease_new(first), 0);
+	assert_int_equal(pipe(fds), 0);
+	pid = fork();
+	assert_true(pid >= 0);
+	if (pid == 0) {
+		char l[N][FG_LEASE_LEN + 1];
+		int ok = 1;
+		for (int i = 0; i < N; i++)
+			ok &= fg_lease_new(l[i]) == 0;
+		ok &= write(fds[1], l, sizeof(l)) == (ssize_t)sizeof(l);
+		_exit(ok ? 0 : 1);
+	}
+	close(fds[1]);
+	for (int i = 0; i < N; i++)
+		assert_int_equal(fg_lease_new(mine[i]), 0);
+	size_t got = 0;
+	while (got < sizeof(theirs)) {
+		ssize_t n = read(fds[0], (char *)theirs + got, sizeof(theirs) - got);
+		assert_true(n > 0);
+		got += (size_t)n;
+	}
+	close(fds[0]);
+	assert_int_equal(waitpid(pid, &status, 0), pid);
+	assert_true(WIFEXITED(status) && WEXITSTATUS(status) == 0);
+	for (int i = 0; i < N; i++) {
+		for (int j = 0; j < N; j++) {
+			if (strcmp(mine[i], theirs[j]) == 0)
+				fail_msg("parent and child both made lease %s", mine[i]);
+		}
+	}
+}
+
 static void test_lease_wellformed(void **state)
 {
 	char l[FG_LEASE_LEN + 2];
@@ -922,6 +969,7 @@ int main(void)
 		cmocka_unit_test(test_seq_huge_input),
 		cmocka_unit_test(test_seq_keys_change),
 		cmocka_unit_test(test_lease_new),
+		cmocka_unit_test(test_lease_new_after_fork),
 		cmocka_unit_test(test_lease_wellformed),
 	};
 
