@@ -34,7 +34,8 @@ def functions(redis):
         for fn in fields[b"functions"]:
             f = dict(zip(fn[::2], fn[1::2]))
             name = f[b"name"].decode()
-            out[name.split("_")[1]] = name
+            # fg_<script>_<version>; a script's name may hold '_'
+            out[name[3:].rsplit("_", 1)[0]] = name
     return out
 
 
@@ -548,8 +549,7 @@ class IndexDropScriptTests(ScriptCalls):
     the lock itself."""
 
     def drop(self, name, seen):
-        fn = [v for k, v in functions_by_prefix(self.redis).items()
-              if k == "index_drop"][0]
+        fn = functions(self.redis)["index_drop"]
         return self.redis.command("FCALL", fn, 6, "fg:{!index}:n",
                                   "fg:{!index}:v", *keys(name), name, seen)
 
@@ -584,17 +584,3 @@ class IndexDropScriptTests(ScriptCalls):
         self.redis.command("DEL", *keys(name))
         self.assertEqual(self.drop(name, 1), 1)
         self.assertFalse(self.indexed(name))
-
-
-def functions_by_prefix(redis):
-    """{'index_drop': 'fg_index_drop_<version>', ...}: functions() keys
-    each by its name's first word only."""
-    out = {}
-    for lib in redis.command("FUNCTION", "LIST"):
-        fields = dict(zip(lib[::2], lib[1::2]))
-        if not fields[b"library_name"].decode().startswith("fencegate_"):
-            continue
-        for fn in fields[b"functions"]:
-            name = dict(zip(fn[::2], fn[1::2]))[b"name"].decode()
-            out[name[3:].rsplit("_", 1)[0]] = name
-    return out
