@@ -1043,6 +1043,13 @@ void fg_api_finish(struct fg_req *req, bool ok)
 		fg_waitq_give_back(req->loop->wq, req->name, req->lease,
 				   req->waiter ? fg_waiter_id(req->waiter) : NULL,
 				   req->reentry);
+	else if (req->waiter && req->call && req->call->kind == CALL_ACQUIRE &&
+		 req->call->replied && !req->call->err &&
+		 req->call->g.status == FG_QUEUED)
+		/* Queued, never parked: libmicrohttpd read the client's close
+		 * between Redis' answer and the handler's next call, so no
+		 * park watched the socket. Its place in the queue goes back. */
+		fg_waiter_leave(req->loop->wq, req->waiter);
 	fg_waiter_drop(req->loop->wq, req->waiter);
 	req->waiter = NULL;
 	call_free(req);

@@ -643,6 +643,16 @@ static void on_client_gone(void *arg)
 	finish(wq, w, FG_WAIT_GONE, NULL, NULL);
 }
 
+void fg_waiter_leave(struct fg_waitq *wq, struct fg_waiter *w)
+{
+	if (!w || w->kind != ACQ || w->parked || w->result != FG_WAIT_PENDING)
+		return;
+	/* unregistered by finish(): a grant message that still comes for it
+	 * is one for an unknown waiter, and goes back too */
+	finish(wq, w, FG_WAIT_GONE, NULL, NULL);
+	give_back_waiter(wq, w, FG_GIVEBACK_UNDELIVERED);
+}
+
 bool fg_waiter_park(struct fg_waitq *wq, struct fg_waiter *w,
 		    struct MHD_Connection *c, int64_t wake_in_ms)
 {
@@ -659,6 +669,8 @@ bool fg_waiter_park(struct fg_waitq *wq, struct fg_waiter *w,
 				   on_deadline, w) != 0) {
 		if (wt)
 			watch_maybe_free(wq, wt);
+		if (w->kind == ACQ)
+			start_dequeue(wq, w, false); /* it was queued */
 		finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
 		return false;
 	}

@@ -106,6 +106,13 @@ bool fg_waiter_park(struct fg_waitq *wq, struct fg_waiter *w,
 enum fg_wait_result fg_waiter_result(struct fg_waiter *w, struct fg_grant *g,
 				     const struct fg_lock_info **info);
 
+/** A blocked acquire that Redis queued but which never parked (its
+ *  client left before the answer "queued" was acted on): its place in
+ *  the queue, or a grant it was handed meanwhile, goes back now rather
+ *  than when its liveness runs out. Nothing for a waiter that parked,
+ *  completed, or is an observer. */
+void fg_waiter_leave(struct fg_waitq *wq, struct fg_waiter *w);
+
 /** The request lets go of the waiter (request completed). Accepts NULL. */
 void fg_waiter_drop(struct fg_waitq *wq, struct fg_waiter *w);
 

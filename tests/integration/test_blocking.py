@@ -6,7 +6,8 @@ import json
 import socket
 import time
 
-from harness import LOCKS, TestCase, slack
+import harness
+from harness import LOCKS, RespClient, TestCase, slack, wait_until
 
 
 class BlockingTests(TestCase):
@@ -107,6 +108,39 @@ class BlockingTests(TestCase):
         dt = w.t_end - w.t_start
         self.assertGreaterEqual(dt, 0.55)
         self.assertLess(dt, 0.6 + slack(1.0))
+
+    @harness.single_redis("pauses its redis-server's writers")
+    def test_waiter_whose_client_closes_before_it_is_queued_leaves_the_queue(self):
+        # The client leaves while its acquire is on its way through Redis
+        # (its connection suspended, nobody reading it): Redis queues it
+        # afterwards and answers. Whoever sees the close first, the
+        # daemon before the handler runs again or the waiter's park, its
+        # place must go back.
+        name = self.lock_name()
+        g = self.acquire_ok(name)
+        body = json.dumps({"wait_ms": 20000, "ttl_ms": 60000}).encode()
+        with RespClient(self.redis.port) as rc:
+            def postponed():
+                return [ln for ln in rc.command("CLIENT", "LIST").decode().splitlines()
+                        if " cmd=fcall " in ln and "flags=b" in ln]
+            self.assertEqual(postponed(), [], "a call already postponed")
+            self.assertEqual(rc.command("CLIENT", "PAUSE", "1000", "WRITE"), "OK")
+            s = socket.create_connection(("127.0.0.1", self.gw.port), timeout=5)
+            self.addCleanup(s.close)
+            s.sendall(b"POST " + (LOCKS + name).encode() + b" HTTP/1.1\r\n"
+                      b"Host: x\r\nContent-Type: application/json\r\n"
+                      b"Content-Length: %d\r\n\r\n%s" % (len(body), body))
+            self.assertTrue(wait_until(lambda: postponed() != [], slack(0.9), 0.005),
+                            "the acquire never reached Redis during the pause")
+            s.close()
+            self.assertTrue(wait_until(lambda: postponed() == [], slack(5.0), 0.02),
+                            "the acquire stayed postponed")
+        t_run = time.monotonic()
+        self.wait_waiters(name, 0, timeout=slack(1.5))
+        self.assertLess(time.monotonic() - t_run, slack(1.5))
+        self.release_ok(name, g["lease"])
+        time.sleep(0.3)
+        self.assertFalse(self.state(name)["held"], "lock granted to a closed connection")
 
     def test_waiter_that_timed_out_leaves_the_queue(self):
         name = self.lock_name()
