@@ -270,25 +270,36 @@ static void reload_settings(struct fg_gateway *gw, const struct fg_config *cfg,
 	fg_config_finish(&next);
 }
 
-/* Without a key file, the sequencer key is agreed through Redis by the
- * maintenance thread's first look, milliseconds after the start; until
- * then every grant would be refused 503. The loops start accepting once it
- * is known, or after START_KEY_WAIT_MS (Redis down at the start: they then
- * answer 503 until it comes). Clients that connect meanwhile wait in the
+/* The loops start accepting once a lock call can be served: the sequencer
+ * key is known (without a key file it is agreed through Redis by the
+ * maintenance thread's first look, milliseconds after the start) and so is
+ * where the lock state lives (behind Sentinel or a Cluster, that same
+ * first look finds the master or the slot map; a direct Redis is known
+ * from the start). Until then every lock call would be refused 503. They
+ * wait START_WAIT_MS at most (Redis down at the start: they then answer
+ * 503 until it comes). Clients that connect meanwhile wait in the
  * listening socket's backlog, as at any busy moment. */
-#define START_KEY_WAIT_MS 2000
-#define START_KEY_POLL_MS 2
+#define START_WAIT_MS 2000
+#define START_POLL_MS 2
 
-static void wait_for_key(struct fg_gateway *gw)
+static bool can_serve_locks(struct fg_gateway *gw)
 {
 	uint8_t key[FG_KEY_MAX];
 	size_t len;
-	uint64_t until = fg_clock_ms() + START_KEY_WAIT_MS;
-	while (fg_gateway_key(gw, key, &len) != FG_OK && fg_clock_ms() < until) {
-		struct timespec ts = { 0, START_KEY_POLL_MS * 1000000L };
+	bool known = fg_gateway_key(gw, key, &len) == FG_OK &&
+		     (fg_topo_mode(gw->topo) == FG_REDIS_DIRECT ||
+		      fg_topo_gen(gw->topo) > 1);
+	OPENSSL_cleanse(key, sizeof(key));
+	return known;
+}
+
+static void wait_until_served(struct fg_gateway *gw)
+{
+	uint64_t until = fg_clock_ms() + START_WAIT_MS;
+	while (!can_serve_locks(gw) && fg_clock_ms() < until) {
+		struct timespec ts = { 0, START_POLL_MS * 1000000L };
 		nanosleep(&ts, NULL);
 	}
-	OPENSSL_cleanse(key, sizeof(key));
 }
 
 /* What a SIGHUP compares the settings with, and reads them from: set by
@@ -441,7 +452,7 @@ int main(int argc, char **argv)
 		fg_log_error("cannot start the maintenance thread");
 		goto error_loops;
 	}
-	wait_for_key(&gw);
+	wait_until_served(&gw);
 	for (unsigned i = 0; i < gw.nloops; i++)
 		if (fg_loop_start(gw.loops[i])) {
 			fg_log_error("cannot start the thread of loop %u", i);
