@@ -1000,9 +1000,6 @@ static int send_op(struct aop *op)
 	struct conn *cn = route(op);
 	if (!cn || !cn->ac)
 		return FG_EUNAVAIL;
-	if (op->ask &&
-	    redisAsyncCommand(cn->ac, NULL, NULL, "ASKING") != REDIS_OK)
-		return FG_EUNAVAIL;
 	/* a lock call fits the stack buffer; a long value takes the heap */
 	char stackbuf[1024], *cmd = stackbuf;
 	size_t len = fg__call_format(&op->call, stackbuf, sizeof(stackbuf));
@@ -1012,7 +1009,12 @@ static int send_op(struct aop *op)
 			return FG_ENOMEM;
 		len = fg__call_format(&op->call, cmd, len);
 	}
-	int rc = redisAsyncFormattedCommand(cn->ac, on_reply, op, cmd, len);
+	/* ASKING only with its call behind it: a lone one would send the
+	 * connection's next command to a slot this node does not own */
+	int rc = op->ask ? redisAsyncCommand(cn->ac, NULL, NULL, "ASKING")
+			 : REDIS_OK;
+	if (rc == REDIS_OK)
+		rc = redisAsyncFormattedCommand(cn->ac, on_reply, op, cmd, len);
 	if (cmd != stackbuf)
 		free(cmd);
 	if (rc != REDIS_OK)
