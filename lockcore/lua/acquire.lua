@@ -35,8 +35,12 @@ if RE == '' and not pre[KF] and not st.n and not st.qn and not st.d and
     not st.ld then
   local t, ts = next_token()
   local exp = fmt(NOW + TTL)
+  -- (keep() reads x back: its number is known; the holder's value is
+  -- put together from digits at hand, as hval() would format it)
+  nums[exp], NNUM = NOW + TTL, NNUM + 1
   local hs = {'c', ts, 't', ts, 'm', MODE, 'n', '1', 'x', exp, 'nx', exp,
-    'h:' .. LEASE, hval(1, TTL, NOW + TTL, PRIN),
+    'h:' .. LEASE, PRIN and PRIN ~= '' and ('1:' .. ARGV[5] .. ':' .. exp ..
+    ':' .. PRIN) or ('1:' .. ARGV[5] .. ':' .. exp),
     'a:' .. LEASE, about_of(CLIENT, OWN), nil, nil, nil, nil, nil, nil}
   local i = 17
   if LD ~= '0' then hs[i], hs[i + 1], i = 'ld', LD, i + 2 end
