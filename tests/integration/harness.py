@@ -842,8 +842,9 @@ class Gateway(Process):
     _seq = 0
 
     def __init__(self, redis_port, upstream_port, flags=(), port=None,
-                 add_defaults=True):
+                 add_defaults=True, env=None):
         Gateway._seq += 1
+        self.env = env   # variables added to the runner's environment
         self.port = port or free_port()
         self.redis_port = redis_port
         self.upstream_port = upstream_port
@@ -880,7 +881,11 @@ class Gateway(Process):
         with open(self.logpath, "ab") as log:
             log.write(("### " + " ".join(argv[1:]) + "\n").encode())
             log.flush()
-            self.proc = spawn(argv, stdout=log, stderr=log, cwd=self.dir)
+            kw = {}
+            if self.env:
+                kw["env"] = dict(os.environ, **self.env)
+            self.proc = spawn(argv, stdout=log, stderr=log, cwd=self.dir,
+                              **kw)
         if wait:
             self.wait_ready(timeout or slack(20.0))
         return self
@@ -1074,8 +1079,9 @@ class TestCase(unittest.TestCase):
         self.addCleanup(self._stop_env, env)
         return env
 
-    def start_gateway(self, redis_port, upstream_port, flags=(), wait=True):
-        g = Gateway(redis_port, upstream_port, flags)
+    def start_gateway(self, redis_port, upstream_port, flags=(), wait=True,
+                      env=None):
+        g = Gateway(redis_port, upstream_port, flags, env=env)
         self.log_paths.append(g.logpath)
         self.addCleanup(self._stop_gateway, g)
         g.start(wait=wait)

@@ -370,7 +370,8 @@ class StoreEnv:
     "apache") with N fencegates in front."""
 
     def __init__(self, flags=(), gateways=1, gateway_flags=None,
-                 start_nginx=True, key_file=True, origin="nginx"):
+                 start_nginx=True, key_file=True, origin="nginx",
+                 gateway_env=None):
         self.key = None
         if key_file:
             self.key, path = new_key_file()
@@ -383,7 +384,8 @@ class StoreEnv:
         self.store = new_store(origin)
         self.start_nginx = start_nginx
         per = gateway_flags or [list(flags)] * gateways
-        self.gateways = [harness.Gateway(self.redis.port, self.store.port, f)
+        self.gateways = [harness.Gateway(self.redis.port, self.store.port, f,
+                                         env=gateway_env)
                          for f in per]
 
     @property
@@ -719,9 +721,9 @@ class StoreTestCase(harness.TestCase):
         return self.env
 
     def start_store(self, flags=(), gateways=1, gateway_flags=None,
-                    start_nginx=True, key_file=True):
+                    start_nginx=True, key_file=True, gateway_env=None):
         env = StoreEnv(flags, gateways, gateway_flags, start_nginx, key_file,
-                       origin=self.origin)
+                       origin=self.origin, gateway_env=gateway_env)
         self.log_paths += env.log_paths()
         env.start()
         self.addCleanup(self._stop_env, env)

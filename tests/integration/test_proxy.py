@@ -694,3 +694,48 @@ class KeyFileSanityTests(StoreTestCase):
         self.assertNotEqual(make_sequencer(new_key_file()[0],
                                            self.lock_of(path), "exclusive",
                                            g["token"]), g["sequencer"])
+
+
+class ProxyEnvironmentTests(ProxyCase):
+    """The storage is reached directly, whatever proxy the gateway's
+    environment names (as nginx's proxy_pass): http_proxy and its kin
+    would otherwise carry checked writes through a third party."""
+
+    def test_proxy_variables_in_the_environment_are_not_used(self):
+        import socket
+        import threading
+        trap = socket.socket()
+        trap.bind(("127.0.0.1", 0))
+        trap.listen(16)
+        trap.settimeout(0.2)
+        self.addCleanup(trap.close)
+        url = "http://127.0.0.1:%d" % trap.getsockname()[1]
+        caught = []
+        done = threading.Event()
+
+        def watch():
+            while not done.is_set():
+                try:
+                    c, _ = trap.accept()
+                except OSError:
+                    continue
+                caught.append(c.recv(4096))
+                c.close()
+        t = threading.Thread(target=watch, daemon=True)
+        t.start()
+        self.addCleanup(t.join, 2.0)
+        self.addCleanup(done.set)
+        self.start_store(gateway_env={
+            "http_proxy": url, "HTTP_PROXY": url, "https_proxy": url,
+            "all_proxy": url, "ALL_PROXY": url})
+        path = self.obj()
+        data = self.fixture(path)
+        r = self.send("GET", path)
+        self.assertEqual(r.status, 200, "GET through the gateway: %r" % (r,))
+        self.assertEqual(r.body, data)
+        r = self.send("PUT", path, b"fenced\n",
+                      token=self.grant(path)["sequencer"])
+        self.assertIn(r.status, (200, 201, 204), "fenced PUT: %r" % (r,))
+        self.assert_stored(path, b"fenced\n", "after the fenced PUT")
+        self.assertEqual(caught, [], "the gateway went through the proxy "
+                         "its environment names")
