@@ -2,6 +2,7 @@
 """script_cost.py - Redis CPU per lock script call, through a real gateway.
 
     python3 bench/script_cost.py --bin build/gateway/fencegate [-n 20000] [--rounds 5]
+                                 [--clients K]
 
 Starts a private redis-server, a stand-in upstream and one fencegate (the
 integration harness's; Redis pinned to one core, the rest to the others, so
@@ -23,6 +24,12 @@ rounds, and last the two figures the targets are about: per lock cycle
 (acquire + release) and per fenced PUT (admit + finish), from the first
 pass, with the logged pass's split beside them. Measures Redis only, never
 the gateway or the upstream; the machine should be otherwise idle.
+
+By default one connection sends one call at a time, so Redis waits between
+calls and each call starts with cold caches: the dearest case. --clients K
+spreads each phase over K connections sending at once, as a loaded Redis
+sees them; a call then costs less (warm caches, several calls per wake-up).
+Report which one a figure is.
 """
 
 import argparse
@@ -31,6 +38,7 @@ import json
 import os
 import statistics
 import sys
+import threading
 import time
 
 HERE = os.path.dirname(os.path.abspath(__file__))
@@ -182,48 +190,77 @@ PHASE_OF = {"acquire": "acquire", "release": "release", "admit": "put",
 PER_PHASE = {"acquire": 1, "release": 1, "put": 2}
 
 
-def run_round(env, n, tag, logged):
-    redis, gw = env.redis, env.gw
-    conn = Conn(gw.port)
-    results = {}
+def each(port, n, clients, fn, ph):
+    """fn(conn, i) for i in range(n): in order over one connection, or
+    spread over `clients` connections at once (Redis then runs calls back
+    to back, as under load; the log is drained once at the end)."""
+    if clients <= 1:
+        conn = Conn(port)
+        for i in range(n):
+            fn(conn, i)
+            if ph is not None and i % DRAIN_EVERY == 0:
+                ph.drain()
+        return
+    errors = []
 
-    ph = Phase(redis, logged)
-    leases = []
-    for i in range(n):
+    def worker(k):
+        try:
+            conn = Conn(port)
+            for i in range(k, n, clients):
+                fn(conn, i)
+        except BaseException as e:   # reported by the caller's thread
+            errors.append(e)
+    ts = [threading.Thread(target=worker, args=(k,)) for k in range(clients)]
+    for t in ts:
+        t.start()
+    for t in ts:
+        t.join()
+    if errors:
+        raise errors[0]
+
+
+def run_round(env, n, tag, logged, clients):
+    redis, gw = env.redis, env.gw
+    results = {}
+    leases = [None] * n
+
+    def acquire(conn, i):
         st, body = conn.req("POST", LOCKS + "m%s/a%d" % (tag, i),
                             {"ttl_ms": 600000})
         if st != 200:
             raise SystemExit("acquire: %d %r" % (st, body))
-        leases.append(json.loads(body)["lease"])
-        if i % DRAIN_EVERY == 0:
-            ph.drain()
-    results["acquire"] = ph.finish(n)
+        leases[i] = json.loads(body)["lease"]
 
-    ph = Phase(redis, logged)
-    for i in range(n):
+    def release(conn, i):
         st, body = conn.req("DELETE", LOCKS + "m%s/a%d" % (tag, i),
                             headers={"Fence-Lease": leases[i]})
         if st != 204:
             raise SystemExit("release: %d %r" % (st, body))
-        if i % DRAIN_EVERY == 0:
-            ph.drain()
-    results["release"] = ph.finish(n)
 
-    seqs = []
-    for i in range(n):
+    seqs = [None] * n
+
+    def grant(conn, i):
         st, body = conn.req("POST", LOCKS + "m%s/p%d" % (tag, i),
                             {"ttl_ms": 600000})
         if st != 200:
             raise SystemExit("acquire: %d %r" % (st, body))
-        seqs.append(json.loads(body)["sequencer"])
-    ph = Phase(redis, logged)
-    for i in range(n):
+        seqs[i] = json.loads(body)["sequencer"]
+
+    def put(conn, i):
         st, body = conn.req("PUT", "/m%s/p%d" % (tag, i), b"x",
                             headers={"Fencing-Token": seqs[i]})
         if st != 200:
             raise SystemExit("put: %d %r" % (st, body))
-        if i % DRAIN_EVERY == 0:
-            ph.drain()
+
+    ph = Phase(redis, logged)
+    each(gw.port, n, clients, acquire, ph)
+    results["acquire"] = ph.finish(n)
+    ph = Phase(redis, logged)
+    each(gw.port, n, clients, release, ph)
+    results["release"] = ph.finish(n)
+    each(gw.port, n, clients, grant, None)
+    ph = Phase(redis, logged)
+    each(gw.port, n, clients, put, ph)
     results["put"] = ph.finish(2 * n)
     return results
 
@@ -233,6 +270,9 @@ def main():
     ap.add_argument("--bin", required=True)
     ap.add_argument("-n", type=int, default=20000)
     ap.add_argument("--rounds", type=int, default=3)
+    ap.add_argument("--clients", type=int, default=1,
+                    help="connections sending at once (1: one call at a "
+                    "time, Redis idle between calls)")
     a = ap.parse_args()
     harness.Config.bin = os.path.abspath(a.bin)
     env = harness.Env()
@@ -246,14 +286,18 @@ def main():
         for pid in (os.getpid(), env.gw.proc.pid):
             os.sched_setaffinity(pid, set(cpus[:-1]))
     try:
-        env.redis.command("CONFIG", "SET", "slowlog-max-len", "100000")
+        # every command of a phase fits in the log when it is drained
+        # only at the end (--clients above 1)
+        env.redis.command("CONFIG", "SET", "slowlog-max-len",
+                          str(max(100000, 8 * a.n)))
+        print("%d connection(s) sending at once" % a.clients)
         us, cmds, tot = {}, {}, {}
         for r in range(a.rounds):
             print("round %d" % (r + 1))
             for logged in (False, True):
                 res = run_round(env, a.n, "%d%d-%s" % (r, logged,
                                                       os.urandom(2).hex()),
-                                logged)
+                                logged, a.clients)
                 for name, ph in res.items():
                     for k, (c, u) in ph.cmdstat.items():
                         if not logged:
