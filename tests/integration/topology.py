@@ -638,22 +638,23 @@ class RedisCluster:
         return [n for n in self.nodes if n.port in ports]
 
     def replicas_of(self, master):
-        """The live nodes replicating `master`, as CLUSTER NODES says (CLUSTER
-        SLOTS leaves out a replica until its offset has been gossiped)."""
-        mid = master.node_id()
+        """The live nodes replicating `master`, each as it says itself (INFO
+        replication). Another node's CLUSTER NODES can lag the gossip that
+        tells it of a replica, and CLUSTER SLOTS leaves a replica out until
+        its offset has been gossiped; the replica's own view is what
+        wait_ok() already waited for."""
+        out = []
         for n in self.live_nodes():
+            if n is master:
+                continue
             try:
-                text = node_command(n.port, "CLUSTER", "NODES").decode()
+                r = node_info(n.port, "replication")
             except (OSError, RespError):
                 continue
-            out = []
-            for line in text.splitlines():
-                f = line.split()
-                if len(f) > 3 and f[3] == mid and "fail" not in f[2]:
-                    port = int(f[1].split("@")[0].rsplit(":", 1)[1])
-                    out.append(self.node(port))
-            return out
-        raise SetupError("no cluster node answers CLUSTER NODES")
+            if r.get("role") == "slave" and \
+                    int(r.get("master_port", 0)) == master.port:
+                out.append(n)
+        return out
 
     def slots_of(self, node):
         """Every slot `node` serves, sorted."""
