@@ -8,6 +8,8 @@ pkgs=(
   gcc libc6-dev meson ninja-build pkg-config python3
   libmicrohttpd-dev libhiredis-dev libssl-dev libjansson-dev libevent-dev
   libcurl4-openssl-dev libcmocka-dev uthash-dev libsystemd-dev
+  # the answers of the gateway's own upstream client are read with it
+  libhttp-parser-dev
   # the listener's TLS (libmicrohttpd's TLS is GnuTLS)
   libgnutls28-dev
   # run, test, demo

@@ -1,0 +1,246 @@
+/*
+ * h1.c - one HTTP/1.1 answer read from the upstream's bytes (h1.h).
+ *
+ * Invariants:
+ * - Every head line is handed on whole, in order, exactly once; the
+ *   status line first ("HTTP/<major>.<minor> <code>"), "" last.
+ * - A chunked body's trailer is read and dropped: the head it would
+ *   belong to has gone on already.
+ * - An interim (1xx) answer's head is handed on and the final answer's
+ *   follows it, as curl does; it has no body. Neither have a HEAD's,
+ *   a 204's and a 304's answers, whatever their Content-Length says.
+ * - Anything http_parser refuses, a version other than 1.x, an upgrade
+ *   nobody asked for, a head line past FG_H1_LINE_MAX, and bytes that
+ *   end before the answer does make the answer an error: the caller
+ *   drops the connection and never forwards a guess.
+ */
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+
+#include "upstream/h1.h"
+
+static struct fg_h1 *of(http_parser *p)
+{
+	return p->data;
+}
+
+/* Appends to the line being put together; its buffer grows to the
+ * bound, keeping room for CRLF NUL. */
+static int put(struct fg_h1 *r, const char *p, size_t n)
+{
+	if (n > FG_H1_LINE_MAX - r->len) {
+		r->stopped = true;
+		return -1;
+	}
+	if (r->len + n + 3 > r->cap) {
+		size_t cap = r->cap;
+		while (cap < r->len + n + 3)
+			cap *= 2;
+		if (cap > FG_H1_LINE_MAX + 3)
+			cap = FG_H1_LINE_MAX + 3;
+		char *b = realloc(r->buf, cap);
+		if (!b) {
+			r->stopped = true;
+			return -1;
+		}
+		r->buf = b;
+		r->cap = cap;
+	}
+	memcpy(r->buf + r->len, p, n);
+	r->len += n;
+	return 0;
+}
+
+/* A line is handed on with its CRLF and a NUL after it, as curl hands a
+ * header on: a reader that parses a value never runs past its end. */
+static int hand(struct fg_h1 *r, const char *line, size_t n)
+{
+	if (!r->hooks.line(r->arg, line, n)) {
+		r->stopped = true;
+		return -1;
+	}
+	return 0;
+}
+
+/* The status line goes first. http_parser knows the code once that line
+ * is read, which is before the head's first name or its end. */
+static int status_line(struct fg_h1 *r)
+{
+	if (r->status_out)
+		return 0;
+	r->status_out = true;
+	if (r->p.http_major != 1) {
+		r->stopped = true; /* HTTP/1.1 was asked for */
+		return -1;
+	}
+	char line[32];
+	int n = snprintf(line, sizeof(line), "HTTP/%u.%u %u\r\n", r->p.http_major,
+			 r->p.http_minor, r->p.status_code);
+	return hand(r, line, (size_t)n);
+}
+
+/* The header put together so far, handed on. */
+static int flush(struct fg_h1 *r)
+{
+	if (!r->in_value)
+		return 0;
+	size_t n = r->len;
+	memcpy(r->buf + n, "\r\n", 3); /* (room kept by put(): a value
+					  was put, if only ": ") */
+	r->len = 0;
+	r->in_value = false;
+	return hand(r, r->buf, n + 2);
+}
+
+static int on_begin(http_parser *p)
+{
+	struct fg_h1 *r = of(p);
+	r->len = 0;
+	r->in_value = false;
+	r->status_out = false;
+	r->in_trailer = false;
+	return 0;
+}
+
+static int on_field(http_parser *p, const char *at, size_t n)
+{
+	struct fg_h1 *r = of(p);
+	if (r->in_trailer)
+		return 0;
+	if (status_line(r) != 0 || flush(r) != 0)
+		return -1;
+	return put(r, at, n);
+}
+
+static int on_value(http_parser *p, const char *at, size_t n)
+{
+	struct fg_h1 *r = of(p);
+	if (r->in_trailer)
+		return 0;
+	if (!r->in_value) {
+		r->in_value = true;
+		if (put(r, ": ", 2) != 0)
+			return -1;
+	}
+	return put(r, at, n);
+}
+
+/* 1: no body follows this head (http_parser's F_SKIPBODY). */
+static int on_head_end(http_parser *p)
+{
+	struct fg_h1 *r = of(p);
+	if (status_line(r) != 0 || flush(r) != 0 || hand(r, "\r\n", 2) != 0)
+		return -1;
+	r->in_trailer = true;
+	unsigned s = p->status_code;
+	return r->head || s / 100 == 1 || s == 204 || s == 304;
+}
+
+static int on_body(http_parser *p, const char *at, size_t n)
+{
+	struct fg_h1 *r = of(p);
+	if (!r->hooks.body(r->arg, at, n)) {
+		r->stopped = true;
+		return -1;
+	}
+	return 0;
+}
+
+static int on_complete(http_parser *p)
+{
+	struct fg_h1 *r = of(p);
+	if (p->status_code < 200)
+		return 0; /* an interim answer: the final one follows */
+	r->done = true;
+	/* stop at the answer's last byte: what follows is not this
+	 * request's (fg_h1_feed() notes it) */
+	http_parser_pause(p, 1);
+	return 0;
+}
+
+static const http_parser_settings settings = {
+	.on_message_begin = on_begin,
+	.on_header_field = on_field,
+	.on_header_value = on_value,
+	.on_headers_complete = on_head_end,
+	.on_body = on_body,
+	.on_message_complete = on_complete,
+};
+
+int fg_h1_init(struct fg_h1 *r, bool head, const struct fg_h1_hooks *hooks,
+	       void *arg)
+{
+	memset(r, 0, sizeof(*r));
+	r->cap = 256; /* most head lines fit; put() grows it */
+	r->buf = malloc(r->cap);
+	if (!r->buf)
+		return -1;
+	http_parser_init(&r->p, HTTP_RESPONSE);
+	r->p.data = r;
+	r->hooks = *hooks;
+	r->arg = arg;
+	r->head = head;
+	return 0;
+}
+
+void fg_h1_free(struct fg_h1 *r)
+{
+	free(r->buf);
+	r->buf = NULL;
+}
+
+enum fg_h1_state fg_h1_feed(struct fg_h1 *r, const char *p, size_t n)
+{
+	if (r->stopped)
+		return FG_H1_ERROR;
+	if (r->done) {
+		r->excess = r->excess || n > 0;
+		return FG_H1_DONE;
+	}
+	if (n == 0)
+		return FG_H1_MORE;
+	r->any = true;
+	size_t used = http_parser_execute(&r->p, &settings, p, n);
+	enum http_errno e = HTTP_PARSER_ERRNO(&r->p);
+	if (r->stopped || (e != HPE_OK && e != HPE_PAUSED) || r->p.upgrade)
+		goto error;
+	if (r->done) {
+		r->excess = used < n;
+		return FG_H1_DONE;
+	}
+	if (used != n)
+		goto error;
+	return FG_H1_MORE;
+error:
+	r->stopped = true;
+	return FG_H1_ERROR;
+}
+
+enum fg_h1_state fg_h1_eof(struct fg_h1 *r)
+{
+	if (r->done)
+		return FG_H1_DONE;
+	if (r->stopped || !r->any)
+		goto error;
+	/* a body read to the close ends here; anything else is cut short */
+	http_parser_execute(&r->p, &settings, NULL, 0);
+	if (r->done && !r->stopped) {
+		r->excess = true; /* (the connection is gone: never reused) */
+		return FG_H1_DONE;
+	}
+error:
+	r->stopped = true;
+	return FG_H1_ERROR;
+}
+
+bool fg_h1_any(const struct fg_h1 *r)
+{
+	return r->any;
+}
+
+bool fg_h1_reusable(const struct fg_h1 *r)
+{
+	return r->done && !r->excess && !r->stopped &&
+	       http_should_keep_alive(&r->p);
+}

@@ -1,0 +1,115 @@
+/*
+ * fuzz_h1resp - an upstream answer as the gateway's own client reads it
+ * (gateway/upstream/h1.c). The input: a flags byte (bit 0: the request
+ * was a HEAD; bit 1: the upstream closes after the bytes), a step byte
+ * (bytes per feed, 1..256), then the bytes the upstream sent.
+ *
+ * Properties:
+ *  - a body is never handed more bytes than were fed so far;
+ *  - every line handed on ends in CRLF with a NUL after it, fits
+ *    FG_H1_LINE_MAX, and a head's first line is an HTTP/1.x status line;
+ *  - DONE and ERROR are final: more bytes never change them;
+ *  - reusable only when DONE;
+ *  - fed in steps, the answer reads as it does fed whole (the same lines,
+ *    the same body, the same end), unless it is an error.
+ */
+#include <stdbool.h>
+#include <string.h>
+
+#include "fuzz.h"
+#include "upstream/h1.h"
+
+struct seen {
+	char lines[1 << 16];
+	size_t nlines;
+	char body[1 << 16];
+	size_t body_len;
+	size_t body_total;
+	size_t fed;
+	bool expect_status;
+};
+
+static bool on_line(void *arg, const char *line, size_t len)
+{
+	struct seen *s = arg;
+	PROPERTY(len >= 2 && len <= FG_H1_LINE_MAX + 2);
+	PROPERTY(line[len - 2] == '\r' && line[len - 1] == '\n' && line[len] == '\0');
+	if (s->expect_status)
+		PROPERTY(len > 7 && memcmp(line, "HTTP/1.", 7) == 0);
+	s->expect_status = len == 2;
+	if (s->nlines + len <= sizeof(s->lines)) {
+		memcpy(s->lines + s->nlines, line, len);
+		s->nlines += len;
+	}
+	return true;
+}
+
+static bool on_body(void *arg, const char *p, size_t n)
+{
+	struct seen *s = arg;
+	s->body_total += n;
+	PROPERTY(s->body_total <= s->fed);
+	if (s->body_len + n <= sizeof(s->body)) {
+		memcpy(s->body + s->body_len, p, n);
+		s->body_len += n;
+	}
+	return true;
+}
+
+static const struct fg_h1_hooks hooks = { on_line, on_body };
+
+static struct seen whole, stepped;
+
+static enum fg_h1_state read_all(struct seen *s, const uint8_t *d, size_t n,
+				 bool head, bool eof, size_t step, bool *reusable)
+{
+	memset(s, 0, sizeof(*s));
+	s->expect_status = true;
+	struct fg_h1 h;
+	if (fg_h1_init(&h, head, &hooks, s) != 0)
+		abort();
+	enum fg_h1_state st = FG_H1_MORE;
+	for (size_t off = 0; off < n;) {
+		size_t k = n - off < step ? n - off : step;
+		s->fed += k;
+		enum fg_h1_state next = fg_h1_feed(&h, (const char *)d + off, k);
+		if (st != FG_H1_MORE)
+			PROPERTY(next == st);
+		st = next;
+		off += k;
+	}
+	if (eof) {
+		enum fg_h1_state next = fg_h1_eof(&h);
+		if (st != FG_H1_MORE)
+			PROPERTY(next == st);
+		st = next;
+	}
+	*reusable = fg_h1_reusable(&h);
+	if (*reusable)
+		PROPERTY(st == FG_H1_DONE);
+	fg_h1_free(&h);
+	return st;
+}
+
+int LLVMFuzzerTestOneInput(const uint8_t *data, size_t size)
+{
+	if (size < 2)
+		return 0;
+	bool head = data[0] & 1, eof = data[0] & 2;
+	size_t step = (size_t)data[1] + 1;
+	data += 2;
+	size -= 2;
+	bool ra, rb;
+	enum fg_h1_state a = read_all(&whole, data, size, head, eof, size ? size : 1, &ra);
+	enum fg_h1_state b = read_all(&stepped, data, size, head, eof, step, &rb);
+	PROPERTY(a == b);
+	PROPERTY(ra == rb);
+	if (a != FG_H1_ERROR) {
+		PROPERTY(whole.nlines == stepped.nlines &&
+			 memcmp(whole.lines, stepped.lines, whole.nlines) == 0);
+		PROPERTY(whole.body_total == stepped.body_total &&
+			 whole.body_len == stepped.body_len &&
+			 memcmp(whole.body, stepped.body, whole.body_len) == 0);
+	}
+	return 0;
+}
