@@ -900,6 +900,21 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 					  : FG_E_UPSTREAM_UNAVAILABLE;
 		return fg_respond_error(c, e, why, NULL);
 	}
+	/* The head came, then the answer broke before a byte of its body: a
+	 * head sent now would promise a body that never follows (and
+	 * libmicrohttpd 0.9.75 leaves such a connection hanging), so the
+	 * client is told what happened instead. */
+	int up_status;
+	if (fg_xfer_broke_after_head(x, &up_status)) {
+		const char *why;
+		fg_xfer_failure(x, &why);
+		char msg[256];
+		snprintf(msg, sizeof(msg), "the upstream's answer (%d) broke off after "
+			 "its head (%s); a write may have been applied", up_status,
+			 why ? why : "timeout");
+		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE, msg,
+					json_pack("{s:i}", "upstream_status", up_status));
+	}
 	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						       MHD_HTTP_HEADER_HOST);
 	unsigned status;

@@ -57,6 +57,7 @@
 #include "base/record.h"
 #include "base/redirect.h"
 #include "proc/metrics.h"
+#include "upstream/h1client.h"
 #include "upstream/headers.h"
 #include "upstream/xfer.h"
 
@@ -126,6 +127,14 @@ struct fg_xfer {
 	uint64_t started_ns;
 	struct fg_xfer *anext, *aprev;  /* active list */
 
+	/* a request the gateway's own client sends (h1client.h) instead
+	 * of curl: its request bytes until started, its exchange while
+	 * running */
+	bool h1, h1_sent;
+	char *h1_req;
+	size_t h1_req_len;
+	struct fg_h1x *h1x;
+
 	unsigned pending;             /* commands posted */
 	bool queued;
 	struct fg_xfer *qnext;
@@ -163,6 +172,14 @@ struct fg_xfers {
 	int nsocks;
 	char *bufs[BUF_POOL];         /* idle BUF-byte buffers, owned here */
 	int nbufs;
+	/* the gateway's own client, and the upstream as it sees it (worked
+	 * out again when the configuration is another one) */
+	struct fg_h1c *h1c;
+	const struct fg_config *h1_cfg;
+	bool h1_ok;                   /* plain http to an IP address */
+	struct sockaddr_storage h1_sa;
+	socklen_t h1_salen;
+	char h1_host[FG_HOST_MAX + 16]; /* the Host header curl would send */
 };
 
 #define now_ms fg_clock_ms
@@ -497,7 +514,13 @@ static void ended(struct fg_xfers *xs, struct fg_xfer *x, CURLcode code)
 			fg_log_warn("upstream %s:%s: TLS failed: %s",
 				    xs->host.cfg->up.host, xs->host.cfg->up.port,
 				    x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
-		curl_multi_remove_handle(xs->multi, x->easy);
+		if (x->h1) {
+			if (x->h1x)
+				fg_h1x_cancel(x->h1x);
+			x->h1x = NULL;
+		} else {
+			curl_multi_remove_handle(xs->multi, x->easy);
+		}
 		x->added = false;
 		if (x->aprev)
 			x->aprev->anext = x->anext;
@@ -516,9 +539,84 @@ static void ended(struct fg_xfers *xs, struct fg_xfer *x, CURLcode code)
 		x->hooks.done(x->hooks.arg, code == CURLE_OK, began);
 	curl_slist_free_all(x->req_headers);
 	x->req_headers = NULL;
+	free(x->h1_req);
+	x->h1_req = NULL;
 	easy_put(xs, x->easy);
 	x->easy = NULL;
 	fg_xfer_put(x); /* the loop's reference */
+}
+
+/* ---- the gateway's own client's side -------------------------------------- */
+
+static bool h1_line(void *arg, const char *line, size_t len)
+{
+	on_header((char *)line, 1, len, arg);
+	return true;
+}
+
+static size_t h1_room(void *arg)
+{
+	struct fg_xfer *x = arg;
+	if (x->mhd_gone)
+		return BUF; /* body() refuses: the exchange ends */
+	size_t room = BUF - x->rs_len;
+	if (room == 0)
+		x->write_wants_room = true; /* on_content() unpauses */
+	return room;
+}
+
+static bool h1_body(void *arg, const char *p, size_t n)
+{
+	struct fg_xfer *x = arg;
+	if (x->mhd_gone)
+		return false; /* the client left: abort */
+	memcpy(x->rs + x->rs_len, p, n); /* (n <= h1_room()) */
+	x->rs_len += n;
+	resume(x, &x->download_suspended);
+	return true;
+}
+
+static void h1_sent(void *arg)
+{
+	struct fg_xfer *x = arg;
+	x->h1_sent = true;
+}
+
+static void h1_end(void *arg, enum fg_h1x_end how)
+{
+	struct fg_xfer *x = arg;
+	x->h1x = NULL; /* (gone) */
+	/* in curl's words, so that the answer and the log read the same
+	 * whichever client carried the request */
+	static const CURLcode code[] = {
+		[FG_H1X_OK] = CURLE_OK,
+		[FG_H1X_CONNECT] = CURLE_COULDNT_CONNECT,
+		[FG_H1X_TIMEOUT] = CURLE_OPERATION_TIMEDOUT,
+		[FG_H1X_SEND] = CURLE_SEND_ERROR,
+		[FG_H1X_EMPTY] = CURLE_GOT_NOTHING,
+		[FG_H1X_PARTIAL] = CURLE_PARTIAL_FILE,
+		[FG_H1X_MALFORMED] = CURLE_WEIRD_SERVER_REPLY,
+	};
+	ended(x->xs, x, code[how]);
+}
+
+static const struct fg_h1x_hooks h1_hooks = {
+	.line = h1_line,
+	.room = h1_room,
+	.body = h1_body,
+	.sent = h1_sent,
+	.end = h1_end,
+};
+
+/* Hands x's request to the gateway's own client; false: nothing began. */
+static bool h1_start(struct fg_xfers *xs, struct fg_xfer *x)
+{
+	char *req = x->h1_req;
+	x->h1_req = NULL; /* the client's now */
+	x->h1x = fg_h1c_start(xs->h1c, (const struct sockaddr *)&xs->h1_sa,
+			      xs->h1_salen, xs->host.cfg->upstream_connect_timeout_ms,
+			      req, x->h1_req_len, x->head, &h1_hooks, x);
+	return x->h1x != NULL;
 }
 
 static void run_commands(struct fg_xfers *xs)
@@ -533,12 +631,13 @@ static void run_commands(struct fg_xfers *xs)
 		x->pending = 0;
 		x->queued = false;
 
-		if ((cmd & CMD_START) && x->easy && !x->added) {
+		if ((cmd & CMD_START) && (x->easy || x->h1_req) && !x->added) {
 			/* a transfer whose gate closed meanwhile is not begun:
 			 * a request without a body would go out whole */
 			if (!gate_open(x)) {
 				ended(xs, x, CURLE_OPERATION_TIMEDOUT);
-			} else if (curl_multi_add_handle(xs->multi, x->easy) == CURLM_OK) {
+			} else if (x->h1 ? h1_start(xs, x)
+				   : curl_multi_add_handle(xs->multi, x->easy) == CURLM_OK) {
 				x->added = true;
 				/* the body is still coming and the connection waits
 				 * on its socket for it (not suspended, not gone) */
@@ -558,7 +657,10 @@ static void run_commands(struct fg_xfers *xs)
 		}
 		if ((cmd & CMD_ABORT) && x->added)
 			ended(xs, x, CURLE_ABORTED_BY_CALLBACK);
-		if (x->added && (cmd & (CMD_UNPAUSE_READ | CMD_UNPAUSE_WRITE))) {
+		if (x->added && x->h1) {
+			if ((cmd & CMD_UNPAUSE_WRITE) && x->h1x)
+				fg_h1x_resume(x->h1x);
+		} else if (x->added && (cmd & (CMD_UNPAUSE_READ | CMD_UNPAUSE_WRITE))) {
 			if (cmd & CMD_UNPAUSE_READ)
 				x->read_paused = false;
 			if (cmd & CMD_UNPAUSE_WRITE)
@@ -798,6 +900,9 @@ struct fg_xfers *fg_xfers_create(const struct fg_xfers_host *host)
 	xs->head_timer = evtimer_new(host->base, on_head_timer, xs);
 	if (!xs->cmd_ev || !xs->curl_timer || !xs->head_timer)
 		goto error_events;
+	xs->h1c = fg_h1c_create(host->base);
+	if (!xs->h1c)
+		goto error_events;
 	xs->multi = curl_multi_init();
 	if (!xs->multi)
 		goto error_events;
@@ -809,6 +914,7 @@ struct fg_xfers *fg_xfers_create(const struct fg_xfers_host *host)
 	return xs;
 
 error_events:
+	fg_h1c_destroy(xs->h1c);
 	if (xs->cmd_ev)
 		event_free(xs->cmd_ev);
 	if (xs->curl_timer)
@@ -838,6 +944,7 @@ void fg_xfers_destroy(struct fg_xfers *xs)
 	while (xs->npool > 0)
 		curl_easy_cleanup(xs->pool[--xs->npool]);
 	curl_multi_cleanup(xs->multi);
+	fg_h1c_destroy(xs->h1c);
 	for (int fd = 0; fd < xs->nsocks; fd++) {
 		if (xs->socks[fd]) {
 			sock_unregister(xs->socks[fd]);
@@ -1001,14 +1108,104 @@ static void easy_setup(CURL *e, struct fg_xfer *x, const char *url,
 	}
 }
 
+/* ---- the requests the gateway's own client carries ----------------------- */
+
+/* Whether the gateway's own client can reach the upstream: plain http,
+ * no user in the URL, its host an IP address (a name would need a
+ * resolver on the loop). Worked out once per configuration. */
+static bool h1_target(struct fg_xfers *xs)
+{
+	const struct fg_config *cfg = xs->host.cfg;
+	if (xs->h1_cfg == cfg)
+		return xs->h1_ok;
+	xs->h1_cfg = cfg;
+	xs->h1_ok = false;
+	if (!cfg->upstream || strncasecmp(cfg->up.base, "http://", 7) != 0)
+		return false;
+	const char *auth = cfg->up.base + 7;
+	if (memchr(auth, '@', strcspn(auth, "/?#")))
+		return false; /* curl would send the user's credentials */
+	long port = strtol(cfg->up.port, NULL, 10);
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&xs->h1_sa;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&xs->h1_sa;
+	memset(&xs->h1_sa, 0, sizeof(xs->h1_sa));
+	bool six = false;
+	if (inet_pton(AF_INET, cfg->up.host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		xs->h1_salen = sizeof(*v4);
+	} else if (inet_pton(AF_INET6, cfg->up.host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		xs->h1_salen = sizeof(*v6);
+		six = true;
+	} else {
+		return false;
+	}
+	/* as curl writes it: the address as the URL gives it, the port
+	 * unless it is http's own */
+	snprintf(xs->h1_host, sizeof(xs->h1_host), "%s%s%s%s%s",
+		 six ? "[" : "", cfg->up.host, six ? "]" : "",
+		 port == 80 ? "" : ":", port == 80 ? "" : cfg->up.port);
+	xs->h1_ok = true;
+	return true;
+}
+
+/* The bytes of x's request, as curl would send them for this spec, kept
+ * in x->h1_req; false when the request is not one for the gateway's own
+ * client (then curl carries it, and nothing here changes what is sent):
+ * a GET or HEAD without a body, a target of printable ASCII that curl
+ * would send as it is, and header lines curl would send as they are. */
+static bool h1_request(struct fg_xfers *xs, struct fg_xfer *x,
+		       const struct fg_xfer_spec *spec)
+{
+	if ((strcmp(spec->method, "GET") != 0 && !x->head) || !h1_target(xs))
+		return false;
+	if (strncasecmp(spec->url, "http://", 7) != 0)
+		return false;
+	const char *target = spec->url + 7 + strcspn(spec->url + 7, "/?#");
+	if (*target != '/')
+		return false;
+	for (const char *p = target; *p; p++)
+		if (*p <= ' ' || *p >= 0x7f || *p == '#')
+			return false; /* curl's URL parser would have its say */
+	size_t total = strlen(spec->method) + 1 + strlen(target) +
+		       sizeof(" HTTP/1.1\r\nHost: \r\n") + strlen(xs->h1_host) + 2;
+	for (struct curl_slist *l = x->req_headers; l; l = l->next) {
+		const char *colon = strchr(l->data, ':');
+		if (!colon || colon == l->data || strpbrk(l->data, "\r\n") ||
+		    strncasecmp(l->data, "Host:", 5) == 0)
+			return false; /* curl has rules of its own for these */
+		total += strlen(l->data) + 2;
+	}
+	char *req = malloc(total);
+	if (!req)
+		return false;
+	size_t n = (size_t)snprintf(req, total, "%s %s HTTP/1.1\r\nHost: %s\r\n",
+				    spec->method, target, xs->h1_host);
+	for (struct curl_slist *l = x->req_headers; l; l = l->next) {
+		/* "Name:" with nothing after it only stops curl adding a
+		 * header of its own: it is not sent */
+		const char *v = strchr(l->data, ':') + 1;
+		v += strspn(v, " \t\v\f");
+		if (!*v)
+			continue;
+		size_t ln = strlen(l->data);
+		memcpy(req + n, l->data, ln);
+		memcpy(req + n + ln, "\r\n", 2);
+		n += ln + 2;
+	}
+	memcpy(req + n, "\r\n", 2);
+	n += 2;
+	x->h1_req = req;
+	x->h1_req_len = n;
+	return true;
+}
+
 int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 		  const struct fg_xfer_hooks *hooks)
 {
 	struct fg_xfers *xs = x->xs;
-	x->easy = easy_get(xs);
-	if (!x->easy)
-		goto error;
-	CURL *e = x->easy;
 	struct curl_slist *list = NULL;
 	bool ok = client_headers(x->conn, spec->hdr_flags, spec->tls, &list);
 	for (const char *const *l = spec->extra; ok && l && *l; l++)
@@ -1023,6 +1220,24 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 	x->body_length = spec->length;
 	x->has_body = !x->kept && !x->head && (spec->chunked || spec->length_given);
 
+	if (!x->kept && !x->has_body && h1_request(xs, x, spec)) {
+		/* the gateway's own client carries it: no curl handle */
+		curl_slist_free_all(x->req_headers);
+		x->req_headers = NULL;
+		x->h1 = true;
+		x->rs = buf_get(xs);
+		if (!x->rs)
+			goto error_easy;
+		if (hooks)
+			x->hooks = *hooks;
+		x->refs++; /* the loop's, until ended() */
+		post(x, CMD_START);
+		return 0;
+	}
+	x->easy = easy_get(xs);
+	if (!x->easy)
+		goto error_easy;
+	CURL *e = x->easy;
 	easy_setup(e, x, spec->url, xs->host.cfg);
 	if (x->head)
 		curl_easy_setopt(e, CURLOPT_NOBODY, 1L);
@@ -1067,12 +1282,14 @@ error_easy:
 	x->easy = NULL;
 	curl_slist_free_all(x->req_headers);
 	x->req_headers = NULL;
+	free(x->h1_req);
+	x->h1_req = NULL;
+	x->h1 = false;
 	buf_put(xs, x->rq);
 	x->rq = NULL;
 	buf_put(xs, x->rs);
 	x->rs = NULL;
 	x->kept = false;
-error:
 	return -1;
 }
 
@@ -1104,7 +1321,9 @@ enum fg_xfer_stage fg_xfer_stage(const struct fg_xfer *x)
 	if (!x->added)
 		return FG_XFER_QUEUED;
 	bool sent = x->upload_done;
-	if (!x->has_body) {
+	if (x->h1) {
+		sent = x->h1_sent;
+	} else if (!x->has_body) {
 		/* a request without a body is written whole as soon as curl
 		 * begins it */
 		curl_off_t pre = 0;
@@ -1177,6 +1396,13 @@ bool fg_xfer_head_in(const struct fg_xfer *x)
 bool fg_xfer_too_many_headers(const struct fg_xfer *x)
 {
 	return x->headers_done && x->too_many_headers;
+}
+
+bool fg_xfer_broke_after_head(const struct fg_xfer *x, int *status)
+{
+	*status = x->status;
+	return x->headers_done && x->done && x->result != CURLE_OK &&
+	       x->rs_len == 0 && x->resp_sent == 0;
 }
 
 enum fg_xfer_failure fg_xfer_failure(const struct fg_xfer *x, const char **why)

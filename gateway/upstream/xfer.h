@@ -140,6 +140,12 @@ bool fg_xfer_head_in(const struct fg_xfer *x);
 /** Did it have more headers than the gateway forwards? */
 bool fg_xfer_too_many_headers(const struct fg_xfer *x);
 
+/** Did the answer's head come, and the transfer then fail before any of
+ *  its body was in hand? (Nothing of it has gone to the client: it is
+ *  answered as a failure, never with a head whose body cannot follow.)
+ *  *status: the head's status. */
+bool fg_xfer_broke_after_head(const struct fg_xfer *x, int *status);
+
 /* Why a transfer ended without an answer. */
 enum fg_xfer_failure {
 	FG_XFER_UNAVAILABLE, /* unreachable, refused, broken */

@@ -1,0 +1,487 @@
+/*
+ * h1client.c - the gateway's own HTTP/1.1 client for bodyless GET and
+ * HEAD requests over plain http (h1client.h).
+ *
+ * Invariants:
+ * - A connection carries one exchange at a time; it goes back to the
+ *   idle list only after a whole answer that h1.c calls reusable
+ *   (keep-alive, nothing after it). Every other end closes it, so a
+ *   cancelled or failed exchange never leaves a request half-read on a
+ *   connection that is used again.
+ * - The request's bytes are sent as given, whole or (on a failure) cut
+ *   off with the connection; a retry sends them again whole on a new
+ *   connection, once, and only when the reused one gave no byte back.
+ * - A body is read only while the exchange's owner has room for it,
+ *   never more than that room: memory per exchange is bounded by the
+ *   owner's buffer, whatever the answer's size.
+ * - end() is called exactly once per exchange, never from inside
+ *   fg_h1c_start(), and never after fg_h1x_cancel().
+ * - An idle connection stays registered for reading; anything it says
+ *   (its close, or bytes nobody asked for) drops it. An idle connection
+ *   older than IDLE_MS is closed rather than used, as curl does.
+ */
+#include <errno.h>
+#include <stdint.h>
+#include <stdlib.h>
+#include <string.h>
+#include <unistd.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <sys/socket.h>
+
+#include <event2/event.h>
+#include <event2/event_struct.h>
+
+#include "base/clock.h"
+#include "upstream/h1.h"
+#include "upstream/h1client.h"
+
+#define IDLE_MAX 256        /* idle connections kept (curl's cache: 256) */
+#define IDLE_MS 118000      /* curl's default bound on a connection's idle age */
+#define IN_MAX (64 * 1024)  /* bytes read at once */
+
+struct conn {
+	int fd;
+	struct event ev;
+	bool watched;
+	short what;                 /* its events, while watched */
+	struct fg_h1c *c;
+	struct fg_h1x *x;           /* the exchange on it; NULL: idle */
+	struct sockaddr_storage sa; /* whom it reaches */
+	socklen_t salen;
+	bool reused;                /* it carried a whole answer before */
+	bool connecting;
+	uint64_t idle_since;
+	struct conn *next, *prev;   /* the idle list */
+};
+
+struct fg_h1c {
+	struct event_base *base;
+	struct conn *idle;          /* the most recently used first */
+	int nidle;
+	char *in;                   /* IN_MAX bytes, for every read */
+};
+
+struct fg_h1x {
+	struct fg_h1c *c;
+	struct conn *k;
+	struct fg_h1 rd;
+	struct fg_h1x_hooks hooks;
+	void *arg;
+	char *req;                  /* owned; kept for a retry */
+	size_t len, off;
+	bool head, paused, retried, sent;
+	bool starting;              /* inside fg_h1c_start() */
+	struct event later;         /* an end found while starting */
+	enum fg_h1x_end later_how;
+	bool later_set;
+	unsigned connect_timeout_ms;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+};
+
+static void on_conn(evutil_socket_t fd, short what, void *arg);
+
+/* ---- connections --------------------------------------------------------- */
+
+static void unwatch(struct conn *k)
+{
+	if (k->watched)
+		event_del(&k->ev);
+	k->watched = false;
+}
+
+/* Watches for `what` (with a timeout when tv is set); a registration
+ * already right is left alone: no epoll_ctl. */
+static void watch(struct conn *k, short what, const struct timeval *tv)
+{
+	if (k->watched && k->what == what && !tv)
+		return;
+	unwatch(k);
+	event_assign(&k->ev, k->c->base, k->fd, what, on_conn, k);
+	k->watched = event_add(&k->ev, tv) == 0;
+	k->what = what;
+}
+
+static void conn_close(struct conn *k)
+{
+	unwatch(k);
+	close(k->fd);
+	free(k);
+}
+
+static void idle_remove(struct fg_h1c *c, struct conn *k)
+{
+	if (k->prev)
+		k->prev->next = k->next;
+	else
+		c->idle = k->next;
+	if (k->next)
+		k->next->prev = k->prev;
+	k->next = k->prev = NULL;
+	c->nidle--;
+}
+
+static void idle_put(struct fg_h1c *c, struct conn *k)
+{
+	if (c->nidle >= IDLE_MAX) {
+		conn_close(k);
+		return;
+	}
+	k->idle_since = fg_clock_ms();
+	k->prev = NULL;
+	k->next = c->idle;
+	if (c->idle)
+		c->idle->prev = k;
+	c->idle = k;
+	c->nidle++;
+	watch(k, EV_READ | EV_PERSIST, NULL);
+}
+
+/* An idle connection to the address, young enough; taken off the list. */
+static struct conn *idle_take(struct fg_h1c *c, const struct sockaddr *sa,
+			      socklen_t salen)
+{
+	uint64_t now = fg_clock_ms();
+	struct conn *k = c->idle, *next;
+	for (; k; k = next) {
+		next = k->next;
+		if (now - k->idle_since > IDLE_MS) {
+			idle_remove(c, k);
+			conn_close(k);
+			continue;
+		}
+		if (k->salen == salen && memcmp(&k->sa, sa, salen) == 0) {
+			idle_remove(c, k);
+			return k;
+		}
+	}
+	return NULL;
+}
+
+/* A new connection, its connect begun. NULL (errno set) when the socket
+ * or the connect failed at once. */
+static struct conn *conn_new(struct fg_h1c *c, const struct sockaddr *sa,
+			     socklen_t salen)
+{
+	int fd = socket(sa->sa_family, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+	if (fd < 0)
+		return NULL;
+	int one = 1;
+	setsockopt(fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof(one));
+	bool connecting = false;
+	if (connect(fd, sa, salen) != 0) {
+		if (errno != EINPROGRESS) {
+			int e = errno;
+			close(fd);
+			errno = e;
+			return NULL;
+		}
+		connecting = true;
+	}
+	struct conn *k = calloc(1, sizeof(*k));
+	if (!k) {
+		close(fd);
+		errno = ENOMEM;
+		return NULL;
+	}
+	k->fd = fd;
+	k->c = c;
+	memcpy(&k->sa, sa, salen);
+	k->salen = salen;
+	k->connecting = connecting;
+	return k;
+}
+
+/* ---- exchanges ----------------------------------------------------------- */
+
+static void exchange_free(struct fg_h1x *x)
+{
+	if (x->later_set)
+		event_del(&x->later);
+	fg_h1_free(&x->rd);
+	free(x->req);
+	free(x);
+}
+
+/* The exchange ends: its connection is kept or closed, x freed, then the
+ * owner told. */
+static void finish(struct fg_h1x *x, enum fg_h1x_end how)
+{
+	if (x->starting) {
+		/* (never from fg_h1c_start(): the loop's next turn) */
+		if (!x->later_set) {
+			x->later_how = how;
+			x->later_set = true;
+			event_active(&x->later, EV_READ, 0);
+		}
+		return;
+	}
+	struct conn *k = x->k;
+	x->k = NULL;
+	if (k) {
+		k->x = NULL;
+		if (how == FG_H1X_OK && fg_h1_reusable(&x->rd)) {
+			k->reused = true;
+			idle_put(x->c, k);
+		} else {
+			conn_close(k);
+		}
+	}
+	void (*end)(void *, enum fg_h1x_end) = x->hooks.end;
+	void *arg = x->arg;
+	exchange_free(x);
+	end(arg, how);
+}
+
+static void on_later(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_h1x *x = arg;
+	(void)fd;
+	(void)what;
+	x->later_set = false;
+	finish(x, x->later_how);
+}
+
+static void read_some(struct fg_h1x *x);
+static void begin(struct fg_h1x *x);
+
+/* The connection closed (err 0) or failed (errno err) while the answer
+ * was read, or while the request was sent. */
+static void lost(struct fg_h1x *x, int err)
+{
+	struct conn *k = x->k;
+	bool any = fg_h1_any(&x->rd);
+	if (!any && k->reused && !x->retried) {
+		/* closed under us by the upstream's keep-alive bound: the
+		 * request again, whole, on a new connection */
+		k->x = NULL;
+		conn_close(k);
+		x->k = NULL;
+		x->retried = true;
+		x->off = 0;
+		fg_h1_free(&x->rd);
+		if (fg_h1_init(&x->rd, x->head, &(struct fg_h1_hooks){
+				       x->hooks.line, x->hooks.body }, x->arg) != 0) {
+			finish(x, FG_H1X_CONNECT);
+			return;
+		}
+		begin(x);
+		return;
+	}
+	if (err == 0 && fg_h1_eof(&x->rd) == FG_H1_DONE) {
+		finish(x, FG_H1X_OK);
+		return;
+	}
+	if (!x->sent)
+		finish(x, FG_H1X_SEND);
+	else
+		finish(x, any ? FG_H1X_PARTIAL : FG_H1X_EMPTY);
+}
+
+static void send_some(struct fg_h1x *x)
+{
+	struct conn *k = x->k;
+	while (x->off < x->len) {
+		ssize_t n = send(k->fd, x->req + x->off, x->len - x->off, MSG_NOSIGNAL);
+		if (n > 0) {
+			x->off += (size_t)n;
+			continue;
+		}
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+			/* the rest when there is room (not on readability: an
+			 * early answer is read once the request is out) */
+			watch(k, EV_WRITE | EV_PERSIST, NULL);
+			return;
+		}
+		lost(x, n < 0 ? errno : EPIPE);
+		return;
+	}
+	if (!x->sent) {
+		x->sent = true;
+		if (x->hooks.sent)
+			x->hooks.sent(x->arg);
+	}
+	watch(k, EV_READ | EV_PERSIST, NULL);
+}
+
+static void read_some(struct fg_h1x *x)
+{
+	struct fg_h1c *c = x->c;
+	for (;;) {
+		size_t room = x->hooks.room(x->arg);
+		if (room == 0) {
+			x->paused = true;
+			unwatch(x->k);
+			return;
+		}
+		size_t want = room < IN_MAX ? room : IN_MAX;
+		ssize_t n = recv(x->k->fd, c->in, want, 0);
+		if (n < 0 && errno == EINTR)
+			continue;
+		if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK))
+			return;
+		if (n <= 0) {
+			lost(x, n < 0 ? errno : 0);
+			return;
+		}
+		switch (fg_h1_feed(&x->rd, c->in, (size_t)n)) {
+		case FG_H1_ERROR:
+			finish(x, FG_H1X_MALFORMED);
+			return;
+		case FG_H1_DONE:
+			finish(x, FG_H1X_OK);
+			return;
+		case FG_H1_MORE:
+			break;
+		}
+		if ((size_t)n < want)
+			return; /* the socket is drained: its next event */
+	}
+}
+
+static void on_conn(evutil_socket_t fd, short what, void *arg)
+{
+	struct conn *k = arg;
+	(void)fd;
+	struct fg_h1x *x = k->x;
+	if (!x) {
+		/* an idle connection spoke: its close, or bytes nobody
+		 * asked for; either way it is of no more use */
+		idle_remove(k->c, k);
+		conn_close(k);
+		return;
+	}
+	if (k->connecting) {
+		if (what & EV_TIMEOUT) {
+			finish(x, FG_H1X_TIMEOUT);
+			return;
+		}
+		int err = 0;
+		socklen_t el = sizeof(err);
+		if (getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err) {
+			finish(x, FG_H1X_CONNECT);
+			return;
+		}
+		k->connecting = false;
+		send_some(x);
+		return;
+	}
+	if (!x->sent) {
+		send_some(x);
+		return;
+	}
+	if (what & EV_READ)
+		read_some(x);
+}
+
+/* On an idle connection, or a new one. */
+static void begin(struct fg_h1x *x)
+{
+	const struct sockaddr *sa = (const struct sockaddr *)&x->sa;
+	struct conn *k = x->retried ? NULL : idle_take(x->c, sa, x->salen);
+	if (!k) {
+		k = conn_new(x->c, sa, x->salen);
+		if (!k) {
+			finish(x, FG_H1X_CONNECT);
+			return;
+		}
+	}
+	k->x = x;
+	x->k = k;
+	if (k->connecting) {
+		unsigned ms = x->connect_timeout_ms;
+		struct timeval tv = { (time_t)(ms / 1000), (suseconds_t)((ms % 1000) * 1000) };
+		watch(k, EV_WRITE, &tv);
+		return;
+	}
+	send_some(x);
+}
+
+struct fg_h1x *fg_h1c_start(struct fg_h1c *c, const struct sockaddr *sa,
+			    socklen_t salen, unsigned connect_timeout_ms,
+			    char *req, size_t len, bool head,
+			    const struct fg_h1x_hooks *hooks, void *arg)
+{
+	struct fg_h1x *x = calloc(1, sizeof(*x));
+	if (!x || salen > sizeof(x->sa)) {
+		free(x);
+		free(req);
+		return NULL;
+	}
+	if (fg_h1_init(&x->rd, head, &(struct fg_h1_hooks){ hooks->line, hooks->body },
+		       arg) != 0) {
+		free(x);
+		free(req);
+		return NULL;
+	}
+	x->c = c;
+	x->hooks = *hooks;
+	x->arg = arg;
+	x->req = req;
+	x->len = len;
+	x->head = head;
+	x->connect_timeout_ms = connect_timeout_ms;
+	memcpy(&x->sa, sa, salen);
+	x->salen = salen;
+	event_assign(&x->later, c->base, -1, 0, on_later, x);
+	x->starting = true;
+	begin(x);
+	x->starting = false;
+	return x;
+}
+
+void fg_h1x_resume(struct fg_h1x *x)
+{
+	if (!x->paused || !x->k)
+		return;
+	x->paused = false;
+	/* level-triggered: what the socket holds wakes the loop's next turn */
+	watch(x->k, EV_READ | EV_PERSIST, NULL);
+}
+
+void fg_h1x_cancel(struct fg_h1x *x)
+{
+	struct conn *k = x->k;
+	if (k) {
+		k->x = NULL;
+		conn_close(k);
+	}
+	exchange_free(x);
+}
+
+bool fg_h1x_sent(const struct fg_h1x *x)
+{
+	return x->sent;
+}
+
+/* ---- the client ---------------------------------------------------------- */
+
+struct fg_h1c *fg_h1c_create(struct event_base *base)
+{
+	struct fg_h1c *c = calloc(1, sizeof(*c));
+	if (!c)
+		return NULL;
+	c->in = malloc(IN_MAX);
+	if (!c->in) {
+		free(c);
+		return NULL;
+	}
+	c->base = base;
+	return c;
+}
+
+void fg_h1c_destroy(struct fg_h1c *c)
+{
+	if (!c)
+		return;
+	while (c->idle) {
+		struct conn *k = c->idle;
+		idle_remove(c, k);
+		conn_close(k);
+	}
+	free(c->in);
+	free(c);
+}

@@ -1,0 +1,323 @@
+"""The gateway's own upstream client (gateway/upstream/h1client.c): a GET
+or HEAD without a body, to an upstream given by its IP address over plain
+http, is carried by it instead of libcurl. These tests hold it to what
+libcurl did: the same request bytes, the same reading of the answer's
+framing, a kept-alive connection closed under a request replaced once,
+and a broken answer never forwarded as a good one."""
+
+import socket
+import threading
+import time
+
+import harness
+from harness import slack
+
+
+class ScriptedOrigin:
+    """A raw HTTP/1.1 origin on a free loopback port. Every request head is
+    recorded as received, with the number of its connection and its rank
+    on it; `answer(conn, rank, head)` gives the bytes to send back, or None
+    to close the connection without answering; `close_after(conn, rank)`
+    says whether to close once answered."""
+
+    def __init__(self, answer, close_after=lambda conn, rank: False):
+        self.answer = answer
+        self.close_after = close_after
+        self.heads = []        # (conn, rank, head bytes)
+        self.lock = threading.Lock()
+        self.sock = socket.socket()
+        self.sock.bind(("127.0.0.1", 0))
+        self.sock.listen(64)
+        self.sock.settimeout(0.1)
+        self.port = self.sock.getsockname()[1]
+        self.done = threading.Event()
+        self.conns = 0
+        self.thread = threading.Thread(target=self._accept, daemon=True)
+        self.thread.start()
+
+    def _accept(self):
+        while not self.done.is_set():
+            try:
+                c, _ = self.sock.accept()
+            except OSError:
+                continue
+            with self.lock:
+                n = self.conns
+                self.conns += 1
+            threading.Thread(target=self._serve, args=(c, n),
+                             daemon=True).start()
+
+    def _serve(self, c, n):
+        c.settimeout(slack(10.0))
+        buf = b""
+        rank = 0
+        with c:
+            while not self.done.is_set():
+                while b"\r\n\r\n" not in buf:
+                    try:
+                        data = c.recv(65536)
+                    except OSError:
+                        return
+                    if not data:
+                        return
+                    buf += data
+                head, buf = buf.split(b"\r\n\r\n", 1)
+                head += b"\r\n\r\n"
+                with self.lock:
+                    self.heads.append((n, rank, head))
+                out = self.answer(n, rank, head)
+                if out is None:
+                    return
+                try:
+                    c.sendall(out)
+                except OSError:
+                    return
+                if self.close_after(n, rank):
+                    return
+                rank += 1
+
+    def requests(self):
+        with self.lock:
+            return list(self.heads)
+
+    def carried(self):
+        """(connection, rank) of every request, the connections numbered
+        in the order they carried their first request (the gateway's
+        health checks open connections that carry none)."""
+        order = {}
+        out = []
+        for c, k, _ in self.requests():
+            out.append((order.setdefault(c, len(order)), k))
+        return out
+
+    def stop(self):
+        self.done.set()
+        self.sock.close()
+        self.thread.join(2.0)
+
+
+OK = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Origin: scripted\r\n\r\nabc"
+
+
+class UpstreamClientTests(harness.TestCase):
+    uses_shared_env = False
+
+    def origin(self, answer, close_after=lambda conn, rank: False):
+        o = ScriptedOrigin(answer, close_after)
+        self.addCleanup(o.stop)
+        return o
+
+    def gateway(self, origin, upstream=None):
+        """A gateway with one loop (one pool of upstream connections) in
+        front of `origin`, reached by its address (the gateway's own
+        client) or by `upstream` (a URL: a name makes it libcurl's)."""
+        if not hasattr(self, "_redis_env"):
+            self._redis_env = self.start_env(gateways=0, upstream=False)
+        flags = ["--threads", "1"]
+        if upstream:
+            flags += ["--upstream", upstream]
+        return self.start_gateway(self._redis_env.redis.port, origin.port,
+                                  flags)
+
+    def get(self, gw, path="/o/a.txt", method="GET", headers=None):
+        return harness.http_request(gw.port, method, path,
+                                    headers=headers or {},
+                                    timeout=slack(10.0))
+
+    # -- the request -------------------------------------------------------
+
+    def test_request_bytes_are_those_libcurl_sends(self):
+        o = self.origin(lambda conn, rank, head: OK)
+        own = self.gateway(o)
+        curl = self.gateway(o, "http://localhost:%d" % o.port)
+        cases = [
+            ("GET", "/o/a.txt", {}),
+            ("GET", "/o/b%20c.txt?x=1&y=%2F", {"Accept": "text/plain",
+                                              "X-Empty": "",
+                                              "X-Forwarded-For": "10.1.2.3",
+                                              "Range": "bytes=0-1"}),
+            ("HEAD", "/o/a.txt", {"If-None-Match": '"abc"',
+                                  "Connection": "X-Drop",
+                                  "X-Drop": "1", "Keep-Alive": "5"}),
+            ("GET", "/o/(a)!*'~.txt", {"User-Agent": "t/1",
+                                       "Accept-Encoding": "gzip"}),
+        ]
+        for method, path, headers in cases:
+            with self.subTest(method=method, path=path):
+                r1 = self.get(own, path, method, headers)
+                r2 = self.get(curl, path, method, headers)
+                self.assertEqual((r1.status, r2.status), (200, 200))
+                got = o.requests()
+                a, b = got[-2][2], got[-1][2]
+                # the differences: the host each was told to reach, and
+                # the gateway each was asked through
+                a = a.replace(b"Host: 127.0.0.1:%d" % o.port, b"Host: H")
+                b = b.replace(b"Host: localhost:%d" % o.port, b"Host: H")
+                a = a.replace(b"Host: 127.0.0.1:%d" % own.port, b"Host: G")
+                b = b.replace(b"Host: 127.0.0.1:%d" % curl.port, b"Host: G")
+                self.assertEqual(a, b)
+                self.assertTrue(a.startswith(b"%s %s HTTP/1.1\r\nHost: H\r\n"
+                                             % (method.encode(),
+                                                path.encode())), a)
+
+    # -- the answer's framing ------------------------------------------------
+
+    def test_chunked_answer_arrives_whole_and_its_trailer_is_not_a_header(self):
+        body = b"".join(b"%x\r\n%s\r\n" % (len(p), p)
+                        for p in (b"hello ", b"chunked ", b"world"))
+        o = self.origin(lambda conn, rank, head: (
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n" + body +
+            b"0\r\nX-Trailer: t\r\n\r\n"))
+        gw = self.gateway(o)
+        for _ in range(3):   # and the connection is reused after it
+            r = self.get(gw)
+            self.assertEqual(r.status, 200, r)
+            self.assertEqual(r.body, b"hello chunked world")
+            self.assertIsNone(r.header("X-Trailer"))
+        self.assertEqual(o.carried(), [(0, 0), (0, 1), (0, 2)])
+
+    def test_interim_answer_is_passed_over_for_the_final_one(self):
+        o = self.origin(lambda conn, rank, head: (
+            b"HTTP/1.1 100 Continue\r\n\r\n" + OK))
+        r = self.get(self.gateway(o))
+        self.assertEqual((r.status, r.body), (200, b"abc"))
+
+    def test_head_and_304_answers_have_no_body(self):
+        def answer(conn, rank, head):
+            if head.startswith(b"HEAD"):
+                return b"HTTP/1.1 200 OK\r\nContent-Length: 50\r\n\r\n"
+            return b"HTTP/1.1 304 Not Modified\r\nContent-Length: 50\r\n\r\n"
+        o = self.origin(answer)
+        gw = self.gateway(o)
+        for method, status in (("HEAD", 200), ("GET", 304), ("HEAD", 200)):
+            r = self.get(gw, method=method)
+            self.assertEqual((r.status, r.body), (status, b""), method)
+        self.assertEqual(o.carried(), [(0, 0), (0, 1), (0, 2)],
+                         "the connection was kept through them")
+
+    def test_body_read_to_the_close(self):
+        o = self.origin(lambda conn, rank, head: (
+            b"HTTP/1.1 200 OK\r\n\r\nuntil the close"),
+            close_after=lambda conn, rank: True)
+        gw = self.gateway(o)
+        for _ in range(2):
+            r = self.get(gw)
+            self.assertEqual((r.status, r.body), (200, b"until the close"))
+        self.assertEqual(o.carried(), [(0, 0), (1, 0)])
+
+    def test_malformed_answers_are_502_and_never_forwarded(self):
+        bad = [
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nContent-Length: 4\r\n\r\nabcd",
+            b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\n"
+            b"Transfer-Encoding: chunked\r\n\r\n3\r\nabc\r\n0\r\n\r\n",
+            b"HTTP/2.0 200 OK\r\nContent-Length: 3\r\n\r\nabc",
+            b"garbage\r\n\r\n",
+            b"HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n",
+        ]
+        state = {"i": 0}
+        o = self.origin(lambda conn, rank, head: bad[state["i"]])
+        gw = self.gateway(o)
+        for i, b in enumerate(bad):
+            state["i"] = i
+            with self.subTest(answer=b):
+                r = self.get(gw)
+                self.assert_error(r, 502, "upstream_unavailable")
+                self.assertLess(r.elapsed, slack(2.0))
+        self.assert_alive(gw)
+
+    def test_answer_broken_after_its_head_is_502_on_either_client(self):
+        # the head, then a chunk size that is none: nothing of the body
+        # was in hand, so no head goes to the client (libmicrohttpd would
+        # leave it waiting for a body that never comes)
+        o = self.origin(lambda conn, rank, head: (
+            b"HTTP/1.1 201 Created\r\nTransfer-Encoding: chunked\r\n\r\nzz\r\n"))
+        for gw in (self.gateway(o),
+                   self.gateway(o, "http://localhost:%d" % o.port)):
+            g = self.acquire_ok("o/a.txt", gw=gw)
+            for method, headers in (("GET", {}), ("DELETE", {
+                    "Fencing-Token": g["sequencer"]})):
+                r = self.get(gw, method=method, headers=headers)
+                self.assert_error(r, 502, "upstream_unavailable")
+                self.assertEqual(r.json.get("upstream_status"), 201, r)
+                self.assertLess(r.elapsed, slack(2.0))
+            self.release_ok("o/a.txt", g["lease"], gw=gw)
+
+    def test_answer_cut_short_never_reaches_the_client_whole(self):
+        o = self.origin(lambda conn, rank, head: (
+            b"HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc"),
+            close_after=lambda conn, rank: True)
+        gw = self.gateway(o)
+        try:
+            r = self.get(gw)
+        except (OSError, harness.http.client.HTTPException):
+            r = None
+        if r is not None:
+            self.assertNotEqual((r.status, len(r.body)), (200, 10), r)
+        self.assert_alive(gw)
+
+    # -- connections ---------------------------------------------------------
+
+    def test_connection_closed_under_a_request_is_replaced_once(self):
+        # each connection answers its first request, then reads the next
+        # one and closes without a word (an origin whose keep-alive bound
+        # ran out as the request came)
+        o = self.origin(lambda conn, rank, head: OK if rank == 0 else None)
+        gw = self.gateway(o)
+        for i in range(4):
+            r = self.get(gw)
+            self.assertEqual((r.status, r.body), (200, b"abc"), i)
+        # every request after the first was sent on the kept connection,
+        # lost there, and sent once more on a new one
+        self.assertEqual(o.carried(), [(0, 0), (0, 1), (1, 0), (1, 1),
+                                       (2, 0), (2, 1), (3, 0)])
+        self.assertEqual(len({h for _, _, h in o.requests()}), 1)
+
+    def test_new_connection_closed_without_an_answer_is_502_not_retried(self):
+        o = self.origin(lambda conn, rank, head: None)
+        gw = self.gateway(o)
+        r = self.get(gw)
+        self.assert_error(r, 502, "upstream_unavailable")
+        self.assertEqual(len(o.requests()), 1)
+
+    def test_idle_connection_the_origin_closes_is_not_used(self):
+        o = self.origin(lambda conn, rank, head: OK,
+                        close_after=lambda conn, rank: True)
+        gw = self.gateway(o)
+        self.assertEqual(self.get(gw).status, 200)
+        time.sleep(0.2)   # the close has reached the gateway's loop
+        self.assertEqual(self.get(gw).status, 200)
+        self.assertEqual(o.carried(), [(0, 0), (1, 0)])
+
+    def test_refused_connection_is_502(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        port = s.getsockname()[1]
+        s.close()   # nothing listens there
+        o = self.origin(lambda conn, rank, head: OK)
+        gw = self.gateway(o, "http://127.0.0.1:%d" % port)
+        r = self.get(gw)
+        self.assert_error(r, 502, "upstream_unavailable")
+
+    def test_large_answer_streams_through_a_slow_reader(self):
+        size = 8 << 20
+        blob = bytes(range(256)) * (size // 256)
+        o = self.origin(lambda conn, rank, head: (
+            b"HTTP/1.1 200 OK\r\nContent-Length: %d\r\n\r\n" % size + blob))
+        gw = self.gateway(o)
+        s = socket.create_connection(("127.0.0.1", gw.port))
+        self.addCleanup(s.close)
+        s.settimeout(slack(20.0))
+        s.sendall(b"GET /o/big HTTP/1.1\r\nHost: x\r\n\r\n")
+        got = b""
+        while b"\r\n\r\n" not in got:
+            got += s.recv(65536)
+        head, got = got.split(b"\r\n\r\n", 1)
+        self.assertIn(b"200", head.split(b"\r\n")[0])
+        time.sleep(0.5)   # the gateway's buffer fills; it must wait
+        while len(got) < size:
+            d = s.recv(1 << 20)
+            if not d:
+                break
+            got += d
+        self.assertEqual(len(got), size)
+        self.assertTrue(got == blob, "the body changed on its way")
