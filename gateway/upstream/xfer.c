@@ -1202,41 +1202,14 @@ static bool h1_request(struct fg_xfers *xs, struct fg_xfer *x,
 	return true;
 }
 
-int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
-		  const struct fg_xfer_hooks *hooks)
+/* x's curl handle, set up for the spec; -1 without memory (what was
+ * taken stays in x for fg_xfer_start() to give back). */
+static int curl_prepare(struct fg_xfers *xs, struct fg_xfer *x,
+			const struct fg_xfer_spec *spec)
 {
-	struct fg_xfers *xs = x->xs;
-	struct curl_slist *list = NULL;
-	bool ok = client_headers(x->conn, spec->hdr_flags, spec->tls, &list);
-	for (const char *const *l = spec->extra; ok && l && *l; l++)
-		ok = append_line(&list, *l);
-	x->req_headers = list;
-	if (!ok)
-		goto error_easy;
-
-	x->kept = spec->kept_body != NULL;
-	x->head = strcmp(spec->method, "HEAD") == 0;
-	x->chunked = spec->chunked;
-	x->body_length = spec->length;
-	x->has_body = !x->kept && !x->head && (spec->chunked || spec->length_given);
-
-	if (!x->kept && !x->has_body && h1_request(xs, x, spec)) {
-		/* the gateway's own client carries it: no curl handle */
-		curl_slist_free_all(x->req_headers);
-		x->req_headers = NULL;
-		x->h1 = true;
-		x->rs = buf_get(xs);
-		if (!x->rs)
-			goto error_easy;
-		if (hooks)
-			x->hooks = *hooks;
-		x->refs++; /* the loop's, until ended() */
-		post(x, CMD_START);
-		return 0;
-	}
 	x->easy = easy_get(xs);
 	if (!x->easy)
-		goto error_easy;
+		return -1;
 	CURL *e = x->easy;
 	easy_setup(e, x, spec->url, xs->host.cfg);
 	if (x->head)
@@ -1259,11 +1232,41 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 				 x->chunked ? (curl_off_t)-1 : (curl_off_t)x->body_length);
 		x->rq = buf_get(xs);
 		if (!x->rq)
-			goto error_easy;
+			return -1;
+	}
+	return 0;
+}
+
+int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
+		  const struct fg_xfer_hooks *hooks)
+{
+	struct fg_xfers *xs = x->xs;
+	struct curl_slist *list = NULL;
+	bool ok = client_headers(x->conn, spec->hdr_flags, spec->tls, &list);
+	for (const char *const *l = spec->extra; ok && l && *l; l++)
+		ok = append_line(&list, *l);
+	x->req_headers = list;
+	if (!ok)
+		goto error;
+
+	x->kept = spec->kept_body != NULL;
+	x->head = strcmp(spec->method, "HEAD") == 0;
+	x->chunked = spec->chunked;
+	x->body_length = spec->length;
+	x->has_body = !x->kept && !x->head && (spec->chunked || spec->length_given);
+
+	if (!x->kept && !x->has_body && h1_request(xs, x, spec)) {
+		/* the gateway's own client carries it: no curl handle, and
+		 * its request bytes are made */
+		curl_slist_free_all(x->req_headers);
+		x->req_headers = NULL;
+		x->h1 = true;
+	} else if (curl_prepare(xs, x, spec) != 0) {
+		goto error;
 	}
 	x->rs = buf_get(xs);
 	if (!x->rs)
-		goto error_easy;
+		goto error;
 
 	if (hooks)
 		x->hooks = *hooks;
@@ -1277,7 +1280,7 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 	post(x, CMD_START);
 	return 0;
 
-error_easy:
+error:
 	easy_put(xs, x->easy);
 	x->easy = NULL;
 	curl_slist_free_all(x->req_headers);
