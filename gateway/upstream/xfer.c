@@ -173,9 +173,8 @@ struct fg_xfers {
 	char *bufs[BUF_POOL];         /* idle BUF-byte buffers, owned here */
 	int nbufs;
 	/* the gateway's own client, and the upstream as it sees it (worked
-	 * out again when the configuration is another one) */
+	 * out at creation: settings never change while running) */
 	struct fg_h1c *h1c;
-	const struct fg_config *h1_cfg;
 	bool h1_ok;                   /* plain http to an IP address */
 	struct sockaddr_storage h1_sa;
 	socklen_t h1_salen;
@@ -888,6 +887,8 @@ static int set_curl_timer(CURLM *multi, long ms, void *userp)
 	return 0;
 }
 
+static bool h1_target(struct fg_xfers *xs);
+
 struct fg_xfers *fg_xfers_create(const struct fg_xfers_host *host)
 {
 	struct fg_xfers *xs = calloc(1, sizeof(*xs));
@@ -903,6 +904,7 @@ struct fg_xfers *fg_xfers_create(const struct fg_xfers_host *host)
 	xs->h1c = fg_h1c_create(host->base);
 	if (!xs->h1c)
 		goto error_events;
+	h1_target(xs);
 	xs->multi = curl_multi_init();
 	if (!xs->multi)
 		goto error_events;
@@ -1112,13 +1114,11 @@ static void easy_setup(CURL *e, struct fg_xfer *x, const char *url,
 
 /* Whether the gateway's own client can reach the upstream: plain http,
  * no user in the URL, its host an IP address (a name would need a
- * resolver on the loop). Worked out once per configuration. */
+ * resolver on the loop). Sets xs->h1_ok, and the address and Host line
+ * when it can. */
 static bool h1_target(struct fg_xfers *xs)
 {
 	const struct fg_config *cfg = xs->host.cfg;
-	if (xs->h1_cfg == cfg)
-		return xs->h1_ok;
-	xs->h1_cfg = cfg;
 	xs->h1_ok = false;
 	if (!cfg->upstream || strncasecmp(cfg->up.base, "http://", 7) != 0)
 		return false;
@@ -1159,7 +1159,7 @@ static bool h1_target(struct fg_xfers *xs)
 static bool h1_request(struct fg_xfers *xs, struct fg_xfer *x,
 		       const struct fg_xfer_spec *spec)
 {
-	if ((strcmp(spec->method, "GET") != 0 && !x->head) || !h1_target(xs))
+	if ((strcmp(spec->method, "GET") != 0 && !x->head) || !xs->h1_ok)
 		return false;
 	if (strncasecmp(spec->url, "http://", 7) != 0)
 		return false;
