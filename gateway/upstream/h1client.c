@@ -1,6 +1,6 @@
 /*
- * h1client.c - the gateway's own HTTP/1.1 client for bodyless GET and
- * HEAD requests over plain http (h1client.h).
+ * h1client.c - the gateway's own HTTP/1.1 client for requests over plain
+ * http with no body or a small one of known length (h1client.h).
  *
  * Invariants:
  * - A connection carries one exchange at a time; it goes back to the
@@ -8,9 +8,14 @@
  *   (keep-alive, nothing after it). Every other end closes it, so a
  *   cancelled or failed exchange never leaves a request half-read on a
  *   connection that is used again.
- * - The request's bytes are sent as given, whole or (on a failure) cut
- *   off with the connection; a retry sends them again whole on a new
- *   connection, once, and only when the reused one gave no byte back.
+ * - The request's head is sent as given, then exactly the body's length
+ *   in bytes from fill(), each piece asked for right before it is sent
+ *   (a refused piece, or any failure, cuts the request off with its
+ *   connection: the upstream never sees it complete). A retry sends a
+ *   retryable request (no body) again whole on a new connection, once,
+ *   and only when the reused one gave no byte back; any other request is
+ *   sent once at most, and only on a connection that had not said it
+ *   was closed.
  * - A body is read only while the exchange's owner has room for it,
  *   never more than that room: memory per exchange is bounded by the
  *   owner's buffer, whatever the answer's size.
@@ -28,6 +33,7 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
@@ -39,6 +45,7 @@
 #define IDLE_MAX 256        /* idle connections kept (curl's cache: 256) */
 #define IDLE_MS 118000      /* curl's default bound on a connection's idle age */
 #define IN_MAX (64 * 1024)  /* bytes read at once */
+#define PIECE_MAX (64 * 1024) /* body bytes asked of fill() at once */
 
 struct conn {
 	int fd;
@@ -68,9 +75,12 @@ struct fg_h1x {
 	struct fg_h1 rd;
 	struct fg_h1x_hooks hooks;
 	void *arg;
-	char *req;                  /* owned; kept for a retry */
+	char *req;                  /* the head; owned, kept for a retry */
 	size_t len, off;
-	bool head, paused, retried, sent;
+	char *piece;                /* owned: the body's piece being sent */
+	size_t piece_cap, piece_len, piece_off;
+	size_t body_left;           /* body bytes not yet asked of fill() */
+	bool head, paused, retried, sent, retryable, send_paused;
 	bool starting;              /* inside fg_h1c_start() */
 	struct event later;         /* an end found while starting */
 	enum fg_h1x_end later_how;
@@ -201,6 +211,7 @@ static void exchange_free(struct fg_h1x *x)
 		event_del(&x->later);
 	fg_h1_free(&x->rd);
 	free(x->req);
+	free(x->piece);
 	free(x);
 }
 
@@ -252,7 +263,7 @@ static void lost(struct fg_h1x *x, int err)
 {
 	struct conn *k = x->k;
 	bool any = fg_h1_any(&x->rd);
-	if (!any && k->reused && !x->retried) {
+	if (!any && k->reused && !x->retried && x->retryable) {
 		/* closed under us by the upstream's keep-alive bound: the
 		 * request again, whole, on a new connection */
 		k->x = NULL;
@@ -279,13 +290,60 @@ static void lost(struct fg_h1x *x, int err)
 		finish(x, any ? FG_H1X_PARTIAL : FG_H1X_EMPTY);
 }
 
+/* The body's next piece from fill(), when the last one is out and more
+ * is due. False when the exchange ended (fill() refused). */
+static bool next_piece(struct fg_h1x *x)
+{
+	if (x->piece_off < x->piece_len || x->body_left == 0 || x->send_paused)
+		return true;
+	size_t want = x->body_left < x->piece_cap ? x->body_left : x->piece_cap;
+	size_t n = x->hooks.fill(x->arg, x->piece, want);
+	if (n == FG_H1X_FILL_PAUSE) {
+		x->send_paused = true;
+		return true;
+	}
+	if (n == FG_H1X_FILL_ABORT || n == 0 || n > want) {
+		finish(x, FG_H1X_ABORTED);
+		return false;
+	}
+	x->piece_len = n;
+	x->piece_off = 0;
+	x->body_left -= n;
+	return true;
+}
+
 static void send_some(struct fg_h1x *x)
 {
 	struct conn *k = x->k;
-	while (x->off < x->len) {
-		ssize_t n = send(k->fd, x->req + x->off, x->len - x->off, MSG_NOSIGNAL);
+	for (;;) {
+		if (!next_piece(x))
+			return;
+		/* the head's rest and the body's piece, in one call: a small
+		 * request leaves in one segment */
+		struct iovec iov[2];
+		int cnt = 0;
+		if (x->off < x->len)
+			iov[cnt++] = (struct iovec){ x->req + x->off, x->len - x->off };
+		if (x->piece_off < x->piece_len)
+			iov[cnt++] = (struct iovec){ x->piece + x->piece_off,
+						     x->piece_len - x->piece_off };
+		if (cnt == 0) {
+			if (!x->send_paused)
+				break; /* all of it is out */
+			/* fill() has no more yet: nothing is watched until
+			 * fg_h1x_resume_send() (the upstream's answer waits in
+			 * the socket) */
+			unwatch(k);
+			return;
+		}
+		struct msghdr mh = { .msg_iov = iov, .msg_iovlen = (size_t)cnt };
+		ssize_t n = sendmsg(k->fd, &mh, MSG_NOSIGNAL);
 		if (n > 0) {
-			x->off += (size_t)n;
+			size_t m = (size_t)n, h = x->len - x->off;
+			if (h > m)
+				h = m;
+			x->off += h;
+			x->piece_off += m - h;
 			continue;
 		}
 		if (n < 0 && errno == EINTR)
@@ -377,11 +435,26 @@ static void on_conn(evutil_socket_t fd, short what, void *arg)
 		read_some(x);
 }
 
-/* On an idle connection, or a new one. */
+/* An idle connection has not said it is closed, nor said anything: its
+ * close may have come in the same loop turn as the request that wants
+ * it. */
+static bool still_open(const struct conn *k)
+{
+	char b;
+	ssize_t n = recv(k->fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
+}
+
+/* On an idle connection, or a new one. A request that is never sent
+ * twice takes no idle connection that is known to be closed. */
 static void begin(struct fg_h1x *x)
 {
 	const struct sockaddr *sa = (const struct sockaddr *)&x->sa;
 	struct conn *k = x->retried ? NULL : idle_take(x->c, sa, x->salen);
+	while (k && !x->retryable && !still_open(k)) {
+		conn_close(k);
+		k = idle_take(x->c, sa, x->salen);
+	}
 	if (!k) {
 		k = conn_new(x->c, sa, x->salen);
 		if (!k) {
@@ -402,27 +475,31 @@ static void begin(struct fg_h1x *x)
 
 struct fg_h1x *fg_h1c_start(struct fg_h1c *c, const struct sockaddr *sa,
 			    socklen_t salen, unsigned connect_timeout_ms,
-			    char *req, size_t len, bool head,
+			    const struct fg_h1x_req *req,
 			    const struct fg_h1x_hooks *hooks, void *arg)
 {
 	struct fg_h1x *x = calloc(1, sizeof(*x));
-	if (!x || salen > sizeof(x->sa)) {
-		free(x);
-		free(req);
-		return NULL;
+	if (!x || salen > sizeof(x->sa))
+		goto fail;
+	if (req->body > 0) {
+		x->piece_cap = req->body < PIECE_MAX ? req->body : PIECE_MAX;
+		x->piece = malloc(x->piece_cap);
+		if (!x->piece)
+			goto fail;
 	}
-	if (fg_h1_init(&x->rd, head, &(struct fg_h1_hooks){ hooks->line, hooks->body },
-		       arg) != 0) {
-		free(x);
-		free(req);
-		return NULL;
-	}
+	if (fg_h1_init(&x->rd, req->is_head,
+		       &(struct fg_h1_hooks){ hooks->line, hooks->body }, arg) != 0)
+		goto fail;
 	x->c = c;
 	x->hooks = *hooks;
 	x->arg = arg;
-	x->req = req;
-	x->len = len;
-	x->head = head;
+	x->req = req->head;
+	x->len = req->len;
+	x->body_left = req->body;
+	x->head = req->is_head;
+	/* a request with a body is sent once at most: its bytes are not
+	 * kept to be sent again */
+	x->retryable = req->retryable && req->body == 0;
 	x->connect_timeout_ms = connect_timeout_ms;
 	memcpy(&x->sa, sa, salen);
 	x->salen = salen;
@@ -431,6 +508,13 @@ struct fg_h1x *fg_h1c_start(struct fg_h1c *c, const struct sockaddr *sa,
 	begin(x);
 	x->starting = false;
 	return x;
+
+fail:
+	if (x)
+		free(x->piece);
+	free(x);
+	free(req->head);
+	return NULL;
 }
 
 void fg_h1x_resume(struct fg_h1x *x)
@@ -440,6 +524,14 @@ void fg_h1x_resume(struct fg_h1x *x)
 	x->paused = false;
 	/* level-triggered: what the socket holds wakes the loop's next turn */
 	watch(x->k, EV_READ | EV_PERSIST, NULL);
+}
+
+void fg_h1x_resume_send(struct fg_h1x *x)
+{
+	if (!x->send_paused || !x->k)
+		return;
+	x->send_paused = false;
+	send_some(x);
 }
 
 void fg_h1x_cancel(struct fg_h1x *x)

@@ -17,13 +17,14 @@
  *   a command and run on the loop's next turn, in the order posted.
  * - A connection is resumed exactly when it was suspended, and every
  *   resume wakes the daemon (the host's resume()).
- * - The send gate (struct fg_xfer_hooks) is asked inside curl's read
- *   callback itself, before each piece of the body is handed over, and
- *   before the transfer is handed to curl: a closed gate hands curl no
- *   byte more, aborts a transfer still sending (its connection closed,
- *   so the upstream never completes a truncated request) and never
- *   begins one not begun. A client that leaves mid-body aborts the
- *   upstream request the same way: a truncated body never completes.
+ * - The send gate (struct fg_xfer_hooks) is asked inside the client's
+ *   read callback itself (curl's, or the own client's fill()), before
+ *   each piece of the body is handed over, and before the transfer is
+ *   handed to its client: a closed gate hands it no byte more, aborts a
+ *   transfer still sending (its connection closed, so the upstream never
+ *   completes a truncated request) and never begins one not begun. A
+ *   client that leaves mid-body aborts the upstream request the same
+ *   way: a truncated body never completes.
  * - While a request's body is incomplete and its connection waits on its
  *   socket, the loop watches that socket for the client's hang-up itself
  *   (libmicrohttpd can miss it, the host's reread()), so a client that
@@ -69,6 +70,10 @@
  * made glibc consolidate its fast bins on every request. */
 #define BUF_POOL 32
 #define HEADERS_MAX 200
+/* The largest body of known length the gateway's own client carries
+ * (larger ones, and chunked ones, go through curl): one buffer's worth,
+ * so that it is in hand, whole, as soon as its client sent it. */
+#define H1_BODY_MAX BUF
 
 enum { CMD_START = 1, CMD_UNPAUSE_READ = 2, CMD_UNPAUSE_WRITE = 4, CMD_ABORT = 8 };
 
@@ -131,6 +136,7 @@ struct fg_xfer {
 	 * of curl: its request bytes until started, its exchange while
 	 * running */
 	bool h1, h1_sent;
+	bool h1_retryable;            /* a GET or HEAD: may be sent twice */
 	char *h1_req;
 	size_t h1_req_len;
 	struct fg_h1x *h1x;
@@ -321,24 +327,25 @@ static bool gate_open(struct fg_xfer *x)
 	return !x->hooks.may_send || x->hooks.may_send(x->hooks.arg);
 }
 
-static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
+/* The body's next bytes for the upstream, up to max, for either client:
+ * how many, 0 at its end, or FG_H1X_FILL_PAUSE (none yet: the feed
+ * unpauses) or FG_H1X_FILL_ABORT. */
+static size_t take_body(struct fg_xfer *x, char *buf, size_t max)
 {
-	struct fg_xfer *x = ud;
-	size_t max = size * nitems;
 	/* the gate closed, or the client left mid-body: not one more byte,
 	 * and the upstream request is aborted */
 	if (!gate_open(x) || (x->mhd_gone && !x->req_done))
-		return CURL_READFUNC_ABORT;
+		return FG_H1X_FILL_ABORT;
 	if (x->rq_len == 0) {
 		if (x->req_done) {
 			/* a body that ended before its length never completes */
 			bool short_body = !x->chunked && x->body_sent != x->body_length;
 			x->upload_done = !short_body;
-			return short_body ? CURL_READFUNC_ABORT : 0;
+			return short_body ? FG_H1X_FILL_ABORT : 0;
 		}
 		x->want_data = true;
 		x->read_paused = true;
-		return CURL_READFUNC_PAUSE;
+		return FG_H1X_FILL_PAUSE;
 	}
 	size_t n = x->rq_len < max ? x->rq_len : max;
 	memcpy(buf, x->rq, n);
@@ -349,6 +356,16 @@ static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
 	if (!x->chunked && x->body_sent == x->body_length)
 		x->upload_done = true;
 	resume(x, &x->upload_suspended);
+	return n;
+}
+
+static size_t on_read(char *buf, size_t size, size_t nitems, void *ud)
+{
+	size_t n = take_body(ud, buf, size * nitems);
+	if (n == FG_H1X_FILL_ABORT)
+		return CURL_READFUNC_ABORT;
+	if (n == FG_H1X_FILL_PAUSE)
+		return CURL_READFUNC_PAUSE;
 	return n;
 }
 
@@ -575,6 +592,14 @@ static bool h1_body(void *arg, const char *p, size_t n)
 	return true;
 }
 
+static size_t h1_fill(void *arg, char *buf, size_t max)
+{
+	size_t n = take_body(arg, buf, max);
+	/* (a known length: the client asks for no byte past it, so an end
+	 * here is a body cut short) */
+	return n == 0 ? FG_H1X_FILL_ABORT : n;
+}
+
 static void h1_sent(void *arg)
 {
 	struct fg_xfer *x = arg;
@@ -595,6 +620,7 @@ static void h1_end(void *arg, enum fg_h1x_end how)
 		[FG_H1X_EMPTY] = CURLE_GOT_NOTHING,
 		[FG_H1X_PARTIAL] = CURLE_PARTIAL_FILE,
 		[FG_H1X_MALFORMED] = CURLE_WEIRD_SERVER_REPLY,
+		[FG_H1X_ABORTED] = CURLE_ABORTED_BY_CALLBACK,
 	};
 	ended(x->xs, x, code[how]);
 }
@@ -603,6 +629,7 @@ static const struct fg_h1x_hooks h1_hooks = {
 	.line = h1_line,
 	.room = h1_room,
 	.body = h1_body,
+	.fill = h1_fill,
 	.sent = h1_sent,
 	.end = h1_end,
 };
@@ -610,11 +637,17 @@ static const struct fg_h1x_hooks h1_hooks = {
 /* Hands x's request to the gateway's own client; false: nothing began. */
 static bool h1_start(struct fg_xfers *xs, struct fg_xfer *x)
 {
-	char *req = x->h1_req;
+	struct fg_h1x_req req = {
+		.head = x->h1_req,
+		.len = x->h1_req_len,
+		.body = x->has_body ? (size_t)x->body_length : 0,
+		.is_head = x->head,
+		.retryable = x->h1_retryable,
+	};
 	x->h1_req = NULL; /* the client's now */
 	x->h1x = fg_h1c_start(xs->h1c, (const struct sockaddr *)&xs->h1_sa,
 			      xs->h1_salen, xs->host.cfg->upstream_connect_timeout_ms,
-			      req, x->h1_req_len, x->head, &h1_hooks, x);
+			      &req, &h1_hooks, x);
 	return x->h1x != NULL;
 }
 
@@ -659,6 +692,8 @@ static void run_commands(struct fg_xfers *xs)
 		if (x->added && x->h1) {
 			if ((cmd & CMD_UNPAUSE_WRITE) && x->h1x)
 				fg_h1x_resume(x->h1x);
+			if ((cmd & CMD_UNPAUSE_READ) && x->h1x)
+				fg_h1x_resume_send(x->h1x);
 		} else if (x->added && (cmd & (CMD_UNPAUSE_READ | CMD_UNPAUSE_WRITE))) {
 			if (cmd & CMD_UNPAUSE_READ)
 				x->read_paused = false;
@@ -1151,15 +1186,23 @@ static bool h1_target(struct fg_xfers *xs)
 	return true;
 }
 
-/* The bytes of x's request, as curl would send them for this spec, kept
- * in x->h1_req; false when the request is not one for the gateway's own
- * client (then curl carries it, and nothing here changes what is sent):
- * a GET or HEAD without a body, a target of printable ASCII that curl
- * would send as it is, and header lines curl would send as they are. */
+/* The bytes of x's request head, as curl would send them for this spec,
+ * kept in x->h1_req; false when the request is not one for the gateway's
+ * own client (then curl carries it, and nothing here changes what is
+ * sent): no body or one of known length up to H1_BODY_MAX, a method of
+ * token characters other than CONNECT, a target of printable ASCII that
+ * curl would send as it is, and header lines curl would send as they
+ * are. The body's length goes last, as curl puts it. */
 static bool h1_request(struct fg_xfers *xs, struct fg_xfer *x,
 		       const struct fg_xfer_spec *spec)
 {
-	if ((strcmp(spec->method, "GET") != 0 && !x->head) || !xs->h1_ok)
+	if (!xs->h1_ok || x->kept ||
+	    (x->has_body && (x->chunked || x->body_length > H1_BODY_MAX)))
+		return false;
+	const char *m = spec->method;
+	if (!*m || strlen(m) > 32 || strcmp(m, "CONNECT") == 0 ||
+	    m[strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		     "0123456789!#$%&'*+-.^_`|~")])
 		return false;
 	if (strncasecmp(spec->url, "http://", 7) != 0)
 		return false;
@@ -1170,7 +1213,8 @@ static bool h1_request(struct fg_xfers *xs, struct fg_xfer *x,
 		if (*p <= ' ' || *p >= 0x7f || *p == '#')
 			return false; /* curl's URL parser would have its say */
 	size_t total = strlen(spec->method) + 1 + strlen(target) +
-		       sizeof(" HTTP/1.1\r\nHost: \r\n") + strlen(xs->h1_host) + 2;
+		       sizeof(" HTTP/1.1\r\nHost: \r\n") + strlen(xs->h1_host) + 2 +
+		       sizeof("Content-Length: 18446744073709551615\r\n");
 	for (struct curl_slist *l = x->req_headers; l; l = l->next) {
 		const char *colon = strchr(l->data, ':');
 		if (!colon || colon == l->data || strpbrk(l->data, "\r\n") ||
@@ -1195,10 +1239,14 @@ static bool h1_request(struct fg_xfers *xs, struct fg_xfer *x,
 		memcpy(req + n + ln, "\r\n", 2);
 		n += ln + 2;
 	}
+	if (x->has_body)
+		n += (size_t)snprintf(req + n, total - n, "Content-Length: %llu\r\n",
+				      (unsigned long long)x->body_length);
 	memcpy(req + n, "\r\n", 2);
 	n += 2;
 	x->h1_req = req;
 	x->h1_req_len = n;
+	x->h1_retryable = x->head || strcmp(m, "GET") == 0;
 	return true;
 }
 
@@ -1230,9 +1278,6 @@ static int curl_prepare(struct fg_xfers *xs, struct fg_xfer *x,
 		 * chunked (curl frames an upload of unknown size that way) */
 		curl_easy_setopt(e, CURLOPT_INFILESIZE_LARGE,
 				 x->chunked ? (curl_off_t)-1 : (curl_off_t)x->body_length);
-		x->rq = buf_get(xs);
-		if (!x->rq)
-			return -1;
 	}
 	return 0;
 }
@@ -1255,14 +1300,19 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 	x->body_length = spec->length;
 	x->has_body = !x->kept && !x->head && (spec->chunked || spec->length_given);
 
-	if (!x->kept && !x->has_body && h1_request(xs, x, spec)) {
+	if (h1_request(xs, x, spec)) {
 		/* the gateway's own client carries it: no curl handle, and
-		 * its request bytes are made */
+		 * its request head is made */
 		curl_slist_free_all(x->req_headers);
 		x->req_headers = NULL;
 		x->h1 = true;
 	} else if (curl_prepare(xs, x, spec) != 0) {
 		goto error;
+	}
+	if (x->has_body) {
+		x->rq = buf_get(xs);
+		if (!x->rq)
+			goto error;
 	}
 	x->rs = buf_get(xs);
 	if (!x->rs)
