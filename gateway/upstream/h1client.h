@@ -12,8 +12,8 @@
  * else on a new one (bounded by a connect timeout), and reads the answer
  * with h1.c. An idle connection stays registered with the loop, so a
  * request on it costs no epoll_ctl; one the upstream closes is dropped
- * when it says so. A request the owner calls retryable (a GET or HEAD)
- * whose reused connection closed before any byte of the answer came is
+ * when it says so. A request the owner calls retryable (a safe method
+ * without a body) whose reused connection closed before any byte of the answer came is
  * sent again, whole, once, on a new connection, as libcurl does; any
  * other request is never sent twice, and before it goes out on a reused
  * connection that connection is asked whether it is still open.
@@ -79,7 +79,7 @@ struct fg_h1x_req {
 	size_t len;          /* its bytes */
 	size_t body;         /* the body's length (fill()), 0: none */
 	bool is_head;        /* a HEAD: its answer has no body */
-	bool retryable;      /* may be sent twice (a GET or HEAD) */
+	bool retryable;      /* may be sent twice (a safe method, no body) */
 };
 
 /** Sends the request to the address and reads its answer. NULL when

@@ -136,7 +136,8 @@ struct fg_xfer {
 	 * of curl: its request bytes until started, its exchange while
 	 * running */
 	bool h1, h1_sent;
-	bool h1_retryable;            /* a GET or HEAD: may be sent twice */
+	bool h1_retryable;            /* a safe method, no body: may be sent
+					 twice */
 	char *h1_req;
 	size_t h1_req_len;
 	struct fg_h1x *h1x;
@@ -1246,7 +1247,11 @@ static bool h1_request(struct fg_xfers *xs, struct fg_xfer *x,
 	n += 2;
 	x->h1_req = req;
 	x->h1_req_len = n;
-	x->h1_retryable = x->head || strcmp(m, "GET") == 0;
+	/* the safe methods (RFC 9110, and WebDAV's PROPFIND) may go out
+	 * twice, as curl would send them; a write never does */
+	x->h1_retryable = !x->has_body &&
+		(x->head || strcmp(m, "GET") == 0 || strcmp(m, "OPTIONS") == 0 ||
+		 strcmp(m, "PROPFIND") == 0);
 	return true;
 }
 

@@ -404,21 +404,25 @@ class UpstreamClientTests(harness.TestCase):
                 self.assertEqual(o.bodies[(cb, kb)], (body or b"", True))
 
     def test_write_is_never_sent_twice(self):
-        # the first request is answered; the connection is then closed
+        # each connection answers its first request and is then closed
         # under the next one, after its whole body came: a GET would be
-        # sent again on a new connection, a write is not
+        # sent again on a new connection, a write (with a body or not)
+        # is not
         o = self.origin(lambda conn, rank, head: OK if rank == 0 else None)
         gw = self.gateway(o)
         seq = self.acquire_ok("o/a.txt", gw=gw)["sequencer"]
-        self.assertEqual(self.get(gw).status, 200)
-        r = self.write(gw, "PUT", "/o/a.txt", b"once", seq)
-        self.assert_error(r, 502, "upstream_unavailable")
-        self.assertEqual(o.carried(), [(0, 0), (0, 1)])
-        self.assertEqual(o.body(1), (b"once", True))
+        for i, (method, body) in enumerate((("PUT", b"once"),
+                                            ("DELETE", None))):
+            with self.subTest(method=method):
+                self.assertEqual(self.get(gw).status, 200)
+                r = self.write(gw, method, "/o/a.txt", body, seq)
+                self.assert_error(r, 502, "upstream_unavailable")
+                self.assertEqual(o.carried()[2 * i:], [(i, 0), (i, 1)])
+                self.assertEqual(o.body(2 * i + 1), (body or b"", True))
         # and the client goes on over a new connection
         self.assertEqual(self.write(gw, "PUT", "/o/a.txt", b"again", seq).status,
                          200)
-        self.assertEqual(o.carried()[-1], (1, 0))
+        self.assertEqual(o.carried()[-1], (2, 0))
 
     def test_write_takes_no_connection_the_origin_closed(self):
         # every answer closes its connection; each write right after one
