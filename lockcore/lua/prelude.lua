@@ -358,13 +358,14 @@ end
 -- (A token an older version of the library left in :v for a name this
 -- call unlists stays there, a few bytes, harmless: it only ever keeps a
 -- name, and every later look's bound is above it.) Returns whether it
--- was kept here.
+-- was kept here. (The score goes as the string '0': Redis turns a Lua
+-- number argument into text with a '%.17g' format at every call.)
 local function index(gone)
   if not IX_N then return false end
   if gone then
     rcall('ZREM', IX_N, NAME)
   else
-    rcall('ZADD', IX_N, 0, NAME)
+    rcall('ZADD', IX_N, '0', NAME)
   end
   return true
 end
