@@ -24,35 +24,45 @@ local CLIENT = ARGV[19] or ''
 -- A fresh lease's k: field says this call was given back before it got
 -- here (its answer was lost and the gateway undid it): it does nothing.
 local KF = 'k:' .. LEASE
-begin(KEYS, ARGV, RE ~= '' and ('h:' .. RE) or KF, true)
+start(KEYS, ARGV)
 
 -- The common grant, in short: a fresh lease on a lock nobody holds or
 -- waits for, out of lock-delay and with no lock-delay field left (so
 -- advance() would change nothing and grant_new() would delete no field).
 -- It writes what grant_new(), set_meta() and index() write, in one HSET,
--- then keep()'s PEXPIRE, without the pending-write bookkeeping.
-if RE == '' and not pre[KF] and not st.n and not st.qn and not st.d and
-    not st.ld then
-  local t, ts = next_token()
-  local exp = fmt(NOW + TTL)
-  -- (keep() reads x back: its number is known; the holder's value is
-  -- put together from digits at hand, as hval() would format it)
-  nums[exp], NNUM = NOW + TTL, NNUM + 1
-  local hs = {'c', ts, 't', ts, 'm', MODE, 'n', '1', 'x', exp, 'nx', exp,
-    'h:' .. LEASE, PRIN and PRIN ~= '' and ('1:' .. ARGV[5] .. ':' .. exp ..
-    ':' .. PRIN) or ('1:' .. ARGV[5] .. ':' .. exp),
-    'a:' .. LEASE, about_of(CLIENT, OWN), nil, nil, nil, nil, nil, nil}
-  local i = 17
-  if LD ~= '0' then hs[i], hs[i + 1], i = 'ld', LD, i + 2 end
-  if VAL then hs[i], hs[i + 1], i = 'v', VAL, i + 2 end
-  if OWN then hs[i], hs[i + 1] = 'o', OWN end
-  rcall('HSET', S, unpack(hs))
-  st.n, st.x, st.nx, st.m, st.t = '1', exp, exp, MODE, ts
-  publish(t)
-  index()
-  keep()
-  return {'granted', t, MODE, 1, TTL}
+-- then keep()'s PEXPIRE, without `st` and the pending-write bookkeeping:
+-- it reads peek()'s reply as it is.
+if RE == '' then
+  -- (FIELD, then CORE's order)
+  local k, c, _, _, ld, d, n, _, _, qn, ft, _, ob, kx = unpack(peek(KF))
+  if not (k or n or qn or d or ld) then
+    local t, ts = token_after(c)
+    local exp = fmt(NOW + TTL)
+    -- (the holder's value is put together from digits at hand, as hval()
+    -- would format it)
+    local hv = PRIN and PRIN ~= '' and ('1:' .. ARGV[5] .. ':' .. exp ..
+      ':' .. PRIN) or ('1:' .. ARGV[5] .. ':' .. exp)
+    if LD == '0' and not VAL and not OWN then
+      -- (the usual fields, as arguments: no table)
+      rcall('HSET', S, 'c', ts, 't', ts, 'm', MODE, 'n', '1', 'x', exp,
+        'nx', exp, 'h:' .. LEASE, hv, 'a:' .. LEASE, about_of(CLIENT))
+    else
+      local hs = {'c', ts, 't', ts, 'm', MODE, 'n', '1', 'x', exp, 'nx', exp,
+        'h:' .. LEASE, hv, 'a:' .. LEASE, about_of(CLIENT, OWN), nil, nil,
+        nil, nil, nil, nil}
+      local i = 17
+      if LD ~= '0' then hs[i], hs[i + 1], i = 'ld', LD, i + 2 end
+      if VAL then hs[i], hs[i + 1], i = 'v', VAL, i + 2 end
+      if OWN then hs[i], hs[i + 1] = 'o', OWN end
+      rcall('HSET', S, unpack(hs))
+    end
+    announce(ob, t)
+    index()
+    keep_to(horizon_at(NOW + TTL, 0, 0, num(ob), num(kx)), false, ft)
+    return {'granted', t, MODE, 1, TTL}
+  end
 end
+fetch(RE ~= '' and ('h:' .. RE) or KF, true)
 
 advance()
 local reply

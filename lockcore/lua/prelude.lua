@@ -33,10 +33,10 @@
 -- and active (renew too: it makes good a lost update); on a Cluster the
 -- gateway keeps it.
 --
--- Per call: the helpers below work on library-level variables that begin()
--- sets afresh at the start of every call (Redis runs one function at a
--- time, so nothing of one call is seen by the next, but for nums' parsed
--- numbers, which are the same in every call).
+-- Per call: the helpers below work on library-level variables that start()
+-- and fetch() (begin() is both) set afresh in every call (Redis runs one
+-- function at a time, so nothing of one call is seen by the next, but for
+-- nums' parsed numbers, which are the same in every call).
 --
 -- Cost: a call's Redis CPU is mostly Lua work, not data work: every table
 -- made (and grown), every number formatted or parsed, every redis.call
@@ -51,15 +51,15 @@
 -- (follow_end(), from done()); qn is the size
 -- of Q; F holds writes only while ft is set; expiries are Redis TIME;
 -- numbers above 2^31 cross into redis.call only through fmt() (tostring
--- and cjson round them); each field of S is read once (begin()'s HMGET,
--- and LAZY's for the fields a call needs seldom) and every change of S goes
+-- and cjson round them); each field of S is read once (begin()'s HMGET or
+-- a short path's peek(), and LAZY's for the fields a call needs seldom) and every change of S goes
 -- through put/del into one HSET and one HDEL at the end of the call
 -- (done()), so `st` is always what S will hold; every script ends with
 -- done(), whose keep() moves the keys' expiry whenever what they hold
 -- moved, so they outlive it by exactly the idle-forget time. The one
 -- exception: the short paths of acquire (a grant on a free lock), release
 -- (of the only holder) and admit (a write under the live token, nothing
--- older in F) write S themselves, one HSET or HDEL, and end with keep()
+-- older in F) write S themselves, one HSET or HDEL, and end with keep_to()
 -- (or keep_new_f()) instead of done(); each is taken only where done()
 -- would have had nothing else to do (follow_end() no end to follow, no
 -- other field to write). A free lock with no waiters is one key; an
@@ -67,7 +67,7 @@
 local S, Q, W, F, IDLE, NAME, NOW, NOW_US
 -- Redis' and Lua's functions the helpers call, as upvalues: a global is
 -- two table lookups a use. The library's own code cannot reach them when
--- it is loaded, so begin() binds them at a call's start (the same
+-- it is loaded, so start() binds them at a call's start (the same
 -- functions every call); a helper that runs without begin()
 -- (wake_writers(), for finish.lua) uses the globals.
 local rcall, sformat, tonum, smatch, sbyte, ssub
@@ -91,16 +91,17 @@ local LATER = {'v', 'o', 'qs', 'qd', 'aw'}
 local FIELDS = {'c', 'm', 't', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'ft', 'fm', 'ob',
   'kx', 'v', 'o', 'qs', 'qd', 'aw'} -- CORE, then LATER (begin())
 local IS_LATER = {v = true, o = true, qs = true, qd = true, aw = true}
+local peeked   -- this call's peek(): HMGET's reply
 
 local nums     -- string -> its number (see num())
 -- The tables behind pend, pre and nums live as long as the library:
--- begin() empties the first two rather than making them anew (tables made
+-- fetch() empties the first two rather than making them anew (tables made
 -- per call, and the collector's work on them, were 6 % of an acquire's
 -- Redis instructions). nums keeps its entries from call to call, a
 -- string's number being the same in every call; NNUM counts them, so that
 -- it stays small.
 local PEND, PRE, NUMS, NNUM = {}, {}, {}, 0
-local snext    -- next(), bound by begin() as the other upvalues are
+local snext    -- next(), bound by start() as the other upvalues are
 
 -- Empties T; returns how many entries it had.
 local function clear(t)
@@ -141,10 +142,11 @@ local LAZY = {__index = function(t, f)
   return t[f]
 end}
 
--- Starts a call: its keys, arguments, Redis' clock and the state hash.
--- FIELD, when given (h:<lease>, the holder the call is about; k:<lease>),
--- is read with it. SOME: only CORE now, LATER when first asked for.
-local function begin(keys, args, field, some)
+-- Starts a call: its keys, arguments and Redis' clock, nothing of S read
+-- yet. The short paths of acquire and release then peek(), and go on
+-- with fetch() only when they do not apply; every other call begins with
+-- begin(), both at once.
+local function start(keys, args)
   if not rcall then
     rcall, sformat, tonum = redis.call, string.format, tonumber
     smatch, sbyte, ssub = string.match, string.byte, string.sub
@@ -157,18 +159,41 @@ local function begin(keys, args, field, some)
   local sec, us = tonum(tm[1]), tonum(tm[2])
   NOW = sec * 1000 + math.floor(us / 1000)
   NOW_US = sec * 1000000 + us
+  if NNUM > 64 then NUMS, NNUM = {}, 0 end
+  nums = NUMS
+  dirty, ftop, peeked = false, nil, nil
+end
+
+-- A short path's read: FIELD and CORE, the HMGET that fetch() would
+-- make. Returns its reply, which the path reads by position (FIELD, then
+-- CORE's order); if the path does not apply, fetch() makes `st` of it.
+-- (Every field an HMGET asks for costs, found or not: Redis looks it up in
+-- the hash, and its reply becomes a Lua table grown one field at a time.
+-- Reading only what the short path tests would save some of that, but
+-- cost every other path of the call a second HMGET, more than it saves.)
+local function peek(field)
+  peeked = rcall('HMGET', S, field, unpack(CORE))
+  return peeked
+end
+
+-- Reads the state hash, for a call that start() began. FIELD, when given
+-- (h:<lease>, the holder the call is about; k:<lease>), is read with it.
+-- SOME: only CORE now, LATER when first asked for. After peek() (of the
+-- same FIELD, with SOME), what it read.
+local function fetch(field, some)
   -- A table that a large call filled is dropped for a new one, so that
   -- emptying stays cheap for the calls after it.
   if clear(PEND) > 32 then PEND = {} end
   if clear(PRE) > 32 then PRE = {} end
-  if NNUM > 64 then NUMS, NNUM = {}, 0 end
-  pend, pre, nums = PEND, PRE, NUMS
-  dirty, ftop = false, nil
+  pend, pre = PEND, PRE
   MARGIN_FLOOR = 0
   local got, o
   -- (st is made at its size, a constructor with every field: a table
   -- that grows is copied at every power of two)
-  if field then
+  if peeked and some then
+    got, o = peeked, 1
+    pre[field] = got[1]
+  elseif field then
     got, o = rcall('HMGET', S, field, unpack(some and CORE or FIELDS)), 1
     pre[field] = got[1]
   else
@@ -188,6 +213,11 @@ local function begin(keys, args, field, some)
       qd = got[o + 17], aw = got[o + 18]}
   end
   T0, X0, HELD0 = st.t, num(st.x), num(st.n) > 0
+end
+
+local function begin(keys, args, field, some)
+  start(keys, args)
+  fetch(field, some)
 end
 
 -- h:, a:, g: and k: fields are not in `st`: theirs is the only name
@@ -257,22 +287,28 @@ end
 
 local function held() return num(st.n) > 0 end
 
--- Change events go out only while some gateway observes the lock.
-local function publish(tok)
-  if num(st.ob) > NOW then
+-- Change events go out only while some gateway observes the lock (OB:
+-- the ob field; a short path passes what it read).
+local function announce(ob, tok)
+  if num(ob) > NOW then
     rcall('PUBLISH', 'fg:ev:' .. NAME, tok and fmt(tok) or '')
   end
 end
+local function publish(tok) announce(st.ob, tok) end
 
 -- The guard against reissue: a token is the counter's next value, but never
 -- less than Redis' clock in microseconds. A counter lost with Redis' data
 -- (restart, failover to a stale replica, idle forgetting) restarts above
 -- every token issued before, since no lock is granted a million times a
 -- second. See docs/safety.md section 1.
-local function next_token()
-  local t = num(st.c) + 1
+-- C: the counter as S holds it. Returns the token, and its digits.
+local function token_after(c)
+  local t = num(c) + 1
   if t < NOW_US then t = NOW_US end
-  local ts = fmt(t)
+  return t, fmt(t)
+end
+local function next_token()
+  local t, ts = token_after(st.c)
   put1('c', ts)
   return t, ts
 end
@@ -579,35 +615,43 @@ local function follow_end()
   dirty = true
 end
 
--- The lock's horizon without F: its grant's expiry, its lock-delay, its
--- waiters' deadlines, its observers.
-local function horizon()
+-- The lock's horizon without F: its grant's expiry (X, 0 when free), its
+-- lock-delay (D), its waiters' deadlines (QD, 0 when none), its observers
+-- (OB), its given-back leases (KX). horizon() is it for S as `st` has it.
+local function horizon_at(x, d, qd, ob, kx)
   local h = NOW
-  if held() and num(st.x) > h then h = num(st.x) end
-  if num(st.d) > h then h = num(st.d) end
-  if num(st.qn) > 0 and num(st.qd) > h then h = num(st.qd) end
-  if num(st.ob) > h then h = num(st.ob) end
-  if num(st.kx) > h then h = num(st.kx) end
+  if x > h then h = x end
+  if d > h then h = d end
+  if qd > h then h = qd end
+  if ob > h then h = ob end
+  if kx > h then h = kx end
   return h
 end
+local function horizon()
+  return horizon_at(held() and num(st.x) or 0, num(st.d),
+    num(st.qn) > 0 and num(st.qd) or 0, num(st.ob), num(st.kx))
+end
 
--- Moves every existing key's expiry to IDLE ms past the lock's horizon,
--- its writes' records included.
-local function keep()
-  local h = horizon()
-  if st.ft and ftop == nil then
+-- Moves every existing key's expiry to IDLE ms past the lock's horizon H
+-- (without F), its writes' records included: QUEUED, there are waiters
+-- (Q and W exist); WRITES, ft is set (F may hold records). keep() is it
+-- for S as `st` has it; a short path, which has no `st`, passes what it
+-- knows.
+local function keep_to(h, queued, writes)
+  if writes and ftop == nil then
     local top = rcall('ZRANGE', F, -1, -1, 'WITHSCORES')
     ftop = top[2] and tonum(top[2]) or false
   end
-  if st.ft and ftop and ftop > h then h = ftop end
+  if writes and ftop and ftop > h then h = ftop end
   local ms = fmt(h - NOW + IDLE)
   rcall('PEXPIRE', S, ms)
-  if num(st.qn) > 0 then
+  if queued then
     rcall('PEXPIRE', Q, ms)
     rcall('PEXPIRE', W, ms)
   end
-  if st.ft and ftop then rcall('PEXPIRE', F, ms) end
+  if writes and ftop then rcall('PEXPIRE', F, ms) end
 end
+local function keep() keep_to(horizon(), num(st.qn) > 0, st.ft) end
 
 -- CMD S with the list's items as arguments (in slices: unpack is bounded;
 -- even-sized, so HSET's pairs stay whole).

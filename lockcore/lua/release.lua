@@ -13,34 +13,45 @@
 --        (a Cluster): the gateway drops it from the listing's index
 --        (index_drop.lua) unless a newer grant was indexed (`seen` as in
 --        describe.lua). Given them, the call drops it itself.
-local LEASE, MARGIN = ARGV[3], tonumber(ARGV[4])
+local LEASE = ARGV[3]
 local PRIN = (ARGV[5] == '1') and ARGV[6] or nil
 local HF = 'h:' .. LEASE
-begin(KEYS, ARGV, HF, true)
+start(KEYS, ARGV)
 
 -- The common release, in short: the only holder, alive, with one hold,
 -- nobody waiting and no write recorded (so advance() would change
 -- nothing, follow_end() has no write to reach and no waiter is handed the
 -- lock). It does what the general path below does in that case, without
--- its bookkeeping: the grant's fields and the holder's go in one HDEL
--- (v and o unread, as del() does), then the listing's index and keep()'s
--- PEXPIRE, the lock being free now.
-local hv = pre[HF]
-if st.n == '1' and not st.qn and not st.ft and hv and num(st.nx) > NOW then
-  local n, ttl, _, p = smatch(hv, '^(%d+):(%d+):(%d+):?(.*)')
-  if n == '1' and (PRIN == nil or p == PRIN) then
-    local reply = {'granted', tonum(st.t), st.m, 0, tonum(ttl)}
-    rcall('HDEL', S, HF, 'a:' .. LEASE, 'm', 'v', 'o', 'n', 'x', 'nx',
-      st.ld and 'ld' or 'm', st.d and 'd' or 'm')
-    st.n, st.x, st.nx, st.ld, st.d = false, false, false, false, false
-    publish(nil)
-    if not index(true) then reply[6], reply[7] = 1, fmt(seen()) end
-    keep()
+-- `st` and its bookkeeping (it reads peek()'s reply as it is): the
+-- grant's fields and the holder's go in one HDEL (v and o unread, as
+-- del() does), then the listing's index and keep()'s PEXPIRE, the lock
+-- being free now.
+-- (FIELD, then CORE's order)
+local hv, c, m, t, ld, d, n, _, nx, qn, ft, _, ob, kx = unpack(peek(HF))
+if n == '1' and not qn and not ft and hv and (tonum(nx) or 0) > NOW then
+  local holds, ttl, _, p = smatch(hv, '^(%d+):(%d+):(%d+):?(.*)')
+  if holds == '1' and (PRIN == nil or p == PRIN) then
+    local reply = {'granted', tonum(t), m, 0, tonum(ttl)}
+    if ld or d then
+      rcall('HDEL', S, HF, 'a:' .. LEASE, 'm', 'v', 'o', 'n', 'x', 'nx',
+        ld and 'ld' or 'm', d and 'd' or 'm')
+    else
+      rcall('HDEL', S, HF, 'a:' .. LEASE, 'm', 'v', 'o', 'n', 'x', 'nx')
+    end
+    announce(ob, nil)
+    if not index(true) then
+      -- seen(), of the counter and token just read
+      local top = math.max(c and tonum(c) or 0, reply[2] or 0)
+      reply[6], reply[7] = 1, fmt(top > 0 and top or NOW_US)
+    end
+    keep_to(horizon_at(0, 0, 0, num(ob), num(kx)), false, false)
     return reply
   end
 end
 
-MARGIN_FLOOR = MARGIN
+fetch(HF, true)
+MARGIN_FLOOR = tonumber(ARGV[4])
+
 advance()
 local reply
 local h = holder(LEASE)
