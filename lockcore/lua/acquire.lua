@@ -11,9 +11,10 @@
 --        queued; else 0) | {'expired'} (re-entry: the lease holds nothing;
 --        a fresh lease: it was given back) | {'toomany'} |
 --        {'forbidden'} (re-entry: the lease holds, for another principal)
+start(KEYS, ARGV)
 local LEASE, MODE = ARGV[3], ARGV[4]
 -- (numbers a grant does not need are read where they are needed)
-local TTL, LD = tonumber(ARGV[5]), ARGV[6]
+local TTL, LD = number(ARGV[5]), ARGV[6]
 local WID, GW = ARGV[8], ARGV[9]
 local RE = ARGV[12]
 local VAL = (ARGV[13] == '1') and ARGV[14] or nil
@@ -24,7 +25,6 @@ local CLIENT = ARGV[19] or ''
 -- A fresh lease's k: field says this call was given back before it got
 -- here (its answer was lost and the gateway undid it): it does nothing.
 local KF = 'k:' .. LEASE
-start(KEYS, ARGV)
 
 -- The common grant, in short: a fresh lease on a lock nobody holds or
 -- waits for, out of lock-delay and with no lock-delay field left (so

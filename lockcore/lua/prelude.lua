@@ -36,14 +36,18 @@
 -- Per call: the helpers below work on library-level variables that start()
 -- and fetch() (begin() is both) set afresh in every call (Redis runs one
 -- function at a time, so nothing of one call is seen by the next, but for
--- nums' parsed numbers, which are the same in every call).
+-- what is the same in every call: nums' parsed numbers, dur()'s formatted
+-- ones, about_of()'s last client address).
 --
 -- Cost: a call's Redis CPU is mostly Lua work, not data work: every table
 -- made (and grown), every number formatted or parsed, every redis.call
 -- counts, and so does the garbage they leave. Hence tables made at their
 -- size, put() and del() without varargs, numbers formatted once with
 -- '%d' (never by '..', which formats a float), and strings compared
--- rather than parsed where a number is only tested.
+-- rather than parsed where a number is only tested; numbers that come
+-- back call after call (the idle time, a ttl, the second of the clock)
+-- parsed and formatted once (num(), number(), dur()), and the clock's
+-- digits taken from TIME's reply rather than formatted (clock_s()).
 --
 -- Invariants: n, x and nx describe exactly the h: fields; the writes of F
 -- are recorded no later than their grant's end (or the margin from the
@@ -65,6 +69,7 @@
 -- other field to write). A free lock with no waiters is one key; an
 -- unused one is none.
 local S, Q, W, F, IDLE, NAME, NOW, NOW_US
+local SEC_S, US_S, NOW_S, NOW_US_S -- TIME's reply; clock_s()
 -- Redis' and Lua's functions the helpers call, as upvalues: a global is
 -- two table lookups a use. The library's own code cannot reach them when
 -- it is loaded, so start() binds them at a call's start (the same
@@ -93,7 +98,7 @@ local FIELDS = {'c', 'm', 't', 'ld', 'd', 'n', 'x', 'nx', 'qn', 'ft', 'fm', 'ob'
 local IS_LATER = {v = true, o = true, qs = true, qd = true, aw = true}
 local peeked   -- this call's peek(): HMGET's reply
 
-local nums     -- string -> its number (see num())
+local nums     -- string -> its number, false if none (num(), number())
 -- The tables behind pend, pre and nums live as long as the library:
 -- fetch() empties the first two rather than making them anew (tables made
 -- per call, and the collector's work on them, were 6 % of an acquire's
@@ -123,11 +128,37 @@ local function num(v)
   if not v then return 0 end
   local n = nums[v]
   if n == nil then
-    n = tonum(v) or 0
+    n = tonum(v) or false
     nums[v] = n
     NNUM = NNUM + 1
   end
-  return n
+  return n or 0
+end
+-- An argument's number (nil: not a number), parsed once in the same way:
+-- a call's durations are the same from call to call. (A string met once,
+-- a token or a time, is better parsed where it is used: tonumber()
+-- parses it twice, and arithmetic on the string, once.)
+local function number(v)
+  local n = nums[v]
+  if n == nil then
+    n = tonum(v) or false
+    nums[v] = n
+    NNUM = NNUM + 1
+  end
+  return n or nil
+end
+
+-- A duration (ms) as digits, for PEXPIRE: the same few come back from
+-- call to call (a ttl, plus the idle time), so each is formatted once.
+local DURS, NDUR = {}, 0
+local function dur(ms)
+  local v = DURS[ms]
+  if not v then
+    if NDUR > 64 then DURS, NDUR = {}, 0 end
+    v = fmt(ms)
+    DURS[ms], NDUR = v, NDUR + 1
+  end
+  return v
 end
 
 -- st's LATER fields, read on first ask: those put() or del() set since
@@ -154,13 +185,15 @@ local function start(keys, args)
   end
   S, Q, W, F = keys[1], keys[2], keys[3], keys[4]
   IX_N, IX_V = keys[5], keys[6]
-  IDLE, NAME = tonum(args[1]), args[2]
-  local tm = rcall('TIME')
-  local sec, us = tonum(tm[1]), tonum(tm[2])
-  NOW = sec * 1000 + math.floor(us / 1000)
-  NOW_US = sec * 1000000 + us
   if NNUM > 64 then NUMS, NNUM = {}, 0 end
   nums = NUMS
+  IDLE, NAME = number(args[1]), args[2]
+  -- (the second is the same for many calls; the microseconds are new)
+  local tm = rcall('TIME')
+  SEC_S, US_S, NOW_S, NOW_US_S = tm[1], tm[2], nil, nil
+  local sec, us = number(SEC_S), US_S + 0
+  NOW = sec * 1000 + (us - us % 1000) / 1000
+  NOW_US = sec * 1000000 + us
   dirty, ftop, peeked = false, nil, nil
 end
 
@@ -174,6 +207,17 @@ end
 local function peek(field)
   peeked = rcall('HMGET', S, field, unpack(CORE))
   return peeked
+end
+
+-- NOW and NOW_US as digits: TIME's own, put together (the microseconds
+-- padded to six), which costs less than formatting the numbers.
+local function clock_s()
+  if not NOW_S then
+    local u = US_S
+    if #u < 6 then u = ssub('00000', #u) .. u end
+    NOW_S, NOW_US_S = SEC_S .. ssub(u, 1, 3), SEC_S .. u
+  end
+  return NOW_S, NOW_US_S
 end
 
 -- Reads the state hash, for a call that start() began. FIELD, when given
@@ -301,10 +345,14 @@ local function publish(tok) announce(st.ob, tok) end
 -- (restart, failover to a stale replica, idle forgetting) restarts above
 -- every token issued before, since no lock is granted a million times a
 -- second. See docs/safety.md section 1.
--- C: the counter as S holds it. Returns the token, and its digits.
+-- C: the counter as S holds it. Returns the token, and its digits (the
+-- clock's, TIME's own, when the token is the clock).
 local function token_after(c)
-  local t = num(c) + 1
-  if t < NOW_US then t = NOW_US end
+  local t = (c and tonum(c) or 0) + 1
+  if t <= NOW_US then
+    local _, us = clock_s()
+    return NOW_US, us
+  end
   return t, fmt(t)
 end
 local function next_token()
@@ -435,11 +483,17 @@ end
 -- table and an encoder run cost a grant more than the rest of its Lua.
 -- Only the owner may need escaping; an address that needs it (never one
 -- the gateway sends) is encoded too.
+-- (A gateway's calls come from a few addresses: the last one's json is
+-- kept from call to call.)
+local QC_IN, QC_OUT = '', '""'
 local function about_of(client, owner)
   client = client or ''
-  local c = string.find(client, '^[%w%.:%%]*$') and ('"' .. client .. '"')
-    or cjson.encode(client)
-  return '{"s":"' .. fmt(NOW) .. '","c":' .. c ..
+  if client ~= QC_IN then
+    QC_OUT = string.find(client, '^[%w%.:%%]*$') and ('"' .. client .. '"')
+      or cjson.encode(client)
+    QC_IN = client
+  end
+  return '{"s":"' .. clock_s() .. '","c":' .. QC_OUT ..
     (owner and (',"o":' .. cjson.encode(owner)) or '') .. '}'
 end
 local function about(lease, client, owner)
@@ -643,7 +697,7 @@ local function keep_to(h, queued, writes)
     ftop = top[2] and tonum(top[2]) or false
   end
   if writes and ftop and ftop > h then h = ftop end
-  local ms = fmt(h - NOW + IDLE)
+  local ms = dur(h - NOW + IDLE)
   rcall('PEXPIRE', S, ms)
   if queued then
     rcall('PEXPIRE', Q, ms)

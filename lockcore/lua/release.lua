@@ -29,9 +29,16 @@ start(KEYS, ARGV)
 -- (FIELD, then CORE's order)
 local hv, c, m, t, ld, d, n, _, nx, qn, ft, _, ob, kx = unpack(peek(HF))
 if n == '1' and not qn and not ft and hv and (tonum(nx) or 0) > NOW then
-  local holds, ttl, _, p = smatch(hv, '^(%d+):(%d+):(%d+):?(.*)')
-  if holds == '1' and (PRIN == nil or p == PRIN) then
-    local reply = {'granted', tonum(t), m, 0, tonum(ttl)}
+  -- one hold ('1:'), its ttl, and the principal when one is asked
+  -- about: as holder() reads the value, fewer strings made
+  local ttl, p
+  if PRIN then
+    ttl, p = smatch(hv, '^1:(%d+):%d+:?(.*)')
+  else
+    ttl = smatch(hv, '^1:(%d+):%d')
+  end
+  if ttl and (PRIN == nil or p == PRIN) then
+    local reply = {'granted', tonum(t), m, 0, number(ttl)}
     if ld or d then
       rcall('HDEL', S, HF, 'a:' .. LEASE, 'm', 'v', 'o', 'n', 'x', 'nx',
         ld and 'ld' or 'm', d and 'd' or 'm')
