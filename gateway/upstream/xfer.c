@@ -1545,7 +1545,11 @@ struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
 		x->resp_sent += x->rs_len;
 		x->rs_len = 0;
 	} else {
-		r = MHD_create_response_from_callback(size, 32 * 1024, on_content,
+		/* libmicrohttpd allocates the block zeroed with the response:
+		 * an answer with no body to send (a HEAD's, a 204, a 304)
+		 * asks for no 32 KiB it never fills */
+		size_t block = x->head || size == 0 ? 256 : 32 * 1024;
+		r = MHD_create_response_from_callback(size, block, on_content,
 						      x, on_content_free);
 		if (!r)
 			return NULL;
