@@ -122,22 +122,11 @@ end
 -- 2^53 (times in ms, tokens in us, counts); Lua 5.1's '%d' formats it as
 -- a C long, exactly, and costs less than '%.0f'.
 local function fmt(n) return sformat('%d', n) end
--- A field's number (0: absent or not a number). The helpers ask for the
--- same few fields many times a call; each string is parsed once.
-local function num(v)
-  if not v then return 0 end
-  local n = nums[v]
-  if n == nil then
-    n = tonum(v) or false
-    nums[v] = n
-    NNUM = NNUM + 1
-  end
-  return n or 0
-end
--- An argument's number (nil: not a number), parsed once in the same way:
--- a call's durations are the same from call to call. (A string met once,
--- a token or a time, is better parsed where it is used: tonumber()
--- parses it twice, and arithmetic on the string, once.)
+-- An argument's number (nil: not a number), parsed once: a call's
+-- durations are the same from call to call, and nums keeps them (false:
+-- not a number). (A string met once, a token or a time, is better parsed
+-- where it is used: tonumber() parses it twice, and arithmetic on the
+-- string, once.)
 local function number(v)
   local n = nums[v]
   if n == nil then
@@ -146,6 +135,15 @@ local function number(v)
     NNUM = NNUM + 1
   end
   return n or nil
+end
+-- A field's number (0: absent or not a number). The helpers ask for the
+-- same few fields many times a call; each string is parsed once (a
+-- string seen before is answered here, without a call).
+local function num(v)
+  if not v then return 0 end
+  local n = nums[v]
+  if n ~= nil then return n or 0 end
+  return number(v) or 0
 end
 
 -- A duration (ms) as digits, for PEXPIRE: the same few come back from

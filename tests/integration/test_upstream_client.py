@@ -153,6 +153,18 @@ class UpstreamClientTests(harness.TestCase):
 
     # -- the request -------------------------------------------------------
 
+    @staticmethod
+    def unhosted(a, b, o, own, curl):
+        """Heads `a` (sent by the gateway `own`, to `o` by its address) and
+        `b` (by `curl`, to `o` by name) without what must differ: the
+        host each was told to reach, and the gateway each was asked
+        through."""
+        a = a.replace(b"Host: 127.0.0.1:%d" % o.port, b"Host: H")
+        b = b.replace(b"Host: localhost:%d" % o.port, b"Host: H")
+        a = a.replace(b"Host: 127.0.0.1:%d" % own.port, b"Host: G")
+        b = b.replace(b"Host: 127.0.0.1:%d" % curl.port, b"Host: G")
+        return a, b
+
     def test_request_bytes_are_those_libcurl_sends(self):
         o = self.origin(lambda conn, rank, head: OK)
         own = self.gateway(o)
@@ -175,13 +187,7 @@ class UpstreamClientTests(harness.TestCase):
                 r2 = self.get(curl, path, method, headers)
                 self.assertEqual((r1.status, r2.status), (200, 200))
                 got = o.requests()
-                a, b = got[-2][2], got[-1][2]
-                # the differences: the host each was told to reach, and
-                # the gateway each was asked through
-                a = a.replace(b"Host: 127.0.0.1:%d" % o.port, b"Host: H")
-                b = b.replace(b"Host: localhost:%d" % o.port, b"Host: H")
-                a = a.replace(b"Host: 127.0.0.1:%d" % own.port, b"Host: G")
-                b = b.replace(b"Host: 127.0.0.1:%d" % curl.port, b"Host: G")
+                a, b = self.unhosted(got[-2][2], got[-1][2], o, own, curl)
                 self.assertEqual(a, b)
                 self.assertTrue(a.startswith(b"%s %s HTTP/1.1\r\nHost: H\r\n"
                                              % (method.encode(),
@@ -393,10 +399,7 @@ class UpstreamClientTests(harness.TestCase):
                 self.assertEqual((r1.status, r2.status), (200, 200), (r1, r2))
                 got = o.requests()
                 (ca, ka, a), (cb, kb, b) = got[-2], got[-1]
-                a = a.replace(b"Host: 127.0.0.1:%d" % o.port, b"Host: H")
-                b = b.replace(b"Host: localhost:%d" % o.port, b"Host: H")
-                a = a.replace(b"Host: 127.0.0.1:%d" % own.port, b"Host: G")
-                b = b.replace(b"Host: 127.0.0.1:%d" % curl.port, b"Host: G")
+                a, b = self.unhosted(a, b, o, own, curl)
                 self.assertEqual(a, b)
                 self.assertTrue(a.startswith(b"%s /o/w.txt HTTP/1.1\r\nHost: H\r\n"
                                              % method.encode()), a)
