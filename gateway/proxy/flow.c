@@ -218,7 +218,22 @@ static enum MHD_Result refuse(struct MHD_Connection *c, const char *method,
 static void log_path(const char *uri, char out[128])
 {
 	size_t plen = strcspn(uri, "?");
-	snprintf(out, 128, "%.*s", (int)(plen > 100 ? 100 : plen), uri);
+	if (plen > 100)
+		plen = 100;
+	memcpy(out, uri, plen);
+	out[plen] = '\0';
+}
+
+/* base then uri into url (cap bytes); false when they do not fit. (Every
+ * proxied request makes one: copies, not printf().) */
+static bool join_url(char *url, size_t cap, const char *base, const char *uri)
+{
+	size_t bl = strlen(base), ul = strlen(uri);
+	if (bl + ul >= cap)
+		return false;
+	memcpy(url, base, bl);
+	memcpy(url + bl, uri, ul + 1);
+	return true;
 }
 
 static void give_back(struct fg_loop *loop, struct fg_fence *f)
@@ -629,7 +644,7 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	}
 	char url[URL_MAX], dest[FG_HDR_LINE_MAX], token[64];
 	const char *extra[3];
-	if (snprintf(url, sizeof(url), "%s%s", px->base, req->uri) >= (int)sizeof(url) ||
+	if (!join_url(url, sizeof(url), px->base, req->uri) ||
 	    !flow_headers(px, req, fenced ? f : NULL, dest, token, extra))
 		goto error_write;
 	struct fg_xfer_spec spec = {
@@ -707,8 +722,7 @@ static enum MHD_Result probe_start(struct fg_req *req, struct MHD_Connection *c)
 	else
 		req->flow->probe_dest = false;
 	if (!px->base[0] ||
-	    (path ? snprintf(url, sizeof(url), "%s%s", px->base, req->uri) >=
-			    (int)sizeof(url)
+	    (path ? !join_url(url, sizeof(url), px->base, req->uri)
 		  : fg_redirect_destination(cfg->up.base, cfg->up.base_path,
 					    req->flow->dest_raw, req->flow->dest_raw_len,
 					    url, sizeof(url)) != 0))

@@ -20,6 +20,19 @@
 
 #include "upstream/h1.h"
 
+size_t fg_h1_digits(char *out, unsigned long long v)
+{
+	char tmp[20];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (size_t i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	return n;
+}
+
 static struct fg_h1 *of(http_parser *p)
 {
 	return p->data;
@@ -74,10 +87,15 @@ static int status_line(struct fg_h1 *r)
 		r->stopped = true; /* HTTP/1.1 was asked for */
 		return -1;
 	}
-	char line[32];
-	int n = snprintf(line, sizeof(line), "HTTP/%u.%u %u\r\n", r->p.http_major,
-			 r->p.http_minor, r->p.status_code);
-	return hand(r, line, (size_t)n);
+	/* "HTTP/1.<minor> <code>", put together without printf() (once per
+	 * answer); http_parser keeps both numbers below 1000 */
+	char line[32] = "HTTP/1.";
+	size_t n = 7;
+	n += fg_h1_digits(line + n, r->p.http_minor);
+	line[n++] = ' ';
+	n += fg_h1_digits(line + n, r->p.status_code);
+	memcpy(line + n, "\r\n", 2);
+	return hand(r, line, n + 2);
 }
 
 /* The header put together so far, handed on. */

@@ -58,6 +58,7 @@
 #include "base/record.h"
 #include "base/redirect.h"
 #include "proc/metrics.h"
+#include "upstream/h1.h"
 #include "upstream/h1client.h"
 #include "upstream/headers.h"
 #include "upstream/xfer.h"
@@ -77,9 +78,12 @@
 
 enum { CMD_START = 1, CMD_UNPAUSE_READ = 2, CMD_UNPAUSE_WRITE = 4, CMD_ABORT = 8 };
 
+/* An answer header: where its name and value start in the transfer's
+ * header block (hb), each NUL-ended. Offsets, not pointers: the block
+ * moves as it grows. */
 struct hdr {
-	char *name;
-	char *value;
+	size_t name;
+	size_t value;
 };
 
 struct fg_xfer {
@@ -110,8 +114,13 @@ struct fg_xfer {
 	int status;
 	struct hdr *hdrs;             /* grows to HEADERS_MAX */
 	int nhdrs, caphdrs;
-	bool too_many_headers;
-	char *resp_connection;        /* the upstream's Connection header */
+	bool too_many_headers;        /* (or one that could not be kept) */
+	/* the answer's header names and values, one block for all (two
+	 * allocations per header were a tenth of a GET's instructions) */
+	char *hb;
+	size_t hb_len, hb_cap;
+	bool has_connection;
+	size_t connection;            /* the upstream's Connection header, in hb */
 	int64_t content_length;
 	bool headers_done, waiting_headers, done, download_suspended, mhd_gone;
 	bool kept_wait;               /* suspended until the kept answer ends */
@@ -186,6 +195,11 @@ struct fg_xfers {
 	struct sockaddr_storage h1_sa;
 	socklen_t h1_salen;
 	char h1_host[FG_HOST_MAX + 16]; /* the Host header curl would send */
+	/* a request's header lines while fg_xfer_start() makes it, each
+	 * NUL-ended: the loop's, reused (a list node and a copy per line
+	 * were a tenth of a GET's instructions); curl gets them as a list */
+	char *rh;
+	size_t rh_len, rh_cap;
 };
 
 #define now_ms fg_clock_ms
@@ -215,14 +229,10 @@ static void xfer_free(struct fg_xfer *x)
 	hup_unwatch(x);
 	if (x->hooks.freed)
 		x->hooks.freed(x->hooks.arg);
-	for (int i = 0; i < x->nhdrs; i++) {
-		free(x->hdrs[i].name);
-		free(x->hdrs[i].value);
-	}
 	free(x->hdrs);
+	free(x->hb);
 	buf_put(x->xs, x->rq);
 	buf_put(x->xs, x->rs);
-	free(x->resp_connection);
 	free(x);
 	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, -1);
 }
@@ -395,15 +405,37 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 
 static void forget_headers(struct fg_xfer *x)
 {
-	for (int i = 0; i < x->nhdrs; i++) {
-		free(x->hdrs[i].name);
-		free(x->hdrs[i].value);
-	}
 	x->nhdrs = 0;
+	x->hb_len = 0;
 	x->too_many_headers = false;
-	free(x->resp_connection);
-	x->resp_connection = NULL;
+	x->has_connection = false;
 	x->content_length = -1;
+}
+
+/* Copies P (N bytes) and a NUL into the header block; sets *at to where
+ * it begins. False without memory. */
+static bool hb_put(struct fg_xfer *x, const char *p, size_t n, size_t *at)
+{
+	if (n + 1 > x->hb_cap - x->hb_len) {
+		size_t cap = x->hb_cap ? x->hb_cap : 512;
+		while (cap - x->hb_len < n + 1)
+			cap *= 2;
+		char *b = realloc(x->hb, cap);
+		if (!b)
+			return false;
+		x->hb = b;
+		x->hb_cap = cap;
+	}
+	*at = x->hb_len;
+	memcpy(x->hb + x->hb_len, p, n);
+	x->hb[x->hb_len + n] = '\0';
+	x->hb_len += n + 1;
+	return true;
+}
+
+static const char *resp_connection(const struct fg_xfer *x)
+{
+	return x->has_connection ? x->hb + x->connection : NULL;
 }
 
 static void keep_header(struct fg_xfer *x, const char *name, size_t nl,
@@ -412,8 +444,10 @@ static void keep_header(struct fg_xfer *x, const char *name, size_t nl,
 	if (nl == 14 && strncasecmp(name, "Content-Length", 14) == 0)
 		x->content_length = strtoll(v, NULL, 10);
 	if (nl == 10 && strncasecmp(name, "Connection", 10) == 0) {
-		free(x->resp_connection);
-		x->resp_connection = strndup(v, vl);
+		if (hb_put(x, v, vl, &x->connection))
+			x->has_connection = true;
+		else
+			x->too_many_headers = true;
 	}
 	if (fg_hdr_hop_by_hop(name, nl))
 		return;
@@ -425,13 +459,15 @@ static void keep_header(struct fg_xfer *x, const char *name, size_t nl,
 			x->caphdrs = cap;
 		}
 	}
-	if (x->nhdrs == x->caphdrs) {
+	size_t at_name, at_value;
+	if (x->nhdrs == x->caphdrs || !hb_put(x, name, nl, &at_name) ||
+	    !hb_put(x, v, vl, &at_value)) {
 		x->too_many_headers = true;
-	} else {
-		x->hdrs[x->nhdrs].name = strndup(name, nl);
-		x->hdrs[x->nhdrs].value = strndup(v, vl);
-		x->nhdrs++;
+		return;
 	}
+	x->hdrs[x->nhdrs].name = at_name;
+	x->hdrs[x->nhdrs].value = at_value;
+	x->nhdrs++;
 }
 
 static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
@@ -990,6 +1026,7 @@ void fg_xfers_destroy(struct fg_xfers *xs)
 		}
 	}
 	free(xs->socks);
+	free(xs->rh);
 	while (xs->nbufs > 0)
 		free(xs->bufs[--xs->nbufs]);
 	event_free(xs->cmd_ev);
@@ -1001,7 +1038,7 @@ void fg_xfers_destroy(struct fg_xfers *xs)
 /* ---- building a request ------------------------------------------------- */
 
 struct hdr_ctx {
-	struct curl_slist *list;
+	struct fg_xfers *xs;
 	unsigned flags;         /* FG_HDR_* */
 	const char *connection; /* the Connection header: names more hop headers */
 	char xff[FG_HDR_XFF_MAX]; /* every X-Forwarded-For value, in order */
@@ -1009,14 +1046,33 @@ struct hdr_ctx {
 	bool failed;
 };
 
+/* Appends the pieces of one header line, then its NUL, to xs->rh. */
+static bool rh_put(struct fg_xfers *xs, const char *a, size_t an,
+		   const char *b, size_t bn, const char *c, size_t cn)
+{
+	size_t n = an + bn + cn + 1;
+	if (n > xs->rh_cap - xs->rh_len) {
+		size_t cap = xs->rh_cap ? xs->rh_cap : 1024;
+		while (cap - xs->rh_len < n)
+			cap *= 2;
+		char *r = realloc(xs->rh, cap);
+		if (!r)
+			return false;
+		xs->rh = r;
+		xs->rh_cap = cap;
+	}
+	char *o = xs->rh + xs->rh_len;
+	memcpy(o, a, an);
+	memcpy(o + an, b, bn);
+	memcpy(o + an + bn, c, cn);
+	o[an + bn + cn] = '\0';
+	xs->rh_len += n;
+	return true;
+}
+
 static bool append_line(void *arg, const char *line)
 {
-	struct curl_slist **list = arg;
-	struct curl_slist *l = curl_slist_append(*list, line);
-	if (!l)
-		return false;
-	*list = l;
-	return true;
+	return rh_put(arg, line, strlen(line), "", 0, "", 0);
 }
 
 static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
@@ -1033,18 +1089,7 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
 	}
 	if (!fg_hdr_pass(key, h->connection, h->flags))
 		return MHD_YES;
-	size_t kl = strlen(key), vl = strlen(value);
-	char *line = malloc(kl + vl + 3);
-	if (!line) {
-		h->failed = true;
-		return MHD_NO;
-	}
-	memcpy(line, key, kl);
-	memcpy(line + kl, ": ", 2);
-	memcpy(line + kl + 2, value, vl + 1);
-	bool ok = append_line(&h->list, line);
-	free(line);
-	if (!ok) {
+	if (!rh_put(h->xs, key, strlen(key), ": ", 2, value, strlen(value))) {
 		h->failed = true;
 		return MHD_NO;
 	}
@@ -1055,24 +1100,33 @@ static void client_ip(struct MHD_Connection *c, char *out, size_t cap)
 {
 	const union MHD_ConnectionInfo *ci =
 		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	snprintf(out, cap, "unknown");
+	memcpy(out, "unknown", sizeof("unknown")); /* (cap >= INET6_ADDRSTRLEN) */
 	if (!ci || !ci->client_addr)
 		return;
 	const struct sockaddr *sa = ci->client_addr;
-	if (sa->sa_family == AF_INET)
-		inet_ntop(AF_INET, &((const struct sockaddr_in *)sa)->sin_addr, out, (socklen_t)cap);
-	else if (sa->sa_family == AF_INET6)
+	if (sa->sa_family == AF_INET) {
+		/* inet_ntop() formats an IPv4 address with sprintf(), once
+		 * per request: the four numbers are written here */
+		const uint8_t *b = (const uint8_t *)
+			&((const struct sockaddr_in *)sa)->sin_addr.s_addr;
+		size_t n = 0;
+		for (int i = 0; i < 4; i++) {
+			n += fg_h1_digits(out + n, b[i]);
+			out[n++] = i < 3 ? '.' : '\0';
+		}
+	} else if (sa->sa_family == AF_INET6) {
 		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)cap);
+	}
 }
 
 /* The headers every request upstream carries: the client's as the policy
- * passes them (headers.h), then the gateway's own. Appends to *list (the
- * caller frees it); false when a header could not be added. */
-static bool client_headers(struct MHD_Connection *c, unsigned flags, bool tls,
-			   struct curl_slist **list)
+ * passes them (headers.h), then the gateway's own, appended to xs->rh;
+ * false when a header could not be added. */
+static bool client_headers(struct fg_xfers *xs, struct MHD_Connection *c,
+			   unsigned flags, bool tls)
 {
 	char ip[64];
-	struct hdr_ctx h = { *list, flags,
+	struct hdr_ctx h = { xs, flags,
 		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION),
 		{ 0 }, 0, false };
 	MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
@@ -1086,9 +1140,19 @@ static bool client_headers(struct MHD_Connection *c, unsigned flags, bool tls,
 							  MHD_HTTP_HEADER_ACCEPT) != NULL,
 		.flags = flags,
 	};
-	bool ok = !h.failed && fg_hdr_add(&f, append_line, &h.list);
-	*list = h.list;
-	return ok;
+	return !h.failed && fg_hdr_add(&f, append_line, xs);
+}
+
+/* xs->rh as curl's list, in x->req_headers; false without memory. */
+static bool rh_list(struct fg_xfers *xs, struct fg_xfer *x)
+{
+	for (size_t o = 0; o < xs->rh_len; o += strlen(xs->rh + o) + 1) {
+		struct curl_slist *l = curl_slist_append(x->req_headers, xs->rh + o);
+		if (!l)
+			return false;
+		x->req_headers = l;
+	}
+	return true;
 }
 
 /* What every upstream request of a transfer's handle is: its URL (the
@@ -1216,35 +1280,46 @@ static bool h1_request(struct fg_xfers *xs, struct fg_xfer *x,
 	size_t total = strlen(spec->method) + 1 + strlen(target) +
 		       sizeof(" HTTP/1.1\r\nHost: \r\n") + strlen(xs->h1_host) + 2 +
 		       sizeof("Content-Length: 18446744073709551615\r\n");
-	for (struct curl_slist *l = x->req_headers; l; l = l->next) {
-		const char *colon = strchr(l->data, ':');
-		if (!colon || colon == l->data || strpbrk(l->data, "\r\n") ||
-		    strncasecmp(l->data, "Host:", 5) == 0)
+	for (size_t o = 0, ln; o < xs->rh_len; o += ln + 1) {
+		const char *l = xs->rh + o;
+		ln = strlen(l);
+		const char *colon = memchr(l, ':', ln);
+		if (!colon || colon == l || strpbrk(l, "\r\n") ||
+		    strncasecmp(l, "Host:", 5) == 0)
 			return false; /* curl has rules of its own for these */
-		total += strlen(l->data) + 2;
+		total += ln + 2;
 	}
 	char *req = malloc(total);
 	if (!req)
 		return false;
-	size_t n = (size_t)snprintf(req, total, "%s %s HTTP/1.1\r\nHost: %s\r\n",
-				    spec->method, target, xs->h1_host);
-	for (struct curl_slist *l = x->req_headers; l; l = l->next) {
+	size_t n = 0;
+#define PUT(p, l) (memcpy(req + n, (p), (l)), n += (l))
+	PUT(spec->method, strlen(spec->method));
+	PUT(" ", 1);
+	PUT(target, strlen(target));
+	PUT(" HTTP/1.1\r\nHost: ", 17);
+	PUT(xs->h1_host, strlen(xs->h1_host));
+	PUT("\r\n", 2);
+	for (size_t o = 0, ln; o < xs->rh_len; o += ln + 1) {
+		const char *l = xs->rh + o;
+		ln = strlen(l);
 		/* "Name:" with nothing after it only stops curl adding a
 		 * header of its own: it is not sent */
-		const char *v = strchr(l->data, ':') + 1;
+		const char *v = strchr(l, ':') + 1;
 		v += strspn(v, " \t\v\f");
 		if (!*v)
 			continue;
-		size_t ln = strlen(l->data);
-		memcpy(req + n, l->data, ln);
+		memcpy(req + n, l, ln);
 		memcpy(req + n + ln, "\r\n", 2);
 		n += ln + 2;
 	}
-	if (x->has_body)
-		n += (size_t)snprintf(req + n, total - n, "Content-Length: %llu\r\n",
-				      (unsigned long long)x->body_length);
-	memcpy(req + n, "\r\n", 2);
-	n += 2;
+	if (x->has_body) {
+		PUT("Content-Length: ", 16);
+		n += fg_h1_digits(req + n, x->body_length);
+		PUT("\r\n", 2);
+	}
+	PUT("\r\n", 2);
+#undef PUT
 	x->h1_req = req;
 	x->h1_req_len = n;
 	/* the safe methods (RFC 9110, and WebDAV's PROPFIND) may go out
@@ -1291,11 +1366,10 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 		  const struct fg_xfer_hooks *hooks)
 {
 	struct fg_xfers *xs = x->xs;
-	struct curl_slist *list = NULL;
-	bool ok = client_headers(x->conn, spec->hdr_flags, spec->tls, &list);
+	xs->rh_len = 0;
+	bool ok = client_headers(xs, x->conn, spec->hdr_flags, spec->tls);
 	for (const char *const *l = spec->extra; ok && l && *l; l++)
-		ok = append_line(&list, *l);
-	x->req_headers = list;
+		ok = append_line(xs, *l);
 	if (!ok)
 		goto error;
 
@@ -1308,10 +1382,8 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 	if (h1_request(xs, x, spec)) {
 		/* the gateway's own client carries it: no curl handle, and
 		 * its request head is made */
-		curl_slist_free_all(x->req_headers);
-		x->req_headers = NULL;
 		x->h1 = true;
-	} else if (curl_prepare(xs, x, spec) != 0) {
+	} else if (!rh_list(xs, x) || curl_prepare(xs, x, spec) != 0) {
 		goto error;
 	}
 	if (x->has_body) {
@@ -1556,8 +1628,9 @@ struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
 		x->refs++; /* the response's */
 	}
 	for (int i = 0; i < x->nhdrs; i++) {
-		const char *name = x->hdrs[i].name, *value = x->hdrs[i].value;
-		if (fg_hdr_in_connection(x->resp_connection, name))
+		const char *name = x->hb + x->hdrs[i].name;
+		const char *value = x->hb + x->hdrs[i].value;
+		if (fg_hdr_in_connection(resp_connection(x), name))
 			continue;
 		char *mine = NULL;
 		if (cfg->proxy_redirect && (strcasecmp(name, "Location") == 0 ||

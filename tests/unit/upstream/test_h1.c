@@ -194,6 +194,31 @@ static void test_keep_alive_by_version_and_connection(void **state)
 	assert_false(r.reusable);
 }
 
+static void test_status_line_as_the_version_and_code_say(void **state)
+{
+	(void)state;
+	struct result r = both("HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n",
+			       false, false);
+	assert_int_equal(r.st, FG_H1_DONE);
+	assert_string_equal(r.s.lines, "HTTP/1.0 404\r\nContent-Length: 0\r\n\r\n");
+	r = both("HTTP/1.1 599 X\r\nContent-Length: 0\r\n\r\n", false, false);
+	assert_string_equal(r.s.lines, "HTTP/1.1 599\r\nContent-Length: 0\r\n\r\n");
+}
+
+static void test_digits(void **state)
+{
+	(void)state;
+	const unsigned long long v[] = { 0, 7, 10, 999, 1000, 18446744073709551615ull };
+	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
+		char want[24], got[24];
+		snprintf(want, sizeof(want), "%llu", v[i]);
+		size_t n = fg_h1_digits(got, v[i]);
+		got[n] = '\0';
+		assert_int_equal(n, strlen(want));
+		assert_string_equal(got, want);
+	}
+}
+
 static void test_cut_short_is_an_error(void **state)
 {
 	(void)state;
@@ -285,6 +310,8 @@ int main(void)
 		cmocka_unit_test(test_malformed_answers),
 		cmocka_unit_test(test_a_line_past_the_bound_is_an_error),
 		cmocka_unit_test(test_a_refusing_hook_stops_the_answer),
+		cmocka_unit_test(test_status_line_as_the_version_and_code_say),
+		cmocka_unit_test(test_digits),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
