@@ -1608,12 +1608,16 @@ struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
 		size = 0;
 	struct MHD_Response *r;
 	if (whole_in_hand(x)) {
-		/* copied: libmicrohttpd sends head and body in one write,
-		 * and the answer no longer needs the transfer */
-		r = MHD_create_response_from_buffer(x->rs_len, x->rs,
-						    MHD_RESPMEM_MUST_COPY);
+		/* sent from the transfer's own buffer, head and body in one
+		 * write; the transfer has ended, so nothing writes to it
+		 * again, and the response holds it until it is freed (a
+		 * copy was a 1 KiB malloc() per GET, and glibc
+		 * consolidating its fast bins for it) */
+		r = MHD_create_response_from_buffer_with_free_callback_cls(
+			x->rs_len, x->rs, on_content_free, x);
 		if (!r)
 			return NULL;
+		x->refs++; /* the response's */
 		x->resp_sent += x->rs_len;
 		x->rs_len = 0;
 	} else {
