@@ -12,6 +12,7 @@
 #include <string.h>
 #include <strings.h>
 
+#include "base/text.h"
 #include "base/jsonio.h"
 #include "base/writeset.h"
 
@@ -180,7 +181,7 @@ static void add_member(struct fg_writeset *ws, const char *lock, bool write,
 		}
 	}
 	struct fg_ws_member *m = &ws->m[ws->n++];
-	snprintf(m->lock, sizeof(m->lock), "%s", lock);
+	fg_copy(m->lock, sizeof(m->lock), lock);
 	m->write = write;
 	m->header = header;
 	m->header_optional = !write;

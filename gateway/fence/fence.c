@@ -14,6 +14,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "fence/fence.h"
 
 enum stage {
@@ -41,7 +42,7 @@ static enum fg_fence_step refuse(struct fg_fence *f, enum fg_fence_row row,
 	r->row = row;
 	r->member = f->i;
 	r->header = f->ws[f->i].header;
-	snprintf(r->lock, sizeof(r->lock), "%s", lock);
+	fg_copy(r->lock, sizeof(r->lock), lock);
 	r->token = token;
 	r->has_current = has_current;
 	r->current = current;
@@ -265,7 +266,7 @@ void fg_fence_unsent(struct fg_fence *f, int err)
 
 void fg_fence_name_write(struct fg_fence *f, const char *id)
 {
-	snprintf(f->write_id, sizeof(f->write_id), "%s", id);
+	fg_copy(f->write_id, sizeof(f->write_id), id);
 }
 
 void fg_fence_wait_admitted(struct fg_fence *f, uint64_t deadline_at)

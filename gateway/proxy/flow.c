@@ -57,6 +57,7 @@
 
 #include <jansson.h>
 
+#include "base/text.h"
 #include "access/access.h"
 #include "base/clock.h"
 #include "base/log.h"
@@ -588,8 +589,10 @@ static bool flow_headers(struct fg_proxy *px, struct fg_req *req,
 		extra[n++] = dest;
 	}
 	if (f && cfg->forward_token) {
-		snprintf(token, 64, "Fencing-Token: %" PRIu64,
-			 fg_fence_first_write(f)->token);
+		/* (64 bytes: the name and at most 20 digits) */
+		memcpy(token, "Fencing-Token: ", 15);
+		size_t tl = 15 + fg_digits(token + 15, fg_fence_first_write(f)->token);
+		token[tl] = '\0';
 		extra[n++] = token;
 	}
 	extra[n] = NULL;
@@ -1201,7 +1204,7 @@ static void note(struct fg_req *req)
 	r->write = f->write;
 	r->nlocks = f->n;
 	for (int i = 0; i < f->n && i < 2; i++) {
-		snprintf(r->locks[i], sizeof(r->locks[i]), "%s", f->m[i].lock);
+		fg_copy(r->locks[i], sizeof(r->locks[i]), f->m[i].lock);
 		r->tokens[i] = f->m[i].token;
 	}
 	struct fg_xfer *x = req->flow->xfer;

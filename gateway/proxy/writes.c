@@ -12,6 +12,7 @@
 
 #include <event2/event.h>
 
+#include "base/text.h"
 #include "base/clock.h"
 #include "proxy/writes.h"
 
@@ -93,7 +94,7 @@ void fg_write_init(struct fg_write *w, const char *id, int n,
 		   uint64_t deadline)
 {
 	memset(w, 0, sizeof(*w));
-	snprintf(w->id, sizeof(w->id), "%s", id);
+	fg_copy(w->id, sizeof(w->id), id);
 	w->n = n < FG_WRITE_MEMBERS ? n : FG_WRITE_MEMBERS;
 	for (int i = 0; i < w->n; i++) {
 		w->admitted[i] = admitted[i];
@@ -183,7 +184,7 @@ static void tell(struct fg_writes *ws, const char *id, char kind, uint64_t dl)
 	struct fg_write *w = fg_writes_find(ws, id);
 	if (!w) {
 		unsigned i = ws->nring % FG_WRITES_RING;
-		snprintf(ws->ring[i], sizeof(ws->ring[0]), "%s", id);
+		fg_copy(ws->ring[i], sizeof(ws->ring[0]), id);
 		ws->ring_kind[i] = kind;
 		ws->ring_dl[i] = dl;
 		ws->nring++;

@@ -10,6 +10,7 @@
 
 #include <event2/event.h>
 
+#include "base/text.h"
 #include "rt/rt.h"
 
 void fg_loop_resume(struct fg_loop *loop, struct MHD_Connection *c)
@@ -39,6 +40,14 @@ bool fg_loop_client_gone(struct MHD_Connection *c)
 
 void fg_loop_next_id(struct fg_loop *loop, bool write, char *out, size_t cap)
 {
-	snprintf(out, cap, "%s-%s%" PRIu64, loop->id, write ? "w" : "",
-		 ++loop->seq);
+	/* "<loop id>-[w]<seq>", put together without printf(): one per
+	 * write and per waiter */
+	char buf[FG_GATEWAY_ID_LEN + 24];
+	size_t n = fg_copy(buf, FG_GATEWAY_ID_LEN + 1, loop->id);
+	buf[n++] = '-';
+	if (write)
+		buf[n++] = 'w';
+	n += fg_digits(buf + n, ++loop->seq);
+	buf[n] = '\0';
+	fg_copy(out, cap, buf);
 }

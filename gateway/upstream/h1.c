@@ -18,20 +18,8 @@
 #include <stdlib.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "upstream/h1.h"
-
-size_t fg_h1_digits(char *out, unsigned long long v)
-{
-	char tmp[20];
-	size_t n = 0;
-	do {
-		tmp[n++] = (char)('0' + v % 10);
-		v /= 10;
-	} while (v);
-	for (size_t i = 0; i < n; i++)
-		out[i] = tmp[n - 1 - i];
-	return n;
-}
 
 static struct fg_h1 *of(http_parser *p)
 {
@@ -91,9 +79,9 @@ static int status_line(struct fg_h1 *r)
 	 * answer); http_parser keeps both numbers below 1000 */
 	char line[32] = "HTTP/1.";
 	size_t n = 7;
-	n += fg_h1_digits(line + n, r->p.http_minor);
+	n += fg_digits(line + n, r->p.http_minor);
 	line[n++] = ' ';
-	n += fg_h1_digits(line + n, r->p.status_code);
+	n += fg_digits(line + n, r->p.status_code);
 	memcpy(line + n, "\r\n", 2);
 	return hand(r, line, n + 2);
 }

@@ -60,10 +60,6 @@ struct fg_h1 {
 int fg_h1_init(struct fg_h1 *r, bool head, const struct fg_h1_hooks *hooks,
 	       void *arg);
 
-/** Writes v in decimal at out (room for 20 digits, no NUL); returns how
- *  many. (The heads are put together without printf().) */
-size_t fg_h1_digits(char *out, unsigned long long v);
-
 /** Frees what fg_h1_init() took. */
 void fg_h1_free(struct fg_h1 *r);
 

@@ -57,8 +57,8 @@
 #include "base/log.h"
 #include "base/record.h"
 #include "base/redirect.h"
+#include "base/text.h"
 #include "proc/metrics.h"
-#include "upstream/h1.h"
 #include "upstream/h1client.h"
 #include "upstream/headers.h"
 #include "upstream/xfer.h"
@@ -1111,7 +1111,7 @@ static void client_ip(struct MHD_Connection *c, char *out, size_t cap)
 			&((const struct sockaddr_in *)sa)->sin_addr.s_addr;
 		size_t n = 0;
 		for (int i = 0; i < 4; i++) {
-			n += fg_h1_digits(out + n, b[i]);
+			n += fg_digits(out + n, b[i]);
 			out[n++] = i < 3 ? '.' : '\0';
 		}
 	} else if (sa->sa_family == AF_INET6) {
@@ -1315,7 +1315,7 @@ static bool h1_request(struct fg_xfers *xs, struct fg_xfer *x,
 	}
 	if (x->has_body) {
 		PUT("Content-Length: ", 16);
-		n += fg_h1_digits(req + n, x->body_length);
+		n += fg_digits(req + n, x->body_length);
 		PUT("\r\n", 2);
 	}
 	PUT("\r\n", 2);

@@ -13,6 +13,7 @@
 
 #include <cmocka.h>
 
+#include "base/text.h"
 #include "upstream/h1.h"
 
 struct seen {
@@ -212,9 +213,21 @@ static void test_digits(void **state)
 	for (size_t i = 0; i < sizeof(v) / sizeof(v[0]); i++) {
 		char want[24], got[24];
 		snprintf(want, sizeof(want), "%llu", v[i]);
-		size_t n = fg_h1_digits(got, v[i]);
+		size_t n = fg_digits(got, v[i]);
 		got[n] = '\0';
 		assert_int_equal(n, strlen(want));
+		assert_string_equal(got, want);
+	}
+}
+
+static void test_copy_cuts_short_as_snprintf_would(void **state)
+{
+	(void)state;
+	const char *src[] = { "", "a", "abcd", "abcde", "abcdefgh" };
+	for (size_t i = 0; i < sizeof(src) / sizeof(src[0]); i++) {
+		char want[6], got[6];
+		snprintf(want, sizeof(want), "%s", src[i]);
+		assert_int_equal(fg_copy(got, sizeof(got), src[i]), strlen(want));
 		assert_string_equal(got, want);
 	}
 }
@@ -312,6 +325,7 @@ int main(void)
 		cmocka_unit_test(test_a_refusing_hook_stops_the_answer),
 		cmocka_unit_test(test_status_line_as_the_version_and_code_say),
 		cmocka_unit_test(test_digits),
+		cmocka_unit_test(test_copy_cuts_short_as_snprintf_would),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

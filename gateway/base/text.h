@@ -1,0 +1,43 @@
+/*
+ * text.h - the two string helpers of the request path: a bounded copy and
+ * an unsigned number's digits. Private to the gateway.
+ *
+ * Every request used to make several of these with snprintf(), which
+ * costs more than the rest of their work; these are copies.
+ *
+ * Invariant: fg_copy() always leaves dst NUL-ended within cap bytes
+ * (cap >= 1), cut short as snprintf("%s") would cut it.
+ */
+#ifndef FENCEGATE_TEXT_H
+#define FENCEGATE_TEXT_H
+
+#include <stddef.h>
+#include <stdint.h>
+#include <string.h>
+
+/* Copies src into dst (cap >= 1 bytes), cut short to fit; returns the
+ * length written. */
+static inline size_t fg_copy(char *dst, size_t cap, const char *src)
+{
+	size_t n = strnlen(src, cap - 1);
+	memcpy(dst, src, n);
+	dst[n] = '\0';
+	return n;
+}
+
+/* Writes v in decimal at out (room for 20 bytes; no NUL); returns how
+ * many digits. */
+static inline size_t fg_digits(char *out, uint64_t v)
+{
+	char tmp[20];
+	size_t n = 0;
+	do {
+		tmp[n++] = (char)('0' + v % 10);
+		v /= 10;
+	} while (v);
+	for (size_t i = 0; i < n; i++)
+		out[i] = tmp[n - 1 - i];
+	return n;
+}
+
+#endif
