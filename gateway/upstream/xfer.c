@@ -412,20 +412,30 @@ static void forget_headers(struct fg_xfer *x)
 	x->content_length = -1;
 }
 
+/* Makes room for n more bytes in a block of header lines (*buf, *cap
+ * bytes of which len are used), doubling from `first`. False without
+ * memory (the block is as it was). */
+static bool room(char **buf, size_t *cap, size_t len, size_t n, size_t first)
+{
+	if (n <= *cap - len)
+		return true;
+	size_t c = *cap ? *cap : first;
+	while (c - len < n)
+		c *= 2;
+	char *b = realloc(*buf, c);
+	if (!b)
+		return false;
+	*buf = b;
+	*cap = c;
+	return true;
+}
+
 /* Copies P (N bytes) and a NUL into the header block; sets *at to where
  * it begins. False without memory. */
 static bool hb_put(struct fg_xfer *x, const char *p, size_t n, size_t *at)
 {
-	if (n + 1 > x->hb_cap - x->hb_len) {
-		size_t cap = x->hb_cap ? x->hb_cap : 512;
-		while (cap - x->hb_len < n + 1)
-			cap *= 2;
-		char *b = realloc(x->hb, cap);
-		if (!b)
-			return false;
-		x->hb = b;
-		x->hb_cap = cap;
-	}
+	if (!room(&x->hb, &x->hb_cap, x->hb_len, n + 1, 512))
+		return false;
 	*at = x->hb_len;
 	memcpy(x->hb + x->hb_len, p, n);
 	x->hb[x->hb_len + n] = '\0';
@@ -1051,16 +1061,8 @@ static bool rh_put(struct fg_xfers *xs, const char *a, size_t an,
 		   const char *b, size_t bn, const char *c, size_t cn)
 {
 	size_t n = an + bn + cn + 1;
-	if (n > xs->rh_cap - xs->rh_len) {
-		size_t cap = xs->rh_cap ? xs->rh_cap : 1024;
-		while (cap - xs->rh_len < n)
-			cap *= 2;
-		char *r = realloc(xs->rh, cap);
-		if (!r)
-			return false;
-		xs->rh = r;
-		xs->rh_cap = cap;
-	}
+	if (!room(&xs->rh, &xs->rh_cap, xs->rh_len, n, 1024))
+		return false;
 	char *o = xs->rh + xs->rh_len;
 	memcpy(o, a, an);
 	memcpy(o + an, b, bn);
