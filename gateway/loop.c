@@ -365,6 +365,8 @@ error_events:
 	if (loop->mhd_timer)
 		event_free(loop->mhd_timer);
 	event_base_free(loop->base);
+	fg_recycle_drain(&loop->req_blocks);
+	fg_recycle_drain(&loop->flow_blocks);
 error_loop:
 	free(loop);
 	return NULL;
@@ -426,5 +428,7 @@ void fg_loop_destroy(struct fg_loop *loop)
 	event_free(loop->exit_timer);
 	event_free(loop->mhd_timer);
 	event_base_free(loop->base);
+	fg_recycle_drain(&loop->req_blocks);
+	fg_recycle_drain(&loop->flow_blocks);
 	free(loop);
 }

@@ -58,7 +58,7 @@ static void client_addr(struct MHD_Connection *c, char *out, size_t cap)
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	struct fg_loop *loop = cls;
-	struct fg_req *req = calloc(1, sizeof(*req));
+	struct fg_req *req = fg_recycle_get(&loop->req_blocks, sizeof(*req));
 	if (!req)
 		return NULL;
 	req->loop = loop;
@@ -97,10 +97,11 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 		req->loop->routes->proxy_finish(req);
 	fg_rec_close(&req->rec, ok, req->body_len);
 	fg_report(req->gw->id, &req->rec);
-	req->loop->inflight--;
+	struct fg_loop *loop = req->loop;
+	loop->inflight--;
 	free(req->body);
 	free(req->uri);
-	free(req);
+	fg_recycle_put(&loop->req_blocks, req);
 	*con_cls = NULL;
 }
 

@@ -1175,7 +1175,8 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 		if (req->started)
 			return MHD_YES; /* answered: out of memory */
 		req->started = true;
-		fl = req->flow = calloc(1, sizeof(*fl));
+		fl = req->flow = fg_recycle_get(&req->loop->flow_blocks,
+						sizeof(*fl));
 		if (!fl)
 			return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	}
@@ -1237,6 +1238,6 @@ void fg_proxy_finish(struct fg_req *req)
 		return;
 	note(req);
 	completed(req);
-	free(req->flow);
+	fg_recycle_put(&req->loop->flow_blocks, req->flow);
 	req->flow = NULL;
 }

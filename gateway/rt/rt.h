@@ -19,6 +19,7 @@
 #include <microhttpd.h>
 
 #include "fencegate/lock.h"
+#include "base/recycle.h"
 
 struct event;
 struct event_base;
@@ -60,6 +61,8 @@ struct fg_loop {
 	struct fg_admitq *aq;        /* fenced writes waiting for older ones */
 	struct fg_proxy *px;
 	struct fg_access *access;    /* the loop's part of the access step */
+	/* freed request states and proxy flows, made again (front.c, flow.c) */
+	struct fg_recycle req_blocks, flow_blocks;
 	pthread_t thread;
 	bool started;
 };

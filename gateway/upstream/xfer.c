@@ -56,6 +56,7 @@
 #include "base/config.h"
 #include "base/log.h"
 #include "base/record.h"
+#include "base/recycle.h"
 #include "base/redirect.h"
 #include "base/text.h"
 #include "proc/metrics.h"
@@ -200,6 +201,7 @@ struct fg_xfers {
 	 * were a tenth of a GET's instructions); curl gets them as a list */
 	char *rh;
 	size_t rh_len, rh_cap;
+	struct fg_recycle xfers;      /* freed transfers, made again */
 };
 
 #define now_ms fg_clock_ms
@@ -233,13 +235,13 @@ static void xfer_free(struct fg_xfer *x)
 	free(x->hb);
 	buf_put(x->xs, x->rq);
 	buf_put(x->xs, x->rs);
-	free(x);
+	fg_recycle_put(&x->xs->xfers, x);
 	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, -1);
 }
 
 struct fg_xfer *fg_xfer_create(struct fg_xfers *xs, struct MHD_Connection *c)
 {
-	struct fg_xfer *x = calloc(1, sizeof(*x));
+	struct fg_xfer *x = fg_recycle_get(&xs->xfers, sizeof(*x));
 	if (!x)
 		return NULL;
 	fg_metrics_gauge_add(FG_GAUGE_TRANSFERS, 1);
@@ -1039,6 +1041,7 @@ void fg_xfers_destroy(struct fg_xfers *xs)
 	free(xs->rh);
 	while (xs->nbufs > 0)
 		free(xs->bufs[--xs->nbufs]);
+	fg_recycle_drain(&xs->xfers);
 	event_free(xs->cmd_ev);
 	event_free(xs->curl_timer);
 	event_free(xs->head_timer);
