@@ -223,12 +223,6 @@ static void str0(struct fg__call *c, const char *s)
 	fg__call_str(c, s ? s : "", s ? strlen(s) : 0);
 }
 
-static void opt(struct fg__call *c, const char *s, size_t len)
-{
-	fg__call_str(c, s ? "1" : "0", 1);
-	fg__call_str(c, s ? s : "", s ? len : 0);
-}
-
 void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
 		       unsigned idle, bool index)
 {
@@ -243,10 +237,21 @@ void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
 	fg__call_num(c, q->liveness_ms);
 	fg__call_num(c, q->max_waiters);
 	str0(c, q->reenter);
-	opt(c, q->value, q->value_len);
-	opt(c, q->owner, q->owner_len);
-	opt(c, q->principal, q->principal ? strlen(q->principal) : 0);
 	str0(c, q->client);
+	/* then which of value, owner and principal follow (their letters,
+	 * in that order), and those only */
+	static const char *const extra[8] = {
+		"", "v", "o", "vo", "p", "vp", "op", "vop",
+	};
+	const char *e = extra[(q->value ? 1 : 0) | (q->owner ? 2 : 0) |
+			      (q->principal ? 4 : 0)];
+	fg__call_str(c, e, strlen(e));
+	if (q->value)
+		fg__call_str(c, q->value, q->value_len);
+	if (q->owner)
+		fg__call_str(c, q->owner, q->owner_len);
+	if (q->principal)
+		fg__call_str(c, q->principal, strlen(q->principal));
 }
 
 void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
@@ -256,8 +261,14 @@ void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 	call_init(c, FG__LUA_RENEW, name, idle, index);
 	str0(c, lease);
 	fg__call_num(c, ttl_ms);
-	opt(c, value, value_len);
-	opt(c, principal, principal ? strlen(principal) : 0);
+	/* which of value and principal follow, then those only */
+	static const char *const extra[4] = { "", "v", "p", "vp" };
+	const char *e = extra[(value ? 1 : 0) | (principal ? 2 : 0)];
+	fg__call_str(c, e, strlen(e));
+	if (value)
+		fg__call_str(c, value, value_len);
+	if (principal)
+		fg__call_str(c, principal, strlen(principal));
 }
 
 void fg__build_release(struct fg__call *c, const char *name,
@@ -267,7 +278,8 @@ void fg__build_release(struct fg__call *c, const char *name,
 	call_init(c, FG__LUA_RELEASE, name, idle, index);
 	str0(c, lease);
 	fg__call_num(c, margin_ms);
-	opt(c, principal, principal ? strlen(principal) : 0);
+	if (principal) /* absent: not asked */
+		fg__call_str(c, principal, strlen(principal));
 }
 
 void fg__build_break(struct fg__call *c, const char *name, uint64_t token,

@@ -1,10 +1,13 @@
 -- acquire: re-enter, grant now, or queue.
 -- args: 3 lease, 4 mode, 5 ttl, 6 lock-delay, 7 wait, 8 waiter id,
 --       9 gateway id, 10 liveness, 11 max waiters, 12 re-entry lease or '',
---       13 '1' if value, 14 value, 15 '1' if owner, 16 owner,
---       17 '1' if principal, 18 principal (absent: open mode; a grant
---       is stored with it, a re-entry must come from it), 19 the client's
---       address (for the listing)
+--       13 the client's address (for the listing), 14 which of value,
+--       owner and principal follow: their letters 'v', 'o', 'p' in that
+--       order ('' or absent: none), 15... their values in that order
+--       (no principal: open mode; a grant is stored with it, a re-entry
+--       must come from it). (The three are seldom all given: a call
+--       carries only those it has, and every argument costs Redis a
+--       string and a slot of ARGV.)
 -- Reply: {'granted', token, mode, holds, ttl} | {'queued', wake_in} |
 --        {'busy', wake_in, delay} (delay: what remains of the lock-delay
 --        when it alone refused the call, i.e. the lock is free and nobody
@@ -17,10 +20,15 @@ local LEASE, MODE = ARGV[3], ARGV[4]
 local TTL, LD = number(ARGV[5]), ARGV[6]
 local WID, GW = ARGV[8], ARGV[9]
 local RE = ARGV[12]
-local VAL = (ARGV[13] == '1') and ARGV[14] or nil
-local OWN = (ARGV[15] == '1') and ARGV[16] or nil
-local PRIN = (ARGV[17] == '1') and ARGV[18] or nil
-local CLIENT = ARGV[19] or ''
+local CLIENT = ARGV[13] or ''
+local VAL, OWN, PRIN
+local EXTRA = ARGV[14]
+if EXTRA and EXTRA ~= '' then
+  local i = 15
+  if string.find(EXTRA, 'v', 1, true) then VAL, i = ARGV[i], i + 1 end
+  if string.find(EXTRA, 'o', 1, true) then OWN, i = ARGV[i], i + 1 end
+  if string.find(EXTRA, 'p', 1, true) then PRIN = ARGV[i] end
+end
 
 -- A fresh lease's k: field says this call was given back before it got
 -- here (its answer was lost and the gateway undid it): it does nothing.

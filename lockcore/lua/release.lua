@@ -5,7 +5,7 @@
 -- applying one whose last byte left) and its gateway is told to abort it
 -- upstream, so the next holder never waits on them.
 -- args: 3 lease, 4 margin ms (at least the margin the writes carry),
---       5 '1' if principal, 6 principal (absent: not asked)
+--       5 principal (absent: not asked)
 -- Reply: {'granted', token, mode, holds left, ttl[, 1, now us]} |
 --        {'expired'} | {'forbidden'} (the lease holds, for another
 --        principal); the last two fields when the lock is left idle (no
@@ -14,7 +14,7 @@
 --        (index_drop.lua) unless a newer grant was indexed (`seen` as in
 --        describe.lua). Given them, the call drops it itself.
 local LEASE = ARGV[3]
-local PRIN = (ARGV[5] == '1') and ARGV[6] or nil
+local PRIN = ARGV[5]
 local HF = 'h:' .. LEASE
 start(KEYS, ARGV)
 

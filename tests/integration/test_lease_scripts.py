@@ -82,11 +82,11 @@ class ScriptCalls(TestCase):
 
     def fc_acquire(self, name, lease, ttl=60000, wait=0, wid="", gw=""):
         r = self.fcall("acquire", name, lease, "x", ttl, 0, wait, wid, gw,
-                       30000, 100, "", "0", "", "0", "")
+                       30000, 100, "", "", "")
         return [x.decode() if isinstance(x, bytes) else x for x in r]
 
     def fc_renew(self, name, lease, ttl):
-        return self.fcall("renew", name, lease, ttl, "0", "")
+        return self.fcall("renew", name, lease, ttl, "")
 
     def fc_admit(self, name, token, wid):
         r = self.fcall("admit", name, token, wid, MARGIN_MS, 3600000)
@@ -151,7 +151,7 @@ class LeaseScriptTests(ScriptCalls):
             tok = int(g[1])
             self.assertEqual(self.fc_admit(name, tok, "gwB-w7")[0], "admitted")
             r = self.fcall("acquire", name, "N" * 22, "x", 100, 0, 0, "", "",
-                           30000, 100, "M" * 22, "0", "", "0", "")
+                           30000, 100, "M" * 22, "", "")
             self.assertEqual(r[0], b"granted", r)
             self.assertEqual(int(r[3]), 2, r)  # holds
             after = self.record(name, "gwB-w7")
@@ -263,7 +263,7 @@ class UnknownWaiterTests(TestCase):
         wid = loop + "-999999"  # never issued by that loop
         r = self.redis.command("FCALL", fn["acquire"], 4, *keys(name),
                                IDLE_MS, name, "W" * 22, "x", 60000, 0, 30000,
-                               wid, loop, 30000, 100, "", "0", "", "0", "")
+                               wid, loop, 30000, 100, "", "", "")
         self.assertEqual(r[0], b"queued", r)
         before = metric_sum(self.gw, "fencegate_lock_given_back_total",
                             {"reason": "unknown_waiter"})
@@ -294,28 +294,31 @@ def dec(r):
 @harness.single_redis("calls the scripts on the one redis-server directly")
 class PrincipalScriptTests(ScriptCalls):
     """A grant belongs to its principal (contract v1.2): the acquire,
-    renew and release scripts take the caller's principal as an optional
-    last pair of arguments ('1', name), exactly as calls.c builds them;
-    without it (open mode) nothing is checked."""
+    renew and release scripts take the caller's principal as optional
+    last arguments, exactly as calls.c builds them (release: the name;
+    acquire and renew: 'p' among the letters of what follows, then the
+    name); without it (open mode) nothing is checked."""
 
     def acq(self, name, lease, prin=None, mode="x", ttl=60000, wait=0,
             wid="", gw="", reenter=""):
         args = [lease, mode, ttl, 0, wait, wid, gw, 30000, 100, reenter,
-                "0", "", "0", ""]
+                "", ""]
         if prin is not None:
-            args += ["1", prin]
+            args[-1] = "p"
+            args.append(prin)
         return dec(self.fcall("acquire", name, *args))
 
     def ren(self, name, lease, prin=None, ttl=0):
-        args = [lease, ttl, "0", ""]
+        args = [lease, ttl, ""]
         if prin is not None:
-            args += ["1", prin]
+            args[-1] = "p"
+            args.append(prin)
         return dec(self.fcall("renew", name, *args))
 
     def rel(self, name, lease, prin=None):
         args = [lease, MARGIN_MS]
         if prin is not None:
-            args += ["1", prin]
+            args.append(prin)
         return dec(self.fcall("release", name, *args))
 
     def hfield(self, name, lease):
@@ -418,7 +421,7 @@ class BreakScriptTests(ScriptCalls):
     def acq(self, name, lease, mode="x", ttl=60000, ld=0, wait=0, wid="",
             gw=""):
         return dec(self.fcall("acquire", name, lease, mode, ttl, ld, wait,
-                              wid, gw, 30000, 100, "", "0", "", "0", ""))
+                              wid, gw, 30000, 100, "", "", ""))
 
     def brk(self, name, token):
         return dec(self.fcall("break", name, token, MARGIN_MS))
