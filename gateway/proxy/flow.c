@@ -130,6 +130,7 @@ struct pwrite {
 	uint64_t longest_end;         /* monotonic ms */
 	bool cur_asked, cur_known;    /* the "current" token of a late write */
 	uint64_t cur;
+	bool cut_said;                /* say_cut() logged it */
 };
 
 #define now_ms fg_clock_ms
@@ -399,9 +400,31 @@ static bool gate(void *arg)
  * last byte may have left): its record stays until its recorded end, so
  * no newer write overtakes it. Only an answered write, or one never
  * begun, lets newer writes go at once. */
+/* Logs once that a write's transfer was cut off, and why. Two ways cut
+ * one: write_abort(), from the writes' check, and the send gate, which
+ * refuses the next byte of a write whose grant ended (its release heard)
+ * or whose deadline passed, and so may end the transfer first. */
+static void say_cut(struct pwrite *pw)
+{
+	struct fg_write *w = &pw->w;
+	if (pw->cut_said)
+		return;
+	pw->cut_said = true;
+	fg_log_warn("write to lock %s %s: aborted upstream",
+		    fg_fence_first_write(&pw->fence)->lock,
+		    w->stopped ? "still running when the gateway stopped"
+		    : w->released ? "ended by a release" : "passed its deadline");
+}
+
 static void on_xfer_done(void *arg, bool answered, bool began)
 {
 	struct pwrite *pw = arg;
+	/* ended unanswered after the gate closed on it: the gate cut it (a
+	 * write sent whole and awaiting its answer has no gate left to
+	 * close; only write_abort() cuts it) */
+	if (!answered && began && !pw->w.grace &&
+	    (pw->w.released || pw->w.deadline_hit || pw->w.stopped))
+		say_cut(pw);
 	if (answered || !began)
 		fence_finish(pw);
 }
@@ -430,10 +453,7 @@ static enum fg_write_stage write_stage(struct fg_write *w)
 static void write_abort(struct fg_write *w)
 {
 	struct pwrite *pw = pwrite_of(w);
-	fg_log_warn("write to lock %s %s: aborted upstream",
-		    fg_fence_first_write(&pw->fence)->lock,
-		    w->stopped ? "still running when the gateway stopped"
-		    : w->released ? "ended by a release" : "passed its deadline");
+	say_cut(pw);
 	fg_xfer_end_now(pw->x);
 }
 
