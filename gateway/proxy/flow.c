@@ -396,10 +396,6 @@ static bool gate(void *arg)
 	return fg_write_may_send(&pw->w, now_ms());
 }
 
-/* A write cut off after it began may still be applied by the storage (its
- * last byte may have left): its record stays until its recorded end, so
- * no newer write overtakes it. Only an answered write, or one never
- * begun, lets newer writes go at once. */
 /* Logs once that a write's transfer was cut off, and why. Two ways cut
  * one: write_abort(), from the writes' check, and the send gate, which
  * refuses the next byte of a write whose grant ended (its release heard)
@@ -416,6 +412,10 @@ static void say_cut(struct pwrite *pw)
 		    : w->released ? "ended by a release" : "passed its deadline");
 }
 
+/* A write cut off after it began may still be applied by the storage (its
+ * last byte may have left): its record stays until its recorded end, so
+ * no newer write overtakes it. Only an answered write, or one never
+ * begun, lets newer writes go at once. */
 static void on_xfer_done(void *arg, bool answered, bool began)
 {
 	struct pwrite *pw = arg;
