@@ -60,7 +60,9 @@
 -- through put/del into one HSET and one HDEL at the end of the call
 -- (done()), so `st` is always what S will hold; every script ends with
 -- done(), whose keep() moves the keys' expiry whenever what they hold
--- moved, so they outlive it by exactly the idle-forget time. The one
+-- moved, so they outlive it by exactly the idle-forget time (but for
+-- release's short path, which may leave a grant's expiry in place: at
+-- most an eighth of that time later). The one
 -- exception: the short paths of acquire (a grant on a free lock), release
 -- (of the only holder) and admit (a write under the live token, nothing
 -- older in F) write S themselves, one HSET or HDEL, and end with keep_to()

@@ -244,6 +244,38 @@ class LeaseScriptTests(ScriptCalls):
         self.assertGreater(pttl, 60000 + IDLE_MS - 5000, pttl)
         self.assertIsNotNone(self.redis.command("HGET", s, "k:" + "G" * 22))
 
+    # ---- idle forgetting after a release ---------------------------------
+
+    def test_a_release_with_most_of_its_lease_left_forgets_the_lock_idle_ms_later(self):
+        name = self.lock_name()
+        self.assertEqual(self.fc_acquire(name, "H" * 22, ttl=40000)[0],
+                         "granted")
+        s = keys(name)[0]
+        self.assertGreater(self.redis.command("PTTL", s), 40000 + IDLE_MS - 5000)
+        self.assertEqual(self.fcall("release", name, "H" * 22, MARGIN_MS)[0],
+                         b"granted")
+        # 40 s left is more than an eighth of the idle time: the expiry
+        # moves to the idle time from now
+        pttl = self.redis.command("PTTL", s)
+        self.assertLessEqual(pttl, IDLE_MS, pttl)
+        self.assertGreater(pttl, IDLE_MS - 5000, pttl)
+
+    def test_a_release_near_its_leases_end_leaves_the_grants_expiry(self):
+        name = self.lock_name()
+        ttl = IDLE_MS // 8 - 2000
+        self.assertEqual(self.fc_acquire(name, "I" * 22, ttl=ttl)[0],
+                         "granted")
+        s = keys(name)[0]
+        self.assertEqual(self.fcall("release", name, "I" * 22, MARGIN_MS)[0],
+                         b"granted")
+        self.assertFalse(self.held(name))
+        # the grant's own: the lease's end plus the idle time, which is
+        # later than the idle time from now by what was left, at most an
+        # eighth of the idle time
+        pttl = self.redis.command("PTTL", s)
+        self.assertGreater(pttl, IDLE_MS, pttl)
+        self.assertLessEqual(pttl, IDLE_MS + ttl, pttl)
+
 
 @harness.single_redis("queues a waiter by calling the script on the one redis-server")
 class UnknownWaiterTests(TestCase):
