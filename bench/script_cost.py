@@ -2,7 +2,7 @@
 """script_cost.py - Redis CPU per lock script call, through a real gateway.
 
     python3 bench/script_cost.py --bin build/gateway/fencegate [-n 20000] [--rounds 5]
-                                 [--clients K]
+                                 [--clients K] [--ttl-ms MS]
 
 Starts a private redis-server, a stand-in upstream and one fencegate (the
 integration harness's; Redis pinned to one core, the rest to the others, so
@@ -30,6 +30,11 @@ calls and each call starts with cold caches: the dearest case. --clients K
 spreads each phase over K connections sending at once, as a loaded Redis
 sees them; a call then costs less (warm caches, several calls per wake-up).
 Report which one a figure is.
+
+Leases are 10 minutes long by default. A release with little of its
+lease left (at most an eighth of the gateway's idle-forget-ms, 75 s by
+default) runs one command fewer; --ttl-ms 30000 (bench/run.sh's lock
+cycles) measures that case.
 """
 
 import argparse
@@ -219,14 +224,14 @@ def each(port, n, clients, fn, ph):
         raise errors[0]
 
 
-def run_round(env, n, tag, logged, clients):
+def run_round(env, n, tag, logged, clients, ttl_ms):
     redis, gw = env.redis, env.gw
     results = {}
     leases = [None] * n
 
     def acquire(conn, i):
         st, body = conn.req("POST", LOCKS + "m%s/a%d" % (tag, i),
-                            {"ttl_ms": 600000})
+                            {"ttl_ms": ttl_ms})
         if st != 200:
             raise SystemExit("acquire: %d %r" % (st, body))
         leases[i] = json.loads(body)["lease"]
@@ -241,7 +246,7 @@ def run_round(env, n, tag, logged, clients):
 
     def grant(conn, i):
         st, body = conn.req("POST", LOCKS + "m%s/p%d" % (tag, i),
-                            {"ttl_ms": 600000})
+                            {"ttl_ms": ttl_ms})
         if st != 200:
             raise SystemExit("acquire: %d %r" % (st, body))
         seqs[i] = json.loads(body)["sequencer"]
@@ -273,6 +278,10 @@ def main():
     ap.add_argument("--clients", type=int, default=1,
                     help="connections sending at once (1: one call at a "
                     "time, Redis idle between calls)")
+    ap.add_argument("--ttl-ms", type=int, default=600000,
+                    help="the leases' ttl (a lease released with at most "
+                    "an eighth of the gateway's idle-forget-ms left "
+                    "releases with one command fewer)")
     a = ap.parse_args()
     harness.Config.bin = os.path.abspath(a.bin)
     env = harness.Env()
@@ -299,7 +308,7 @@ def main():
             for logged in (False, True):
                 res = run_round(env, a.n, "%d%d-%s" % (r, logged,
                                                       os.urandom(2).hex()),
-                                logged, a.clients)
+                                logged, a.clients, a.ttl_ms)
                 for name, ph in res.items():
                     for k, (c, u) in ph.cmdstat.items():
                         if not logged:
