@@ -5,9 +5,7 @@
 --       owner and principal follow: their letters 'v', 'o', 'p' in that
 --       order ('' or absent: none), 15... their values in that order
 --       (no principal: open mode; a grant is stored with it, a re-entry
---       must come from it). (The three are seldom all given: a call
---       carries only those it has, and every argument costs Redis a
---       string and a slot of ARGV.)
+--       must come from it; prelude's optional())
 -- Reply: {'granted', token, mode, holds, ttl} | {'queued', wake_in} |
 --        {'busy', wake_in, delay} (delay: what remains of the lock-delay
 --        when it alone refused the call, i.e. the lock is free and nobody
@@ -21,14 +19,7 @@ local TTL, LD = number(ARGV[5]), ARGV[6]
 local WID, GW = ARGV[8], ARGV[9]
 local RE = ARGV[12]
 local CLIENT = ARGV[13] or ''
-local VAL, OWN, PRIN
-local EXTRA = ARGV[14]
-if EXTRA and EXTRA ~= '' then
-  local i = 15
-  if string.find(EXTRA, 'v', 1, true) then VAL, i = ARGV[i], i + 1 end
-  if string.find(EXTRA, 'o', 1, true) then OWN, i = ARGV[i], i + 1 end
-  if string.find(EXTRA, 'p', 1, true) then PRIN = ARGV[i] end
-end
+local VAL, OWN, PRIN = optional(ARGV, 14)
 
 -- A fresh lease's k: field says this call was given back before it got
 -- here (its answer was lost and the gateway undid it): it does nothing.

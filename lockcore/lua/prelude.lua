@@ -197,6 +197,21 @@ local function start(keys, args)
   dirty, ftop, peeked = false, nil, nil
 end
 
+-- The optional arguments of acquire and renew: ARGS[AT] names, by the
+-- letters 'v', 'o', 'p' in that order, which of value, owner and
+-- principal follow it, and they follow in that order (a call carries
+-- only those it has: every argument costs Redis a string and a slot of
+-- ARGV). Returns the three, nil for each not given.
+local function optional(args, at)
+  local letters = args[at]
+  if not letters or letters == '' then return nil, nil, nil end
+  local i, v, o, p = at + 1, nil, nil, nil
+  if string.find(letters, 'v', 1, true) then v, i = args[i], i + 1 end
+  if string.find(letters, 'o', 1, true) then o, i = args[i], i + 1 end
+  if string.find(letters, 'p', 1, true) then p = args[i] end
+  return v, o, p
+end
+
 -- A short path's read: FIELD and CORE, the HMGET that fetch() would
 -- make. Returns its reply, which the path reads by position (FIELD, then
 -- CORE's order); if the path does not apply, fetch() makes `st` of it.

@@ -4,17 +4,11 @@
 -- args: 3 lease, 4 ttl (0: the lease's own), 5 which of value and
 --       principal follow: their letters 'v', 'p' in that order ('' or
 --       absent: none; no principal: not asked), 6... their values in that
---       order (as acquire.lua takes them)
+--       order (prelude's optional(), as acquire.lua takes them)
 -- Reply: {'granted', token, mode, holds, ttl} | {'expired'} |
 --        {'forbidden'} (the lease holds, for another principal)
 local LEASE, TTL = ARGV[3], tonumber(ARGV[4])
-local VAL, PRIN
-local EXTRA = ARGV[5]
-if EXTRA and EXTRA ~= '' then
-  local i = 6
-  if string.find(EXTRA, 'v', 1, true) then VAL, i = ARGV[i], i + 1 end
-  if string.find(EXTRA, 'p', 1, true) then PRIN = ARGV[i] end
-end
+local VAL, _, PRIN = optional(ARGV, 5)
 begin(KEYS, ARGV, 'h:' .. LEASE, true)
 advance()
 local reply
