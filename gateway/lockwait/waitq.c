@@ -421,10 +421,12 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 	/* the call holds the waiter until call_ended(), past finish() */
 	if (err) {
 		/* whether it is still queued, or was handed the lock, is not
-		 * known: its client is answered 503, so both go back */
-		finish(q, w, FG_WAIT_UNAVAIL, NULL, NULL);
+		 * known: its client is answered 503, so both go back (asked
+		 * before finish(), which never makes a result GRANTED here
+		 * and may drop a reference) */
 		if (w->result != FG_WAIT_GRANTED)
 			give_back_waiter(q, w, FG_GIVEBACK_CONNECTION);
+		finish(q, w, FG_WAIT_UNAVAIL, NULL, NULL);
 	} else if (g->status == FG_GRANTED) {
 		struct fg_grant mine = *g;
 		mine.holds = 1;
@@ -464,9 +466,9 @@ static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek)
 		/* never sent: another holder keeps the waiter */
 		call_ended(w);
 		if (!peek) {
-			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
 			if (w->result != FG_WAIT_GRANTED)
 				give_back_waiter(wq, w, FG_GIVEBACK_CONNECTION);
+			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
 		}
 	}
 }
