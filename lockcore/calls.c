@@ -134,9 +134,10 @@ size_t fg__call_format(const struct fg__call *c, char *buf, size_t cap)
 #define INDEX_N "fg:{!index}:n"
 #define INDEX_V "fg:{!index}:v"
 
-/* The lock's four keys, then (index) the listing index's two: a script
- * may keep the index itself only where every key is on one Redis, never
- * on a Cluster (index_add.lua). */
+/* The lock's four keys, then (index) the listing index's set of names
+ * (its token scores are the gateway's, on a Cluster only): a script may
+ * keep the index itself only where every key is on one Redis, never on a
+ * Cluster (index_add.lua). */
 static void call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 		      unsigned idle, bool index)
 {
@@ -147,7 +148,7 @@ static void call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 	c->nnums = 0;
 	push(c, "FCALL", 5);
 	push(c, fn_name[lua], strlen(fn_name[lua]));
-	push(c, index ? "6" : "4", 1);
+	push(c, index ? "5" : "4", 1);
 	/* "fg:{<name>}:<suffix>", without snprintf: four of these per call
 	 * were a tenth of a lock call's CPU in the gateway */
 	size_t nl = strlen(name);
@@ -162,10 +163,8 @@ static void call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 		k[4 + nl + 3] = '\0';
 		push(c, k, 4 + nl + 3);
 	}
-	if (index) {
+	if (index)
 		push(c, INDEX_N, sizeof(INDEX_N) - 1);
-		push(c, INDEX_V, sizeof(INDEX_V) - 1);
-	}
 	fg__call_num(c, idle);
 	fg__call_str(c, name, strlen(name));
 }
@@ -230,22 +229,41 @@ void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
 	str0(c, q->lease);
 	fg__call_str(c, q->mode == FG_MODE_SHARED ? "s" : "x", 1);
 	fg__call_num(c, q->ttl_ms);
-	fg__call_num(c, q->lock_delay_ms);
-	fg__call_num(c, q->wait_ms);
-	str0(c, q->waiter_id);
-	str0(c, q->gateway_id);
-	fg__call_num(c, q->liveness_ms);
-	fg__call_num(c, q->max_waiters);
-	str0(c, q->reenter);
 	str0(c, q->client);
-	/* then which of value, owner and principal follow (their letters,
-	 * in that order), and those only */
-	static const char *const extra[8] = {
-		"", "v", "o", "vo", "p", "vp", "op", "vop",
-	};
-	const char *e = extra[(q->value ? 1 : 0) | (q->owner ? 2 : 0) |
-			      (q->principal ? 4 : 0)];
-	fg__call_str(c, e, strlen(e));
+	/* Then the letters of the optional arguments that follow, in this
+	 * order, and those only: every argument costs Redis a string and a
+	 * slot of ARGV, and a ninth one a table twice as large. A common
+	 * grant (no lock-delay, no wait) is seven. */
+	bool re = q->reenter && *q->reenter;
+	if (c->nnums >= (int)(sizeof(c->nums) / sizeof(c->nums[0])))
+		abort();
+	char *l = c->nums[c->nnums++];
+	size_t n = 0;
+	if (q->lock_delay_ms)
+		l[n++] = 'd';
+	if (q->wait_ms)
+		l[n++] = 'w';
+	if (re)
+		l[n++] = 'r';
+	if (q->value)
+		l[n++] = 'v';
+	if (q->owner)
+		l[n++] = 'o';
+	if (q->principal)
+		l[n++] = 'p';
+	l[n] = '\0';
+	push(c, l, n);
+	if (q->lock_delay_ms)
+		fg__call_num(c, q->lock_delay_ms);
+	if (q->wait_ms) {
+		fg__call_num(c, q->wait_ms);
+		str0(c, q->waiter_id);
+		str0(c, q->gateway_id);
+		fg__call_num(c, q->liveness_ms);
+		fg__call_num(c, q->max_waiters);
+	}
+	if (re)
+		str0(c, q->reenter);
 	if (q->value)
 		fg__call_str(c, q->value, q->value_len);
 	if (q->owner)

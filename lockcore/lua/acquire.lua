@@ -1,11 +1,17 @@
 -- acquire: re-enter, grant now, or queue.
--- args: 3 lease, 4 mode, 5 ttl, 6 lock-delay, 7 wait, 8 waiter id,
---       9 gateway id, 10 liveness, 11 max waiters, 12 re-entry lease or '',
---       13 the client's address (for the listing), 14 which of value,
---       owner and principal follow: their letters 'v', 'o', 'p' in that
---       order ('' or absent: none), 15... their values in that order
---       (no principal: open mode; a grant is stored with it, a re-entry
---       must come from it; prelude's optional())
+-- args: 3 lease, 4 mode, 5 ttl, 6 the client's address (for the listing),
+--       7 the letters of the optional arguments that follow, in this
+--       order ('' or absent: none), 8... their values in that order:
+--         d  lock-delay (absent: none)
+--         w  wait, waiter id, gateway id, liveness, max waiters (five
+--            values; absent: wait 0, the call never queues)
+--         r  the re-entry lease (absent: a fresh lease)
+--         v  value, o  owner
+--         p  principal (absent: open mode; a grant is stored with it, a
+--            re-entry must come from it)
+--       (a call carries only those it has: every argument costs Redis a
+--       string and a slot of ARGV, and a ninth one a larger table; a
+--       common grant is seven)
 -- Reply: {'granted', token, mode, holds, ttl} | {'queued', wake_in} |
 --        {'busy', wake_in, delay} (delay: what remains of the lock-delay
 --        when it alone refused the call, i.e. the lock is free and nobody
@@ -15,11 +21,20 @@
 start(KEYS, ARGV)
 local LEASE, MODE = ARGV[3], ARGV[4]
 -- (numbers a grant does not need are read where they are needed)
-local TTL, LD = number(ARGV[5]), ARGV[6]
-local WID, GW = ARGV[8], ARGV[9]
-local RE = ARGV[12]
-local CLIENT = ARGV[13] or ''
-local VAL, OWN, PRIN = optional(ARGV, 14)
+local TTL, CLIENT = number(ARGV[5]), ARGV[6] or ''
+local LETTERS, LD, RE = ARGV[7] or '', '0', ''
+local WAIT, WID, GW, LIVE, MAXW
+local at = 8
+if LETTERS ~= '' then
+  if string.find(LETTERS, 'd', 1, true) then LD, at = ARGV[at], at + 1 end
+  if string.find(LETTERS, 'w', 1, true) then
+    WAIT, WID, GW, LIVE, MAXW = ARGV[at], ARGV[at + 1], ARGV[at + 2],
+      ARGV[at + 3], ARGV[at + 4]
+    at = at + 5
+  end
+  if string.find(LETTERS, 'r', 1, true) then RE, at = ARGV[at], at + 1 end
+end
+local VAL, OWN, PRIN = optional(ARGV, LETTERS, at)
 
 -- A fresh lease's k: field says this call was given back before it got
 -- here (its answer was lost and the gateway undid it): it does nothing.
@@ -90,19 +105,19 @@ else
     local t = join(LEASE, TTL, PRIN, CLIENT, OWN)
     set_meta(VAL, OWN)
     reply = {'granted', t, MODE, 1, TTL}
-  elseif tonumber(ARGV[7]) == 0 then
+  elseif (tonumber(WAIT) or 0) == 0 then
     local only_delay = queued == 0 and not held() and delayed
     reply = {'busy', wake_in(), only_delay and num(st.d) - NOW or 0}
-  elseif queued >= tonumber(ARGV[11]) then
+  elseif queued >= tonumber(MAXW) then
     reply = {'toomany'}
   else
     local seq = num(st.qs) + 1
-    local dl = NOW + tonumber(ARGV[7])
+    local dl = NOW + tonumber(WAIT)
     redis.call('ZADD', Q, seq, WID)
     redis.call('HSET', W, WID, cjson.encode({g = GW, m = MODE, t = TTL,
       ld = tonumber(LD), l = LEASE, dl = fmt(dl), v = VAL, o = OWN, p = PRIN,
       c = CLIENT, s = fmt(NOW)}))
-    put('qs', seq, 'qn', queued + 1, 'g:' .. GW, fmt(NOW + tonumber(ARGV[10])))
+    put('qs', seq, 'qn', queued + 1, 'g:' .. GW, fmt(NOW + tonumber(LIVE)))
     if dl > num(st.qd) then put('qd', fmt(dl)) end
     dirty = true
     index()

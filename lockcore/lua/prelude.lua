@@ -26,9 +26,10 @@
 --                       (c client address, s queued at, ms)
 --   F  fg:{N}:f  zset   admitted write id -> recorded until (ms)
 -- Every function takes the keys S, Q, W, F and the arguments idle-forget
--- ms, lock name; the rest is per script. acquire and release may take two
--- more keys, the listing's index (index_add.lua), where every key is on
--- one Redis: they keep it themselves (index(), its name set only), so
+-- ms, lock name; the rest is per script. acquire, renew and release may
+-- take one more key, the listing's index of names (fg:{!index}:n,
+-- index_add.lua), where every key is on one Redis: they keep it
+-- themselves (index(), the name set only), so
 -- that a lock cycle costs one small call on it per change between idle
 -- and active (renew too: it makes good a lost update); on a Cluster the
 -- gateway keeps it.
@@ -78,7 +79,7 @@ local SEC_S, US_S, NOW_S, NOW_US_S -- TIME's reply; clock_s()
 -- functions every call); a helper that runs without begin()
 -- (wake_writers(), for finish.lua) uses the globals.
 local rcall, sformat, tonum, smatch, sbyte, ssub
-local IX_N, IX_V -- the listing's index when the call was given it
+local IX_N -- the listing's index of names when the call was given it
 local st       -- the fields of FIELDS as S holds them (false: absent)
 local pend     -- field -> value, or false to delete: written by done()
 local pre      -- h:/g: fields read so far (false: absent)
@@ -184,7 +185,7 @@ local function start(keys, args)
     snext = next
   end
   S, Q, W, F = keys[1], keys[2], keys[3], keys[4]
-  IX_N, IX_V = keys[5], keys[6]
+  IX_N = keys[5]
   if NNUM > 64 then NUMS, NNUM = {}, 0 end
   nums = NUMS
   IDLE, NAME = number(args[1]), args[2]
@@ -197,18 +198,16 @@ local function start(keys, args)
   dirty, ftop, peeked = false, nil, nil
 end
 
--- The optional arguments of acquire and renew: ARGS[AT] names, by the
--- letters 'v', 'o', 'p' in that order, which of value, owner and
--- principal follow it, and they follow in that order (a call carries
--- only those it has: every argument costs Redis a string and a slot of
--- ARGV). Returns the three, nil for each not given.
-local function optional(args, at)
-  local letters = args[at]
-  if not letters or letters == '' then return nil, nil, nil end
-  local i, v, o, p = at + 1, nil, nil, nil
-  if string.find(letters, 'v', 1, true) then v, i = args[i], i + 1 end
-  if string.find(letters, 'o', 1, true) then o, i = args[i], i + 1 end
-  if string.find(letters, 'p', 1, true) then p = args[i] end
+-- The value, owner and principal of acquire and renew, each given or not:
+-- LETTERS names those given ('v', 'o', 'p', among the call's other
+-- letters), and they follow in that order from ARGS[AT] on. Returns the
+-- three, nil for each not given.
+local function optional(args, letters, at)
+  if letters == '' then return nil, nil, nil end
+  local v, o, p
+  if string.find(letters, 'v', 1, true) then v, at = args[at], at + 1 end
+  if string.find(letters, 'o', 1, true) then o, at = args[at], at + 1 end
+  if string.find(letters, 'p', 1, true) then p = args[at] end
   return v, o, p
 end
 

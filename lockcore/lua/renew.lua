@@ -8,7 +8,7 @@
 -- Reply: {'granted', token, mode, holds, ttl} | {'expired'} |
 --        {'forbidden'} (the lease holds, for another principal)
 local LEASE, TTL = ARGV[3], tonumber(ARGV[4])
-local VAL, _, PRIN = optional(ARGV, 5)
+local VAL, _, PRIN = optional(ARGV, ARGV[5] or '', 6)
 begin(KEYS, ARGV, 'h:' .. LEASE, true)
 advance()
 local reply

@@ -43,6 +43,31 @@ def keys(name):
     return ["fg:{%s}:%s" % (name, k) for k in "sqwf"]
 
 
+def acquire_args(lease, mode="x", ttl=60000, ld=0, wait=0, wid="", gw="",
+                 reenter="", client="", value=None, owner=None, prin=None,
+                 liveness=30000, max_waiters=100):
+    """acquire's arguments after the idle time and the name, as calls.c
+    builds them: lease, mode, ttl, client, the letters of the optional
+    arguments that follow (d lock-delay; w wait, waiter id, gateway id,
+    liveness, max waiters; r re-entry lease; v value; o owner; p
+    principal), then those, in that order."""
+    letters, rest = "", []
+    if ld:
+        letters += "d"
+        rest.append(ld)
+    if wait:
+        letters += "w"
+        rest += [wait, wid, gw, liveness, max_waiters]
+    if reenter:
+        letters += "r"
+        rest.append(reenter)
+    for letter, v in (("v", value), ("o", owner), ("p", prin)):
+        if v is not None:
+            letters += letter
+            rest.append(v)
+    return [lease, mode, ttl, client, letters] + rest
+
+
 class Subscriber:
     """A RESP subscription to one channel, read with a bound."""
 
@@ -81,8 +106,8 @@ class ScriptCalls(TestCase):
                                   IDLE_MS, name, *args)
 
     def fc_acquire(self, name, lease, ttl=60000, wait=0, wid="", gw=""):
-        r = self.fcall("acquire", name, lease, "x", ttl, 0, wait, wid, gw,
-                       30000, 100, "", "", "")
+        r = self.fcall("acquire", name, *acquire_args(
+            lease, ttl=ttl, wait=wait, wid=wid, gw=gw))
         return [x.decode() if isinstance(x, bytes) else x for x in r]
 
     def fc_renew(self, name, lease, ttl):
@@ -150,8 +175,8 @@ class LeaseScriptTests(ScriptCalls):
             g = self.fc_acquire(name, "M" * 22, ttl=60000)
             tok = int(g[1])
             self.assertEqual(self.fc_admit(name, tok, "gwB-w7")[0], "admitted")
-            r = self.fcall("acquire", name, "N" * 22, "x", 100, 0, 0, "", "",
-                           30000, 100, "M" * 22, "", "")
+            r = self.fcall("acquire", name, *acquire_args(
+                "N" * 22, ttl=100, reenter="M" * 22))
             self.assertEqual(r[0], b"granted", r)
             self.assertEqual(int(r[3]), 2, r)  # holds
             after = self.record(name, "gwB-w7")
@@ -294,8 +319,8 @@ class UnknownWaiterTests(TestCase):
         loop = chans[0][len("fg:gw:"):]
         wid = loop + "-999999"  # never issued by that loop
         r = self.redis.command("FCALL", fn["acquire"], 4, *keys(name),
-                               IDLE_MS, name, "W" * 22, "x", 60000, 0, 30000,
-                               wid, loop, 30000, 100, "", "", "")
+                               IDLE_MS, name, *acquire_args(
+                                   "W" * 22, wait=30000, wid=wid, gw=loop))
         self.assertEqual(r[0], b"queued", r)
         before = metric_sum(self.gw, "fencegate_lock_given_back_total",
                             {"reason": "unknown_waiter"})
@@ -333,12 +358,9 @@ class PrincipalScriptTests(ScriptCalls):
 
     def acq(self, name, lease, prin=None, mode="x", ttl=60000, wait=0,
             wid="", gw="", reenter=""):
-        args = [lease, mode, ttl, 0, wait, wid, gw, 30000, 100, reenter,
-                "", ""]
-        if prin is not None:
-            args[-1] = "p"
-            args.append(prin)
-        return dec(self.fcall("acquire", name, *args))
+        return dec(self.fcall("acquire", name, *acquire_args(
+            lease, mode=mode, ttl=ttl, wait=wait, wid=wid, gw=gw,
+            reenter=reenter, prin=prin)))
 
     def ren(self, name, lease, prin=None, ttl=0):
         args = [lease, ttl, ""]
@@ -452,8 +474,8 @@ class BreakScriptTests(ScriptCalls):
 
     def acq(self, name, lease, mode="x", ttl=60000, ld=0, wait=0, wid="",
             gw=""):
-        return dec(self.fcall("acquire", name, lease, mode, ttl, ld, wait,
-                              wid, gw, 30000, 100, "", "", ""))
+        return dec(self.fcall("acquire", name, *acquire_args(
+            lease, mode=mode, ttl=ttl, ld=ld, wait=wait, wid=wid, gw=gw)))
 
     def brk(self, name, token):
         return dec(self.fcall("break", name, token, MARGIN_MS))

@@ -590,7 +590,7 @@ class ConfirmNotSentTests(TestCase):
     back: it is not held by nobody for its TTL."""
 
     def test_waiter_whose_confirmation_cannot_be_sent_leaves_the_lock_free(self):
-        from test_lease_scripts import functions, keys
+        from test_lease_scripts import acquire_args, functions, keys
         env = self.start_env(("--redis-replicas", "1", "--threads", "1"))
         gw, redis = env.gw, env.redis
         name = self.lock_name()
@@ -598,8 +598,7 @@ class ConfirmNotSentTests(TestCase):
         fn = functions(redis)
         holder = "H" * 22
         r = redis.command("FCALL", fn["acquire"], 4, *keys(name), 60000, name,
-                          holder, "x", 60000, 0, 0, "", "", 30000, 100, "",
-                          "0", "", "0", "")
+                          *acquire_args(holder))
         self.assertEqual(r[0], b"granted", r)
         waiter = self.call("POST", LOCKS + name,
                            body={"ttl_ms": 60000, "wait_ms": 20000}, gw=gw)

@@ -75,6 +75,68 @@ static void test_acquire_call(void **state)
 	same_as_hiredis(&c);
 }
 
+/* An argument of the call, as a string (argv is not NUL-terminated). */
+static void assert_arg(const struct fg__call *c, int i, const char *want)
+{
+	assert_true(i < c->argc);
+	assert_int_equal(c->argvlen[i], strlen(want));
+	assert_memory_equal(c->argv[i], want, strlen(want));
+}
+
+/* acquire.lua's layout: lease, mode, ttl, client, then the letters of
+ * the optional arguments that follow and only those, in the order
+ * d w r v o p. */
+static void test_acquire_carries_only_the_optional_arguments_given(void **state)
+{
+	(void)state;
+	struct fg_acquire q = {
+		.name = "n", .lease = "L", .mode = FG_MODE_EXCLUSIVE,
+		.ttl_ms = 30000, .client = "127.0.0.1:5",
+		.waiter_id = "g-w1", .gateway_id = "g",
+		.liveness_ms = 30000, .max_waiters = 100,
+	};
+	struct fg__call c;
+	/* FCALL fn numkeys, four keys and the index's, idle, name */
+	const int head = 3 + 4 + 1 + 2;
+	fg__build_acquire(&c, &q, 600000, true);
+	assert_arg(&c, 2, "5");
+	assert_int_equal(c.argc, head + 5);
+	assert_arg(&c, head, "L");
+	assert_arg(&c, head + 1, "x");
+	assert_arg(&c, head + 2, "30000");
+	assert_arg(&c, head + 3, "127.0.0.1:5");
+	assert_arg(&c, head + 4, "");
+	same_as_hiredis(&c);
+
+	q.lock_delay_ms = 1500;
+	q.wait_ms = 2000;
+	q.reenter = "R";
+	q.value = "val";
+	q.value_len = 3;
+	q.owner = "own";
+	q.owner_len = 3;
+	q.principal = "pr";
+	fg__build_acquire(&c, &q, 600000, false);
+	assert_arg(&c, 2, "4");
+	const char *rest[] = { "dwrvop", "1500", "2000", "g-w1", "g", "30000",
+			       "100", "R", "val", "own", "pr" };
+	const int at = head - 1 + 4;
+	assert_int_equal(c.argc, at + (int)(sizeof(rest) / sizeof(rest[0])));
+	for (size_t i = 0; i < sizeof(rest) / sizeof(rest[0]); i++)
+		assert_arg(&c, at + (int)i, rest[i]);
+	same_as_hiredis(&c);
+
+	/* an empty re-entry lease is none */
+	q.lock_delay_ms = 0;
+	q.reenter = "";
+	q.value = NULL;
+	q.owner = NULL;
+	fg__build_acquire(&c, &q, 600000, false);
+	assert_arg(&c, at, "wp");
+	assert_int_equal(c.argc, at + 1 + 5 + 1);
+	assert_arg(&c, c.argc - 1, "pr");
+}
+
 static void test_numbers_and_empties(void **state)
 {
 	(void)state;
@@ -94,6 +156,7 @@ int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_acquire_call),
+		cmocka_unit_test(test_acquire_carries_only_the_optional_arguments_given),
 		cmocka_unit_test(test_numbers_and_empties),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
