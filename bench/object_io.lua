@@ -15,10 +15,16 @@
 --         `Connection: close`). A file, not wrk's -H: wrk.format() leaves
 --         -H out when given headers, and a key on the command line would
 --         show in ps.
+--   pace-ms: each connection waits that long on the average after an
+--         answer before its next request (wrk's delay()), so that C
+--         connections offer at most C * 1000 / pace-ms requests a second:
+--         a load below what any target saturates at, whose p50 is the
+--         path's more than a queue's. wrk times a request from its
+--         sending, the wait apart.
 --
--- Usage: wrk -tT -cC -d10s -s object_io.lua URL -- <tag> GET|PUT <path-prefix> <nobj> <nthreads> [size] [token-file] [header-file]
+-- Usage: wrk -tT -cC -d10s -s object_io.lua URL -- <tag> GET|PUT <path-prefix> <nobj> <nthreads> [size] [token-file] [header-file] [pace-ms]
 -- (<tag> is ignored: run.sh passes a different one for the warm-up run;
--- an empty token-file is none.)
+-- an empty token-file or header-file is none, a pace of 0 or none no wait.)
 -- Answers >= 400 are counted by wrk itself (http_ge400 below).
 
 local threads = {}
@@ -61,6 +67,17 @@ function init(args)
    local tokfile = args[7]
    local extra = {}
    if args[8] and args[8] ~= "" then extra = read_headers(args[8]) end
+   local pace = tonumber(args[9] or "0") or 0
+   -- (wrk asks for delay() after init(): defined only when pacing.) The
+   -- wait is drawn from pace-ms/2 .. 3*pace-ms/2 (whole ms, pace-ms on
+   -- the average), so that the connections do not fall into step and
+   -- arrive as one burst every pace-ms.
+   if pace > 0 then
+      local lo = math.floor(pace / 2)
+      local hi = 2 * pace - lo
+      math.randomseed(os.time() * 1000 + id)
+      delay = function() return math.random(lo, hi) end
+   end
    local toks = {}
    if tokfile and tokfile ~= "" then
       local f = io.open(tokfile, "r")

@@ -31,7 +31,10 @@
 #     minus that of the same requests sent straight to the storage; under
 #     CONNS connections that is mostly queueing (CONNS / throughput), so
 #     the same is measured again on one connection, one request at a time
-#     (wrk -t1 -c1 for LAT_DURATION s): the path's own added latency.
+#     (wrk -t1 -c1 for LAT_DURATION s): the path's own added latency; and
+#     on CONNS connections paced (each waits PACE_MS ms after an answer, so
+#     they offer at most CONNS * 1000 / PACE_MS req/s, below what any
+#     target saturates at; LAT_DURATION s): concurrent, but not queued.
 #   lock cycles/s: wrk, each request pair a POST acquire (200) and a DELETE
 #     release (204) of a free lock, every wrk thread going round NAME_RING
 #     names of its own. Peers: etcd's v3 lock API (lock + unlock, one lease
@@ -99,7 +102,7 @@
 # installs them). The auth and TLS rows need the storage (no --skip-proxy)
 # and a fencegate (no --skip-fencegate).
 #
-# Knobs (environment): STORE_DIR=/dev/shm FG_LOOPS=$(nproc) WRK_THREADS=2 CONNS=32 DURATION=10 LAT_DURATION=5
+# Knobs (environment): STORE_DIR=/dev/shm FG_LOOPS=$(nproc) WRK_THREADS=2 CONNS=32 DURATION=10 LAT_DURATION=5 PACE_MS=5
 #   WARMUP=2 GET_ROUNDS=2 PUT_ROUNDS=2 STORE_WORKERS=1 REDIS_N=400000
 #   WAITERS=10000 WAITER_LOCKS=10 HANDOFF_WAITERS=1000 HANDOFF_ROUNDS=500
 #   CALLS_N=20000 CALLS_PUTS=10000 OBJ_SIZE=1024 BIG_MB=1024 RSS_EVERY=0.2
@@ -148,6 +151,7 @@ WRK_THREADS=${WRK_THREADS:-2}
 CONNS=${CONNS:-32}
 DURATION=${DURATION:-10}
 LAT_DURATION=${LAT_DURATION:-5}
+PACE_MS=${PACE_MS:-5}
 WARMUP=${WARMUP:-2}
 GET_ROUNDS=${GET_ROUNDS:-2}
 PUT_ROUNDS=${PUT_ROUNDS:-2}
@@ -1423,6 +1427,26 @@ if [ "$PROXY_OK" = 1 ] && want base; then
 			fi ;;
 		esac
 	done
+	# The same, CONNS connections at once but paced: what a proxy adds
+	# under concurrent load that none of the three saturates at.
+	say "[proxy latency, paced] wrk -t$WRK_THREADS -c$CONNS, each connection waiting ${PACE_MS} ms after an answer" \
+		"(at most $((CONNS * 1000 / PACE_MS)) req/s offered), ${LAT_DURATION}s each: GET, then PUT (fenced via fencegate)"
+	for t in direct nginx-proxy fencegate; do
+		case $t in
+		direct) DURATION=$LAT_DURATION io_run getp-direct nginx-store "$STORE_URL" GET "" "" "$PACE_MS"
+			DURATION=$LAT_DURATION io_run putp-direct nginx-store "$STORE_URL" PUT "" "" "$PACE_MS" ;;
+		nginx-proxy) DURATION=$LAT_DURATION io_run getp-nginx-proxy nginx-proxy "$NPROXY_URL" GET "" "" "$PACE_MS"
+			DURATION=$LAT_DURATION io_run putp-nginx-proxy nginx-proxy "$NPROXY_URL" PUT "" "" "$PACE_MS" ;;
+		fencegate)
+			if [ "$FG_OK" = 1 ]; then
+				DURATION=$LAT_DURATION io_run getp-fencegate fencegate "$FG_URL" GET "" "" "$PACE_MS"
+				if [ "$PUT_FG" = 1 ]; then
+					DURATION=$LAT_DURATION io_run putp-fencegate-fenced fencegate "$FG_URL" PUT "$TMP/tokens.txt" "" "$PACE_MS"
+				fi
+				fg_alive "the paced runs"
+			fi ;;
+		esac
+	done
 	if [ "$FG_OK" = 1 ] && [ -s "$TMP/leases.txt" ]; then
 		size=$(stat -c %s "$DAV${P_PATH}0" 2>/dev/null || echo missing)
 		say "  after the runs: ${P_PATH}0 on the storage is $size bytes (expected $OBJ_SIZE)"
@@ -1719,20 +1743,24 @@ if want base; then
 	printf "$ROW" "lock cycles/s" "$(num "$FG_CPS")" "Redis floor (SET NX + EVALSHA) $(num "$FLOOR")" "$(pct "$R_FLOOR")" ">= 35 %" "$(verdict "$R_FLOOR" '>=' 0.35)"
 	# p50 added over going straight to the storage: fencegate's, and beside
 	# it the nginx proxy's (the direct p50 in brackets)
-	# (a suffix 1: the runs on one connection)
-	for k in "" 1; do
+	# (a suffix 1: the runs on one connection; p: paced, with the req/s
+	# that fencegate's run reached)
+	for k in "" 1 p; do
 		for m in get put; do
 			f=fencegate what="GET" peer="nginx reverse proxy"
 			[ "$m" = put ] && f=fencegate-fenced what="fenced PUT" peer="nginx proxy, unfenced"
 			row="$what p50 added over direct, ms"
-			[ -n "$k" ] && row="$what p50 added, one connection, ms"
+			[ "$k" = 1 ] && row="$what p50 added, one connection, ms"
+			[ "$k" = p ] && row="$what p50 added, c$CONNS paced, ms"
 			p50_d=$(iof "$m$k-direct" req_p50_ms)
 			p50_n=$(iof "$m$k-nginx-proxy" req_p50_ms)
 			p50_f=$(iof "$m$k-$f" req_p50_ms)
 			add_f="" add_n=""
 			[ -n "$p50_f" ] && [ -n "$p50_d" ] && add_f=$(calc "printf \"%.3f\", $p50_f - $p50_d")
 			[ -n "$p50_n" ] && [ -n "$p50_d" ] && add_n=$(calc "printf \"%.3f\", $p50_n - $p50_d")
-			printf "$ROW" "$row" "$(num "$add_f")" "$peer $(num "$add_n") (direct p50 $(num "$p50_d"))" \
+			rate=""
+			[ "$k" = p ] && rate="; $(num "$(iof "$m$k-$f" rps)") req/s"
+			printf "$ROW" "$row" "$(num "$add_f")" "$peer $(num "$add_n") (direct p50 $(num "$p50_d")$rate)" \
 				"" "<= 0.5 ms" "$(verdict "$add_f" '<=' 0.5)"
 		done
 	done
@@ -1781,8 +1809,8 @@ if want base; then
 	printf "$ROW" "$BIG_MB MiB fenced PUT, RSS growth MB (no regress)" "$(num "$BIG_PUT_GROW")" "$(num "$BIG_PUT_MBPS") MB/s (direct $(num "$BIG_D_PUT_MBPS"))" "" "< 32 MB" "$(verdict "$BIG_PUT_GROW" '<' 32)"
 	printf "$ROW" "$BIG_MB MiB GET, RSS growth MB (no regress)" "$(num "$BIG_GET_GROW")" "$(num "$BIG_GET_MBPS") MB/s (direct $(num "$BIG_D_GET_MBPS"))" "" "< 32 MB" "$(verdict "$BIG_GET_GROW" '<' 32)"
 	E_FG=""
-	if [ "$SKIP_FG" = 0 ]; then E_FG=$((${FG_CYC_ERRS:-0} + $(sum_errs get-fencegate put-fencegate-fenced))); fi
-	E_PEER=$((${ETCD_ERRS:-0} + $(sum_errs get-direct get-nginx-proxy put-direct put-nginx-proxy)))
+	if [ "$SKIP_FG" = 0 ]; then E_FG=$((${FG_CYC_ERRS:-0} + $(sum_errs get-fencegate put-fencegate-fenced get1-fencegate put1-fencegate-fenced getp-fencegate putp-fencegate-fenced))); fi
+	E_PEER=$((${ETCD_ERRS:-0} + $(sum_errs get-direct get-nginx-proxy put-direct put-nginx-proxy get1-direct get1-nginx-proxy put1-direct put1-nginx-proxy getp-direct getp-nginx-proxy putp-direct putp-nginx-proxy)))
 	printf "$ROW" "failed requests in the runs above" "$(num "$E_FG")" "peers $E_PEER" "" "0" "$(verdict "$E_FG" '==' 0)"
 	if [ -n "${FG_RSS_P0:-}" ] && [ -n "${FG_RSS_P1:-}" ]; then
 		printf "$ROW" "fencegate VmRSS after the 1 KiB runs, MB" "$(calc "printf \"%.1f\", $FG_RSS_P1 / 1024")" "before them $(calc "printf \"%.1f\", $FG_RSS_P0 / 1024")" "" "(info)" ""
