@@ -159,6 +159,11 @@ bool fg_framing_ok_or_respond(struct fg_req *req, struct MHD_Connection *c,
 		why = "Content-Length together with Transfer-Encoding";
 	if (!why && (h->te > 1 || (h->te && strcasecmp(h->te_value, "chunked") != 0)))
 		why = "the only Transfer-Encoding accepted is chunked";
+	/* RFC 9112 6.1: an HTTP/1.0 sender knows no chunked coding, so the
+	 * body's end would be read one way here and another way by a 1.0
+	 * hop before the gateway */
+	if (!why && h->te && strcmp(version, MHD_HTTP_VERSION_1_0) == 0)
+		why = "Transfer-Encoding in an HTTP/1.0 request";
 	if (!why && h->cl > 1)
 		why = "more than one Content-Length";
 	if (!why && h->host > 1)

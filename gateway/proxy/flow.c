@@ -1082,31 +1082,52 @@ static bool bodyless_read(const char *method)
 /* The WebDAV headers the gateway decides by (which objects a request
  * touches, whether it replaces a collection) each have one value: sent
  * twice, the gateway would check one and a storage might act on the
- * other. */
+ * other. Nor may a Connection header name one: the forwarded request
+ * leaves out what Connection names (headers.h), and a storage that misses
+ * `Overwrite: F` takes T and replaces a collection the gateway never
+ * asked about, one that misses `Depth: 0` walks the whole tree. */
 static const char *const single_headers[] = { "Depth", "Overwrite", "Destination" };
 #define NSINGLE (sizeof(single_headers) / sizeof(single_headers[0]))
+
+struct singles {
+	unsigned n[NSINGLE];
+	const char *dropped; /* one a Connection header names, or NULL */
+};
 
 static enum MHD_Result count_single(void *cls, enum MHD_ValueKind kind,
 				    const char *key, const char *value)
 {
-	unsigned *n = cls;
+	struct singles *s = cls;
 	(void)kind;
-	(void)value;
-	for (size_t i = 0; i < NSINGLE; i++)
+	bool conn = strcasecmp(key, "Connection") == 0;
+	for (size_t i = 0; i < NSINGLE; i++) {
 		if (strcasecmp(key, single_headers[i]) == 0)
-			n[i]++;
+			s->n[i]++;
+		else if (conn && !s->dropped &&
+			 fg_hdr_in_connection(value, single_headers[i]))
+			s->dropped = single_headers[i];
+	}
 	return MHD_YES;
 }
 
-/* The first single-valued header that came twice, or NULL. */
-static const char *repeated_header(struct MHD_Connection *c)
+/* Why the single-valued headers cannot be forwarded as checked (one came
+ * twice, or a Connection header names one), in MSG; false if they can. */
+static bool singles_refused(struct MHD_Connection *c, char *msg, size_t cap)
 {
-	unsigned n[NSINGLE] = { 0 };
-	MHD_get_connection_values(c, MHD_HEADER_KIND, count_single, n);
-	for (size_t i = 0; i < NSINGLE; i++)
-		if (n[i] > 1)
-			return single_headers[i];
-	return NULL;
+	struct singles s = { { 0 }, NULL };
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_single, &s);
+	for (size_t i = 0; i < NSINGLE; i++) {
+		if (s.n[i] > 1) {
+			snprintf(msg, cap, "more than one %s header", single_headers[i]);
+			return true;
+		}
+	}
+	if (s.dropped) {
+		snprintf(msg, cap, "Connection names %s, which the gateway decides by "
+			 "and forwards as it checked it", s.dropped);
+		return true;
+	}
+	return false;
 }
 
 /* NEW: the request's head, once: what is refused before any lock is
@@ -1130,12 +1151,9 @@ static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
 	if (bodyless_read(method) && (req->body_chunked || req->body_length > 0))
 		return fg_respond_error_close(c, FG_E_BAD_REQUEST,
 			"GET, HEAD and OPTIONS requests carry no body here");
-	const char *twice = repeated_header(c);
-	if (twice) {
-		char msg[96];
-		snprintf(msg, sizeof(msg), "more than one %s header", twice);
+	char msg[128];
+	if (singles_refused(c, msg, sizeof(msg)))
 		return fg_respond_error_close(c, FG_E_BAD_REQUEST, msg);
-	}
 	struct fg_writeset ws;
 	bool has_token = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						     "Fencing-Token") != NULL;

@@ -476,6 +476,34 @@ class V11FramingTests(V11Case):
         self.assertEqual(self.store.log_for(test_id=inner), [])
         self.assert_no_admission(self.lock_of(path), "CL + TE")
 
+    def test_v11_chunked_body_of_an_http10_request_refused(self):
+        # RFC 9112 6.1: an HTTP/1.0 message with Transfer-Encoding is
+        # badly framed; a 1.0 hop before the gateway would read no body
+        # and take the chunks for the next request
+        path = self.obj("v")
+        data = self.fixture(path)
+        g = self.grant(path)
+        mark = self.mark()
+        for method, token in (("PUT", g["sequencer"]), ("GET", None)):
+            h = [self.host(), ("X-Test-Id", uuid.uuid4().hex),
+                 ("Transfer-Encoding", "chunked")]
+            if token:
+                h.append(("Fencing-Token", token))
+            head = head_bytes(method, path, h).replace(b" HTTP/1.1\r\n",
+                                                       b" HTTP/1.0\r\n", 1)
+            with self.subTest(method=method):
+                r = self.raw(head + chunked(b"hello"), timeout=1.5)
+                self.assert_400(r, "bad_request", "%s HTTP/1.0 chunked" % method)
+                self.assert_stored(path, data, method)
+        self.assert_nothing_upstream(mark, "HTTP/1.0 with Transfer-Encoding")
+        self.assert_no_admission(self.lock_of(path), "HTTP/1.0 chunked")
+        # the same PUT in HTTP/1.1 goes through
+        h = [self.host(), ("Transfer-Encoding", "chunked"),
+             ("Fencing-Token", g["sequencer"])]
+        r = self.raw(head_bytes("PUT", path, h) + chunked(b"hello"), timeout=3.0)
+        self.assertIn(r.status, (200, 201, 204), r)
+        self.assert_stored(path, b"hello")
+
     def test_v11_transfer_encoding_other_than_chunked_refused(self):
         path = self.obj("v")
         data = self.fixture(path)
@@ -1416,6 +1444,54 @@ class V11DestinationTests(V11Case):
         # alone: nothing to ask
         r = self.copy_or_move("COPY", src, d2[:-1], s["sequencer"],
                               g2["sequencer"], extra=[("Overwrite", "F")])
+        self.assertIn(r.status, (409, 412), r)
+        self.assert_stored(f2, data2)
+
+    def test_v11_connection_naming_a_header_the_gateway_decides_by_refused(self):
+        # A proxy leaves out what Connection names: an `Overwrite: F`
+        # checked here (nothing to ask the storage) would reach it as no
+        # Overwrite, i.e. T, and replace a collection whose members other
+        # locks guard; a `Depth: 0` as none, i.e. infinity.
+        src = self.obj("src")
+        sdata = self.fixture(src)
+        s = self.grant(src)
+        d2, f2, data2 = self.collection("dir2")
+        g2 = self.grant(d2)
+        self.grant(f2)                       # another client holds the file
+        host = ("Host", "127.0.0.1:%d" % self.gw.port)
+        dest = [("Destination", d2[:-1]),
+                ("Destination-Fencing-Token", g2["sequencer"])]
+        cases = (
+            ("COPY, Connection: Overwrite", "COPY", src,
+             dest + [("Overwrite", "F"), ("Connection", "Overwrite")]),
+            ("MOVE, Connection: keep-alive, overwrite", "MOVE", src,
+             dest + [("Overwrite", "f"),
+                     ("Connection", "keep-alive, overwrite")]),
+            ("COPY, Overwrite named by a second Connection", "COPY", src,
+             dest + [("Overwrite", "F"), ("Connection", "keep-alive"),
+                     ("Connection", "TE,Overwrite")]),
+            ("COPY, Connection: Destination", "COPY", src,
+             dest + [("Overwrite", "F"), ("Connection", "Destination")]),
+            ("PROPFIND, Connection: Depth", "PROPFIND", d2,
+             [("Depth", "0"), ("Connection", "Depth")]),
+        )
+        mark = self.mark()
+        for what, method, path, hdrs in cases:
+            with self.subTest(case=what):
+                h = [host, ("X-Test-Id", uuid.uuid4().hex)] + hdrs
+                if method != "PROPFIND":
+                    h.append(("Fencing-Token", s["sequencer"]))
+                r = self.raw(head_bytes(method, path, h), timeout=3.0)
+                self.assert_400(r, "bad_request", what)
+                self.assert_stored(f2, data2, what)
+                self.assert_stored(src, sdata, what)
+        self.assert_nothing_upstream(mark, "Connection naming a decided header")
+        self.assert_no_admission(self.lock_of(src), "Connection: Overwrite")
+        # a Connection header naming other headers changes nothing
+        r = self.copy_or_move("COPY", src, d2[:-1], s["sequencer"],
+                              g2["sequencer"],
+                              extra=[("Overwrite", "F"),
+                                     ("Connection", "keep-alive, X-Other")])
         self.assertIn(r.status, (409, 412), r)
         self.assert_stored(f2, data2)
 
