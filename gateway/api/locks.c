@@ -586,12 +586,20 @@ static enum MHD_Result renewed(struct fg_req *req, struct MHD_Connection *c)
 static enum MHD_Result release(struct fg_req *req, struct MHD_Connection *c,
 			       const char *name)
 {
-	const char *lease = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+	const char *value = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							"Fence-Lease");
-	if (!lease || !*lease)
+	/* without the whitespace after it (RFC 9110 5.5; libmicrohttpd
+	 * drops only the leading) */
+	size_t n = value ? strlen(value) : 0;
+	while (n > 0 && (value[n - 1] == ' ' || value[n - 1] == '\t'))
+		n--;
+	if (n == 0)
 		return bad(c, "the Fence-Lease header is required");
-	if (strlen(lease) > LEASE_MAX)
+	if (n > LEASE_MAX)
 		return bad(c, "Fence-Lease is too long to be a lease");
+	char lease[LEASE_MAX + 1]; /* the call copies it */
+	memcpy(lease, value, n);
+	lease[n] = '\0';
 	if (!call_new(req, CALL_RELEASE))
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	copy_str(req->name, sizeof(req->name), name);

@@ -96,7 +96,12 @@ static enum fg_fence_step check_local(struct fg_fence *f,
 	if (n > 1)
 		return refuse(f, FG_FENCE_TOKEN_REPEATED, m->lock, 0, false, 0);
 	struct fg_seq *seq = &f->seq;
-	switch (fg_seq_decode(in->key, in->key_len, value, strlen(value), seq)) {
+	/* a field value excludes the whitespace around it (RFC 9110 5.5);
+	 * libmicrohttpd drops the leading only */
+	size_t len = strlen(value);
+	while (len > 0 && (value[len - 1] == ' ' || value[len - 1] == '\t'))
+		len--;
+	switch (fg_seq_decode(in->key, in->key_len, value, len, seq)) {
 	case FG_SEQ_MALFORMED:
 		return refuse(f, FG_FENCE_NOT_SEQUENCER, m->lock, 0, false, 0);
 	case FG_SEQ_FORGED:

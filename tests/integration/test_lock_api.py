@@ -303,6 +303,14 @@ class ReleaseTests(TestCase):
         self.assertTrue(s["held"])
         self.assertEqual(s["token"], g["token"])
 
+    def test_release_takes_the_lease_without_the_whitespace_after_it(self):
+        # a field value excludes the whitespace around it (RFC 9110 5.5)
+        name = self.lock_name()
+        g = self.acquire_ok(name)
+        r = self.release(name, g["lease"] + " \t ")
+        self.assertEqual(r.status, 204, r)
+        self.assertFalse(self.state(name)["held"])
+
     def test_release_with_never_issued_lease_returns_410_and_lock_stays_held(self):
         name = self.lock_name()
         g = self.acquire_ok(name)

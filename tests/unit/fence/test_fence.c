@@ -186,6 +186,31 @@ static void test_fenced_read_checks_its_grant(void **state)
 	done(&r);
 }
 
+/* A header value's trailing whitespace is not part of it (RFC 9110 5.5);
+ * any other byte after the sequencer still makes it no sequencer. */
+static void test_trailing_whitespace_is_not_part_of_the_token(void **state)
+{
+	struct rq r;
+	char s[FG_SEQ_MAX], v[FG_SEQ_MAX];
+	(void)state;
+	seq("a/x", FG_MODE_EXCLUSIVE, 7, s);
+	size_t n = strlen(s);
+	assert_true(n + 4 < sizeof(v));
+	memcpy(v, s, n);
+	memcpy(v + n, " \t ", 4);
+	request(&r, "GET", "/a/x", NULL, true);
+	header(&r, FG_WS_FENCING_TOKEN, v);
+	begin(&r);
+	wants_check(&r, "a/x", 7);
+	done(&r);
+	memcpy(v + n, " x", 3);
+	request(&r, "GET", "/a/x", NULL, true);
+	header(&r, FG_WS_FENCING_TOKEN, v);
+	begin(&r);
+	refused_by(&r, FG_FENCE_NOT_SEQUENCER, 0, "a/x", 0);
+	done(&r);
+}
+
 /* ---- the local rows, in their order ------------------------------------ */
 
 static void test_write_without_token_is_refused_first(void **state)
@@ -675,6 +700,7 @@ int main(void)
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_unfenced_read_passes_without_a_call),
 		cmocka_unit_test(test_fenced_read_checks_its_grant),
+		cmocka_unit_test(test_trailing_whitespace_is_not_part_of_the_token),
 		cmocka_unit_test(test_write_without_token_is_refused_first),
 		cmocka_unit_test(test_no_key_fails_before_any_other_row),
 		cmocka_unit_test(test_repeated_header_before_parsing),
