@@ -379,9 +379,11 @@ static bool reads_collection(struct MHD_Connection *c, const char *method,
 }
 
 /* read: on what a read of the request path touches: the lock guarding it;
- * for a collection, the collection and everything under it, so either the
- * one route lock guarding that whole subtree or every lock whose name
- * starts with the collection's path ("docs/" for GET /docs/). */
+ * for a collection, the collection and everything under it: the route
+ * lock guarding it, or with none every lock whose name starts with the
+ * collection's path ("docs/" for GET /docs/), and then the lock of every
+ * route that starts inside it (a route /docs/secret/ to lock sec gives
+ * that part of the tree to sec). */
 static bool require_read(struct MHD_Connection *c, const struct fg_config *cfg,
 			 const struct fg_principal *p,
 			 const struct fg_writeset *ws, bool collection,
@@ -401,12 +403,21 @@ static bool require_read(struct MHD_Connection *c, const struct fg_config *cfg,
 	if (n == 0 || dir[n - 1] != '/')
 		dir[n++] = '/';
 	dir[n] = '\0';
-	if (has_lock && route && fg_subtree_guarded(cfg, dir, n, lock))
-		return require(c, p, FG_RIGHT_READ, lock, ret);
-	const char *prefix = dir + 1;
-	if (fg_principal_may_prefix(p, FG_RIGHT_READ, prefix))
-		return true;
-	return forbid(c, p, FG_RIGHT_READ, prefix, true, ret);
+	route = false;
+	has_lock = fg_lock_for_path(cfg, dir, n, lock, &route) == 0;
+	if (has_lock && route) {
+		if (!require(c, p, FG_RIGHT_READ, lock, ret))
+			return false;
+	} else if (!fg_principal_may_prefix(p, FG_RIGHT_READ, dir + 1)) {
+		return forbid(c, p, FG_RIGHT_READ, dir + 1, true, ret);
+	}
+	for (size_t i = 0; i < cfg->nroutes; i++) {
+		const struct fg_route *r = &cfg->routes[i];
+		if (strncmp(r->prefix, dir, n) == 0 &&
+		    !require(c, p, FG_RIGHT_READ, r->lock, ret))
+			return false;
+	}
+	return true;
 }
 
 bool fg_access_proxy(struct fg_req *req, struct MHD_Connection *c,

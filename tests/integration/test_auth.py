@@ -522,6 +522,50 @@ class Guessing(AuthCase):
             lambda: self.api("ci", "GET", "jobs/g").status == 200, slack(5.0)))
 
 
+class ProxyAuthNestedRoute(AuthCase):
+    """A route that starts inside a collection gives that part of the tree
+    to its own lock: a read of the collection touches it too."""
+
+    def setUp(self):
+        d = tempfile.mkdtemp(dir=harness.tmp_root())
+        conf = write_file(os.path.join(d, "fencegate.conf"),
+                          "route /docs/secret/ sec\n"
+                          "route /open/ pub\n"
+                          "route /open/inner/ sec\n")
+        self.extra_flags = ("--proxy-auth", "required", "--config", conf)
+        super().setUp()
+
+    def read(self, who, method, path, depth=None):
+        h = {"Fence-Authorization": "Bearer " + KEYS[who]}
+        if depth:
+            h["Depth"] = depth
+        return self.gw.request(method, path, headers=h)
+
+    def test_a_collection_read_needs_read_on_the_routes_inside_it(self):
+        n = len(self.upstream.records)
+        for method, path, depth in (("GET", "/docs/secret/x", None),
+                                    ("GET", "/docs/", None),
+                                    ("PROPFIND", "/docs/", "1"),
+                                    ("PROPFIND", "/docs/", "infinity"),
+                                    ("PROPFIND", "/docs", "1"),
+                                    ("GET", "/open/", None)):
+            with self.subTest(method=method, path=path, depth=depth):
+                r = self.read("reader", method, path, depth)
+                self.assert_refused(r, 403, "forbidden")
+        self.assertIn("read: on lock sec",
+                      self.read("reader", "GET", "/docs/").json["message"])
+        self.assertEqual(self.upstream.records[n:], [])
+        # what the secret route does not reach, and a principal that may
+        # read it all
+        self.assertEqual(self.read("reader", "GET", "/docs/a").status, 200)
+        for method, path, depth in (("GET", "/docs/", None),
+                                    ("PROPFIND", "/docs/", "infinity"),
+                                    ("GET", "/open/", None)):
+            with self.subTest(who="ops", path=path):
+                self.assertEqual(self.read("ops", method, path, depth).status,
+                                 200)
+
+
 class Reload(AuthCase):
 
     def test_sighup_reads_the_file_again_and_a_bad_one_keeps_the_old(self):
