@@ -231,6 +231,8 @@ static bool authenticate(struct fg_access *a, const struct fg_authtab *t,
 static void note_principal(struct fg_req *req, const struct fg_principal *p)
 {
 	snprintf(req->principal, sizeof(req->principal), "%s", fg_principal_name(p));
+	fg_principal_id_of(p, &req->pid);
+	req->has_pid = true;
 }
 
 /* 403 naming the right that is missing and what it is missing on. */
@@ -418,6 +420,19 @@ static bool require_read(struct MHD_Connection *c, const struct fg_config *cfg,
 			return false;
 	}
 	return true;
+}
+
+bool fg_access_still(struct fg_req *req, struct MHD_Connection *c,
+		     enum fg_right r, const char *name, enum MHD_Result *ret)
+{
+	if (!req->has_pid)
+		return true; /* nobody was asked for (open mode) */
+	const struct fg_principal *p = fg_authtab_by_id(table(req->loop->access),
+							&req->pid);
+	if (!p)
+		return refuse(c, FG_E_UNAUTHENTICATED,
+			      "the credential was withdrawn while the request waited", ret);
+	return require(c, p, r, name, ret);
 }
 
 bool fg_access_proxy(struct fg_req *req, struct MHD_Connection *c,

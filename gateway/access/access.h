@@ -16,6 +16,8 @@
 
 #include <microhttpd.h>
 
+#include "base/auth.h" /* enum fg_right */
+
 struct fg_gateway;
 struct fg_loop;
 struct fg_req;
@@ -36,6 +38,17 @@ void fg_access_destroy(struct fg_access *a);
 bool fg_access_api(struct fg_req *req, struct MHD_Connection *c,
 		   const char *method, const char *path, size_t len,
 		   enum MHD_Result *ret);
+
+/**
+ * For a call answered long after its access step (a blocked acquire's
+ * grant, a long poll's answer): does the principal it was let in as
+ * still hold right r on lock `name` under the table in force now? True
+ * in open mode. False: a principal removed or given another credential
+ * (401), or a right withdrawn (403), was answered on c, and *ret holds
+ * what to return to libmicrohttpd.
+ */
+bool fg_access_still(struct fg_req *req, struct MHD_Connection *c,
+		     enum fg_right r, const char *name, enum MHD_Result *ret);
 
 /**
  * The proxy's, with proxy-auth required: a principal named by

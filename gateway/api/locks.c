@@ -495,6 +495,7 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_grant g;
 	const struct fg_lock_info *info;
+	enum MHD_Result ret;
 	switch (fg_waiter_result(req->waiter, &g, &info)) {
 	case FG_WAIT_PENDING:
 		return MHD_YES;
@@ -505,6 +506,11 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 		 * completes (fg_api_finish()), not at its expiry. */
 		if (fg_loop_client_gone(c))
 			return MHD_NO;
+		/* The rights are those in force now: a grant to a principal
+		 * removed or narrowed while it waited is not answered, and
+		 * goes back as an undelivered one does (fg_api_finish()). */
+		if (!fg_access_still(req, c, FG_RIGHT_LOCK, req->name, &ret))
+			return ret;
 		if (req->gw->cfg->redis_replicas) {
 			if (!call_new(req, CALL_CONFIRM))
 				return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
@@ -518,6 +524,8 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 		return fg_respond_error(c, FG_E_LOCK_HELD,
 					"the lock was not granted within wait_ms", NULL);
 	case FG_WAIT_OBSERVED:
+		if (!fg_access_still(req, c, FG_RIGHT_OBSERVE, req->name, &ret))
+			return ret;
 		return respond_info(c, req->name, info);
 	case FG_WAIT_GONE:
 		return MHD_NO;

@@ -682,6 +682,29 @@ const struct fg_principal *fg_authtab_by_cert(const struct fg_authtab *t,
 	return p && p->cert ? p : NULL;
 }
 
+_Static_assert(sizeof(((struct fg_principal_id *)0)->digest) == DIGEST_LEN,
+	       "a principal id holds a digest");
+
+void fg_principal_id_of(const struct fg_principal *p, struct fg_principal_id *id)
+{
+	snprintf(id->name, sizeof(id->name), "%s", p->name);
+	id->cert = p->cert;
+	memcpy(id->digest, p->digest, DIGEST_LEN);
+}
+
+const struct fg_principal *fg_authtab_by_id(const struct fg_authtab *t,
+					    const struct fg_principal_id *id)
+{
+	if (!t || t->n == 0)
+		return NULL;
+	const struct fg_principal *p =
+		bsearch(id->name, t->p, t->n, sizeof(*t->p), name_cmp);
+	if (!p || p->cert != id->cert ||
+	    CRYPTO_memcmp(p->digest, id->digest, DIGEST_LEN) != 0)
+		return NULL;
+	return p;
+}
+
 const char *fg_principal_name(const struct fg_principal *p)
 {
 	return p ? p->name : NULL;

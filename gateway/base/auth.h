@@ -97,6 +97,28 @@ const struct fg_principal *fg_authtab_by_key(const struct fg_authtab *t,
 const struct fg_principal *fg_authtab_by_cert(const struct fg_authtab *t,
 					      const char *cn);
 
+/**
+ * A principal as a request found it, kept past its table: a request that
+ * waits (a blocked acquire, a long poll) is answered under the table in
+ * force then, which a reload may have replaced.
+ */
+struct fg_principal_id {
+	char name[FG_PRINCIPAL_MAX + 1];
+	bool cert;
+	unsigned char digest[32]; /* its key's SHA-256; all 0 for cert */
+};
+
+/** Fills *id with p's name and credential. */
+void fg_principal_id_of(const struct fg_principal *p, struct fg_principal_id *id);
+
+/**
+ * The principal of t with id's name and credential, or NULL: one removed,
+ * or given another key (or turned from key to cert), is not the one the
+ * request was let in as. The digests are compared in constant time.
+ */
+const struct fg_principal *fg_authtab_by_id(const struct fg_authtab *t,
+					    const struct fg_principal_id *id);
+
 /** The principal's name (1..FG_PRINCIPAL_MAX bytes of [A-Za-z0-9._@-],
  *  safe in a log line). Lives as long as its table. */
 const char *fg_principal_name(const struct fg_principal *p);

@@ -16,6 +16,7 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
+#include "base/auth.h"
 #include "base/record.h"
 
 /* An API request body's bound. */
@@ -60,6 +61,8 @@ struct fg_req {
 				      it to be; "" in open mode or when none
 				      was named (a copy: the auth table may
 				      be replaced on SIGHUP meanwhile) */
+	struct fg_principal_id pid; /* the same with its credential, when */
+	bool has_pid;              /* the access step found one */
 	struct fg_rec rec;         /* for the access log and the metrics */
 };
 

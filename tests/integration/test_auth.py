@@ -585,6 +585,74 @@ class Reload(AuthCase):
         self.assertEqual(self.api("ci", "GET", "jobs/r").status, 200)
         self.assertTrue(self.gw.alive())
 
+    def reload(self, extra):
+        write_file(self.auth_file, auth_lines(extra))
+        self.gw.proc.send_signal(signal.SIGHUP)
+
+    def background(self, who, method, path, body=None):
+        c = harness.Call(self.gw.port, method, path, body=body,
+                         timeout=slack(30.0), headers=bearer(who))
+        c.start()
+        return c
+
+    def observers(self):
+        r = self.gw.request("GET", "/_fence/v1/metrics", headers=bearer("ops"))
+        for line in r.body.decode().splitlines():
+            if line.startswith('fencegate_waiters{kind="observe"}'):
+                return int(float(line.split()[-1]))
+        return None
+
+    def test_a_waiter_whose_right_went_in_a_reload_is_not_granted(self):
+        # A blocked acquire was let in under the old table; its grant is
+        # answered under the one in force then, and goes back at once.
+        late = "late  sha256:%s  lock:jobs/" % sha(KEYS["late"])
+        for what, after, status, code in (
+                ("removed", [], 401, "unauthenticated"),
+                ("narrowed", ["late  sha256:%s  observe:*" % sha(KEYS["late"])],
+                 403, "forbidden"),
+                ("rekeyed", ["late  sha256:%s  lock:jobs/" % sha("another")],
+                 401, "unauthenticated")):
+            with self.subTest(what=what):
+                name = "jobs/revoked-" + what
+                self.reload([late])
+                self.assertTrue(wait_until(
+                    lambda: self.api("late", "GET", name).status == 200,
+                    slack(5.0)), self.gw.log_tail())
+                g = self.take("ci", name)
+                w = self.background("late", "POST", LOCKS + name,
+                                    {"wait_ms": 20000})
+                self.assertTrue(wait_until(
+                    lambda: self.api("ci", "GET", name).json["waiters"] == 1,
+                    slack(5.0)))
+                self.reload(after)
+                self.assertTrue(wait_until(
+                    lambda: self.api("late", "POST", name).status == status,
+                    slack(5.0)), self.gw.log_tail())
+                self.assertEqual(self.api("ci", "DELETE", name, headers={
+                    "Fence-Lease": g["lease"]}).status, 204)
+                self.assert_refused(w.result(slack(10.0)), status, code)
+                # given back, not held to its ttl
+                self.assertTrue(wait_until(
+                    lambda: not self.api("ci", "GET", name).json["held"],
+                    slack(5.0)), self.api("ci", "GET", name))
+
+    def test_an_observer_whose_right_went_in_a_reload_is_not_answered(self):
+        self.reload(["late  sha256:%s  observe:jobs/" % sha(KEYS["late"])])
+        self.assertTrue(wait_until(
+            lambda: self.api("late", "GET", "jobs/watched").status == 200,
+            slack(5.0)), self.gw.log_tail())
+        g = self.take("ci", "jobs/watched")
+        w = self.background("late", "GET", LOCKS + "jobs/watched?wait_ms=20000"
+                            "&after=%d" % g["token"])
+        self.assertTrue(wait_until(lambda: self.observers() == 1, slack(5.0)))
+        self.reload([])
+        self.assertTrue(wait_until(
+            lambda: self.api("late", "GET", "jobs/watched").status == 401,
+            slack(5.0)), self.gw.log_tail())
+        self.assertEqual(self.api("ci", "DELETE", "jobs/watched", headers={
+            "Fence-Lease": g["lease"]}).status, 204)
+        self.assert_refused(w.result(slack(10.0)), 401, "unauthenticated")
+
 
 class StartUp(TestCase):
 

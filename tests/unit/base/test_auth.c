@@ -375,6 +375,39 @@ static void test_a_certificate_names_only_a_cert_principal(void **s)
 	fg_authtab_unref(t);
 }
 
+/* A principal is found again in a reloaded table only with its name and
+ * its credential both unchanged. */
+static void test_a_principal_is_found_again_by_name_and_credential(void **s)
+{
+	(void)s;
+	struct fg_authtab *t = parse_ok(example);
+	struct fg_principal_id ci, ops;
+	fg_principal_id_of(named(t, "ci"), &ci);
+	fg_principal_id_of(named(t, "ops"), &ops);
+	assert_string_equal(ci.name, "ci");
+	assert_ptr_equal(fg_authtab_by_id(t, &ci), named(t, "ci"));
+	assert_ptr_equal(fg_authtab_by_id(t, &ops), named(t, "ops"));
+	fg_authtab_unref(t);
+
+	/* the same lines, other rights: found; its rights are the new ones */
+	t = parse_ok("ci sha256:" H_CI " observe:x\nops cert lock:y\n");
+	assert_ptr_equal(fg_authtab_by_id(t, &ci), fg_authtab_at(t, 0));
+	assert_false(fg_principal_may(fg_authtab_by_id(t, &ci), FG_RIGHT_LOCK, "jobs/a"));
+	assert_non_null(fg_authtab_by_id(t, &ops));
+	fg_authtab_unref(t);
+
+	/* another key, a key turned cert, a cert turned key, gone: not found */
+	t = parse_ok("ci sha256:" H_READER " lock:*\nops sha256:" H_ABC " admin:*\n"
+		     "other cert admin:*\n");
+	assert_null(fg_authtab_by_id(t, &ci));
+	assert_null(fg_authtab_by_id(t, &ops));
+	fg_authtab_unref(t);
+	t = parse_ok("ci cert lock:*\n");
+	assert_null(fg_authtab_by_id(t, &ci));
+	fg_authtab_unref(t);
+	assert_null(fg_authtab_by_id(NULL, &ci));
+}
+
 static void bearer_is(const char *h, enum fg_cred want, const char *key)
 {
 	const char *k = (const char *)(uintptr_t)1;
@@ -597,6 +630,7 @@ int main(void)
 		cmocka_unit_test(test_rights_and_what_they_include),
 		cmocka_unit_test(test_a_key_names_its_principal),
 		cmocka_unit_test(test_a_certificate_names_only_a_cert_principal),
+		cmocka_unit_test(test_a_principal_is_found_again_by_name_and_credential),
 		cmocka_unit_test(test_bearer_header),
 		cmocka_unit_test(test_new_key_round_trip),
 		cmocka_unit_test(test_refcount),
