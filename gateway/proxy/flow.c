@@ -755,7 +755,8 @@ static enum MHD_Result probe_start(struct fg_req *req, struct MHD_Connection *c)
 		goto error;
 	/* the client's own headers (its credentials for the storage, its
 	 * User-Agent): the storage answers the probe as it will the write */
-	static const char *const extra[] = { "Content-Type: application/xml", NULL };
+	static const char *const extra[] = { "Content-Type: application/xml",
+					     "Accept-Encoding: identity", NULL };
 	struct fg_xfer_spec spec = {
 		.url = url,
 		.method = "PROPFIND",
@@ -802,6 +803,42 @@ static bool names_collection(const char *body, size_t len)
 	return false;
 }
 
+/* Is the probe's answer XML as the gateway reads it: bytes as sent (no
+ * Content-Encoding but identity: a gzipped answer names no collection
+ * the gateway could see), an XML type if a type is given, in a charset
+ * where "collection" is its ASCII bytes? The client's Accept-Encoding and
+ * Accept-Charset do not reach the probe (headers.c), but a storage may
+ * encode on its own. */
+static bool probe_readable(const struct fg_xfer *x)
+{
+	unsigned n;
+	const char *ce = fg_xfer_kept_header(x, "Content-Encoding", &n);
+	if (n > 1 || (ce && strcasecmp(ce, "identity") != 0))
+		return false;
+	const char *ct = fg_xfer_kept_header(x, "Content-Type", &n);
+	if (n > 1)
+		return false;
+	if (!ct)
+		return true;
+	if (!strcasestr(ct, "xml"))
+		return false;
+	const char *cs = strcasestr(ct, "charset=");
+	if (!cs)
+		return true;
+	cs += 8;
+	if (*cs == '"')
+		cs++;
+	static const char *const ascii[] = { "utf-8", "us-ascii", "iso-8859-1" };
+	for (size_t i = 0; i < sizeof(ascii) / sizeof(ascii[0]); i++) {
+		size_t l = strlen(ascii[i]);
+		if (strncasecmp(cs, ascii[i], l) == 0 &&
+		    (cs[l] == '\0' || cs[l] == '"' || cs[l] == ';' ||
+		     cs[l] == ' ' || cs[l] == '\t'))
+			return true;
+	}
+	return false;
+}
+
 /* The probe ended (the request's first call, resumed): answers the
  * request, asks the next question, or starts its transfer; the body, if
  * any, comes in the calls that follow. */
@@ -815,7 +852,8 @@ static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c
 	if (!fg_xfer_kept(x, &status, &body, &len))
 		return MHD_YES; /* suspended until it ends */
 	bool answered = status != 0;
-	bool coll = answered && status == 207 && names_collection(body, len);
+	bool readable = answered && status == 207 && probe_readable(x);
+	bool coll = readable && names_collection(body, len);
 	req->flow->xfer = NULL;
 	fg_xfer_put(x); /* the request's: the probe ended */
 	req->flow->state = FLOW_ANSWERED; /* unless asked again or started */
@@ -826,9 +864,13 @@ static enum MHD_Result probe_settle(struct fg_req *req, struct MHD_Connection *c
 	/* Only a 207 that names no collection, or a 404 (nothing there),
 	 * says it is not one; a redirect, a refusal or a failure says
 	 * nothing, and the write is not risked on it. */
-	if (!answered || !((status == 207 && !coll) || status == 404)) {
+	if (!answered || !((status == 207 && readable && !coll) || status == 404)) {
 		char msg[128];
-		if (answered)
+		if (answered && status == 207 && !readable)
+			snprintf(msg, sizeof(msg), "the upstream's answer to whether "
+				 "the path is a collection came encoded (it must be XML "
+				 "as sent)");
+		else if (answered)
 			snprintf(msg, sizeof(msg), "the upstream did not say whether "
 				 "the path is a collection (it answered %d)", status);
 		else

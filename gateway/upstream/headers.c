@@ -65,9 +65,13 @@ bool fg_hdr_pass(const char *name, const char *connection, unsigned flags)
 	/* the gateway's own "Depth: 0" replaces the client's */
 	if ((flags & (FG_HDR_SHALLOW | FG_HDR_PROBE)) && strcasecmp(name, "Depth") == 0)
 		return false;
-	/* a probe has a body of its own, and writes nothing */
+	/* a probe has a body of its own, writes nothing, and its answer is
+	 * read as sent: no coding, no charset the client chose (the gateway
+	 * asks for identity itself) */
 	if (probe && (strncasecmp(name, "Content-", 8) == 0 ||
-		      strcasecmp(name, "Overwrite") == 0))
+		      strcasecmp(name, "Overwrite") == 0 ||
+		      strcasecmp(name, "Accept-Encoding") == 0 ||
+		      strcasecmp(name, "Accept-Charset") == 0))
 		return false;
 	return true;
 }

@@ -1668,6 +1668,22 @@ bool fg_xfer_kept(struct fg_xfer *x, int *status, const char **body,
 	return true;
 }
 
+const char *fg_xfer_kept_header(const struct fg_xfer *x, const char *name,
+				unsigned *count)
+{
+	const char *first = NULL;
+	unsigned n = 0;
+	for (int i = 0; i < x->nhdrs; i++) {
+		if (strcasecmp(x->hb + x->hdrs[i].name, name) == 0) {
+			if (!first)
+				first = x->hb + x->hdrs[i].value;
+			n++;
+		}
+	}
+	*count = n;
+	return first;
+}
+
 void fg_xfer_note(const struct fg_xfer *x, int *status, int64_t *ns,
 		  uint64_t *sent)
 {

@@ -162,6 +162,12 @@ enum fg_xfer_failure fg_xfer_failure(const struct fg_xfer *x, const char **why);
 struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
 				      const char *host, unsigned *status);
 
+/** A header of the answer of a kept transfer that ended: the first value
+ *  of the header `name` (case ignored), or NULL; *count says how many
+ *  came. Lives as long as the transfer. */
+const char *fg_xfer_kept_header(const struct fg_xfer *x, const char *name,
+				unsigned *count);
+
 /** The answer of a kept transfer. false while it runs (the connection is
  *  then suspended until it ends); else true, with *status 0 when nothing
  *  was answered, and the answer's first bytes. */

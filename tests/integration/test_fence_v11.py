@@ -17,6 +17,7 @@ malformed_token, forged_token, wrong_lock, wrong_mode, stale_token) before
 the next one is looked at.
 """
 
+import gzip
 import http.client
 import json
 import os
@@ -227,10 +228,24 @@ class _RecordingHandler(harness.UpstreamHandler):
             status = PROBE_ANSWERS.get(tail, 207)
             if tail == "slow":
                 time.sleep(1.0)
+            coll = tail in ("coll", "gzip", "utf16", "json")
             out = MULTISTATUS % (self.path.encode(),
-                                 b"<D:collection/>" if tail == "coll" else b"")
+                                 b"<D:collection/>" if coll else b"")
+            ctype = "application/xml"
+            # a collection the gateway cannot read as sent: coded, in a
+            # charset where its name is not ASCII, or not XML at all
+            if tail == "gzip":
+                out = gzip.compress(out)
+            elif tail == "utf16":
+                out = out.decode().encode("utf-16")
+                ctype = "text/xml; charset=UTF-16"
+            elif tail == "json":
+                out = b'{"resourcetype": "collection"}'
+                ctype = "application/json"
             self.send_response(status)
-            self.send_header("Content-Type", "application/xml")
+            self.send_header("Content-Type", ctype)
+            if tail == "gzip":
+                self.send_header("Content-Encoding", "gzip")
             if status == 301:
                 self.send_header("Location", self.path + "/")
             self.send_header("Content-Length", str(len(out)))
@@ -2352,6 +2367,28 @@ class V11RecordedHeaderTests(V11Case):
             self.assertEqual([v for k, v in h if k == "depth"], ["0"])
             self.assertNotIn("overwrite", [k for k, _ in h])
         self.assertIn(("Overwrite", "T"), recs[2]["headers"])
+
+    def test_v11_probe_answer_the_gateway_cannot_read_as_sent_refuses_the_write(self):
+        # a client's Accept-Encoding or Accept-Charset would otherwise have
+        # a storage answer in bytes where no collection can be seen
+        r, dst, recs = self.probe_case("object", [
+            ("Accept-Encoding", "gzip, br"), ("Accept-Charset", "utf-16"),
+            ("Overwrite", "T")])
+        self.assertEqual(r.status, 200, r)
+        for x in recs[:2]:
+            h = [(k.lower(), v) for k, v in x["headers"]]
+            self.assertEqual([v for k, v in h if k == "accept-encoding"],
+                             ["identity"], x)
+            self.assertNotIn("accept-charset", [k for k, _ in h])
+        # the client's own go with the write itself
+        self.assertIn(("Accept-Encoding", "gzip, br"), recs[2]["headers"])
+        for tail in ("gzip", "utf16", "json"):
+            with self.subTest(answer=tail):
+                r, dst, recs = self.probe_case(tail, [("Overwrite", "T")])
+                self.assertEqual(r.json.get("error") if r.json else None,
+                                 "upstream_unavailable", r)
+                self.assertEqual([x["method"] for x in recs],
+                                 ["PROPFIND", "PROPFIND"])
 
     def test_v11_probe_answer_that_names_no_kind_refuses_the_write(self):
         # a redirect (Apache's mod_dir sends one for a collection named

@@ -87,6 +87,10 @@ static void test_pass_policy(void **state)
 	assert_false(fg_hdr_pass("Content-Type", NULL, FG_HDR_PROBE));
 	assert_false(fg_hdr_pass("content-md5", NULL, FG_HDR_PROBE));
 	assert_false(fg_hdr_pass("Overwrite", NULL, FG_HDR_PROBE));
+	/* its answer is read as sent */
+	assert_false(fg_hdr_pass("Accept-Encoding", NULL, FG_HDR_PROBE));
+	assert_false(fg_hdr_pass("accept-charset", NULL, FG_HDR_PROBE));
+	assert_true(fg_hdr_pass("Accept-Encoding", NULL, 0));
 	assert_true(fg_hdr_pass("Authorization", NULL, FG_HDR_PROBE));
 	assert_true(fg_hdr_pass("User-Agent", NULL, FG_HDR_PROBE));
 }
