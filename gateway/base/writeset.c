@@ -223,7 +223,10 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 	bool copy = strcmp(method, "COPY") == 0, move = strcmp(method, "MOVE") == 0;
 	/* a Destination is always written, whatever the method lists say */
 	ws->write = copy || move || fg_method_is_write(cfg, method);
-	bool subtree_op = copy || move || strcmp(method, "DELETE") == 0;
+	/* (a LOCK of a collection locks all of it, RFC 4918 9.10.3: its
+	 * members' holders would find their objects locked, 423) */
+	bool subtree_op = copy || move || strcmp(method, "DELETE") == 0 ||
+			  strcmp(method, "LOCK") == 0;
 
 	if (copy || move) {
 		const char *raw;

@@ -1349,6 +1349,32 @@ class V11DestinationTests(V11Case):
         self.assert_stored(f, data)
         self.assert_absent(d2)
 
+    def test_v11_lock_of_a_collection_refused_subtree_unguarded(self):
+        # a WebDAV LOCK of a collection locks its members too (RFC 4918
+        # 9.10.3): their holders would be answered 423 by the storage
+        d, f, data = self.collection()
+        g = self.grant(d)
+        held = self.grant(f)                 # another client holds the file
+        lockinfo = (b'<?xml version="1.0" encoding="utf-8"?>'
+                    b'<D:lockinfo xmlns:D="DAV:"><D:lockscope><D:exclusive/>'
+                    b'</D:lockscope><D:locktype><D:write/></D:locktype>'
+                    b'</D:lockinfo>')
+        hdrs = [("Depth", "infinity"), ("Timeout", "Second-600"),
+                ("Content-Type", "application/xml")]
+        mark = self.mark()
+        for target in (d, d + ".", d[:-1] + "%2F"):
+            with self.subTest(target=target):
+                r = self.send("LOCK", target, lockinfo, token=g["sequencer"],
+                              headers=hdrs)
+                self.assert_error(r, 403, "subtree_unguarded", target)
+        self.assert_nothing_upstream(mark, "LOCK of a collection")
+        # named without its '/', it goes with Depth 0: the file's holder
+        # can still write it
+        r = self.send("LOCK", d[:-1], lockinfo, token=g["sequencer"],
+                      headers=hdrs)
+        self.assertNotIn(r.status, (500, 502), r)
+        self.put_ok(f, b"still the holder's\n", held["sequencer"])
+
     def test_v11_delete_collection_under_a_route_covering_the_subtree_succeeds(self):
         g = self.grant(COLL)
         sub = "/%s/sub-%s/" % (COLL, uuid.uuid4().hex[:8])

@@ -256,6 +256,8 @@ static void test_collections_need_one_lock_for_the_subtree(void **state)
 	assert_int_equal(build(&c, "COPY", "/dir/", "/dir2/", true), FG_E_SUBTREE_UNGUARDED);
 	assert_int_equal(build(&c, "COPY", "/a.txt", "/dir2/", true), FG_E_SUBTREE_UNGUARDED);
 	assert_int_equal(build(&c, "DELETE", "/dir/x/..", NULL, true), FG_E_SUBTREE_UNGUARDED);
+	/* a LOCK of a collection locks its members too (Depth infinity) */
+	assert_int_equal(build(&c, "LOCK", "/dir/", NULL, true), FG_E_SUBTREE_UNGUARDED);
 	/* MKCOL and PUT change one object, even with a trailing '/' */
 	assert_int_equal(build(&c, "MKCOL", "/dir/", NULL, true), FG_E_COUNT);
 	fg_config_finish(&c);
@@ -264,6 +266,8 @@ static void test_collections_need_one_lock_for_the_subtree(void **state)
 	assert_int_equal(build(&c, "DELETE", "/coll2/", NULL, true), FG_E_COUNT);
 	member(0, "coll2", true, FG_WS_FENCING_TOKEN);
 	assert_int_equal(build(&c, "DELETE", "/coll2/sub/", NULL, true), FG_E_COUNT);
+	assert_int_equal(build(&c, "LOCK", "/coll2/sub/", NULL, true), FG_E_COUNT);
+	member(0, "coll2", true, FG_WS_FENCING_TOKEN);
 	/* a rule inside the subtree gives part of it to another lock */
 	assert_int_equal(build(&c, "DELETE", "/coll/", NULL, true), FG_E_SUBTREE_UNGUARDED);
 	assert_int_equal(build(&c, "DELETE", "/coll/inner/", NULL, true), FG_E_COUNT);
@@ -287,6 +291,8 @@ static void test_paths_without_a_slash_are_kept_to_one_object(void **state)
 	assert_int_equal(build(&c, "DELETE", "/dir", NULL, true), FG_E_COUNT);
 	assert_true(ws.shallow);
 	assert_false(ws.probe_dest);
+	assert_int_equal(build(&c, "LOCK", "/dir", NULL, true), FG_E_COUNT);
+	assert_true(ws.shallow);
 	assert_int_equal(build(&c, "MOVE", "/a", "/b", true), FG_E_COUNT);
 	assert_false(ws.shallow);
 	assert_true(ws.probe_path);
