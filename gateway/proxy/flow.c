@@ -1152,6 +1152,32 @@ static enum MHD_Result count_single(void *cls, enum MHD_ValueKind kind,
 	return MHD_YES;
 }
 
+/* Headers by which some storages (and the frameworks in front of them)
+ * let a request name another method than its own: a GET that says
+ * DELETE would be checked as a read. A request may carry one only to
+ * name its own method. */
+static const char *const override_headers[] = {
+	"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override",
+};
+#define NOVERRIDE (sizeof(override_headers) / sizeof(override_headers[0]))
+
+struct overrides {
+	const char *method;
+	const char *other; /* an override header naming another method */
+};
+
+static enum MHD_Result find_override(void *cls, enum MHD_ValueKind kind,
+				     const char *key, const char *value)
+{
+	struct overrides *o = cls;
+	(void)kind;
+	for (size_t i = 0; i < NOVERRIDE && !o->other; i++)
+		if (strcasecmp(key, override_headers[i]) == 0 &&
+		    strcasecmp(value ? value : "", o->method) != 0)
+			o->other = override_headers[i];
+	return MHD_YES;
+}
+
 /* Why the single-valued headers cannot be forwarded as checked (one came
  * twice, or a Connection header names one), in MSG; false if they can. */
 static bool singles_refused(struct MHD_Connection *c, char *msg, size_t cap)
@@ -1196,6 +1222,13 @@ static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
 	char msg[128];
 	if (singles_refused(c, msg, sizeof(msg)))
 		return fg_respond_error_close(c, FG_E_BAD_REQUEST, msg);
+	struct overrides ov = { method, NULL };
+	MHD_get_connection_values(c, MHD_HEADER_KIND, find_override, &ov);
+	if (ov.other) {
+		snprintf(msg, sizeof(msg), "%s names another method than the "
+			 "request's own, which is the one checked", ov.other);
+		return fg_respond_error_close(c, FG_E_BAD_REQUEST, msg);
+	}
 	struct fg_writeset ws;
 	bool has_token = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						     "Fencing-Token") != NULL;

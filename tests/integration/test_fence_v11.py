@@ -2394,6 +2394,26 @@ class V11RecordedHeaderTests(V11Case):
             self.assertNotIn("overwrite", [k for k, _ in h])
         self.assertIn(("Overwrite", "T"), recs[2]["headers"])
 
+    def test_v11_method_override_header_naming_another_method_refused(self):
+        # a storage that honours one would apply a DELETE checked as a GET
+        n = len(self.rec.records)
+        for hdr in ("X-HTTP-Method-Override", "x-http-method",
+                    "X-Method-Override"):
+            for method, value in (("GET", "DELETE"), ("GET", "put"),
+                                  ("PROPFIND", "MOVE"), ("GET", "")):
+                with self.subTest(header=hdr, method=method, value=value):
+                    r = self.send(method, "/rec-%s/override" % TAG,
+                                  headers=[(hdr, value)])
+                    self.assert_error(r, 400, "bad_request")
+                    self.assertIn(hdr.lower(), r.json["message"].lower())
+        self.assertEqual(self.rec.records[n:], [])
+        # naming the request's own method, it goes as it came
+        r = self.send("GET", "/rec-%s/override" % TAG,
+                      headers=[("X-HTTP-Method-Override", "get")])
+        self.assertEqual(r.status, 200, r)
+        self.assertIn(("X-HTTP-Method-Override", "get"),
+                      self.rec.records[-1]["headers"])
+
     def test_v11_probe_answer_the_gateway_cannot_read_as_sent_refuses_the_write(self):
         # a client's Accept-Encoding or Accept-Charset would otherwise have
         # a storage answer in bytes where no collection can be seen
