@@ -74,7 +74,7 @@ static const struct setting settings[] = {
 	  "                      stderr, or off (off)" },
 	{ "access-log-format", K_LOGFORMAT, 0, 0, 0, "FORMAT     json or text (json)" },
 	U(upstream_connect_timeout_ms, 10, 600000, "MS         bound on connecting to the upstream (2000)"),
-	U(upstream_timeout_ms, 10, 3600000, "MS         bound on the upstream's response head (30000)"),
+	U(upstream_timeout_ms, 10, 3600000, "MS         bound on the upstream's response head, then on each stall of its body (30000)"),
 	U(fence_margin_ms, 0, 600000, "MS         an admitted write must end this long before its lease (250)"),
 	U(write_max_ms, 100, 86400000, "MS         longest an admitted write may run (3600000)"),
 	{ "forward-token", K_BOOL, offsetof(struct fg_config, forward_token), 0, 1, "yes|no     pass `Fencing-Token: <n>` to the upstream (no)" },

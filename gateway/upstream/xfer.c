@@ -140,6 +140,9 @@ struct fg_xfer {
 	bool added, read_paused, write_paused;
 	uint64_t started;
 	uint64_t started_ns;
+	uint64_t rx_at;               /* when the response last gave bytes, or
+					 the client last held its reading up
+					 (a full buffer): check_heads() */
 	struct fg_xfer *anext, *aprev;  /* active list */
 
 	/* a request the gateway's own client sends (h1client.h) instead
@@ -401,6 +404,7 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 	}
 	memcpy(x->rs + x->rs_len, ptr, n);
 	x->rs_len += n;
+	x->rx_at = now_ms();
 	resume(x, &x->download_suspended);
 	return n;
 }
@@ -496,6 +500,7 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
 	} else if (n == 0) {
 		if (x->status >= 200) {
 			x->headers_done = true;
+			x->rx_at = now_ms();
 			resume(x, &x->waiting_headers);
 		}
 	} else {
@@ -637,6 +642,7 @@ static bool h1_body(void *arg, const char *p, size_t n)
 		return false; /* the client left: abort */
 	memcpy(x->rs + x->rs_len, p, n); /* (n <= h1_room()) */
 	x->rs_len += n;
+	x->rx_at = now_ms();
 	resume(x, &x->download_suspended);
 	return true;
 }
@@ -754,9 +760,12 @@ static void run_commands(struct fg_xfers *xs)
 	}
 }
 
-/* The bound on the response heads: a transfer whose answer's head has
- * not come within upstream-timeout is ended. Returns the ms until the
- * next one is due. */
+/* The bounds on the upstream, upstream-timeout each (nginx's
+ * proxy_read_timeout): a transfer whose answer's head has not come that
+ * long after it started, or whose body then gave nothing for that long
+ * while there was room for it, is ended. A body the client is slow to
+ * take (its buffer full) is the client's wait, not the upstream's.
+ * Returns the ms until the next one is due. */
 static long check_heads(struct fg_xfers *xs)
 {
 	uint64_t now = now_ms();
@@ -765,13 +774,17 @@ static long check_heads(struct fg_xfers *xs)
 	struct fg_xfer *x = xs->active, *nx;
 	for (; x; x = nx) {
 		nx = x->anext;
-		if (x->headers_done)
-			continue;
-		if (now >= x->started + limit) {
+		uint64_t from = x->started;
+		if (x->headers_done) {
+			if (x->rs_len >= BUF || x->write_paused)
+				x->rx_at = now;
+			from = x->rx_at;
+		}
+		if (now >= from + limit) {
 			ended(xs, x, CURLE_OPERATION_TIMEDOUT);
 			continue;
 		}
-		long in = (long)(x->started + limit - now);
+		long in = (long)(from + limit - now);
 		if (in < next)
 			next = in;
 	}

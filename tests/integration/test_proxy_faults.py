@@ -24,6 +24,9 @@ class SlowHandler(harness.UpstreamHandler):
     before the response head (watching whether the gateway hangs up).
     ?mode=read&delay=S: waits S seconds before reading the body at all,
     then reads what arrives until Content-Length or EOF.
+    ?mode=body&delay=S: answers a head for 100 bytes and 3 of them, then
+    sends nothing more for S seconds (watching whether the gateway hangs
+    up).
     Each request leaves a record in server.records."""
 
     def _any(self):
@@ -35,6 +38,16 @@ class SlowHandler(harness.UpstreamHandler):
                "got": 0, "complete": False, "hung_up_at": None,
                "t_start": time.monotonic(), "answered": False}
         self.server.records.append(rec)
+        if q.get("mode") == "body":
+            rec["got"] = self._read(want)
+            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
+                             b"Content-Type: text/plain\r\n\r\nabc")
+            self.wfile.flush()
+            rec["answered"] = True
+            rec["hung_up_at"] = self._watch(delay)
+            self.close_connection = True
+            rec["done"] = True
+            return
         if q.get("mode") == "read":
             time.sleep(delay)
             rec["got"] = self._read(want)
@@ -233,6 +246,37 @@ class SlowUpstreamTests(StoreTestCase):
         self.assertIsNotNone(rec[0]["hung_up_at"],
                              "the upstream connection stayed open")
         self.assertFalse(rec[0]["answered"])
+
+    def test_response_body_that_stalls_for_upstream_timeout_is_cut_and_the_upstream_hung_up_on(self):
+        # as nginx's proxy_read_timeout: the wait for more of the body is
+        # bounded like the wait for the head
+        self.slow_env(("--upstream-timeout-ms", "500"))
+        s = socket.create_connection(("127.0.0.1", self.gw.port), timeout=10)
+        t0 = time.monotonic()
+        s.sendall(b"GET /slow/body?mode=body&delay=8 HTTP/1.1\r\n"
+                  b"Host: x\r\n\r\n")
+        got = b""
+        while True:
+            try:
+                d = s.recv(65536)
+            except OSError:
+                break
+            if not d:
+                break
+            got += d
+        elapsed = time.monotonic() - t0
+        s.close()
+        head, _, body = got.partition(b"\r\n\r\n")
+        self.assertTrue(head.startswith(b"HTTP/1.1 200"), got)
+        self.assertEqual(body, b"abc", got)       # cut short, not padded
+        self.assertGreater(elapsed, 0.45)
+        self.assertLess(elapsed, 0.5 + slack(2.0))
+        rec = self.slow.record_for("/slow/body")
+        self.assertEqual(len(rec), 1, self.slow.records)
+        self.assertTrue(wait_until(lambda: rec[0].get("done"), slack(4.0)))
+        self.assertIsNotNone(rec[0]["hung_up_at"],
+                             "the upstream connection stayed open")
+        self.assertTrue(self.gw.alive())
 
     def test_fenced_write_the_upstream_reads_too_slowly_is_aborted_at_its_deadline_not_completed_late(self):
         # ttl 1000 ms, margin 250 ms: the write must be done by ~750 ms;
