@@ -140,6 +140,7 @@ int fg_req_init(struct fg_req *r, const struct fg_client *cl,
 		return -1;
 	if (!timeout_ms)
 		timeout_ms = cl->timeout_ms;
+	r->timeout_ms = timeout_ms;
 	uint64_t connect_ms = cl->connect_timeout_ms;
 	if (connect_ms > timeout_ms)
 		connect_ms = timeout_ms;
@@ -341,10 +342,69 @@ static int run_once(struct fg_req *r, int sigfd)
 	return sig;
 }
 
+/* Points r at gateway `at` (tried: how many this call has tried). */
+static int point_at(struct fg_req *r, size_t at, size_t tried)
+{
+	char *url = fg_lockurl_join(r->cl->gw->url[at], r->path);
+	if (!url)
+		return -1;
+	free(r->url);
+	r->url = url;
+	r->at = at;
+	r->tried = tried;
+	curl_easy_setopt(r->easy, CURLOPT_URL, r->url);
+	return 0;
+}
+
+/*
+ * A call that may wait beyond the client's timeout (a blocked acquire, a
+ * long poll) starts on a gateway that answers: a stopped or wedged one
+ * takes the connection, then holds the call for all of its wait without
+ * a word. livez, each attempt bounded by the client's timeout, finds the
+ * first gateway that answers from r's on, and r starts there. If none
+ * answers, r ends as that question did (*none), without waiting.
+ */
+static int start_on_a_live_gateway(struct fg_req *r, int sigfd, bool *none)
+{
+	struct fg_req p;
+	int sig = 0;
+
+	*none = false;
+	if (r->timeout_ms <= r->cl->timeout_ms)
+		return 0;
+	if (fg_req_init(&p, r->cl, "GET", strdup("/_fence/v1/livez"), NULL,
+			NULL, 0) < 0 || (p.at != r->at && point_at(&p, r->at, 1) < 0)) {
+		fg_req_finish(&p);
+		return 0; /* no memory to ask: the call goes as it is */
+	}
+	do {
+		sig = run_once(&p, sigfd);
+	} while (!sig && next_gateway(&p));
+	if (!sig && fg_req_outcome(&p) == FG_UNAVAILABLE) {
+		*none = true;
+		if (point_at(r, p.at, p.tried) == 0) {
+			r->result = p.result;
+			r->status = p.status;
+			memcpy(r->errbuf, p.errbuf, sizeof(r->errbuf));
+			r->sent_ms = p.sent_ms;
+			r->done_ms = p.done_ms;
+		} else {
+			*none = false;
+		}
+	} else if (!sig && p.at != r->at) {
+		point_at(r, p.at, p.tried);
+	}
+	fg_req_finish(&p);
+	return sig;
+}
+
 int fg_req_run(struct fg_req *r, int sigfd)
 {
-	int sig;
+	bool none;
+	int sig = start_on_a_live_gateway(r, sigfd, &none);
 
+	if (sig || none)
+		return sig;
 	do {
 		sig = run_once(r, sigfd);
 	} while (!sig && next_gateway(r));

@@ -79,6 +79,7 @@ struct fg_req {
 	json_t *json;		/* the answer, when it is a JSON object */
 	uint64_t sent_ms;	/* monotonic: when the call started */
 	uint64_t done_ms;	/* monotonic: when it ended */
+	uint64_t timeout_ms;	/* the bound on each attempt */
 };
 
 /** The gateway calls go to first. */

@@ -332,6 +332,40 @@ class GatewayListTests(FencectlTestCase):
         self.assertLess(time.monotonic() - t0, 1.0 + slack(3.0))
 
 
+class MuteGatewayTests(FencectlTestCase):
+    """A gateway whose process is stopped or wedged: the kernel takes the
+    connection, nobody answers. A call that asks the gateway to wait must
+    not spend its wait there."""
+
+    def mute(self):
+        s = socket.socket()
+        s.bind(("127.0.0.1", 0))
+        s.listen(64)
+        self.addCleanup(s.close)
+        return "http://127.0.0.1:%d" % s.getsockname()[1]
+
+    def test_a_waiting_call_passes_a_mute_gateway_within_timeout(self):
+        mute = self.mute()
+        name = self.lock_name()
+        t0 = time.monotonic()
+        rc, out, err = self.fc("--gateway", "%s,%s" % (mute, self.url()),
+                               "--timeout", "1s", "lock", name, "-w", "30s",
+                               "-c", "echo ran")
+        self.assertEqual((rc, out), (0, "ran\n"), err)
+        self.assertLess(time.monotonic() - t0, 1.0 + slack(3.0))
+        self.assertFalse(self.held(name))
+        # only the mute one: said within the bound, and asked again
+        bg = self.start("--gateway", mute, "--timeout", "1s", "lock",
+                        name, "-w", "60s", "--", "true")
+        t0 = time.monotonic()
+        self.wait_for(lambda: "still trying" in bg.err(), 1.0 + slack(2.0),
+                      "fencectl to report the mute gateway")
+        self.assertLess(time.monotonic() - t0, 1.0 + slack(2.0))
+        self.assertIsNone(bg.proc.poll())
+        os.kill(bg.pid, signal.SIGTERM)
+        self.assertEqual(bg.wait(slack(5.0)), 128 + signal.SIGTERM)
+
+
 class GatewayFailoverTests(FencectlTestCase):
     """Two gateways of their own on the class's Redis: the lease outlives
     the one it was taken from."""
