@@ -129,8 +129,8 @@ static bool all_drained(struct fg_gateway *gw)
 
 /* The stop after the first signal (gw->draining is set): the drain's
  * steps, each of which a second signal cuts short; then every loop
- * stops. */
-static void stop(struct fg_gateway *gw, const sigset_t *sigs)
+ * stops. True when a second signal came. */
+static bool stop(struct fg_gateway *gw, const sigset_t *sigs)
 {
 	const struct fg_config *cfg = gw->cfg;
 	enum wait_end end = wait_for(gw, sigs, fg_clock_ms() + cfg->drain_delay_ms,
@@ -165,6 +165,7 @@ static void stop(struct fg_gateway *gw, const sigset_t *sigs)
 			    ? "by a second signal" : end == WAIT_BOUND
 			    ? "at drain-timeout-ms" : "as one came in",
 			    ended, ended == 1 ? "" : "s");
+	return end == WAIT_SIGNAL;
 }
 
 /* Each line of reasons on stderr, as "fencegate: REASON". */
@@ -481,7 +482,14 @@ int main(int argc, char **argv)
 	fg_log_info("signal %d: draining: not ready now, accepting for %u ms "
 		    "more, then requests in flight have %u ms", sig,
 		    cfg.drain_delay_ms, cfg.drain_timeout_ms);
-	stop(&gw, &sigs);
+	if (stop(&gw, &sigs)) {
+		/* A second signal ends it all at once: every loop has ended
+		 * its requests; the maintenance thread may be in a Redis call
+		 * that takes up to redis-timeout-ms (a Redis that does not
+		 * answer), and is not waited for. */
+		fg_accesslog_close();
+		_exit(0);
+	}
 	rc = 0;
 
 	/* Each loop (stopped already after a signal) ends its transfers and

@@ -324,6 +324,23 @@ class DrainTests(StoreTestCase):
         self.assert_shutting_down(w, "the parked acquire")
         self.assertIn("a second stop signal", self.log_text(g))
 
+    @harness.single_redis("pauses the one redis-server")
+    def test_a_second_sigterm_ends_at_once_while_redis_takes_calls_and_never_answers(self):
+        # the gateway's own calls to Redis (its maintenance thread's ping)
+        # wait up to redis-timeout-ms, 20 s here: a second signal does
+        # not wait for them
+        g = self.start_gateway()
+        self.env.redis.pause()
+        self.addCleanup(self.env.redis.resume)
+        time.sleep(1.5)          # a ping is under way, and unanswered
+        g.proc.send_signal(signal.SIGTERM)
+        self.wait_log(g, r"signal 15: draining", "the drain to begin")
+        t0 = time.monotonic()
+        g.proc.send_signal(signal.SIGTERM)
+        self.assertEqual(self.wait_exit(g, slack(5.0)), 0)
+        self.assertLess(time.monotonic() - t0, slack(2.0))
+        self.assertIn("a second stop signal", self.log_text(g))
+
     # -- drain-timeout-ms ----------------------------------------------------
 
     def test_an_upload_still_running_at_drain_timeout_is_ended_and_nothing_of_it_lands(self):
