@@ -168,6 +168,24 @@ static bool stop(struct fg_gateway *gw, const sigset_t *sigs)
 	return end == WAIT_SIGNAL;
 }
 
+/* After the stop: the maintenance thread ends, which may take a Redis
+ * call's redis-timeout-ms. False when a stop signal came meanwhile (the
+ * thread is then left to the process's end). */
+static bool end_maint(struct fg_gateway *gw, const sigset_t *sigs)
+{
+	fg_maint_ask_stop(gw);
+	while (!fg_maint_joined(gw)) {
+		struct timespec ts = { 0, 20 * 1000000L };
+		int sig = sigtimedwait(sigs, NULL, &ts);
+		if (sig == SIGINT || sig == SIGTERM) {
+			fg_log_info("a second stop signal: not waiting for the "
+				    "maintenance thread's Redis call");
+			return false;
+		}
+	}
+	return true;
+}
+
 /* Each line of reasons on stderr, as "fencegate: REASON". */
 static void print_reasons(const char *reasons)
 {
@@ -357,6 +375,7 @@ int main(int argc, char **argv)
 	static char reasons[8192];
 	char err[512];
 	int rc = 1;
+	bool maint_ended = false;
 
 	if (argc >= 2 && strcmp(argv[1], "--new-key") == 0)
 		return new_key(argc, argv);
@@ -482,7 +501,7 @@ int main(int argc, char **argv)
 	fg_log_info("signal %d: draining: not ready now, accepting for %u ms "
 		    "more, then requests in flight have %u ms", sig,
 		    cfg.drain_delay_ms, cfg.drain_timeout_ms);
-	if (stop(&gw, &sigs)) {
+	if (stop(&gw, &sigs) || !end_maint(&gw, &sigs)) {
 		/* A second signal ends it all at once: every loop has ended
 		 * its requests; the maintenance thread may be in a Redis call
 		 * that takes up to redis-timeout-ms (a Redis that does not
@@ -490,6 +509,7 @@ int main(int argc, char **argv)
 		fg_accesslog_close();
 		_exit(0);
 	}
+	maint_ended = true;
 	rc = 0;
 
 	/* Each loop (stopped already after a signal) ends its transfers and
@@ -497,7 +517,8 @@ int main(int argc, char **argv)
 error_running:
 	for (unsigned i = 0; i < gw.nloops; i++)
 		fg_loop_stop(gw.loops[i]);
-	fg_maint_stop(&gw);
+	if (!maint_ended)
+		fg_maint_stop(&gw);
 error_loops:
 	for (unsigned i = 0; i < gw.nloops; i++)
 		fg_loop_destroy(gw.loops[i]);

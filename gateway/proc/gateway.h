@@ -148,6 +148,11 @@ unsigned fg_gateway_ended(struct fg_gateway *gw);
  *  topology hook it sets). */
 int fg_maint_start(struct fg_gateway *gw);
 void fg_maint_stop(struct fg_gateway *gw);
+/* The same in two steps, for a caller that watches for signals while the
+ * thread ends (it may be in a Redis call of up to redis-timeout-ms):
+ * ask once, then true once the thread has been joined. */
+void fg_maint_ask_stop(struct fg_gateway *gw);
+bool fg_maint_joined(struct fg_gateway *gw);
 /** A loop's Redis call failed: health says "down" until a probe answers
  *  (asked for at once). Any thread. */
 void fg_maint_redis_failed(struct fg_gateway *gw);

@@ -293,10 +293,23 @@ int fg_maint_start(struct fg_gateway *gw)
 	return 0;
 }
 
-void fg_maint_stop(struct fg_gateway *gw)
+void fg_maint_ask_stop(struct fg_gateway *gw)
 {
 	atomic_store(&gw->stopping, true);
 	wake(gw);
+}
+
+bool fg_maint_joined(struct fg_gateway *gw)
+{
+	if (pthread_tryjoin_np(gw->maint, NULL) != 0)
+		return false;
+	fg_topo_set_hook(gw->topo, NULL, NULL);
+	return true;
+}
+
+void fg_maint_stop(struct fg_gateway *gw)
+{
+	fg_maint_ask_stop(gw);
 	pthread_join(gw->maint, NULL);
 	fg_topo_set_hook(gw->topo, NULL, NULL);
 }
