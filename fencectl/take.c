@@ -215,6 +215,11 @@ int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
 		}
 		enum fg_outcome o = fg_req_outcome(&r);
 		uint64_t sent = r.sent_ms;
+		/* a refusal for lock-delay alone says when the lock can be
+		 * granted (the lock is free, nobody holds it) */
+		uint64_t delay = 0;
+		if (o == FG_HELD && fg_req_uint(&r, "retry_after_ms", &delay) != 0)
+			delay = 0;
 		fg_req_describe(&r, why, sizeof(why));
 		if (o == FG_OK) {
 			int bad = fg_api_grant(&r, g);
@@ -252,7 +257,12 @@ int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
 		switch (o) {
 		case FG_HELD:
 			if (now >= deadline || t->wait_ms == 0) {
-				if (t->wait_ms == 0)
+				if (t->wait_ms == 0 && delay > 0)
+					fg_say("lock '%s' is in lock-delay: it "
+					       "can be granted in %s", t->name,
+					       fg_duration_format(delay, d,
+								  sizeof(d)));
+				else if (t->wait_ms == 0)
 					fg_say("lock '%s' is held", t->name);
 				else
 					fg_say("lock '%s' was not granted "

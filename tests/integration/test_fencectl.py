@@ -786,6 +786,24 @@ class SubcommandTests(FencectlTestCase):
         rc, out, err = self.fc("inspect", name, "--json")
         self.assertGreater(json.loads(out)["delay_ms"], 0, out)
 
+    def test_a_try_once_refused_for_lock_delay_says_so(self):
+        name = self.lock_name()
+        g = self.acquire_ok(name, ttl_ms=60000, lock_delay_ms=60000)
+        r = self.req("DELETE", LOCKS + name,
+                     headers={"Fence-Break": str(g["token"])})
+        self.assertEqual(r.status, 204, r)
+        for args in (("acquire", name), ("lock", name, "-n", "--", "true")):
+            rc, out, err = self.fc(*args)
+            self.assertEqual(rc, 75, err)
+            self.assertIn("lock '%s' is in lock-delay: it can be granted in"
+                          % name, err)
+        # held, it is held
+        other = self.lock_name("held")
+        self.acquire_ok(other, ttl_ms=60000)
+        rc, out, err = self.fc("acquire", other)
+        self.assertEqual(rc, 75, err)
+        self.assertIn("lock '%s' is held" % other, err)
+
     def test_inspect_watch_prints_a_line_per_change(self):
         name = self.lock_name()
         for json_mode in (False, True):
