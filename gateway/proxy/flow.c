@@ -1131,13 +1131,26 @@ static bool bodyless_read(const char *method)
 static const char *const single_headers[] = { "Depth", "Overwrite", "Destination" };
 #define NSINGLE (sizeof(single_headers) / sizeof(single_headers[0]))
 
+
+/* Headers by which some storages (and the frameworks in front of them)
+ * let a request name another method than its own: a GET that says
+ * DELETE would be checked as a read. A request may carry one only to
+ * name its own method. */
+static const char *const override_headers[] = {
+	"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override",
+};
+#define NOVERRIDE (sizeof(override_headers) / sizeof(override_headers[0]))
+
+/* What one pass over the headers finds of the above. */
 struct singles {
 	unsigned n[NSINGLE];
-	const char *dropped; /* one a Connection header names, or NULL */
+	const char *dropped;  /* a single one a Connection header names */
+	const char *method;
+	const char *override; /* an override header naming another method */
 };
 
-static enum MHD_Result count_single(void *cls, enum MHD_ValueKind kind,
-				    const char *key, const char *value)
+static enum MHD_Result look_single(void *cls, enum MHD_ValueKind kind,
+				   const char *key, const char *value)
 {
 	struct singles *s = cls;
 	(void)kind;
@@ -1149,41 +1162,22 @@ static enum MHD_Result count_single(void *cls, enum MHD_ValueKind kind,
 			 fg_hdr_in_connection(value, single_headers[i]))
 			s->dropped = single_headers[i];
 	}
-	return MHD_YES;
-}
-
-/* Headers by which some storages (and the frameworks in front of them)
- * let a request name another method than its own: a GET that says
- * DELETE would be checked as a read. A request may carry one only to
- * name its own method. */
-static const char *const override_headers[] = {
-	"X-HTTP-Method-Override", "X-HTTP-Method", "X-Method-Override",
-};
-#define NOVERRIDE (sizeof(override_headers) / sizeof(override_headers[0]))
-
-struct overrides {
-	const char *method;
-	const char *other; /* an override header naming another method */
-};
-
-static enum MHD_Result find_override(void *cls, enum MHD_ValueKind kind,
-				     const char *key, const char *value)
-{
-	struct overrides *o = cls;
-	(void)kind;
-	for (size_t i = 0; i < NOVERRIDE && !o->other; i++)
+	for (size_t i = 0; i < NOVERRIDE && !s->override; i++)
 		if (strcasecmp(key, override_headers[i]) == 0 &&
-		    strcasecmp(value ? value : "", o->method) != 0)
-			o->other = override_headers[i];
+		    strcasecmp(value ? value : "", s->method) != 0)
+			s->override = override_headers[i];
 	return MHD_YES;
 }
 
-/* Why the single-valued headers cannot be forwarded as checked (one came
- * twice, or a Connection header names one), in MSG; false if they can. */
-static bool singles_refused(struct MHD_Connection *c, char *msg, size_t cap)
+/* Why the headers the gateway decides by cannot be forwarded as checked
+ * (a single-valued one came twice, or a Connection header names one; a
+ * method-override header names another method), in MSG; false if they
+ * can. */
+static bool singles_refused(struct MHD_Connection *c, const char *method,
+			    char *msg, size_t cap)
 {
-	struct singles s = { { 0 }, NULL };
-	MHD_get_connection_values(c, MHD_HEADER_KIND, count_single, &s);
+	struct singles s = { { 0 }, NULL, method, NULL };
+	MHD_get_connection_values(c, MHD_HEADER_KIND, look_single, &s);
 	for (size_t i = 0; i < NSINGLE; i++) {
 		if (s.n[i] > 1) {
 			snprintf(msg, cap, "more than one %s header", single_headers[i]);
@@ -1193,6 +1187,11 @@ static bool singles_refused(struct MHD_Connection *c, char *msg, size_t cap)
 	if (s.dropped) {
 		snprintf(msg, cap, "Connection names %s, which the gateway decides by "
 			 "and forwards as it checked it", s.dropped);
+		return true;
+	}
+	if (s.override) {
+		snprintf(msg, cap, "%s names another method than the request's "
+			 "own, which is the one checked", s.override);
 		return true;
 	}
 	return false;
@@ -1220,15 +1219,8 @@ static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
 		return fg_respond_error_close(c, FG_E_BAD_REQUEST,
 			"GET, HEAD and OPTIONS requests carry no body here");
 	char msg[128];
-	if (singles_refused(c, msg, sizeof(msg)))
+	if (singles_refused(c, method, msg, sizeof(msg)))
 		return fg_respond_error_close(c, FG_E_BAD_REQUEST, msg);
-	struct overrides ov = { method, NULL };
-	MHD_get_connection_values(c, MHD_HEADER_KIND, find_override, &ov);
-	if (ov.other) {
-		snprintf(msg, sizeof(msg), "%s names another method than the "
-			 "request's own, which is the one checked", ov.other);
-		return fg_respond_error_close(c, FG_E_BAD_REQUEST, msg);
-	}
 	struct fg_writeset ws;
 	bool has_token = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						     "Fencing-Token") != NULL;
