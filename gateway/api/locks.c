@@ -591,11 +591,33 @@ static enum MHD_Result renewed(struct fg_req *req, struct MHD_Connection *c)
 			  "ttl_ms", (json_int_t)g->ttl_ms));
 }
 
+struct one_header {
+	const char *name;
+	unsigned n;
+	const char *value;   /* the last one; lives as long as the request */
+};
+
+static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
+				    const char *key, const char *value)
+{
+	struct one_header *h = cls;
+	(void)kind;
+	if (strcasecmp(key, h->name) == 0) {
+		h->n++;
+		h->value = value;
+	}
+	return MHD_YES;
+}
+
 static enum MHD_Result release(struct fg_req *req, struct MHD_Connection *c,
 			       const char *name)
 {
-	const char *value = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-							"Fence-Lease");
+	/* two leases would leave it to chance which one is released */
+	struct one_header lh = { "Fence-Lease", 0, NULL };
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &lh);
+	if (lh.n > 1)
+		return bad(c, "more than one Fence-Lease header");
+	const char *value = lh.value;
 	/* without the whitespace after it (RFC 9110 5.5; libmicrohttpd
 	 * drops only the leading) */
 	size_t n = value ? strlen(value) : 0;
@@ -629,24 +651,6 @@ static enum MHD_Result released(struct fg_req *req, struct MHD_Connection *c)
 }
 
 /* ---- break ------------------------------------------------------------ */
-
-struct one_header {
-	const char *name;
-	unsigned n;
-	const char *value;   /* the last one; lives as long as the request */
-};
-
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
-				    const char *key, const char *value)
-{
-	struct one_header *h = cls;
-	(void)kind;
-	if (strcasecmp(key, h->name) == 0) {
-		h->n++;
-		h->value = value;
-	}
-	return MHD_YES;
-}
 
 /* DELETE with Fence-Break: ends the grant of the token named, whoever
  * holds it (the access step checked the caller's right to). The token,

@@ -311,6 +311,23 @@ class ReleaseTests(TestCase):
         self.assertEqual(r.status, 204, r)
         self.assertFalse(self.state(name)["held"])
 
+    def test_release_with_two_fence_lease_headers_returns_400_and_lock_stays_held(self):
+        # which of two leases to release is not the gateway's to guess
+        name = self.lock_name()
+        g = self.acquire_ok(name)
+        for pair in ((g["lease"], random_lease()), (random_lease(), g["lease"]),
+                     (g["lease"], g["lease"])):
+            req = ("DELETE %s%s HTTP/1.1\r\nHost: x\r\nFence-Lease: %s\r\n"
+                   "Fence-Lease: %s\r\nConnection: close\r\n\r\n"
+                   % (LOCKS, name, pair[0], pair[1])).encode()
+            raw = harness.raw_exchange(self.gw.port, req, timeout=slack(5.0))
+            status, _, body = harness.parse_raw(raw)
+            self.assertEqual(status, 400, raw[:300])
+            self.assertEqual(json.loads(body)["error"], "bad_request", body)
+            s = self.state(name)
+            self.assertTrue(s["held"])
+            self.assertEqual(s["token"], g["token"])
+
     def test_release_with_never_issued_lease_returns_410_and_lock_stays_held(self):
         name = self.lock_name()
         g = self.acquire_ok(name)
