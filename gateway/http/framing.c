@@ -106,6 +106,12 @@ static const char *hidden_bytes(const struct head *h, const char *version,
 {
 	const char *at = version + strlen(version);
 	for (unsigned i = 0; i < h->n; i++) {
+		/* a line that starts with a space or tab continues the one
+		 * before (obs-fold, RFC 9112 5.2): libmicrohttpd joins the two
+		 * into a string of its own, outside the head */
+		if (h->key[i] < version || h->key[i] >= end ||
+		    h->value[i] < version || h->value[i] >= end)
+			return "a header line folded onto the next (obs-fold)";
 		if (!gap_clean(at, h->key[i]))
 			return "a NUL inside the request head";
 		at = h->key[i] + strlen(h->key[i]);

@@ -572,6 +572,30 @@ class V11FramingTests(V11Case):
         self.assert_nothing_upstream(mark, "repeated Content-Length")
         self.assert_no_admission(self.lock_of(path), "repeated CL")
 
+    def test_v11_folded_header_line_refused_and_named(self):
+        """A line that starts with a space or tab continues the header
+        before it (obs-fold, RFC 9112 5.2): the two readings of it differ
+        between servers, so it is refused, and the message says why."""
+        path = self.obj("v")
+        data = self.fixture(path)
+        g = self.grant(path)
+        mark = self.mark()
+        for method, token in (("PUT", g["sequencer"]), ("GET", None)):
+            for fold in ("\r\n x", "\r\n\tx"):
+                what = "%s with X-Note folded by %r" % (method, fold)
+                h = [self.host(), ("X-Test-Id", uuid.uuid4().hex),
+                     ("X-Note", "a" + fold), ("Content-Length", "3")]
+                if token:
+                    h.append(("Fencing-Token", token))
+                with self.subTest(case=what):
+                    r = self.raw(head_bytes(method, path, h) + b"abc",
+                                 timeout=1.5)
+                    self.assert_error(r, 400, "bad_request", what)
+                    self.assertIn("obs-fold", r.json["message"], what)
+                    self.assert_stored(path, data, what)
+        self.assert_nothing_upstream(mark, "obs-fold")
+        self.assert_no_admission(self.lock_of(path), "obs-fold")
+
     def test_v11_repeated_host_refused(self):
         """Two Host headers would let a Destination be checked against one
         authority and read against the other: 400, nothing upstream."""
