@@ -8,9 +8,12 @@
  *
  * Invariant: only a value that starts with the upstream's base URL (scheme
  * and authority compared without case, the base path exactly) at a path
- * boundary, or with a base path a path under it, is rewritten; every other
+ * boundary, or with a base path a path under it, is rewritten; one that
+ * names the upstream's authority anywhere else (outside its base path)
+ * is dropped, since no address of the gateway reaches it; every other
  * value passes byte for byte. The upstream's userinfo never leaves.
  */
+#include <stdbool.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -48,18 +51,32 @@ static int boundary(char c)
 
 char *fg_redirect_answer(const char *base, const char *base_path,
 			 const char *v, const char *client_scheme,
-			 const char *client_host)
+			 const char *client_host, bool *drop)
 {
 	const char *rest = NULL;
 	size_t bp = strlen(base_path);
 	size_t as, ae = authority(base, &as);
 	size_t sl = (size_t)(strstr(base, "://") - base) + 3;
-	/* scheme:// and the authority, without case; userinfo left out */
-	if (strncasecmp(v, base, sl) == 0 &&
-	    strncasecmp(v + sl, base + as, ae - as) == 0) {
-		const char *p = v + sl + (ae - as);
-		if (strncmp(p, base_path, bp) == 0 && boundary(p[bp]))
+	const char *scheme = client_scheme;
+	*drop = false;
+	/* scheme:// (or a network-path reference's //) and the authority,
+	 * without case; userinfo left out */
+	const char *after = NULL;
+	if (strncasecmp(v, base, sl) == 0)
+		after = v + sl;
+	else if (v[0] == '/' && v[1] == '/')
+		after = v + 2, scheme = NULL;
+	if (after && strncasecmp(after, base + as, ae - as) == 0 &&
+	    boundary(after[ae - as])) {
+		const char *p = after + (ae - as);
+		if (strncmp(p, base_path, bp) == 0 && boundary(p[bp])) {
 			rest = p + bp;
+		} else {
+			/* the storage's own address, outside what the
+			 * gateway forwards to: nowhere to point instead */
+			*drop = true;
+			return NULL;
+		}
 	} else if (bp && v[0] == '/' && v[1] != '/' &&
 		   strncmp(v, base_path, bp) == 0 && boundary(v[bp])) {
 		/* a path on the upstream, under its base: the same path seen
@@ -75,8 +92,10 @@ char *fg_redirect_answer(const char *base, const char *base_path,
 	char *out = malloc(n);
 	if (!out)
 		return NULL;
-	if (client_host)
-		snprintf(out, n, "%s://%s%s%s", client_scheme, client_host, sep, rest);
+	if (client_host && scheme)
+		snprintf(out, n, "%s://%s%s%s", scheme, client_host, sep, rest);
+	else if (client_host)
+		snprintf(out, n, "//%s%s%s", client_host, sep, rest);
 	else
 		snprintf(out, n, "%s%s", sep, rest);
 	return out;

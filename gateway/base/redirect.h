@@ -6,6 +6,7 @@
 #ifndef FENCEGATE_REDIRECT_H
 #define FENCEGATE_REDIRECT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 
 /**
@@ -26,12 +27,15 @@ int fg_redirect_destination(const char *base, const char *base_path,
  * gets it: one that names the upstream (its base URL, the base path
  * included, at a path boundary; or, with a base path, a path under it)
  * names the gateway instead, at client_scheme://client_host (the address
- * the client used; a path alone when client_host is NULL). Returns a new
- * string the caller frees, or NULL when the value passes unchanged (or
- * memory ran out: then it passes unchanged too).
+ * the client used; a path alone when client_host is NULL). One that names
+ * the upstream's authority outside its base path sets *drop: the header
+ * is not relayed, so that no client is pointed past the fence. Returns a
+ * new string the caller frees, or NULL when the value passes unchanged
+ * (or is dropped, or memory ran out: then it passes unchanged too).
  */
 char *fg_redirect_answer(const char *base, const char *base_path,
 			 const char *value,
-			 const char *client_scheme, const char *client_host);
+			 const char *client_scheme, const char *client_host,
+			 bool *drop);
 
 #endif

@@ -71,7 +71,7 @@
 /* Idle buffers kept per loop (BUF each): a 64 KiB malloc() per buffer
  * made glibc consolidate its fast bins on every request. */
 #define BUF_POOL 32
-#define HEADERS_MAX 200
+#define HEADERS_MAX 256
 /* The largest body of known length the gateway's own client carries
  * (larger ones, and chunked ones, go through curl): one buffer's worth,
  * so that it is in hand, whole, as soon as its client sent it. */
@@ -1655,10 +1655,13 @@ struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
 		if (fg_hdr_in_connection(resp_connection(x), name))
 			continue;
 		char *mine = NULL;
+		bool drop = false;
 		if (cfg->proxy_redirect && (strcasecmp(name, "Location") == 0 ||
 					    strcasecmp(name, "Content-Location") == 0))
 			mine = fg_redirect_answer(cfg->up.base, cfg->up.base_path,
-						  value, scheme, host);
+						  value, scheme, host, &drop);
+		if (drop)
+			continue;
 		MHD_add_response_header(r, name, mine ? mine : value);
 		free(mine);
 	}

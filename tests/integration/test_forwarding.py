@@ -2,7 +2,8 @@
 gateway (contract v1.1.1, "Forwarded in the form the origin accepts"):
 a Location or Content-Location that names the upstream (its base URL, the
 base path included) reaches the client naming the address the client used,
-as nginx's `proxy_redirect default` does; every other value passes
+as nginx's `proxy_redirect default` does; one that names the upstream
+outside its base path is not relayed; every other value passes
 unchanged; `proxy-redirect no` turns the rewriting off. The Destination
 half (the upstream's absolute URI) is asserted where COPY and MOVE are
 tested (test_fence_v11.py)."""
@@ -68,13 +69,24 @@ class RedirectTests(TestCase):
                                          header="X-Content-Location"),
                              want, "Content-Location " + sent)
 
-    def test_location_naming_anything_else_passes_unchanged(self):
+    def test_location_naming_the_upstream_outside_its_base_is_not_relayed(self):
+        # no address of the gateway reaches it: relayed, it would point
+        # the client past the fence, at the storage itself
         gw = self.gateway()
         port = self.up.port
         for sent in ("http://127.0.0.1:%d/basement/x" % port,
                      "http://127.0.0.1:%d/other/x" % port,
                      "http://127.0.0.1:%d/Base/x" % port,
-                     "https://127.0.0.1:%d/base/x" % port,
+                     "http://127.0.0.1:%d/" % port,
+                     "//127.0.0.1:%d/other/x" % port):
+            for header in ("X-Location", "X-Content-Location"):
+                self.assertIsNone(self.answer(gw, sent, header=header),
+                                  "%s %s" % (header[2:], sent))
+
+    def test_location_naming_anything_else_passes_unchanged(self):
+        gw = self.gateway()
+        port = self.up.port
+        for sent in ("https://127.0.0.1:%d/base/x" % port,
                      "http://127.0.0.1:%d/base/x" % (port + 1),
                      "http://storage.example/base/x",
                      "/basement", "/other/x", "//127.0.0.1/base/x",

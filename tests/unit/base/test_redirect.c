@@ -12,6 +12,7 @@
 #include <stdarg.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdbool.h>
 #include <stdlib.h>
 #include <string.h>
 
@@ -60,11 +61,15 @@ static void answer_is(const char *url, const char *v, const char *host,
 		      const char *want)
 {
 	struct fg_upstream up = up_of(url);
-	char *got = fg_redirect_answer(up.base, up.base_path, v, "http", host);
+	bool drop = true;
+	char *got = fg_redirect_answer(up.base, up.base_path, v, "http", host,
+				       &drop);
 	if (!want) {
 		assert_null(got);
+		assert_false(drop);
 		return;
 	}
+	assert_false(drop);
 	assert_non_null(got);
 	assert_string_equal(got, want);
 	free(got);
@@ -86,17 +91,46 @@ static void test_location_naming_the_upstream_names_the_gateway(void **s)
 	answer_is("http://store:9000", "http://store:9000/c", "gw", "http://gw/c");
 }
 
+static void dropped(const char *url, const char *v)
+{
+	struct fg_upstream up = up_of(url);
+	bool drop = false;
+	char *got = fg_redirect_answer(up.base, up.base_path, v, "http", "gw",
+				       &drop);
+	assert_null(got);
+	assert_true(drop);
+}
+
+static void test_location_naming_the_upstream_outside_its_base_is_dropped(void **s)
+{
+	(void)s;
+	const char *u = "http://store:9000/data";
+	dropped(u, "http://store:9000/database");
+	dropped(u, "http://store:9000/Data/x");
+	dropped(u, "http://store:9000/other/x");
+	dropped(u, "http://store:9000/");
+	dropped(u, "http://store:9000");
+	dropped(u, "HTTP://Store:9000/x?y");
+	dropped(u, "//store:9000/elsewhere");
+}
+
+static void test_network_path_naming_the_upstream_names_the_gateway(void **s)
+{
+	(void)s;
+	answer_is("http://store:9000/data", "//store:9000/data/x", "gw", "//gw/x");
+	answer_is("http://store:9000", "//STORE:9000/x", "gw", "//gw/x");
+}
+
 static void test_location_naming_anything_else_is_left_alone(void **s)
 {
 	(void)s;
 	const char *u = "http://store:9000/data";
-	answer_is(u, "http://store:9000/database", "gw", NULL);
-	answer_is(u, "http://store:9000/Data/x", "gw", NULL);
 	answer_is(u, "http://store:9001/data/x", "gw", NULL);
 	answer_is(u, "https://store:9000/data/x", "gw", NULL);
 	answer_is(u, "http://store:90000/data/x", "gw", NULL);
+	answer_is(u, "http://store:9000.evil/data/x", "gw", NULL);
 	answer_is(u, "http://other/data/x", "gw", NULL);
-	answer_is(u, "//store:9000/data/x", "gw", NULL);
+	answer_is(u, "//store:9001/data/x", "gw", NULL);
 	answer_is(u, "/database", "gw", NULL);
 	answer_is(u, "data/x", "gw", NULL);
 	answer_is(u, "", "gw", NULL);
@@ -110,6 +144,8 @@ int main(void)
 		cmocka_unit_test(test_destination_is_the_upstreams_absolute_uri),
 		cmocka_unit_test(test_destination_that_does_not_fit_is_refused),
 		cmocka_unit_test(test_location_naming_the_upstream_names_the_gateway),
+		cmocka_unit_test(test_location_naming_the_upstream_outside_its_base_is_dropped),
+		cmocka_unit_test(test_network_path_naming_the_upstream_names_the_gateway),
 		cmocka_unit_test(test_location_naming_anything_else_is_left_alone),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
