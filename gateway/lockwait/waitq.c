@@ -426,7 +426,9 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 		 * and may drop a reference) */
 		if (w->result != FG_WAIT_GRANTED)
 			give_back_waiter(q, w, FG_GIVEBACK_CONNECTION);
-		finish(q, w, FG_WAIT_UNAVAIL, NULL, NULL);
+		/* a stopping gateway never blames Redis for its own stop */
+		finish(q, w, q->stopping ? FG_WAIT_STOPPING : FG_WAIT_UNAVAIL,
+		       NULL, NULL);
 	} else if (g->status == FG_GRANTED) {
 		struct fg_grant mine = *g;
 		mine.holds = 1;
@@ -468,7 +470,8 @@ static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek)
 		if (!peek) {
 			if (w->result != FG_WAIT_GRANTED)
 				give_back_waiter(wq, w, FG_GIVEBACK_CONNECTION);
-			finish(wq, w, FG_WAIT_UNAVAIL, NULL, NULL);
+			finish(wq, w, wq->stopping ? FG_WAIT_STOPPING
+						   : FG_WAIT_UNAVAIL, NULL, NULL);
 		}
 	}
 }

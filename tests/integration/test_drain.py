@@ -246,6 +246,28 @@ class DrainTests(StoreTestCase):
         self.assertEqual(self.wait_exit(g, slack(10.0)), 0)
         self.assert_stored(path, bytes(up.sent), "the upload in flight")
 
+    @harness.single_redis("stops the one redis-server")
+    def test_sigterm_with_redis_down_answers_waiters_shutting_down_not_redis_down(self):
+        env = self.start_store(flags=["--redis-timeout-ms", "500"])
+        g = env.gw
+        wlock = self.lock_name("waited")
+        held = self.acquire_ok(wlock, gw=g, ttl_ms=60000)
+        waiter = self.waiter(wlock, gw=g, wait_ms=60000)
+        self.wait_waiters(wlock, 1, gw=g)
+        observer = self.call("GET", "%s?wait_ms=60000&after=%d"
+                             % (wlock, held["token"]), gw=g,
+                             timeout=slack(70.0))
+        env.redis.stop()
+        self.wait_for(lambda: g.request("GET", "/_fence/v1/health").status
+                      == 503, slack(5.0), "health to say Redis is down")
+        g.proc.send_signal(signal.SIGTERM)
+        # the stop is the gateway's own: never blamed on Redis
+        self.assert_shutting_down(waiter.result(slack(5.0)),
+                                  "the parked acquire")
+        self.assert_shutting_down(observer.result(slack(5.0)),
+                                  "the parked observer")
+        self.assertEqual(self.wait_exit(g, slack(10.0)), 0)
+
     def test_a_write_waiting_for_an_older_write_is_answered_503_shutting_down_and_never_forwarded(self):
         # a margin of a minute: the cut write's record holds newer tokens
         # back that long, so the newer write waits until the stop
