@@ -261,6 +261,11 @@ static enum MHD_Result respond_grant(struct fg_req *req,
 	req->rec.has_token = true;
 	req->rec.token = g->token;
 	fg_held_granted(name, g->token, g->holds <= 1, g->ttl_ms);
+	/* A client that closed while the call was in Redis is gone: its
+	 * kernel would take the answer and reset, so the answer would count
+	 * as delivered. Not answered, the grant goes back at once. */
+	if (fg_loop_client_gone(c))
+		return MHD_NO;
 	/* the answer of every lock cycle: written straight into the
 	 * response's buffer (fg_jw, what jansson would write), jansson only
 	 * for a string it would escape */

@@ -2255,6 +2255,39 @@ class V11WaiterTests(V11Case):
                 self.release_ok(lock, got["r"].json["lease"], gw=gw1)
 
 
+    def test_v11_try_once_grant_whose_client_closed_is_given_back(self):
+        # the client sends its acquire and closes at once; the gateway
+        # (held up) reads both together: it must not count an answer its
+        # client's kernel takes and resets as delivered
+        env = self.start_store(gateways=1)
+        gw = env.gw
+        body = json.dumps({"ttl_ms": 3600000}).encode()
+        for how in ("close", "reset", "one more byte"):
+            with self.subTest(how=how):
+                locks = [self.lock_name() for _ in range(5)]
+                gw.pause()
+                try:
+                    for lock in locks:
+                        s = socket.create_connection(("127.0.0.1", gw.port),
+                                                     timeout=5.0)
+                        s.sendall(head_bytes("POST", LOCKS + lock, [
+                            ("Host", "x"),
+                            ("Content-Type", "application/json"),
+                            ("Content-Length", str(len(body)))]) + body)
+                        self.leave(s, how)
+                finally:
+                    gw.resume()
+                for lock in locks:
+                    self.assertTrue(wait_until(
+                        lambda: self.state(lock, gw=gw)["holders"] == 0,
+                        slack(3.0), 0.05),
+                        "%s: a grant nobody received still holds %s: %r"
+                        % (how, lock, self.state(lock, gw=gw)))
+                    c = self.acquire(lock, gw=gw, body={"ttl_ms": 5000})
+                    self.assertEqual(c.status, 200, c)
+                    self.release_ok(lock, c.json["lease"], gw=gw)
+
+
 # ---------------------------------------------------------------------------
 # 12: credentials never go upstream
 
