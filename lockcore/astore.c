@@ -28,8 +28,11 @@
  * lease (or a waiter's confirmation) that may have run but whose caller
  * is told it failed becomes a give-back job, sent until Redis answers it
  * (giveback.lua: idempotent, and it makes the call itself a no-op should
- * it reach Redis later). The happy path pays nothing for this: no call is
- * added to one that succeeds.
+ * it reach Redis later). A renewal or a re-entry is sent with an undo id
+ * (undo_id()) for the same end: one that fails once sent becomes a job
+ * that puts back what it did (its lease stays the client's). The happy
+ * path pays nothing for this but the id: no call is added to one that
+ * succeeds.
  */
 #include <stdbool.h>
 #include <stddef.h>
@@ -39,6 +42,7 @@
 
 #include <event2/event.h>
 #include <hiredis/async.h>
+#include <openssl/rand.h>
 #include <hiredis/hiredis.h>
 
 #include "fencegate/topo.h"
@@ -79,9 +83,11 @@ struct giveback {
 	struct giveback *next, *prev;
 	enum fg_giveback_reason why;
 	int inflight;
-	const char *lease, *wid; /* into name's allocation */
-	char name[];             /* "<name>\0<lease>\0<waiter id>\0" */
+	const char *lease, *wid, *uid; /* into name's allocation */
+	char name[];   /* "<name>\0<lease>\0<waiter id>\0<undo id>\0" */
 };
+
+#define UNDO_ID_MAX 40
 
 struct fg_astore {
 	struct event_base *base;
@@ -95,6 +101,8 @@ struct fg_astore {
 	struct giveback *gbs;    /* not yet answered */
 	size_t ngbs;
 	struct event *gb_timer;
+	char uid_pfx[17];        /* random: undo ids of gateways never meet */
+	uint64_t uid_seq;
 	unsigned replicas, replicas_timeout_ms;
 	struct fg_topo_view view;
 	struct conn *conns;  /* command connections */
@@ -137,8 +145,11 @@ struct aop {
 	struct fg_redis_node to;
 	char *undo_lease;      /* acked: "<lease>\0<name>", released if WAIT
 				  falls short */
-	char *gb;              /* a fresh lease's call: "<name>\0<lease>\0<waiter
-				  id>", given back if it fails once sent */
+	char *gb;              /* a fresh lease's call, or a renewal's or a
+				  re-entry's: "<name>\0<lease>\0<waiter
+				  id>\0<undo id>", given back (undone) if it
+				  fails once sent */
+	char uid[UNDO_ID_MAX]; /* the undo id the call carries ("": none) */
 	int maybe_ran;         /* sent, and no reply said it did not run */
 	int why;               /* enum fg_giveback_reason of a failure */
 	int undone;            /* WAIT fell short and the grant was released */
@@ -435,6 +446,11 @@ fg_astore *fg_astore_create(struct event_base *base,
 	as->on_resync = on_resync;
 	as->arg = arg;
 	as->spread = (unsigned)rand();
+	unsigned char rb[8];
+	if (RAND_bytes(rb, sizeof(rb)) != 1)
+		goto error;
+	for (size_t i = 0; i < sizeof(rb); i++)
+		snprintf(as->uid_pfx + 2 * i, 3, "%02x", rb[i]);
 	as->moved_ev = event_new(base, -1, 0, on_moved, as);
 	as->gb_timer = evtimer_new(base, on_gb_timer, as);
 	if (!as->moved_ev || !as->gb_timer || conn_init(&as->sub, as, 1))
@@ -1121,20 +1137,24 @@ static struct aop *grant_op(fg_grant_cb *cb, void *arg)
 	return op;
 }
 
-/* "<name>\0<lease>\0<waiter id>\0" in one allocation (caller frees). */
-static char *three(const char *name, const char *lease, const char *wid,
-		   size_t extra, size_t *off)
+/* "<name>\0<lease>\0<waiter id>\0<undo id>\0" in one allocation (caller
+ * frees). */
+static char *four(const char *name, const char *lease, const char *wid,
+		  const char *uid, size_t extra, size_t *off)
 {
 	size_t nl = strlen(name) + 1, ll = strlen(lease) + 1;
 	size_t wl = (wid ? strlen(wid) : 0) + 1;
+	size_t ul = (uid ? strlen(uid) : 0) + 1;
 	/* a struct in front is given at least its whole size */
-	char *p = malloc(extra + nl + ll + wl + (extra ? sizeof(struct giveback) : 0));
+	char *p = malloc(extra + nl + ll + wl + ul +
+			 (extra ? sizeof(struct giveback) : 0));
 	if (!p)
 		return NULL;
 	*off = extra;
 	memcpy(p + extra, name, nl);
 	memcpy(p + extra + nl, lease, ll);
 	memcpy(p + extra + nl + ll, wid ? wid : "", wl);
+	memcpy(p + extra + nl + ll + wl, uid ? uid : "", ul);
 	return p;
 }
 
@@ -1144,22 +1164,35 @@ static int fresh(struct aop *op, const char *name, const char *lease,
 		 const char *wid)
 {
 	size_t off;
-	op->gb = three(name, lease, wid, 0, &off);
+	op->gb = four(name, lease, wid, NULL, 0, &off);
+	return op->gb ? FG_OK : FG_ENOMEM;
+}
+
+/* The call renews or re-enters the client's lease: it carries a new undo
+ * id (op->uid), and if it fails once sent, what it did is put back. */
+static int undo_id(fg_astore *as, struct aop *op, const char *name,
+		   const char *lease)
+{
+	snprintf(op->uid, sizeof(op->uid), "%s.%llu", as->uid_pfx,
+		 (unsigned long long)++as->uid_seq);
+	size_t off;
+	op->gb = four(name, lease, NULL, op->uid, 0, &off);
 	return op->gb ? FG_OK : FG_ENOMEM;
 }
 
 static void gb_schedule(fg_astore *as, int now);
 
-int fg_alock_give_back(fg_astore *as, const char *name, const char *lease,
-		       const char *waiter_id, enum fg_giveback_reason why)
+static int give_back(fg_astore *as, const char *name, const char *lease,
+		     const char *waiter_id, const char *uid,
+		     enum fg_giveback_reason why)
 {
 	if (!as || as->closing)
 		return FG_EUNAVAIL;
 	if (as->ngbs >= GIVEBACK_MAX)
 		return FG_ENOMEM; /* its lease runs out by itself */
 	size_t off;
-	char *p = three(name, lease, waiter_id, offsetof(struct giveback, name),
-			&off);
+	char *p = four(name, lease, waiter_id, uid,
+		       offsetof(struct giveback, name), &off);
 	if (!p)
 		return FG_ENOMEM;
 	struct giveback *gb = (struct giveback *)(void *)p;
@@ -1167,6 +1200,7 @@ int fg_alock_give_back(fg_astore *as, const char *name, const char *lease,
 	gb->why = why;
 	gb->lease = gb->name + strlen(gb->name) + 1;
 	gb->wid = gb->lease + strlen(gb->lease) + 1;
+	gb->uid = gb->wid + strlen(gb->wid) + 1;
 	gb->prev = NULL;
 	gb->next = as->gbs;
 	if (as->gbs)
@@ -1175,6 +1209,12 @@ int fg_alock_give_back(fg_astore *as, const char *name, const char *lease,
 	as->ngbs++;
 	gb_schedule(as, 1);
 	return FG_OK;
+}
+
+int fg_alock_give_back(fg_astore *as, const char *name, const char *lease,
+		       const char *waiter_id, enum fg_giveback_reason why)
+{
+	return give_back(as, name, lease, waiter_id, NULL, why);
 }
 
 struct gbcall {
@@ -1222,6 +1262,7 @@ static void on_gb_timer(evutil_socket_t fd, short what, void *arg)
 		c->as = as;
 		c->gb = gb;
 		fg__build_giveback(&op->call, gb->name, gb->lease, gb->wid,
+				   *gb->uid ? gb->uid : NULL,
 				   GIVEBACK_REMEMBER_MS, as->idle);
 		if (submit(as, op) == FG_OK)
 			gb->inflight = 1;
@@ -1269,8 +1310,9 @@ static void give_back_op(struct aop *op, int err)
 		return;
 	const char *name = op->gb, *lease = name + strlen(name) + 1;
 	const char *wid = lease + strlen(lease) + 1;
-	fg_alock_give_back(op->as, name, lease, *wid ? wid : NULL,
-			   (enum fg_giveback_reason)op->why);
+	const char *uid = wid + strlen(wid) + 1;
+	give_back(op->as, name, lease, *wid ? wid : NULL, *uid ? uid : NULL,
+		  (enum fg_giveback_reason)op->why);
 }
 
 int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
@@ -1283,11 +1325,13 @@ int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		return FG_ENOMEM;
 	if ((as->replicas && acked(op, req->name,
 				   req->reenter ? req->reenter : req->lease)) ||
-	    (!req->reenter && fresh(op, req->name, req->lease, req->waiter_id))) {
+	    (!req->reenter && fresh(op, req->name, req->lease, req->waiter_id)) ||
+	    (req->reenter && undo_id(as, op, req->name, req->reenter))) {
 		aop_free(op);
 		return FG_ENOMEM;
 	}
-	fg__build_acquire(&op->call, req, as->idle, !as->view.slots);
+	fg__build_acquire(&op->call, req, op->uid[0] ? op->uid : NULL, as->idle,
+			  !as->view.slots);
 	return submit(as, op);
 }
 
@@ -1303,7 +1347,7 @@ int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
 		aop_free(op);
 		return FG_ENOMEM;
 	}
-	fg__build_renew(&op->call, name, lease, NULL, 0, NULL, 0, as->idle,
+	fg__build_renew(&op->call, name, lease, NULL, 0, NULL, 0, NULL, as->idle,
 			!as->view.slots);
 	return submit(as, op);
 }
@@ -1315,8 +1359,12 @@ int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
 	struct aop *op = grant_op(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
+	if (undo_id(as, op, name, lease)) {
+		aop_free(op);
+		return FG_ENOMEM;
+	}
 	fg__build_renew(&op->call, name, lease, principal, ttl_ms, value,
-			value_len, as->idle, !as->view.slots);
+			value_len, op->uid, as->idle, !as->view.slots);
 	return submit(as, op);
 }
 

@@ -223,7 +223,7 @@ static void str0(struct fg__call *c, const char *s)
 }
 
 void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
-		       unsigned idle, bool index)
+		       const char *undo_id, unsigned idle, bool index)
 {
 	call_init(c, FG__LUA_ACQUIRE, q->name, idle, index);
 	str0(c, q->lease);
@@ -251,6 +251,8 @@ void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
 		l[n++] = 'o';
 	if (q->principal)
 		l[n++] = 'p';
+	if (re && undo_id)
+		l[n++] = 'u';
 	l[n] = '\0';
 	push(c, l, n);
 	if (q->lock_delay_ms)
@@ -270,23 +272,30 @@ void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
 		fg__call_str(c, q->owner, q->owner_len);
 	if (q->principal)
 		fg__call_str(c, q->principal, strlen(q->principal));
+	if (re && undo_id) /* the last argument, wherever the rest ends */
+		str0(c, undo_id);
 }
 
 void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 		     const char *principal, uint32_t ttl_ms, const char *value,
-		     size_t value_len, unsigned idle, bool index)
+		     size_t value_len, const char *undo_id, unsigned idle,
+		     bool index)
 {
 	call_init(c, FG__LUA_RENEW, name, idle, index);
 	str0(c, lease);
 	fg__call_num(c, ttl_ms);
-	/* which of value and principal follow, then those only */
-	static const char *const extra[4] = { "", "v", "p", "vp" };
-	const char *e = extra[(value ? 1 : 0) | (principal ? 2 : 0)];
+	/* which of value, principal and undo id follow, then those only */
+	static const char *const extra[8] = { "", "v", "p", "vp",
+					      "u", "vu", "pu", "vpu" };
+	const char *e = extra[(value ? 1 : 0) | (principal ? 2 : 0) |
+			      (undo_id ? 4 : 0)];
 	fg__call_str(c, e, strlen(e));
 	if (value)
 		fg__call_str(c, value, value_len);
 	if (principal)
 		fg__call_str(c, principal, strlen(principal));
+	if (undo_id)
+		str0(c, undo_id);
 }
 
 void fg__build_release(struct fg__call *c, const char *name,
@@ -433,12 +442,15 @@ void fg__build_finish(struct fg__call *c, const char *name,
 
 void fg__build_giveback(struct fg__call *c, const char *name,
 			const char *lease, const char *waiter_id,
-			unsigned remember_ms, unsigned idle)
+			const char *undo_id, unsigned remember_ms,
+			unsigned idle)
 {
 	fg__call_init(c, FG__LUA_GIVEBACK, name, idle);
 	str0(c, lease);
 	str0(c, waiter_id);
 	fg__call_num(c, remember_ms);
+	if (undo_id)
+		str0(c, undo_id);
 }
 
 /* ---- replies --------------------------------------------------------- */

@@ -91,11 +91,14 @@ int fg__parse_admit(const struct redisReply *r, struct fg_admit *out);
 /* Builders shared by both fronts. */
 /* index: the script keeps the listing's index itself (one Redis, not a
  * Cluster: its keys join the call's, index_add.lua) */
+/* undo_id: a re-entry's or a renewal's undo id (giveback.lua puts back
+ * what the call did when its answer is lost), or NULL for none */
 void fg__build_acquire(struct fg__call *c, const struct fg_acquire *req,
-		       unsigned idle, bool index);
+		       const char *undo_id, unsigned idle, bool index);
 void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 		     const char *principal, uint32_t ttl_ms, const char *value,
-		     size_t value_len, unsigned idle, bool index);
+		     size_t value_len, const char *undo_id, unsigned idle,
+		     bool index);
 void fg__build_release(struct fg__call *c, const char *name,
 		       const char *lease, const char *principal,
 		       unsigned margin_ms, unsigned idle, bool index);
@@ -132,9 +135,12 @@ void fg__build_index_drop(struct fg__call *c, const char *name,
 int fg__parse_detail(const redisReply *r, struct fg_lock_detail *d);
 /* Frees what fg__parse_detail() allocated (the party arrays). */
 void fg__detail_finish(struct fg_lock_detail *d);
+/* undo_id NULL: a fresh lease's give-back; else the undo of the renewal
+ * or re-entry of lease sent with that id */
 void fg__build_giveback(struct fg__call *c, const char *name,
 			const char *lease, const char *waiter_id,
-			unsigned remember_ms, unsigned idle);
+			const char *undo_id, unsigned remember_ms,
+			unsigned idle);
 
 /** Monotonic milliseconds (for reconnect pacing only, never for leases). */
 uint64_t fg__mono_ms(void);

@@ -396,7 +396,7 @@ int fg_lock_acquire(fg_store *st, const struct fg_acquire *req,
 	struct fg__call c;
 	if (req->wait_ms > 0 && (!req->waiter_id || !req->gateway_id))
 		return FG_EINVAL;
-	fg__build_acquire(&c, req, st->idle_forget_ms, false);
+	fg__build_acquire(&c, req, NULL, st->idle_forget_ms, false);
 	return grant_call(st, &c, out);
 }
 
@@ -406,7 +406,7 @@ int fg_lock_renew(fg_store *st, const char *name, const char *lease,
 {
 	struct fg__call c;
 	fg__build_renew(&c, name, lease, principal, ttl_ms, value, value_len,
-			st->idle_forget_ms, false);
+			NULL, st->idle_forget_ms, false);
 	return grant_call(st, &c, out);
 }
 

@@ -9,6 +9,8 @@
 --         v  value, o  owner
 --         p  principal (absent: open mode; a grant is stored with it, a
 --            re-entry must come from it)
+--         u  undo id of a re-entry (prelude's undo records; absent:
+--            none), always the last argument
 --       (a call carries only those it has: every argument costs Redis a
 --       string and a slot of ARGV, and a ninth one a larger table; a
 --       common grant is seven)
@@ -35,6 +37,8 @@ if LETTERS ~= '' then
   if string.find(LETTERS, 'r', 1, true) then RE, at = ARGV[at], at + 1 end
 end
 local VAL, OWN, PRIN = optional(ARGV, LETTERS, at)
+local UID = RE ~= '' and string.find(LETTERS, 'u', 1, true) and ARGV[#ARGV]
+  or nil
 
 -- A fresh lease's k: field says this call was given back before it got
 -- here (its answer was lost and the gateway undid it): it does nothing.
@@ -84,13 +88,16 @@ if RE == '' and hget('k:' .. LEASE) then
   reply = {'expired'}
 elseif RE ~= '' then
   local h = holder(RE)
-  if not h then
+  local about = UID and h and about_get(RE)
+  if not h or undo_cancelled(about, UID) then
     reply = {'expired'}
   elseif not owns(h, PRIN) then
     reply = {'forbidden'}
   else
+    local before = UID and undo_before(RE, VAL ~= nil, OWN ~= nil)
     rehold(RE, h, h.n + 1, TTL)
     set_meta(VAL, OWN)
+    if UID then undo_record(RE, about, UID, before, true) end
     reply = {'granted', tonumber(st.t), st.m, h.n + 1, TTL}
   end
 else

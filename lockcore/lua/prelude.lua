@@ -756,3 +756,53 @@ local function keep_new_f()
   if dirty then return end
   rcall('PEXPIRE', F, fmt(horizon() - NOW + IDLE), 'NX')
 end
+
+-- ---- Undo records: a renewal or a re-entry whose answer was lost --------
+-- The gateway sends each renewal and re-entry with an undo id (letter
+-- 'u', the call's last argument). Such a call records in its holder's
+-- a: json, as `u`, what it changed: {i = id, h = the holder's value
+-- before, r = 1 for a re-entry, v / nv = the lock's value before (nv: it
+-- had none) when the call set one, o / no the same for the owner}. When
+-- the gateway cannot learn what the call did and answers 503, it sends
+-- giveback.lua with the id, which puts back what the record says (or, if
+-- the call has not come yet, marks the id {i = id, x = 1} so that the
+-- call does nothing when it comes). The record lives in a: so that it
+-- leaves with its holder (del1()); a later call's record replaces it, so
+-- only the last call of a lease can be undone. A grant whose a: field an
+-- older library did not write gets no record.
+
+-- The holder's a: json as a table (nil: none).
+local function about_get(lease)
+  local raw = hget('a:' .. lease)
+  if not raw then return nil end
+  local ok, a = pcall(cjson.decode, raw)
+  if ok and type(a) == 'table' then return a end
+  return nil
+end
+
+-- Was the call with undo id ID undone before it came? (A: about_get())
+local function undo_cancelled(a, id)
+  return id ~= nil and a ~= nil and type(a.u) == 'table' and a.u.i == id and
+    a.u.x ~= nil
+end
+
+-- What a call must know before it changes anything, to record it after:
+-- the holder's value, and the lock's value and owner when it sets them.
+local function undo_before(lease, setv, seto)
+  local b = {h = hget('h:' .. lease)}
+  if setv then b.v = st.v or false end
+  if seto then b.o = st.o or false end
+  return b
+end
+
+-- Records the undo of call ID (B: undo_before()'s) in A, the holder's a:
+-- json (about_get(), read before the call changed anything).
+local function undo_record(lease, a, id, b, reentry)
+  if not id or not a or not b.h then return end
+  local u = {i = id, h = b.h}
+  if reentry then u.r = 1 end
+  if b.v ~= nil then if b.v then u.v = b.v else u.nv = 1 end end
+  if b.o ~= nil then if b.o then u.o = b.o else u.no = 1 end end
+  a.u = u
+  put1('a:' .. lease, cjson.encode(a))
+end

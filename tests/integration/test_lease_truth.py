@@ -564,6 +564,72 @@ class LostAnswerLeavesNothingTests(TestCase):
         self.assertEqual(g.status, 200, "the next acquire after the pause: "
                          "%r" % g)
 
+    def stopped_redis(self):
+        """SIGSTOP: a stopped server reads a connection's last bytes when
+        it goes on, before the close behind them, so a call the gateway
+        timed out on (and hung up on) still runs then. Returns a function
+        that resumes it and returns that moment."""
+        self.redis.pause()
+        self.addCleanup(self.redis.resume)
+
+        def resume():
+            self.redis.resume()
+            return time.monotonic()
+        return resume
+
+    @harness.single_redis("stops its redis-server")
+    def test_renewal_answered_503_while_redis_is_stopped_is_put_back(self):
+        # the renewal runs when Redis goes on, after its 503: the lease
+        # must end when it would have without it, not ten minutes later
+        name = self.lock_name()
+        h = self.acquire_ok(name, ttl_ms=4000)
+        t_grant = time.monotonic()
+        resume = self.stopped_redis()
+        r = self.call("PATCH", name, body={"lease": h["lease"],
+                                           "ttl_ms": 600000},
+                      timeout=slack(10.0)).result(slack(10.0))
+        self.assert_unavailable(r, "renewal while Redis is stopped")
+        t_back = resume()
+        last = {}
+
+        def put_back():
+            s = self.inspect(name, timeout=slack(5.0))
+            last["s"] = s.json if s.status == 200 else s
+            return s.status == 200 and (not s.json["held"] or
+                                        s.json["ttl_ms"] <= 4000)
+        self.assertTrue(wait_until(put_back, 1.0 + slack(1.0), 0.05),
+                        "the renewal answered 503 still holds: %r"
+                        % last.get("s"))
+        # and the lease ends at its first expiry
+        self.assert_free_soon(name, max(t_back, t_grant + 4.0),
+                              "at the lease's first expiry")
+
+    @harness.single_redis("stops its redis-server")
+    def test_reentry_answered_503_while_redis_is_stopped_is_put_back(self):
+        # the re-entry's hold, added when Redis goes on, goes again: one
+        # release by the holder, who was told the re-entry failed, frees
+        # the lock
+        name = self.lock_name()
+        h = self.acquire_ok(name, ttl_ms=60000)
+        resume = self.stopped_redis()
+        r = self.acquire(name, body={"lease": h["lease"], "ttl_ms": 600000},
+                         timeout=slack(10.0))
+        self.assert_unavailable(r, "re-entry while Redis is stopped")
+        resume()
+        self.wait_gateway_back()
+        last = {}
+
+        def put_back():
+            s = self.inspect(name, timeout=slack(5.0))
+            last["s"] = s.json if s.status == 200 else s
+            return s.status == 200 and s.json["ttl_ms"] <= 60000
+        self.assertTrue(wait_until(put_back, 1.0 + slack(1.0), 0.05),
+                        "the re-entry answered 503 still holds: %r"
+                        % last.get("s"))
+        t_rel = time.monotonic()
+        self.release_ok(name, h["lease"])
+        self.assert_free_soon(name, t_rel, "after the one release")
+
     @harness.single_redis("stalls its redis-server with a busy script")
     def test_grant_given_back_after_a_lost_answer_is_counted_in_metrics(self):
         name = self.lock_name()
