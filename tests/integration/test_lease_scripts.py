@@ -260,6 +260,72 @@ class LeaseScriptTests(ScriptCalls):
         # another lease is granted as usual
         self.assertEqual(self.fc_acquire(name, "F" * 22)[0], "granted")
 
+    # ---- undo ids: a renewal or re-entry whose answer was lost -------
+
+    def holder_value(self, name, lease):
+        v = self.redis.command("HGET", keys(name)[0], "h:" + lease)
+        return None if v is None else v.decode()
+
+    def undo(self, name, lease, uid):
+        r = self.fcall("giveback", name, lease, "", 60000, uid)
+        return r[0].decode()
+
+    def test_a_renewal_undone_by_its_id_gets_its_first_expiry_back(self):
+        name, lease = self.lock_name(), "U" * 22
+        self.assertEqual(self.fc_acquire(name, lease, ttl=60000)[0], "granted")
+        before = self.holder_value(name, lease)
+        r = self.fcall("renew", name, lease, 600000, "u", "gw1.1")
+        self.assertEqual(r[0], b"granted", r)
+        self.assertNotEqual(self.holder_value(name, lease), before)
+        self.assertEqual(self.undo(name, lease, "gw1.1"), "removed")
+        self.assertEqual(self.holder_value(name, lease), before)
+        # idempotent, and an id of another call changes nothing
+        self.assertEqual(self.undo(name, lease, "gw1.1"), "expired")
+        self.assertEqual(self.undo(name, lease, "gw1.9"), "expired")
+        self.assertEqual(self.holder_value(name, lease), before)
+
+    def test_a_renewal_that_reaches_redis_after_its_undo_does_nothing(self):
+        name, lease = self.lock_name(), "V" * 22
+        self.assertEqual(self.fc_acquire(name, lease, ttl=60000)[0], "granted")
+        before = self.holder_value(name, lease)
+        self.assertEqual(self.undo(name, lease, "gw2.1"), "expired")
+        r = self.fcall("renew", name, lease, 600000, "u", "gw2.1")
+        self.assertEqual(r[0], b"expired", r)
+        self.assertEqual(self.holder_value(name, lease), before)
+        # the next renewal, with its own id, renews
+        r = self.fcall("renew", name, lease, 600000, "u", "gw2.2")
+        self.assertEqual(r[0], b"granted", r)
+
+    def test_a_reentry_undone_by_its_id_loses_its_hold(self):
+        name, lease = self.lock_name(), "W" * 22
+        self.assertEqual(self.fc_acquire(name, lease, ttl=60000)[0], "granted")
+        args = acquire_args("X" * 22, ttl=600000, reenter=lease)
+        args[4] += "u"
+        r = self.fcall("acquire", name, *(args + ["gw3.1"]))
+        self.assertEqual(r[0], b"granted", r)
+        self.assertEqual(r[3], 2, r)
+        self.assertEqual(self.undo(name, lease, "gw3.1"), "removed")
+        self.assertTrue(self.holder_value(name, lease).startswith("1:60000:"))
+        # one release frees the lock
+        r = self.fcall("release", name, lease, MARGIN_MS)
+        self.assertEqual(r[0], b"granted", r)
+        self.assertFalse(self.held(name))
+
+    def test_a_reentry_undone_after_a_release_of_its_hold_ends_the_lease(self):
+        # the client, told the re-entry failed, released its one hold: the
+        # re-entry's hold was the last, and goes as at a release
+        name, lease = self.lock_name(), "Y" * 22
+        self.assertEqual(self.fc_acquire(name, lease, ttl=60000)[0], "granted")
+        args = acquire_args("Z" * 22, ttl=60000, reenter=lease)
+        args[4] += "u"
+        self.assertEqual(self.fcall("acquire", name, *(args + ["gw4.1"]))[0],
+                         b"granted")
+        self.assertEqual(self.fcall("release", name, lease, MARGIN_MS)[0],
+                         b"granted")
+        self.assertTrue(self.held(name))
+        self.assertEqual(self.undo(name, lease, "gw4.1"), "removed")
+        self.assertFalse(self.held(name))
+
     def test_a_remembered_lease_keeps_the_lock_keys_alive_past_its_memory(self):
         name = self.lock_name()
         self.giveback(name, "G" * 22)
