@@ -516,15 +516,16 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 		 * goes back as an undelivered one does (fg_api_finish()). */
 		if (!fg_access_still(req, c, FG_RIGHT_LOCK, req->name, &ret))
 			return ret;
-		if (req->gw->cfg->redis_replicas) {
-			if (!call_new(req, CALL_CONFIRM))
-				return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-			return sent_or_respond(req, c, req->loop->as
-				? fg_alock_confirm(req->loop->as, req->name, req->lease,
-						   on_grant, req)
-				: FG_EUNAVAIL);
-		}
-		return respond_grant(req, c, req->name, req->lease, &g);
+		/* A waiter's grant is held only while its gateway is known to
+		 * be alive until it is confirmed (handoff() in the scripts):
+		 * the confirmation, a renewal to its ttl (with replicas, then
+		 * WAIT), comes before the answer. */
+		if (!call_new(req, CALL_CONFIRM))
+			return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+		return sent_or_respond(req, c, req->loop->as
+			? fg_alock_confirm(req->loop->as, req->name, req->lease,
+					   on_grant, req)
+			: FG_EUNAVAIL);
 	case FG_WAIT_TIMEOUT:
 		return fg_respond_error(c, FG_E_LOCK_HELD,
 					"the lock was not granted within wait_ms", NULL);

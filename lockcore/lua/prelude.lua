@@ -516,16 +516,19 @@ end
 
 -- (acquire.lua's short path writes the same fields for a lock it finds
 -- free and clean: keep the two alike.)
-local function grant_new(lease, mode, ttl, ld, p, client, owner)
+-- (UNTL: the holder's expiry when not NOW + ttl: a waiter's grant,
+-- handoff())
+local function grant_new(lease, mode, ttl, ld, p, client, owner, untl)
   local t, ts = next_token()
   if st.d then del('d') end
-  local exp = fmt(NOW + ttl)
+  local ends = untl or NOW + ttl
+  local exp = fmt(ends)
   -- no lock-delay is no field (num() reads it as 0): one field less to
   -- write, and to delete at the end
   if ld ~= 0 and ld ~= '0' then put1('ld', tostring(ld))
   elseif st.ld then del1('ld') end
   put('m', mode, 't', ts, 'n', '1', 'x', exp, 'nx', exp,
-      'h:' .. lease, hval(1, ttl, NOW + ttl, p))
+      'h:' .. lease, hval(1, ttl, ends, p))
   about(lease, client, owner)
   dirty = true
   publish(t)
@@ -533,8 +536,8 @@ local function grant_new(lease, mode, ttl, ld, p, client, owner)
 end
 
 -- A shared grant is joined under its current token.
-local function join(lease, ttl, p, client, owner)
-  local exp = NOW + ttl
+local function join(lease, ttl, p, client, owner, untl)
+  local exp = untl or NOW + ttl
   local x, nx = num(st.x), num(st.nx)
   if exp > x then x = exp end
   if nx == 0 or exp < nx then nx = exp end
@@ -576,13 +579,19 @@ local function handoff()
     popped = popped + 1
     if r then
       local gk = 'g:' .. r.g
-      if num(hget(gk)) < NOW then
+      local alive = num(hget(gk))
+      if alive < NOW then
         del(gk)
       elseif tonum(r.dl) >= NOW then
         local t
+        -- Held only as long as its gateway is known to be alive (a
+        -- second at least) until that gateway confirms it (a renewal,
+        -- before it answers its client): a grant to a waiter whose
+        -- gateway died is not held by nobody for its whole ttl.
+        local untl = math.min(NOW + tonum(r.t), math.max(alive, NOW + 1000))
         -- the grant carries the principal the waiter queued with
-        if held() then t = join(r.l, r.t, r.p, r.c, r.o)
-        else t = grant_new(r.l, r.m, r.t, r.ld, r.p, r.c, r.o) end
+        if held() then t = join(r.l, r.t, r.p, r.c, r.o, untl)
+        else t = grant_new(r.l, r.m, r.t, r.ld, r.p, r.c, r.o, untl) end
         set_meta(r.v, r.o)
         -- lease and name ride along: a gateway that no longer knows
         -- the waiter gives the grant back at once

@@ -2018,6 +2018,11 @@ class V11UpstreamPathTests(V11Case):
         r = self.send("GET", self.inside)
         self.assertEqual((r.status, r.body), (200, self.inside_data),
                          "the upstream path prefix does not work")
+        # Apache logs each request from its own thread once it is done:
+        # this GET's line may come after the sentinel's, so it is waited
+        # for before the mark
+        self.assertTrue(self.store.wait_log(slack(5.0), test_id=r.test_id),
+                        "the GET inside the upstream path was never logged")
         mark = self.mark()
         for p in self.climbing():
             for method in ("GET", "HEAD", "PROPFIND", "OPTIONS"):
@@ -2254,6 +2259,39 @@ class V11WaiterTests(V11Case):
                                  (1, 0, got["r"].json["token"]))
                 self.release_ok(lock, got["r"].json["lease"], gw=gw1)
 
+
+    def test_v11_grant_to_a_waiter_whose_gateway_died_is_not_held_for_its_ttl(self):
+        # the waiter's gateway is killed: nobody can give its grant back,
+        # so the grant lasts only as long as that gateway was last known
+        # alive (waiter-liveness-ms), not its 60 s ttl
+        env = self.start_store(gateways=2, flags=["--waiter-liveness-ms",
+                                                  "2000"])
+        gw1, gw2 = env.gateways
+        lock = self.lock_name()
+        a = self.acquire_ok(lock, gw=gw1, ttl_ms=60000)
+        body = json.dumps({"ttl_ms": 60000, "wait_ms": 60000}).encode()
+        s = socket.create_connection(("127.0.0.1", gw2.port), timeout=5.0)
+        self.addCleanup(s.close)
+        s.sendall(head_bytes("POST", LOCKS + lock, [
+            ("Host", "x"), ("Content-Type", "application/json"),
+            ("Content-Length", str(len(body)))]) + body)
+        self.wait_waiters(lock, 1, gw=gw1)
+        gw2.kill()
+        env.gateways.remove(gw2)  # killed on purpose
+        t_rel = time.monotonic()
+        self.release_ok(lock, a["lease"], gw=gw1)
+        got = {}
+
+        def granted():
+            r = self.acquire(lock, gw=gw1, body={"ttl_ms": 5000})
+            got["r"] = r
+            return r.status == 200
+        self.assertTrue(wait_until(granted, 2.0 + slack(3.0), 0.1),
+                        "the dead gateway's waiter still holds the lock "
+                        "%.1f s after the release: %r"
+                        % (time.monotonic() - t_rel, got.get("r")))
+        self.assertLess(time.monotonic() - t_rel, 30.0)
+        self.release_ok(lock, got["r"].json["lease"], gw=gw1)
 
     def test_v11_try_once_grant_whose_client_closed_is_given_back(self):
         # the client sends its acquire and closes at once; the gateway
