@@ -537,6 +537,10 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 		return MHD_NO;
 	case FG_WAIT_STOPPING:
 		return fg_respond_error(c, FG_E_SHUTTING_DOWN, NULL, NULL);
+	case FG_WAIT_LOST:
+		return fg_respond_error(c, FG_E_LOCK_STORE_UNAVAILABLE,
+			"Redis lost this request's place in the queue (a restart "
+			"or a failover): ask again", NULL);
 	case FG_WAIT_UNAVAIL:
 	default:
 		return fg_respond_store_error(c, FG_EUNAVAIL);

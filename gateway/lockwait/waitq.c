@@ -68,6 +68,7 @@ struct fg_waiter {
 	int ops;                 /* Redis calls in flight: at most one */
 	bool deadline_hit;
 	bool repoll;             /* a dequeue wanted while a call was in flight */
+	bool peeking;            /* the call in flight is a dequeue's peek */
 	struct watch *watch;
 	struct fg_waiter *prev, *next;
 };
@@ -438,9 +439,16 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 			give_back_waiter(q, w, FG_GIVEBACK_UNDELIVERED);
 	} else if (g->status == FG_QUEUED) {
 		/* a peek: still waiting, nothing to do */
+	} else if (w->peeking && !w->deadline_hit) {
+		/* a peek found neither the waiter nor a grant before its
+		 * deadline: Redis lost its place, which is not "not granted
+		 * within wait_ms" */
+		finish(q, w, q->stopping ? FG_WAIT_STOPPING : FG_WAIT_LOST,
+		       NULL, NULL);
 	} else {
 		finish(q, w, FG_WAIT_TIMEOUT, NULL, NULL);
 	}
+	w->peeking = false;
 	w->ops--;
 	/* the wait ran out, or the client left, while this call (a resync's
 	 * peek) was in flight: leave the queue now */
@@ -463,9 +471,11 @@ static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek)
 		return;
 	}
 	call_started(w);
+	w->peeking = peek;
 	if (fg_alock_dequeue(wq->as, w->name, w->id, w->lease, peek,
 			     on_dequeued, w) != FG_OK) {
 		/* never sent: another holder keeps the waiter */
+		w->peeking = false;
 		call_ended(w);
 		if (!peek) {
 			if (w->result != FG_WAIT_GRANTED)

@@ -32,6 +32,8 @@ enum fg_wait_result {
 	FG_WAIT_STOPPING,  /* the gateway is shutting down (fg_waitq_stop()) */
 	FG_WAIT_GONE,      /* the client went away */
 	FG_WAIT_OBSERVED,  /* observe: the lock's state is in the waiter */
+	FG_WAIT_LOST,      /* acquire: Redis no longer knows the waiter
+			      (a restart or failover lost its place) */
 };
 
 /** The loop's waiters and its Redis connections (commands, and the

@@ -214,6 +214,23 @@ class RedisFaultTests(PrivateEnvTestCase):
                                             "lock_store_unavailable"))
         self.assert_alive()
 
+    def test_blocked_waiter_whose_place_redis_lost_is_told_so_not_lock_held(self):
+        # Redis comes back empty: the waiter's place is gone long before
+        # its wait_ms; "not granted within wait_ms" would not be true
+        self.own(("--redis-timeout-ms", str(REDIS_TIMEOUT_MS)))
+        name = self.lock_name()
+        self.acquire_ok(name, ttl_ms=60000)
+        w = self.waiter(name, wait_ms=60000)
+        self.wait_waiters(name, 1)
+        t0 = time.monotonic()
+        self.restart_redis_empty()
+        r = w.result(slack(20.0))
+        self.assertLess(time.monotonic() - t0, slack(15.0), r)
+        # (503 either way: "lost its place" once Redis answers again,
+        # "cannot be reached" while a new cluster is still forming)
+        self.assert_unavailable(r, "the waiter Redis forgot")
+        self.assert_alive()
+
     def test_process_survives_repeated_redis_restarts_under_load(self):
         self.own(("--redis-timeout-ms", str(REDIS_TIMEOUT_MS)))
         stop = threading.Event()
