@@ -101,6 +101,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	loop->inflight--;
 	free(req->body);
 	free(req->uri);
+	free(req->target_host);
 	fg_recycle_put(&loop->req_blocks, req);
 	*con_cls = NULL;
 }
@@ -161,6 +162,47 @@ static enum MHD_Result on_request(void *cls, struct MHD_Connection *c,
 	return ret;
 }
 
+/*
+ * A server accepts a target in absolute form (RFC 9112 3.2.2), as a client
+ * sends it to a proxy: "http://authority/path?query". Its authority stands
+ * for the Host header, which is then ignored, and the rest is the target,
+ * in origin form, from here on: the lock API and the proxy see only that.
+ * A target with userinfo, an empty or overlong authority is refused. True
+ * when req->uri is in origin form (possibly made so); else *why says why.
+ */
+static bool origin_form(struct fg_req *req, const char **why)
+{
+	const char *u = req->uri;
+	size_t sl;
+	if (strncasecmp(u, "http://", 7) == 0)
+		sl = 7;
+	else if (strncasecmp(u, "https://", 8) == 0)
+		sl = 8;
+	else
+		return true; /* origin form, or refused as it is later */
+	size_t al = strcspn(u + sl, "/?#");
+	if (al == 0 || al > 255 || memchr(u + sl, '@', al)) {
+		*why = "an absolute-form request target needs a host, and no userinfo";
+		return false;
+	}
+	const char *rest = u + sl + al;
+	char *host = strndup(u + sl, al);
+	char *o = malloc(strlen(rest) + 2);
+	if (!host || !o) {
+		free(host);
+		free(o);
+		*why = "out of memory";
+		return false;
+	}
+	o[0] = '/';
+	strcpy(o + (*rest == '/' ? 0 : 1), rest);
+	free(req->uri);
+	req->uri = o;
+	req->rec.uri = o;
+	req->target_host = host;
+	return true;
+}
+
 static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
 			      const char *method, const char *version,
 			      const char *upload, size_t *upload_size)
@@ -174,6 +216,11 @@ static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
 		if (!fg_framing_ok_or_respond(req, c, method, version, &ret)) {
 			req->refused = true;
 			return ret;
+		}
+		const char *why;
+		if (!origin_form(req, &why)) {
+			req->refused = true;
+			return fg_respond_error_close(c, FG_E_BAD_REQUEST, why);
 		}
 	}
 	if (!is_api(req->uri))

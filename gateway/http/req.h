@@ -36,7 +36,12 @@ struct fg_req {
 	struct fg_gateway *gw;
 	struct fg_loop *loop;      /* the loop that accepted it, for its life */
 	struct MHD_Connection *conn;
-	char *uri;                 /* the raw request-target, as sent */
+	char *uri;                 /* the request-target as sent, in origin
+				      form (an absolute-form target's path
+				      and query: front.c) */
+	char *target_host;         /* an absolute-form target's authority,
+				      which stands for Host (RFC 9112
+				      3.2.2), or NULL; freed with req */
 	const char *uri_at;        /* where libmicrohttpd holds it (framing.c) */
 	size_t uri_len;
 	bool started;
@@ -65,5 +70,15 @@ struct fg_req {
 	bool has_pid;              /* the access step found one */
 	struct fg_rec rec;         /* for the access log and the metrics */
 };
+
+/* The authority the client asked for: an absolute-form target's, else
+ * its Host header (NULL: none). */
+static inline const char *fg_req_host(const struct fg_req *req,
+				      struct MHD_Connection *c)
+{
+	return req->target_host ? req->target_host
+		: MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+					      MHD_HTTP_HEADER_HOST);
+}
 
 #endif

@@ -675,6 +675,7 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 		.method = method,
 		.hdr_flags = req->flow->shallow ? FG_HDR_SHALLOW : 0,
 		.tls = fg_tls_on(),
+		.host = req->target_host,
 		.extra = extra,
 		.chunked = req->body_chunked,
 		.length = req->body_length,
@@ -762,6 +763,7 @@ static enum MHD_Result probe_start(struct fg_req *req, struct MHD_Connection *c)
 		.method = "PROPFIND",
 		.hdr_flags = FG_HDR_PROBE,
 		.tls = fg_tls_on(),
+		.host = req->target_host,
 		.extra = extra,
 		.kept_body = PROBE_BODY,
 		.kept_body_len = sizeof(PROBE_BODY) - 1,
@@ -994,8 +996,7 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE, msg,
 					json_pack("{s:i}", "upstream_status", up_status));
 	}
-	const char *host = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-						       MHD_HTTP_HEADER_HOST);
+	const char *host = fg_req_host(req, c);
 	unsigned status;
 	struct MHD_Response *r = fg_xfer_response(x, fg_tls_on() ? "https" : "http",
 						  host, &status);
@@ -1227,8 +1228,7 @@ static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
 	enum fg_error e = fg_writeset_build(
 		req->gw->cfg, method, req->uri,
 		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Destination"),
-		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
-		has_token, &ws);
+		fg_req_host(req, c), has_token, &ws);
 	enum MHD_Result ret;
 	if (e != FG_E_COUNT && !fg_access_proxy(req, c, method, NULL, &ret))
 		return ret;

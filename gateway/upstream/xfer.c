@@ -1141,7 +1141,7 @@ static void client_ip(struct MHD_Connection *c, char *out, size_t cap)
  * passes them (headers.h), then the gateway's own, appended to xs->rh;
  * false when a header could not be added. */
 static bool client_headers(struct fg_xfers *xs, struct MHD_Connection *c,
-			   unsigned flags, bool tls)
+			   unsigned flags, bool tls, const char *host)
 {
 	char ip[64];
 	struct hdr_ctx h = { xs, flags,
@@ -1153,7 +1153,8 @@ static bool client_headers(struct fg_xfers *xs, struct MHD_Connection *c,
 		.xff = h.xff,
 		.client_ip = ip,
 		.tls = tls,
-		.host = MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_HOST),
+		.host = host ? host : MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+								  MHD_HTTP_HEADER_HOST),
 		.has_accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 							  MHD_HTTP_HEADER_ACCEPT) != NULL,
 		.flags = flags,
@@ -1385,7 +1386,8 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 {
 	struct fg_xfers *xs = x->xs;
 	xs->rh_len = 0;
-	bool ok = client_headers(xs, x->conn, spec->hdr_flags, spec->tls);
+	bool ok = client_headers(xs, x->conn, spec->hdr_flags, spec->tls,
+				 spec->host);
 	for (const char *const *l = spec->extra; ok && l && *l; l++)
 		ok = append_line(xs, *l);
 	if (!ok)

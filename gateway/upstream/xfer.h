@@ -74,6 +74,8 @@ struct fg_xfer_spec {
 	const char *method;        /* copied; exactly what is sent */
 	unsigned hdr_flags;        /* FG_HDR_* (upstream/headers.h) */
 	bool tls;                  /* the client came over https */
+	const char *host;          /* the authority the client asked for
+				      (X-Forwarded-Host); NULL: its Host */
 	const char *const *extra;  /* header lines after the gateway's own,
 				      NULL-terminated; NULL for none */
 	/* the client's body (fg_xfer_feed()), as framed: */

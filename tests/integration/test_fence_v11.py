@@ -2327,6 +2327,87 @@ class V11WaiterTests(V11Case):
 
 
 # ---------------------------------------------------------------------------
+# absolute-form targets (RFC 9112 3.2.2: a server accepts them)
+
+
+@on_both_origins
+class V11AbsoluteFormTests(V11Case):
+    """A target sent as to a proxy, "http://authority/path": checked and
+    forwarded exactly as its path would be, with its authority in place of
+    Host; nothing else about it is looser."""
+
+    def setUp(self):
+        super().setUp()
+        self.use_shared()
+
+    def req(self, method, target, headers=(), body=b""):
+        tid = uuid.uuid4().hex
+        h = [("Host", "127.0.0.1:%d" % self.gw.port), ("X-Test-Id", tid),
+             ("Content-Length", str(len(body)))] + list(headers)
+        r = self.raw(head_bytes(method, target, h) + body)
+        r.test_id = tid
+        return r
+
+    def test_v11_absolute_form_read_and_write_are_checked_as_their_path(self):
+        path = self.obj("abs")
+        data = self.fixture(path)
+        r = self.req("GET", "http://files.example" + path)
+        self.assertEqual((r.status, r.body), (200, data), r)
+        # a write needs the path's lock, whatever the authority says
+        r = self.req("PUT", "http://files.example" + path, body=b"x\n")
+        self.assert_error(r, 428, "token_required", "absolute-form PUT")
+        self.assert_stored(path, data, "a PUT refused")
+        g = self.grant(path)
+        r = self.req("PUT", "HTTP://files.example" + path,
+                     [("Fencing-Token", g["sequencer"])], b"new\n")
+        self.assertIn(r.status, (200, 201, 204), r)
+        self.assert_stored(path, b"new\n", "the absolute-form PUT")
+        # the lock API too, by its path
+        r = self.req("GET", "http://files.example/_fence/v1/health")
+        self.assertEqual(r.status, 200, r)
+
+    def test_v11_absolute_form_authority_stands_for_host(self):
+        src, dst = self.siblings("asrc.txt", "adst.txt")
+        data = self.fixture(src)
+        s = self.grant(src)
+        d = self.grant(dst)
+        # the Destination is this request's authority: the target's, not Host
+        r = self.req("COPY", "http://files.example" + src, [
+            ("Fencing-Token", s["sequencer"]),
+            ("Destination", "http://files.example" + dst),
+            ("Destination-Fencing-Token", d["sequencer"])])
+        self.assertIn(r.status, (201, 204), r)
+        self.assert_stored(dst, data, "the COPY")
+        r = self.req("COPY", "http://files.example" + src, [
+            ("Fencing-Token", s["sequencer"]),
+            ("Destination", "http://127.0.0.1:%d%s" % (self.gw.port, dst)),
+            ("Destination-Fencing-Token", d["sequencer"])])
+        self.assert_error(r, 400, "bad_destination", "Host's authority")
+        # what the storage is told of the client's authority
+        r = self.req("GET", "http://files.example" + src)
+        self.assertEqual(r.status, 200, r)
+        hits = self.store.wait_log(slack(5.0), test_id=r.test_id)
+        self.assertEqual(len(hits), 1, hits)
+        self.assertEqual(hits[0].x_forwarded_host, "files.example", hits[0])
+
+    def test_v11_absolute_form_without_a_host_or_with_userinfo_is_refused(self):
+        path = self.obj("abs-bad")
+        data = self.fixture(path)
+        g = self.grant(path)
+        mark = self.mark()
+        for target in ("http://u@files.example" + path, "http://" + path,
+                       "http:///" + path.lstrip("/"),
+                       "http://files.example/a/../.." + path,
+                       "ftp://files.example" + path):
+            with self.subTest(target=target):
+                r = self.req("PUT", target, [("Fencing-Token", g["sequencer"])],
+                             b"evil\n")
+                self.assertEqual(r.status, 400, r)
+                self.assert_stored(path, data, target)
+        self.assert_nothing_upstream(mark, "refused absolute-form targets")
+
+
+# ---------------------------------------------------------------------------
 # 12: credentials never go upstream
 
 
