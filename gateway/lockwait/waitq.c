@@ -636,10 +636,10 @@ static void on_deadline(void *arg)
 {
 	struct fg_waiter *w = arg;
 	struct fg_waitq *wq = w->wq;
+	w->deadline_hit = true;
 	if (w->kind == ACQ) {
 		start_dequeue(wq, w, false);
 	} else {
-		w->deadline_hit = true;
 		if (w->watch)
 			request_inspect(wq, w->watch);
 	}

@@ -97,7 +97,7 @@ elseif RE ~= '' then
     local before = UID and undo_before(RE, VAL ~= nil, OWN ~= nil)
     rehold(RE, h, h.n + 1, TTL)
     set_meta(VAL, OWN)
-    if UID then undo_record(RE, about, UID, before, true) end
+    if UID then undo_record(RE, about, UID, before, true, VAL, OWN) end
     reply = {'granted', tonumber(st.t), st.m, h.n + 1, TTL}
   end
 else

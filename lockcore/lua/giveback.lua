@@ -27,35 +27,45 @@ if UID then
   local undone = false
   local h = holder(LEASE)
   local a = h and about_get(LEASE)
-  local u = a and type(a.u) == 'table' and a.u or nil
-  if u and u.i == UID and not u.x then
-    local _, pttl, pexp = smatch(u.h or '', '^(%d+):(%d+):(%d+)')
-    pttl, pexp = tonum(pttl) or h.ttl, tonum(pexp) or h.exp
-    if u.r and h.n <= 1 then
-      -- the re-entry added the last hold: the lease goes as at a release
+  local r = undo_find(a, UID)
+  if r and not r.x then
+    -- the expiry goes back only if no later call moved it
+    local ttl, exp = h.ttl, h.exp
+    local _, nttl, nexp = smatch(r.n or '', '^(%d+):(%d+):(%d+)')
+    if tonum(nttl) == ttl and tonum(nexp) == exp then
+      local _, pttl, pexp = smatch(r.h or '', '^(%d+):(%d+):(%d+)')
+      ttl, exp = tonum(pttl) or ttl, tonum(pexp) or exp
+    end
+    -- the value and owner only if nobody set them since
+    local back_v = r.sv ~= nil and st.v == r.sv
+    local back_o = r.so ~= nil and st.o == r.so
+    local holds = r.r and h.n - 1 or h.n
+    if holds <= 0 then
+      -- the re-entry's hold was the last: the lease goes as at a release
       del('h:' .. LEASE)
-      if num(st.n) <= 1 then
-        end_grant(NOW, false)
-      else
-        recount()
-      end
+      if num(st.n) <= 1 then end_grant(NOW, false) else recount() end
     else
-      put('h:' .. LEASE, hval(u.r and h.n - 1 or h.n, pttl, pexp, h.p))
+      put('h:' .. LEASE, hval(holds, ttl, exp, h.p))
       -- an expiry put back that has passed ends the grant then
       local gone, last = recount()
       if gone > 0 and not held() then end_grant(last, true) end
     end
-    if u.nv then del('v') elseif u.v then put('v', u.v) end
-    if u.no then del('o') elseif u.o then put('o', u.o) end
+    -- (onto the grant the call ran under only: an ended one has none)
+    if held() and st.t == T0 then
+      if back_v then if r.nv then del('v') else put('v', r.v) end end
+      if back_o then if r.no then del('o') else put('o', r.o) end end
+    end
     advance()
     undone = true
+    r.h, r.n, r.v, r.o, r.sv, r.so, r.nv, r.no, r.r = nil, nil, nil, nil, nil,
+      nil, nil, nil, nil
+    r.x = 1
+  elseif a and not r then
+    -- not come yet: it does nothing when it comes
+    undo_push(a, {i = UID, x = 1})
   end
-  -- the id is spent: the call does nothing should it come now
-  if a and hget('h:' .. LEASE) and not (u and u.i ~= UID and not u.x) then
-    a.u = {i = UID, x = 1}
-    put1('a:' .. LEASE, cjson.encode(a))
-  end
-  dirty = true
+  if a and hget('h:' .. LEASE) then put1('a:' .. LEASE, cjson.encode(a)) end
+  if undone then dirty = true end
   return done({undone and 'removed' or 'expired'})
 end
 

@@ -769,16 +769,17 @@ end
 -- ---- Undo records: a renewal or a re-entry whose answer was lost --------
 -- The gateway sends each renewal and re-entry with an undo id (letter
 -- 'u', the call's last argument). Such a call records in its holder's
--- a: json, as `u`, what it changed: {i = id, h = the holder's value
--- before, r = 1 for a re-entry, v / nv = the lock's value before (nv: it
--- had none) when the call set one, o / no the same for the owner}. When
--- the gateway cannot learn what the call did and answers 503, it sends
--- giveback.lua with the id, which puts back what the record says (or, if
--- the call has not come yet, marks the id {i = id, x = 1} so that the
--- call does nothing when it comes). The record lives in a: so that it
--- leaves with its holder (del1()); a later call's record replaces it, so
--- only the last call of a lease can be undone. A grant whose a: field an
--- older library did not write gets no record.
+-- a: json, in the list `u` (the last UNDO_KEEP calls), what it changed:
+-- {i = id, h = the holder's value before, n = after, r = 1 for a
+-- re-entry, sv = the value it set with v / nv = the lock's value before
+-- (nv: none), so / o / no the same for the owner}. When the gateway
+-- cannot learn what the call did and answers 503, it sends giveback.lua
+-- with the id, which takes back what the record says the call did and
+-- nothing a later call did; a record of an id not seen yet is added
+-- spent ({i = id, x = 1}), so that the call does nothing when it comes.
+-- The records live in a: so that they leave with their holder (del1()).
+-- A grant whose a: field an older library did not write gets none.
+local UNDO_KEEP = 4
 
 -- The holder's a: json as a table (nil: none).
 local function about_get(lease)
@@ -789,10 +790,27 @@ local function about_get(lease)
   return nil
 end
 
--- Was the call with undo id ID undone before it came? (A: about_get())
+-- The record of call ID in A (about_get()'s), or nil.
+local function undo_find(a, id)
+  if not a or type(a.u) ~= 'table' then return nil end
+  for _, r in ipairs(a.u) do
+    if type(r) == 'table' and r.i == id then return r end
+  end
+  return nil
+end
+
+-- Was the call with undo id ID undone before it came?
 local function undo_cancelled(a, id)
-  return id ~= nil and a ~= nil and type(a.u) == 'table' and a.u.i == id and
-    a.u.x ~= nil
+  local r = id and undo_find(a, id)
+  return r ~= nil and r.x ~= nil
+end
+
+-- Adds record R to A's list, the oldest going past UNDO_KEEP.
+local function undo_push(a, r)
+  local u = type(a.u) == 'table' and a.u[1] ~= nil and a.u or {}
+  u[#u + 1] = r
+  while #u > UNDO_KEEP do table.remove(u, 1) end
+  a.u = u
 end
 
 -- What a call must know before it changes anything, to record it after:
@@ -804,14 +822,21 @@ local function undo_before(lease, setv, seto)
   return b
 end
 
--- Records the undo of call ID (B: undo_before()'s) in A, the holder's a:
--- json (about_get(), read before the call changed anything).
-local function undo_record(lease, a, id, b, reentry)
+-- Records the undo of call ID (B: undo_before()'s; V, O: the value and
+-- owner it set, or nil) in A, the holder's a: json (about_get(), read
+-- before the call changed anything).
+local function undo_record(lease, a, id, b, reentry, v, o)
   if not id or not a or not b.h then return end
-  local u = {i = id, h = b.h}
-  if reentry then u.r = 1 end
-  if b.v ~= nil then if b.v then u.v = b.v else u.nv = 1 end end
-  if b.o ~= nil then if b.o then u.o = b.o else u.no = 1 end end
-  a.u = u
+  local r = {i = id, h = b.h, n = hget('h:' .. lease)}
+  if reentry then r.r = 1 end
+  if v then
+    r.sv = v
+    if b.v then r.v = b.v else r.nv = 1 end
+  end
+  if o then
+    r.so = o
+    if b.o then r.o = b.o else r.no = 1 end
+  end
+  undo_push(a, r)
   put1('a:' .. lease, cjson.encode(a))
 end

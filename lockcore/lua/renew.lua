@@ -26,7 +26,7 @@ else
   local before = UID and undo_before(LEASE, VAL ~= nil, false)
   rehold(LEASE, h, h.n, ttl)
   set_meta(VAL, nil)
-  if UID then undo_record(LEASE, about, UID, before, false) end
+  if UID then undo_record(LEASE, about, UID, before, false, VAL, nil) end
   -- a lock held is listed: an index update lost on the way (a Cluster's,
   -- sent by the gateway) is made good at the holder's next renewal
   if IX_N and not redis.call('ZSCORE', IX_N, NAME) then index() end

@@ -326,6 +326,56 @@ class LeaseScriptTests(ScriptCalls):
         self.assertEqual(self.undo(name, lease, "gw4.1"), "removed")
         self.assertFalse(self.held(name))
 
+    def reenter(self, name, lease, uid, ttl=60000, value=None):
+        args = acquire_args("N" * 22, ttl=ttl, reenter=lease, value=value)
+        args[4] += "u"
+        return self.fcall("acquire", name, *(args + [uid]))
+
+    def test_an_undo_puts_no_value_back_onto_a_grant_that_ended(self):
+        name, lease = self.lock_name(), "P" * 22
+        r = self.fcall("acquire", name, *acquire_args(lease, ttl=300,
+                                                       value="v0"))
+        self.assertEqual(r[0], b"granted", r)
+        r = self.fcall("renew", name, lease, 60000, "vu", "v1", "gw5.1")
+        self.assertEqual(r[0], b"granted", r)
+        time.sleep(0.5)   # the first expiry has passed: the undo ends it
+        self.assertEqual(self.undo(name, lease, "gw5.1"), "removed")
+        self.assertFalse(self.held(name))
+        self.assertIsNone(self.redis.command("HGET", keys(name)[0], "v"))
+
+    def test_an_undo_leaves_the_expiry_a_later_renewal_without_an_id_set(self):
+        name, lease = self.lock_name(), "Q" * 22
+        self.assertEqual(self.fc_acquire(name, lease, ttl=60000)[0], "granted")
+        self.assertEqual(self.fcall("renew", name, lease, 90000, "u",
+                                    "gw6.1")[0], b"granted")
+        self.assertEqual(self.fcall("renew", name, lease, 600000, "")[0],
+                         b"granted")
+        after = self.holder_value(name, lease)
+        self.assertEqual(self.undo(name, lease, "gw6.1"), "removed")
+        self.assertEqual(self.holder_value(name, lease), after)
+
+    def test_an_undone_reentry_loses_its_hold_after_a_later_renewal(self):
+        name, lease = self.lock_name(), "R" * 22
+        self.assertEqual(self.fc_acquire(name, lease, ttl=60000)[0], "granted")
+        self.assertEqual(self.reenter(name, lease, "gw7.1")[3], 2)
+        self.assertEqual(self.fcall("renew", name, lease, 90000, "u",
+                                    "gw7.2")[0], b"granted")
+        renewed = self.holder_value(name, lease)
+        self.assertEqual(self.undo(name, lease, "gw7.1"), "removed")
+        # one hold, the later renewal's expiry
+        self.assertEqual(self.holder_value(name, lease),
+                         "1" + renewed[renewed.index(":"):])
+
+    def test_a_late_call_after_its_undo_does_nothing_though_another_came_between(self):
+        name, lease = self.lock_name(), "S" * 22
+        self.assertEqual(self.fc_acquire(name, lease, ttl=60000)[0], "granted")
+        self.assertEqual(self.undo(name, lease, "gw8.1"), "expired")
+        self.assertEqual(self.fcall("renew", name, lease, 90000, "u",
+                                    "gw8.2")[0], b"granted")
+        before = self.holder_value(name, lease)
+        self.assertEqual(self.reenter(name, lease, "gw8.1")[0], b"expired")
+        self.assertEqual(self.holder_value(name, lease), before)
+
     def test_a_remembered_lease_keeps_the_lock_keys_alive_past_its_memory(self):
         name = self.lock_name()
         self.giveback(name, "G" * 22)
