@@ -699,6 +699,8 @@ static void answer(struct aop *op, int err, const redisReply *r)
 			err = fg__parse_grant(r, &g);
 		else if (!err)
 			g = op->g;
+		if (!err)
+			memcpy(g.undo_id, op->uid, sizeof(g.undo_id));
 		char name[FG_NAME_MAX + 1];
 		/* a call given the index's keys kept it itself; on a Cluster
 		 * an acquire's answer waits for the index, a renewal's not */
@@ -1215,6 +1217,14 @@ int fg_alock_give_back(fg_astore *as, const char *name, const char *lease,
 		       const char *waiter_id, enum fg_giveback_reason why)
 {
 	return give_back(as, name, lease, waiter_id, NULL, why);
+}
+
+int fg_alock_undo(fg_astore *as, const char *name, const char *lease,
+		  const char *undo_id, enum fg_giveback_reason why)
+{
+	if (!undo_id || !*undo_id)
+		return FG_EINVAL;
+	return give_back(as, name, lease, NULL, undo_id, why);
 }
 
 struct gbcall {

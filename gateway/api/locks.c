@@ -1072,7 +1072,8 @@ void fg_api_finish(struct fg_req *req, bool ok)
 	if (!delivered && holds_grant(req))
 		fg_waitq_give_back(req->loop->wq, req->name, req->lease,
 				   req->waiter ? fg_waiter_id(req->waiter) : NULL,
-				   req->reentry);
+				   req->reentry, req->reentry && req->call
+				   ? req->call->g.undo_id : NULL);
 	else if (req->waiter && req->call && req->call->kind == CALL_ACQUIRE &&
 		 req->call->replied && !req->call->err &&
 		 req->call->g.status == FG_QUEUED)

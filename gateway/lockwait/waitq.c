@@ -359,13 +359,18 @@ static void give_back_waiter(struct fg_waitq *wq, struct fg_waiter *w,
 }
 
 void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
-			const char *lease, const char *waiter_id, bool reentry)
+			const char *lease, const char *waiter_id, bool reentry,
+			const char *undo_id)
 {
 	fg_log_info("a grant of lock %s was not delivered: given back", name);
 	if (!reentry) {
 		give_back(wq, name, lease, waiter_id, FG_GIVEBACK_UNDELIVERED);
 		return;
 	}
+	if (undo_id && *undo_id && wq->as &&
+	    fg_alock_undo(wq->as, name, lease, undo_id,
+			  FG_GIVEBACK_UNDELIVERED) == FG_OK)
+		return;
 	size_t n = strlen(name);
 	/* owned by the release call: freed in on_released() */
 	char *buf = malloc(n + 1 + FG_LEASE_LEN + 1);

@@ -85,10 +85,12 @@ void fg_waitq_resync(struct fg_waitq *wq);
 
 /** Gives back a grant whose answer never reached its client, from the
  *  loop: a fresh lease (and its waiter) wholly, until Redis answers
- *  (fg_alock_give_back()); a re-entry's one hold, by a release. */
+ *  (fg_alock_give_back()); a re-entry by its undo id (fg_alock_undo():
+ *  its hold, expiry, value and owner), or without one its one hold, by a
+ *  release. */
 void fg_waitq_give_back(struct fg_waitq *wq, const char *name,
 			const char *lease, const char *waiter_id,
-			bool reentry);
+			bool reentry, const char *undo_id);
 
 const char *fg_waiter_id(const struct fg_waiter *w);
 

@@ -181,6 +181,8 @@ struct fg_grant {
 	uint32_t delay_ms;   /* FG_BUSY: what remains of the lock-delay
 				when it alone refused the call (the lock is
 				free and nobody is queued); 0 otherwise */
+	char undo_id[40];    /* a re-entry's or renewal's undo id, which
+				fg_alock_undo() takes it back by ("": none) */
 };
 
 /** Try, re-enter, or queue. On FG_OK, out->status tells which happened. */
@@ -406,6 +408,11 @@ void fg_astore_follow(fg_astore *as);
  *  error, and no grant or waiter it may have made outlives that. */
 int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		     fg_grant_cb *cb, void *arg);
+/** Takes back what the re-entry or renewal with undo_id (its grant's
+ *  undo_id) did to lease, until Redis answers (a give-back job): for a
+ *  re-entry whose answer never reached its client. */
+int fg_alock_undo(fg_astore *as, const char *name, const char *lease,
+		  const char *undo_id, enum fg_giveback_reason why);
 int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
 		   const char *principal, uint32_t ttl_ms, const char *value,
 		   size_t value_len, fg_grant_cb *cb, void *arg);

@@ -2260,6 +2260,35 @@ class V11WaiterTests(V11Case):
                 self.release_ok(lock, got["r"].json["lease"], gw=gw1)
 
 
+    def test_v11_reentry_whose_client_closed_is_taken_back_whole(self):
+        # its hold and the ttl it set go: one release frees the lock, and
+        # the lease ends when it would have without the re-entry
+        env = self.start_store(gateways=1)
+        gw = env.gw
+        lock = self.lock_name()
+        a = self.acquire_ok(lock, gw=gw, ttl_ms=60000)
+        body = json.dumps({"lease": a["lease"], "ttl_ms": 600000}).encode()
+        gw.pause()
+        try:
+            s = socket.create_connection(("127.0.0.1", gw.port), timeout=5.0)
+            s.sendall(head_bytes("POST", LOCKS + lock, [
+                ("Host", "x"), ("Content-Type", "application/json"),
+                ("Content-Length", str(len(body)))]) + body)
+            self.leave(s, "close")
+        finally:
+            gw.resume()
+        last = {}
+
+        def taken_back():
+            st = self.state(lock, gw=gw)
+            last["s"] = st
+            return st["ttl_ms"] <= 60000
+        self.assertTrue(wait_until(taken_back, slack(3.0), 0.05),
+                        "the undelivered re-entry's ttl still holds: %r"
+                        % last.get("s"))
+        self.release_ok(lock, a["lease"], gw=gw)
+        self.assertFalse(self.state(lock, gw=gw)["held"])
+
     def test_v11_grant_to_a_waiter_whose_gateway_died_is_not_held_for_its_ttl(self):
         # the waiter's gateway is killed: nobody can give its grant back,
         # so the grant lasts only as long as that gateway was last known
