@@ -939,6 +939,14 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 					NULL);
 	if (!fg_xfer_head_in(x)) {
 		struct pwrite *pw = fg_xfer_owner(x);
+		if (pw && pw->w.deadline_hit && pw->w.stopped)
+			/* the gateway's own stop, not the lease, ended it */
+			return fg_respond_error(c, FG_E_SHUTTING_DOWN, pw->w.grace
+				? "the gateway stopped (drain-timeout-ms) before the "
+				  "upstream answered the write; it hung up, and the "
+				  "upstream may have applied it"
+				: "the gateway stopped (drain-timeout-ms) before the "
+				  "write finished; it was aborted upstream", NULL);
 		if (pw && pw->w.deadline_hit) {
 			bool released = pw->w.released;
 			/* cut off after its whole request had left: the
