@@ -199,7 +199,11 @@ static bool origin_form(struct fg_req *req, const char **why)
 	free(req->uri);
 	req->uri = o;
 	req->rec.uri = o;
+	req->rec.proxied = !is_api(o);
 	req->target_host = host;
+	/* what on_uri() does for the lock API, now that it is one */
+	if (!req->rec.client[0] && is_api(o))
+		client_addr(req->conn, req->rec.client, sizeof(req->rec.client));
 	return true;
 }
 

@@ -2391,9 +2391,16 @@ class V11AbsoluteFormTests(V11Case):
                      [("Fencing-Token", g["sequencer"])], b"new\n")
         self.assertIn(r.status, (200, 201, 204), r)
         self.assert_stored(path, b"new\n", "the absolute-form PUT")
-        # the lock API too, by its path
+        # the lock API too, by its path, and recorded as the lock API
         r = self.req("GET", "http://files.example/_fence/v1/health")
         self.assertEqual(r.status, 200, r)
+        lock = self.lock_name("abs-api")
+        r = self.req("POST", "http://files.example" + LOCKS + lock)
+        self.assertEqual(r.status, 200, r)
+        ls = self.gw.request("GET", "/_fence/v1/locks?prefix=" + lock)
+        self.assertEqual(ls.status, 200, ls)
+        (entry,) = ls.json["locks"]
+        self.assertEqual(entry["holders"][0]["client"], "127.0.0.1", entry)
 
     def test_v11_absolute_form_authority_stands_for_host(self):
         src, dst = self.siblings("asrc.txt", "adst.txt")
