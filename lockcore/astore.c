@@ -83,6 +83,7 @@ struct giveback {
 	struct giveback *next, *prev;
 	enum fg_giveback_reason why;
 	int inflight;
+	int ran;       /* an undo of a re-entry known to have run */
 	const char *lease, *wid, *uid; /* into name's allocation */
 	char name[];   /* "<name>\0<lease>\0<waiter id>\0<undo id>\0" */
 };
@@ -1200,6 +1201,7 @@ static int give_back(fg_astore *as, const char *name, const char *lease,
 	struct giveback *gb = (struct giveback *)(void *)p;
 	gb->inflight = 0;
 	gb->why = why;
+	gb->ran = uid && why == FG_GIVEBACK_UNDELIVERED;
 	gb->lease = gb->name + strlen(gb->name) + 1;
 	gb->wid = gb->lease + strlen(gb->lease) + 1;
 	gb->uid = gb->wid + strlen(gb->wid) + 1;
@@ -1272,7 +1274,7 @@ static void on_gb_timer(evutil_socket_t fd, short what, void *arg)
 		c->as = as;
 		c->gb = gb;
 		fg__build_giveback(&op->call, gb->name, gb->lease, gb->wid,
-				   *gb->uid ? gb->uid : NULL,
+				   *gb->uid ? gb->uid : NULL, gb->ran,
 				   GIVEBACK_REMEMBER_MS, as->idle);
 		if (submit(as, op) == FG_OK)
 			gb->inflight = 1;

@@ -442,15 +442,18 @@ void fg__build_finish(struct fg__call *c, const char *name,
 
 void fg__build_giveback(struct fg__call *c, const char *name,
 			const char *lease, const char *waiter_id,
-			const char *undo_id, unsigned remember_ms,
+			const char *undo_id, bool ran, unsigned remember_ms,
 			unsigned idle)
 {
 	fg__call_init(c, FG__LUA_GIVEBACK, name, idle);
 	str0(c, lease);
 	str0(c, waiter_id);
 	fg__call_num(c, remember_ms);
-	if (undo_id)
+	if (undo_id) {
 		str0(c, undo_id);
+		if (ran)
+			fg__call_str(c, "1", 1);
+	}
 }
 
 /* ---- replies --------------------------------------------------------- */

@@ -136,10 +136,11 @@ int fg__parse_detail(const redisReply *r, struct fg_lock_detail *d);
 /* Frees what fg__parse_detail() allocated (the party arrays). */
 void fg__detail_finish(struct fg_lock_detail *d);
 /* undo_id NULL: a fresh lease's give-back; else the undo of the renewal
- * or re-entry of lease sent with that id */
+ * or re-entry of lease sent with that id (ran: the re-entry is known to
+ * have run, its answer undelivered) */
 void fg__build_giveback(struct fg__call *c, const char *name,
 			const char *lease, const char *waiter_id,
-			const char *undo_id, unsigned remember_ms,
+			const char *undo_id, bool ran, unsigned remember_ms,
 			unsigned idle);
 
 /** Monotonic milliseconds (for reconnect pacing only, never for leases). */

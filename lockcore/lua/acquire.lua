@@ -94,10 +94,10 @@ elseif RE ~= '' then
   elseif not owns(h, PRIN) then
     reply = {'forbidden'}
   else
-    local before = UID and undo_before(RE, VAL ~= nil, OWN ~= nil)
+    local before = UID and hget('h:' .. RE)
     rehold(RE, h, h.n + 1, TTL)
     set_meta(VAL, OWN)
-    if UID then undo_record(RE, about, UID, before, true, VAL, OWN) end
+    if UID then undo_record(RE, about, UID, before, true) end
     reply = {'granted', tonumber(st.t), st.m, h.n + 1, TTL}
   end
 else

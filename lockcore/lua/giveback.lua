@@ -7,19 +7,20 @@
 -- last bytes of a dropped connection), does nothing. Idempotent: the
 -- gateway sends it until Redis answers.
 -- With an undo id (arg 6), it undoes a renewal or a re-entry of LEASE
--- instead (the lease is the client's: it keeps the lease): what the
--- call's undo record says is put back (prelude's undo records), or, if
--- the call has not come yet, it is marked so that it does nothing when it
--- comes. A renewal's holder gets its ttl and expiry back (an expiry that
--- has passed ends the grant then, as an expiry does); a re-entry's loses
--- the hold it added (its last one: the lease ends as at a release) and
--- gets its expiry back; a value or owner the call set is put back.
+-- instead (the lease is the client's: it keeps the lease): the call's
+-- hold goes (its last one: the lease ends as at a release) and its
+-- expiry is taken out of the lease's chain of calls (prelude's undo
+-- records: an expiry put back that has passed ends the grant then, as an
+-- expiry does); if the call has not come yet, its id is kept as spent so
+-- that it does nothing when it comes.
 -- args: 3 lease (fresh: nobody else knows it), 4 waiter id or '',
---       5 remembered ms, 6 undo id (absent: a fresh lease's give-back)
+--       5 remembered ms, 6 undo id (absent: a fresh lease's give-back),
+--       7 '1' when the call is known to have run (its answer was not
+--       delivered): a re-entry whose record is gone still loses its hold
 -- Reply: {'removed'} (a grant or a waiter was undone; a call's effects
 --        were put back) | {'expired'} (none)
 local LEASE, WID, TOMB = ARGV[3], ARGV[4], tonumber(ARGV[5])
-local UID = ARGV[6]
+local UID, RAN = ARGV[6], ARGV[7] == '1'
 begin(KEYS, ARGV, 'h:' .. LEASE)
 
 if UID then
@@ -27,18 +28,28 @@ if UID then
   local undone = false
   local h = holder(LEASE)
   local a = h and about_get(LEASE)
-  local r = undo_find(a, UID)
-  if r and not r.x then
-    -- the expiry goes back only if no later call moved it
+  local u = about_list(a, 'u')
+  local k
+  for n, r in ipairs(u or {}) do
+    if type(r) == 'table' and r.i == UID then k = n end
+  end
+  if k then
+    local r = u[k]
     local ttl, exp = h.ttl, h.exp
-    local _, nttl, nexp = smatch(r.n or '', '^(%d+):(%d+):(%d+)')
-    if tonum(nttl) == ttl and tonum(nexp) == exp then
-      local _, pttl, pexp = smatch(r.h or '', '^(%d+):(%d+):(%d+)')
-      ttl, exp = tonum(pttl) or ttl, tonum(pexp) or exp
+    if k == #u then
+      -- the last call: its expiry goes back, unless a call without an
+      -- id moved it since
+      if r.a == ttl_exp(hget('h:' .. LEASE)) and r.b then
+        local pt, pe = smatch(r.b, '^(%d+):(%d+)$')
+        ttl, exp = tonum(pt), tonum(pe)
+      end
+    elseif type(u[k + 1]) == 'table' then
+      -- a later call set the expiry: what was before this one is now
+      -- before that one
+      u[k + 1].b = r.b
     end
-    -- the value and owner only if nobody set them since
-    local back_v = r.sv ~= nil and st.v == r.sv
-    local back_o = r.so ~= nil and st.o == r.so
+    table.remove(u, k)
+    if #u == 0 then a.u = nil end
     local holds = r.r and h.n - 1 or h.n
     if holds <= 0 then
       -- the re-entry's hold was the last: the lease goes as at a release
@@ -50,19 +61,23 @@ if UID then
       local gone, last = recount()
       if gone > 0 and not held() then end_grant(last, true) end
     end
-    -- (onto the grant the call ran under only: an ended one has none)
-    if held() and st.t == T0 then
-      if back_v then if r.nv then del('v') else put('v', r.v) end end
-      if back_o then if r.no then del('o') else put('o', r.o) end end
-    end
     advance()
     undone = true
-    r.h, r.n, r.v, r.o, r.sv, r.so, r.nv, r.no, r.r = nil, nil, nil, nil, nil,
-      nil, nil, nil, nil
-    r.x = 1
-  elseif a and not r then
-    -- not come yet: it does nothing when it comes
-    undo_push(a, {i = UID, x = 1})
+  elseif RAN and h then
+    -- the call ran (its answer was not delivered) but its record is gone
+    -- (later calls pushed it out): its hold goes all the same
+    if h.n > 1 then
+      put('h:' .. LEASE, hval(h.n - 1, h.ttl, h.exp, h.p))
+    else
+      del('h:' .. LEASE)
+      if num(st.n) <= 1 then end_grant(NOW, false) else recount() end
+      advance()
+    end
+    undone = true
+  end
+  -- spent: the call does nothing should it come now
+  if a and not undo_cancelled(a, UID) then
+    about_push(a, 'x', UID, UNDO_SPENT)
   end
   if a and hget('h:' .. LEASE) then put1('a:' .. LEASE, cjson.encode(a)) end
   if undone then dirty = true end

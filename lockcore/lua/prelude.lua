@@ -769,17 +769,20 @@ end
 -- ---- Undo records: a renewal or a re-entry whose answer was lost --------
 -- The gateway sends each renewal and re-entry with an undo id (letter
 -- 'u', the call's last argument). Such a call records in its holder's
--- a: json, in the list `u` (the last UNDO_KEEP calls), what it changed:
--- {i = id, h = the holder's value before, n = after, r = 1 for a
--- re-entry, sv = the value it set with v / nv = the lock's value before
--- (nv: none), so / o / no the same for the owner}. When the gateway
--- cannot learn what the call did and answers 503, it sends giveback.lua
--- with the id, which takes back what the record says the call did and
--- nothing a later call did; a record of an id not seen yet is added
--- spent ({i = id, x = 1}), so that the call does nothing when it comes.
--- The records live in a: so that they leave with their holder (del1()).
--- A grant whose a: field an older library did not write gets none.
-local UNDO_KEEP = 4
+-- a: json what it changed: in the list `u` (the last UNDO_KEEP calls
+-- not undone, oldest first) {i = id, b = "<ttl>:<expiry>" before it, a =
+-- the same after it, r = 1 for a re-entry (its hold)}. When the gateway
+-- cannot learn what a call did and answers 503, it sends giveback.lua with
+-- the id: the call's hold goes, and its expiry is taken out of the chain
+-- (the last call's goes back to what it was before it, unless a call
+-- without an id moved it since; an earlier call's "before" becomes the
+-- next one's), so undoing several calls in any order leaves what none of
+-- them did. An id undone, or undone before its call came, is kept in the
+-- list `x` (the last UNDO_SPENT), so that the call does nothing if it
+-- comes. The records live in a: so that they leave with their holder
+-- (del1()). A value or owner a call set is not taken back. A grant whose
+-- a: field an older library did not write gets no records.
+local UNDO_KEEP, UNDO_SPENT = 4, 8
 
 -- The holder's a: json as a table (nil: none).
 local function about_get(lease)
@@ -790,53 +793,40 @@ local function about_get(lease)
   return nil
 end
 
--- The record of call ID in A (about_get()'s), or nil.
-local function undo_find(a, id)
-  if not a or type(a.u) ~= 'table' then return nil end
-  for _, r in ipairs(a.u) do
-    if type(r) == 'table' and r.i == id then return r end
-  end
+-- A's list named F (nil when there is none, or not a list).
+local function about_list(a, f)
+  local l = a and a[f]
+  if type(l) == 'table' and l[1] ~= nil then return l end
   return nil
 end
 
 -- Was the call with undo id ID undone before it came?
 local function undo_cancelled(a, id)
-  local r = id and undo_find(a, id)
-  return r ~= nil and r.x ~= nil
+  local x = id and about_list(a, 'x')
+  if not x then return false end
+  for _, v in ipairs(x) do if v == id then return true end end
+  return false
 end
 
--- Adds record R to A's list, the oldest going past UNDO_KEEP.
-local function undo_push(a, r)
-  local u = type(a.u) == 'table' and a.u[1] ~= nil and a.u or {}
-  u[#u + 1] = r
-  while #u > UNDO_KEEP do table.remove(u, 1) end
-  a.u = u
+-- Appends V to A's list F, the oldest going past MAX.
+local function about_push(a, f, v, max)
+  local l = about_list(a, f) or {}
+  l[#l + 1] = v
+  while #l > max do table.remove(l, 1) end
+  a[f] = l
 end
 
--- What a call must know before it changes anything, to record it after:
--- the holder's value, and the lock's value and owner when it sets them.
-local function undo_before(lease, setv, seto)
-  local b = {h = hget('h:' .. lease)}
-  if setv then b.v = st.v or false end
-  if seto then b.o = st.o or false end
-  return b
+-- A holder value's "<ttl>:<expiry>" (nil: not one).
+local function ttl_exp(hv)
+  return hv and smatch(hv, '^%d+:(%d+:%d+)')
 end
 
--- Records the undo of call ID (B: undo_before()'s; V, O: the value and
--- owner it set, or nil) in A, the holder's a: json (about_get(), read
--- before the call changed anything).
-local function undo_record(lease, a, id, b, reentry, v, o)
-  if not id or not a or not b.h then return end
-  local r = {i = id, h = b.h, n = hget('h:' .. lease)}
+-- Records call ID, which changed LEASE's holder from value BEFORE, in A
+-- (about_get()'s, read before the call changed anything).
+local function undo_record(lease, a, id, before, reentry)
+  if not id or not a or not before then return end
+  local r = {i = id, b = ttl_exp(before), a = ttl_exp(hget('h:' .. lease))}
   if reentry then r.r = 1 end
-  if v then
-    r.sv = v
-    if b.v then r.v = b.v else r.nv = 1 end
-  end
-  if o then
-    r.so = o
-    if b.o then r.o = b.o else r.no = 1 end
-  end
-  undo_push(a, r)
+  about_push(a, 'u', r, UNDO_KEEP)
   put1('a:' .. lease, cjson.encode(a))
 end

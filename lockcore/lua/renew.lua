@@ -23,10 +23,10 @@ elseif not owns(h, PRIN) then
   reply = {'forbidden'}
 else
   local ttl = TTL > 0 and TTL or h.ttl
-  local before = UID and undo_before(LEASE, VAL ~= nil, false)
+  local before = UID and hget('h:' .. LEASE)
   rehold(LEASE, h, h.n, ttl)
   set_meta(VAL, nil)
-  if UID then undo_record(LEASE, about, UID, before, false, VAL, nil) end
+  if UID then undo_record(LEASE, about, UID, before, false) end
   -- a lock held is listed: an index update lost on the way (a Cluster's,
   -- sent by the gateway) is made good at the holder's next renewal
   if IX_N and not redis.call('ZSCORE', IX_N, NAME) then index() end

@@ -266,8 +266,9 @@ class LeaseScriptTests(ScriptCalls):
         v = self.redis.command("HGET", keys(name)[0], "h:" + lease)
         return None if v is None else v.decode()
 
-    def undo(self, name, lease, uid):
-        r = self.fcall("giveback", name, lease, "", 60000, uid)
+    def undo(self, name, lease, uid, ran=False):
+        args = [lease, "", 60000, uid] + (["1"] if ran else [])
+        r = self.fcall("giveback", name, *args)
         return r[0].decode()
 
     def test_a_renewal_undone_by_its_id_gets_its_first_expiry_back(self):
@@ -375,6 +376,42 @@ class LeaseScriptTests(ScriptCalls):
         before = self.holder_value(name, lease)
         self.assertEqual(self.reenter(name, lease, "gw8.1")[0], b"expired")
         self.assertEqual(self.holder_value(name, lease), before)
+
+    def test_two_renewals_undone_oldest_first_leave_what_neither_did(self):
+        name, lease = self.lock_name(), "T" * 22
+        self.assertEqual(self.fc_acquire(name, lease, ttl=60000)[0], "granted")
+        first = self.holder_value(name, lease)
+        for uid, ttl in (("gw9.1", 600000), ("gw9.2", 700000)):
+            self.assertEqual(self.fcall("renew", name, lease, ttl, "u",
+                                        uid)[0], b"granted")
+        self.assertEqual(self.undo(name, lease, "gw9.1"), "removed")
+        self.assertEqual(self.undo(name, lease, "gw9.2"), "removed")
+        self.assertEqual(self.holder_value(name, lease), first)
+
+    def test_a_spent_id_is_not_forgotten_behind_later_renewals(self):
+        name, lease = self.lock_name(), "K" * 22
+        self.assertEqual(self.fc_acquire(name, lease, ttl=60000)[0], "granted")
+        self.assertEqual(self.undo(name, lease, "gwA.1"), "expired")
+        for i in range(2, 7):
+            self.assertEqual(self.fcall("renew", name, lease, 60000, "u",
+                                        "gwA.%d" % i)[0], b"granted")
+        before = self.holder_value(name, lease)
+        self.assertEqual(self.reenter(name, lease, "gwA.1")[0], b"expired")
+        self.assertEqual(self.holder_value(name, lease), before)
+
+    def test_an_undelivered_reentry_pushed_out_of_the_records_still_loses_its_hold(self):
+        name, lease = self.lock_name(), "L" * 22
+        self.assertEqual(self.fc_acquire(name, lease, ttl=60000)[0], "granted")
+        self.assertEqual(self.reenter(name, lease, "gwB.1")[3], 2)
+        for i in range(2, 7):
+            self.assertEqual(self.fcall("renew", name, lease, 60000, "u",
+                                        "gwB.%d" % i)[0], b"granted")
+        # not known to have run (a 503): nothing to take back by
+        self.assertEqual(self.undo(name, lease, "gwB.1"), "expired")
+        self.assertTrue(self.holder_value(name, lease).startswith("2:"))
+        # known to have run (its answer was not delivered): its hold goes
+        self.assertEqual(self.undo(name, lease, "gwB.1", ran=True), "removed")
+        self.assertTrue(self.holder_value(name, lease).startswith("1:"))
 
     def test_a_remembered_lease_keeps_the_lock_keys_alive_past_its_memory(self):
         name = self.lock_name()
