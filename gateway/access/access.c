@@ -23,6 +23,7 @@
 
 #include "access/access.h"
 #include "base/auth.h"
+#include "http/framing.h"
 #include "http/respond.h"
 #include "http/req.h"
 #include "proc/gateway.h"
@@ -151,24 +152,6 @@ static struct fail_slot *fail_budget(struct fg_access *a,
 
 /* ---- who asks ----------------------------------------------------------- */
 
-struct header_count {
-	const char *name;
-	unsigned n;
-	const char *value;
-};
-
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
-				    const char *key, const char *value)
-{
-	struct header_count *h = cls;
-	(void)kind;
-	if (strcasecmp(key, h->name) == 0) {
-		h->n++;
-		h->value = value;
-	}
-	return MHD_YES;
-}
-
 static bool refuse(struct MHD_Connection *c, enum fg_error e, const char *msg,
 		   enum MHD_Result *ret)
 {
@@ -185,13 +168,12 @@ static bool authenticate(struct fg_access *a, const struct fg_authtab *t,
 			 struct MHD_Connection *c, const char *hname,
 			 const struct fg_principal **who, enum MHD_Result *ret)
 {
-	struct header_count h = { hname, 0, NULL };
-	MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &h);
-	if (h.n > 1)
+	const char *bearer;
+	if (fg_header_count(c, hname, &bearer) > 1)
 		return refuse(c, FG_E_UNAUTHENTICATED, "more than one credential header", ret);
 	const char *key = NULL;
 	size_t klen = 0;
-	enum fg_cred cred = fg_auth_bearer(h.value, &key, &klen);
+	enum fg_cred cred = fg_auth_bearer(bearer, &key, &klen);
 
 	char cn[FG_PRINCIPAL_MAX + 1];
 	int cert = fg_tls_peer_cn(c, cn, sizeof(cn));

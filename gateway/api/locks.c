@@ -20,6 +20,7 @@
 #include "access/access.h"
 #include "api/api.h"
 #include "api/list.h"
+#include "http/framing.h"
 #include "http/respond.h"
 #include "http/req.h"
 #include "proc/gateway.h"
@@ -601,33 +602,13 @@ static enum MHD_Result renewed(struct fg_req *req, struct MHD_Connection *c)
 			  "ttl_ms", (json_int_t)g->ttl_ms));
 }
 
-struct one_header {
-	const char *name;
-	unsigned n;
-	const char *value;   /* the last one; lives as long as the request */
-};
-
-static enum MHD_Result count_header(void *cls, enum MHD_ValueKind kind,
-				    const char *key, const char *value)
-{
-	struct one_header *h = cls;
-	(void)kind;
-	if (strcasecmp(key, h->name) == 0) {
-		h->n++;
-		h->value = value;
-	}
-	return MHD_YES;
-}
-
 static enum MHD_Result release(struct fg_req *req, struct MHD_Connection *c,
 			       const char *name)
 {
 	/* two leases would leave it to chance which one is released */
-	struct one_header lh = { "Fence-Lease", 0, NULL };
-	MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &lh);
-	if (lh.n > 1)
+	const char *value;
+	if (fg_header_count(c, "Fence-Lease", &value) > 1)
 		return bad(c, "more than one Fence-Lease header");
-	const char *value = lh.value;
 	/* without the whitespace after it (RFC 9110 5.5; libmicrohttpd
 	 * drops only the leading) */
 	size_t n = value ? strlen(value) : 0;
@@ -667,15 +648,15 @@ static enum MHD_Result released(struct fg_req *req, struct MHD_Connection *c)
  * not a lease, names the grant, so a break never ends a newer grant than
  * the one its caller saw. */
 static enum MHD_Result break_grant(struct fg_req *req, struct MHD_Connection *c,
-				   const char *name, const struct one_header *h)
+				   const char *name, unsigned n, const char *value)
 {
 	uint64_t token;
-	if (h->n > 1)
+	if (n > 1)
 		return bad(c, "more than one Fence-Break header");
 	if (MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Fence-Lease"))
 		return bad(c, "Fence-Break and Fence-Lease do not go together: "
 			      "a break names a grant by its token, a release by its lease");
-	if (fg_parse_u64(h->value, FG_TOKEN_MAX - 1, &token))
+	if (fg_parse_u64(value, FG_TOKEN_MAX - 1, &token))
 		return bad(c, "Fence-Break must be a token: a decimal integer below 2^53");
 	struct fg_api_call *call = call_new(req, CALL_BREAK);
 	if (!call)
@@ -714,18 +695,18 @@ static enum MHD_Result broken(struct fg_req *req, struct MHD_Connection *c)
 static enum MHD_Result delete_lock(struct fg_req *req, struct MHD_Connection *c,
 				   const char *name)
 {
-	struct one_header brk = { "Fence-Break", 0, NULL };
-	MHD_get_connection_values(c, MHD_HEADER_KIND, count_header, &brk);
-	req->rec.brk = brk.n > 0;
+	const char *brk;
+	unsigned nbrk = fg_header_count(c, "Fence-Break", &brk);
+	req->rec.brk = nbrk > 0;
 	enum MHD_Result ret;
-	if (brk.n > 0 && !no_fields_or_respond(req, c, "break",
+	if (nbrk > 0 && !no_fields_or_respond(req, c, "break",
 		"; the token goes in the Fence-Break header", &ret))
 		return ret;
-	if (brk.n == 0 && !no_fields_or_respond(req, c, "release",
+	if (nbrk == 0 && !no_fields_or_respond(req, c, "release",
 		"; the lease goes in the Fence-Lease header", &ret))
 		return ret;
-	if (brk.n > 0)
-		return break_grant(req, c, name, &brk);
+	if (nbrk > 0)
+		return break_grant(req, c, name, nbrk, brk);
 	return release(req, c, name);
 }
 

@@ -189,3 +189,31 @@ bool fg_framing_ok_or_respond(struct fg_req *req, struct MHD_Connection *c,
 	return true;
 }
 
+
+struct header_count {
+	const char *name;
+	unsigned n;
+	const char *value;
+};
+
+static enum MHD_Result count_one(void *cls, enum MHD_ValueKind kind,
+				 const char *key, const char *value)
+{
+	struct header_count *h = cls;
+	(void)kind;
+	if (strcasecmp(key, h->name) == 0) {
+		h->n++;
+		h->value = value;
+	}
+	return MHD_YES;
+}
+
+unsigned fg_header_count(struct MHD_Connection *c, const char *name,
+			 const char **last)
+{
+	struct header_count h = { name, 0, NULL };
+	MHD_get_connection_values(c, MHD_HEADER_KIND, count_one, &h);
+	if (last)
+		*last = h.value;
+	return h.n;
+}

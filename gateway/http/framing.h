@@ -32,4 +32,10 @@ bool fg_framing_ok_or_respond(struct fg_req *req, struct MHD_Connection *c,
 			      const char *method, const char *version,
 			      enum MHD_Result *ret);
 
+/** How many times header `name` came (names without case), and the last
+ *  one's value in *last (NULL when none; it lives as long as the
+ *  request). For the headers whose repetition is refused. */
+unsigned fg_header_count(struct MHD_Connection *c, const char *name,
+			 const char **last);
+
 #endif

@@ -150,6 +150,22 @@ class DrainTests(StoreTestCase):
                       slack(5.0), "the upload to reach nginx")
         return up
 
+    def park_waiter_and_observer(self, g, lock, token, **fields):
+        """A blocked acquire and an observer of `lock` (held with `token`)
+        on gateway g, both parked; returns their calls."""
+        waiter = self.waiter(lock, gw=g, wait_ms=60000, **fields)
+        self.wait_waiters(lock, 1, gw=g)
+        observer = self.call("GET", "%s?wait_ms=60000&after=%d"
+                             % (lock, token), gw=g, timeout=slack(70.0))
+
+        def observers():
+            m = g.request("GET", "/_fence/v1/metrics").body.decode()
+            found = re.search(r'^fencegate_waiters\{kind="observe"\} (\d+)$',
+                              m, re.M)
+            return found and int(found.group(1)) == 1
+        self.wait_for(observers, slack(5.0), "the observer to park")
+        return waiter, observer
+
     def assert_shutting_down(self, r, what):
         self.assert_error(r, 503, "shutting_down", what)
         self.assertIsNotNone(r.header("Retry-After"), "%s: %r" % (what, r))
@@ -161,18 +177,8 @@ class DrainTests(StoreTestCase):
         # a blocked acquire and an observer, parked
         wlock = self.lock_name("waited")
         held = self.acquire_ok(wlock, gw=g, ttl_ms=60000)
-        waiter = self.waiter(wlock, gw=g, wait_ms=60000, ttl_ms=5000)
-        self.wait_waiters(wlock, 1, gw=g)
-        observer = self.call("GET", "%s?wait_ms=60000&after=%d"
-                             % (wlock, held["token"]), gw=g,
-                             timeout=slack(70.0))
-
-        def observers():
-            m = g.request("GET", "/_fence/v1/metrics").body.decode()
-            found = re.search(r'^fencegate_waiters\{kind="observe"\} (\d+)$',
-                              m, re.M)
-            return found and int(found.group(1)) == 1
-        self.wait_for(observers, slack(5.0), "the observer to park")
+        waiter, observer = self.park_waiter_and_observer(
+            g, wlock, held["token"], ttl_ms=5000)
         # an upload streaming to nginx
         path = self.obj("streaming")
         a = self.grant(path, gw=g, ttl_ms=120000)
@@ -252,18 +258,8 @@ class DrainTests(StoreTestCase):
         g = env.gw
         wlock = self.lock_name("waited")
         held = self.acquire_ok(wlock, gw=g, ttl_ms=60000)
-        waiter = self.waiter(wlock, gw=g, wait_ms=60000)
-        self.wait_waiters(wlock, 1, gw=g)
-        observer = self.call("GET", "%s?wait_ms=60000&after=%d"
-                             % (wlock, held["token"]), gw=g,
-                             timeout=slack(70.0))
-
-        def observers():
-            m = g.request("GET", "/_fence/v1/metrics").body.decode()
-            found = re.search(r'^fencegate_waiters\{kind="observe"\} (\d+)$',
-                              m, re.M)
-            return found and int(found.group(1)) == 1
-        self.wait_for(observers, slack(5.0), "the observer to park")
+        waiter, observer = self.park_waiter_and_observer(
+            g, wlock, held["token"])
         env.redis.stop()
         self.wait_for(lambda: g.request("GET", "/_fence/v1/health").status
                       == 503, slack(5.0), "health to say Redis is down")
