@@ -133,6 +133,14 @@ def refused_total(gw, reason):
     return float(m.group(1)) if m else 0.0
 
 
+def given_back_total(gw):
+    """fencegate_lock_given_back_total of a gateway, over its reasons."""
+    r = gw.request("GET", "/_fence/v1/metrics")
+    return sum(float(v) for v in re.findall(
+        r'^fencegate_lock_given_back_total\{[^}]*\} (\S+)$',
+        r.body.decode(), re.M))
+
+
 class SlowUpload:
     """A PUT whose body the test paces: chunked, or with a Content-Length
     of `total` bytes. trickle() sends a small piece every `every` s from a
@@ -2268,6 +2276,7 @@ class V11WaiterTests(V11Case):
         lock = self.lock_name()
         a = self.acquire_ok(lock, gw=gw, ttl_ms=60000)
         body = json.dumps({"lease": a["lease"], "ttl_ms": 600000}).encode()
+        before = given_back_total(gw)
         gw.pause()
         try:
             s = socket.create_connection(("127.0.0.1", gw.port), timeout=5.0)
@@ -2277,6 +2286,11 @@ class V11WaiterTests(V11Case):
             self.leave(s, "close")
         finally:
             gw.resume()
+        # the held-up re-entry reaches Redis after the gateway resumes:
+        # its ttl is judged once its give-back has run
+        self.assertTrue(wait_until(lambda: given_back_total(gw) > before,
+                                   slack(3.0), 0.05),
+                        "the undelivered re-entry was not given back")
         last = {}
 
         def taken_back():
@@ -2345,6 +2359,14 @@ class V11WaiterTests(V11Case):
                 finally:
                     gw.resume()
                 for lock in locks:
+                    # the held-up acquire reaches Redis after the gateway
+                    # resumes: until then the lock is unknown (no token),
+                    # and "no holders" would say nothing
+                    self.assertTrue(wait_until(
+                        lambda: self.state(lock, gw=gw)["token"] is not None,
+                        slack(3.0), 0.02),
+                        "%s: the acquire of %s never reached Redis: %r"
+                        % (how, lock, self.state(lock, gw=gw)))
                     self.assertTrue(wait_until(
                         lambda: self.state(lock, gw=gw)["holders"] == 0,
                         slack(3.0), 0.05),
