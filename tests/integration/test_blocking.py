@@ -204,18 +204,19 @@ class BlockingTests(TestCase):
     def test_waiter_gets_its_own_ttl_and_mode(self):
         name = self.lock_name()
         g = self.acquire_ok(name)
-        w = self.waiter(name, wait_ms=10000, ttl_ms=300, mode="shared",
-                        value="from-waiter")
+        ttl_s = slack(1.5)       # long enough to be inspected when loaded
+        w = self.waiter(name, wait_ms=10000, ttl_ms=int(ttl_s * 1000),
+                        mode="shared", value="from-waiter")
         self.wait_waiters(name, 1)
         self.release_ok(name, g["lease"])
         r = w.result(slack(3.0))
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json["mode"], "shared")
-        self.assertEqual(r.json["ttl_ms"], 300)
+        self.assertEqual(r.json["ttl_ms"], int(ttl_s * 1000))
         s = self.state(name)
         self.assertEqual(s["mode"], "shared")
         self.assertEqual(s.get("value"), "from-waiter")
-        time.sleep(0.5)
+        time.sleep(ttl_s + 0.2)
         self.assertFalse(self.state(name)["held"])
 
     def test_waiter_queued_on_free_but_delayed_lock_is_granted_after_delay(self):
@@ -345,11 +346,14 @@ class MaxWaitersTests(TestCase):
     def test_queue_accepts_again_after_a_waiter_left(self):
         name = self.lock_name()
         self.acquire_ok(name)
-        self.waiter(name, wait_ms=400)
+        # the first waiter leaves at its wait_ms, long enough for the
+        # second to queue and the third to be refused on a loaded machine
+        leaving_s = slack(2.0)
+        self.waiter(name, wait_ms=int(leaving_s * 1000))
         self.waiter(name, wait_ms=10000)
         self.wait_waiters(name, 2)
         self.assert_error(self.acquire(name, body={"wait_ms": 10000}), 429,
                           "too_many_waiters")
-        self.wait_waiters(name, 1, timeout=slack(3.0))
+        self.wait_waiters(name, 1, timeout=leaving_s + slack(3.0))
         self.waiter(name, wait_ms=5000)
         self.wait_waiters(name, 2)

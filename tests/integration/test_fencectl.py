@@ -839,6 +839,10 @@ class SubcommandTests(FencectlTestCase):
             finally:
                 harness.kill_process(p)
                 t.join(slack(2.0))
+            # the killed watch's long-poll is let go before the next
+            # watch's is waited for: the gauge must count the new one
+            self.wait_for(lambda: self.observers_parked() == 0, slack(5.0),
+                          "the killed watch's long-poll to end")
             if json_mode:
                 states = [json.loads(x) for x in lines]
                 self.assertEqual([s["held"] for s in states],

@@ -333,7 +333,7 @@ class ShortenedLeaseEndsWritesTests(StoreTestCase):
         self.assert_stored(path, newer, "after A's client finished")
 
     def longer_lease_keeps_the_write(self, how, via):
-        ttl_ms, stream_s = 1500, 3.0
+        ttl_ms, stream_s = 2500, 4.5   # the upload starts well within the lease
         path = self.obj(how)
         lock = self.lock_of(path)
         a = self.grant(path, gw=self.gw1, ttl_ms=ttl_ms)

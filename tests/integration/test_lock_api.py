@@ -160,9 +160,11 @@ class AcquireTests(TestCase):
 
     def test_lock_expires_after_ttl_and_is_granted_again_with_greater_token(self):
         name = self.lock_name()
-        g1 = self.acquire_ok(name, ttl_ms=200)
+        # long enough for the second acquire to come within it when loaded
+        ttl_s = slack(1.0)
+        g1 = self.acquire_ok(name, ttl_ms=int(ttl_s * 1000))
         self.assert_error(self.acquire(name, body={}), 409, "lock_held")
-        time.sleep(0.35)
+        time.sleep(ttl_s + 0.15)
         s = self.state(name)
         self.assertFalse(s["held"], s)
         g2 = self.acquire_ok(name)
@@ -192,27 +194,31 @@ class RenewTests(TestCase):
 
     def test_renew_extends_the_lease_past_its_original_expiry(self):
         name = self.lock_name()
-        g = self.acquire_ok(name, ttl_ms=500)
-        time.sleep(0.25)
-        r = self.renew(name, g["lease"], ttl_ms=2000)
+        ttl_s = slack(1.0)       # the renewal comes well within it
+        t0 = time.monotonic()
+        g = self.acquire_ok(name, ttl_ms=int(ttl_s * 1000))
+        time.sleep(ttl_s / 4)
+        r = self.renew(name, g["lease"], ttl_ms=int(4 * ttl_s * 1000))
         self.assertEqual(r.status, 200, r)
-        time.sleep(0.5)   # past the original expiry
-        s = self.state(name)
+        time.sleep(max(0.0, t0 + ttl_s + 0.2 - time.monotonic()))
+        s = self.state(name)      # past the original expiry
         self.assertTrue(s["held"], s)
         self.assertEqual(s["token"], g["token"])
-        self.assertGreater(s["ttl_ms"], 500)
-        self.assertLessEqual(s["ttl_ms"], 2000)
+        self.assertGreater(s["ttl_ms"], 0)
+        self.assertLessEqual(s["ttl_ms"], int(4 * ttl_s * 1000))
 
     def test_renew_without_ttl_ms_uses_the_ttl_of_the_grant(self):
         name = self.lock_name()
-        g = self.acquire_ok(name, ttl_ms=4000)
-        time.sleep(0.3)
+        g = self.acquire_ok(name, ttl_ms=20000)
+        time.sleep(1.0)
         r = self.renew(name, g["lease"])
         self.assertEqual(r.status, 200, r)
-        self.assertEqual(r.json["ttl_ms"], 4000)
+        self.assertEqual(r.json["ttl_ms"], 20000)
+        # more than the grant alone would have left (20 s less the second
+        # slept), with a second for the inspect to come
         s = self.state(name)
-        self.assertGreater(s["ttl_ms"], 3700)
-        self.assertLessEqual(s["ttl_ms"], 4000)
+        self.assertGreater(s["ttl_ms"], 19000)
+        self.assertLessEqual(s["ttl_ms"], 20000)
 
     def test_renew_can_shorten_the_lease(self):
         name = self.lock_name()
@@ -624,9 +630,10 @@ class CheckTests(TestCase):
 
     def test_check_stays_valid_across_renewals(self):
         name = self.lock_name()
-        g = self.acquire_ok(name, ttl_ms=400)
+        ttl_s = slack(1.0)       # each renewal comes well within it
+        g = self.acquire_ok(name, ttl_ms=int(ttl_s * 1000))
         for _ in range(3):
-            time.sleep(0.2)
+            time.sleep(ttl_s / 4)
             self.assertEqual(self.renew(name, g["lease"]).status, 200)
         self.assertIs(self.check_ok(g["sequencer"])["valid"], True)
 

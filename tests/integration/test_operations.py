@@ -468,7 +468,15 @@ class AuditLogTests(StoreTestCase):
         self.assertTrue(wait_until(lambda: len(paths(log + ".1")) >= 2,
                                    slack(5.0), 0.05), paths(log + ".1"))
         self.gw.proc.send_signal(signal.SIGHUP)
-        self.assertTrue(wait_until(lambda: os.path.exists(log), slack(5.0), 0.05),
+        # the file appears before the gateway's lines go to it: the
+        # gateway's own word says when they do
+
+        def reopened():
+            with open(self.gw.logpath, errors="replace") as f:
+                return "access-log: reopened" in f.read()
+        self.assertTrue(wait_until(reopened, slack(5.0), 0.05),
+                        "SIGHUP did not reopen the log")
+        self.assertTrue(os.path.exists(log),
                         "SIGHUP did not create the log again")
         self.send("GET", "/after-reopen")
         self.assertTrue(self.gw.alive())

@@ -90,17 +90,21 @@ class ReentryTests(TestCase):
 
     def test_reentry_resets_expiry_to_now_plus_ttl_ms(self):
         name = self.lock_name()
-        g = self.acquire_ok(name, ttl_ms=500)
-        time.sleep(0.3)
-        r = self.acquire_ok(name, lease=g["lease"], ttl_ms=1500)
+        ttl_s = slack(1.0)       # the re-entry comes well within it
+        t0 = time.monotonic()
+        g = self.acquire_ok(name, ttl_ms=int(ttl_s * 1000))
+        time.sleep(ttl_s / 4)
+        r = self.acquire_ok(name, lease=g["lease"],
+                            ttl_ms=int(3 * ttl_s * 1000))
+        t_r = time.monotonic()
         self.assertEqual(r["holds"], 2)
-        time.sleep(0.5)          # past the first grant's expiry
-        s = self.state(name)
+        time.sleep(max(0.0, t0 + ttl_s + 0.2 - time.monotonic()))
+        s = self.state(name)      # past the first grant's expiry
         self.assertIs(s["held"], True, s)
-        self.assertGreater(s["ttl_ms"], 500)
-        self.assertLessEqual(s["ttl_ms"], 1500)
-        time.sleep(1.3)          # past the re-entry's expiry
-        self.assertIs(self.state(name)["held"], False)
+        self.assertGreater(s["ttl_ms"], int(ttl_s * 1000))
+        self.assertLessEqual(s["ttl_ms"], int(3 * ttl_s * 1000))
+        time.sleep(max(0.0, t_r + 3 * ttl_s + 0.2 - time.monotonic()))
+        self.assertIs(self.state(name)["held"], False)   # the re-entry's end
 
     def test_reentry_is_granted_even_with_waiters_queued(self):
         name = self.lock_name()
