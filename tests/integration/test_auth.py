@@ -7,6 +7,7 @@ warning and its refusal off loopback, and `fencegate --new-key`."""
 import hashlib
 import json
 import os
+import re
 import secrets
 import signal
 import subprocess
@@ -585,9 +586,19 @@ class Reload(AuthCase):
         self.assertEqual(self.api("ci", "GET", "jobs/r").status, 200)
         self.assertTrue(self.gw.alive())
 
+    def reloads(self):
+        with open(self.gw.logpath, errors="replace") as f:
+            return len(re.findall(r"auth-file \S+ reloaded: ", f.read()))
+
     def reload(self, extra):
+        """Writes the auth-file and sends SIGHUP; returns once the gateway
+        says the new table is in force (a request's answer under the old
+        one proves nothing)."""
+        before = self.reloads()
         write_file(self.auth_file, auth_lines(extra))
         self.gw.proc.send_signal(signal.SIGHUP)
+        self.assertTrue(wait_until(lambda: self.reloads() > before,
+                                   slack(5.0), 0.02), self.gw.log_tail())
 
     def background(self, who, method, path, body=None):
         c = harness.Call(self.gw.port, method, path, body=body,

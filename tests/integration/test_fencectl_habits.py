@@ -197,13 +197,14 @@ class HoldWithoutCommandTests(FencectlTestCase):
 
     def test_a_held_lock_is_renewed_and_released_on_sigterm(self):
         name = self.lock_name()
-        bg = self.start("--json", "lock", name, "--ttl", "1s")
+        # a lease a renewal stalled on a loaded machine does not lose
+        bg = self.start("--json", "lock", name, "--ttl", "2s")
         out = self.held_lines(bg, 1)
         j = json.loads(out)
         self.assertEqual(sorted(j), ["mode", "name", "sequencer", "token",
                                      "ttl_ms"])
-        # three lease lengths: held all along, by the same grant
-        end = time.monotonic() + 3.0
+        # two lease lengths: held all along, by the same grant
+        end = time.monotonic() + 4.0
         while time.monotonic() < end:
             s = self.state(name)
             self.assertEqual((s["held"], s["token"]), (True, j["token"]),
@@ -375,15 +376,15 @@ class GatewayFailoverTests(FencectlTestCase):
         b = self.start_gateway(self.env.redis.port, self.env.upstream.port)
         name = self.lock_name()
         urls = "%s,%s" % (self.url(a), self.url(b))
-        bg = self.start("--gateway", urls, "lock", name, "--ttl", "1s",
+        bg = self.start("--gateway", urls, "lock", name, "--ttl", "2s",
                         "--", "sh", "-c",
                         "touch %s; %s" % (shlex.quote(self.path("ready")),
                                           wait_file(self.path("go"))))
         self.wait_for_file("ready")
         token = self.state(name, b)["token"]
         a.kill()
-        # three lease lengths on b alone
-        end = time.monotonic() + 3.0
+        # two lease lengths on b alone
+        end = time.monotonic() + 4.0
         while time.monotonic() < end:
             s = self.state(name, b)
             self.assertEqual((s["held"], s["token"]), (True, token),

@@ -334,12 +334,14 @@ class LeaseScriptTests(ScriptCalls):
 
     def test_an_undo_puts_no_value_back_onto_a_grant_that_ended(self):
         name, lease = self.lock_name(), "P" * 22
-        r = self.fcall("acquire", name, *acquire_args(lease, ttl=300,
+        t0 = time.monotonic()
+        r = self.fcall("acquire", name, *acquire_args(lease, ttl=2000,
                                                        value="v0"))
         self.assertEqual(r[0], b"granted", r)
         r = self.fcall("renew", name, lease, 60000, "vu", "v1", "gw5.1")
         self.assertEqual(r[0], b"granted", r)
-        time.sleep(0.5)   # the first expiry has passed: the undo ends it
+        # the first expiry has passed: the undo ends it
+        time.sleep(max(0.0, t0 + 2.2 - time.monotonic()))
         self.assertEqual(self.undo(name, lease, "gw5.1"), "removed")
         self.assertFalse(self.held(name))
         self.assertIsNone(self.redis.command("HGET", keys(name)[0], "v"))

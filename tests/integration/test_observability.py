@@ -259,11 +259,12 @@ class HeldMetricsTests(TestCase):
     def test_release_and_break_end_a_hold_without_an_expiry(self):
         held0, expired0 = self.held(), self.expired()
         a, b = self.lock_name("released"), self.lock_name("broken")
-        ga = self.acquire_ok(a, ttl_ms=1000)
-        gb = self.acquire_ok(b, ttl_ms=1000)
+        # the leases outlast the calls below on a loaded machine
+        ga = self.acquire_ok(a, ttl_ms=3000)
+        gb = self.acquire_ok(b, ttl_ms=3000)
         self.assertEqual(self.held(), held0 + 2)
         # a re-entry is the same holder
-        self.acquire_ok(a, ttl_ms=1000, lease=ga["lease"])
+        self.acquire_ok(a, ttl_ms=3000, lease=ga["lease"])
         self.assertEqual(self.held(), held0 + 2)
         self.release_ok(a, ga["lease"])
         self.assertEqual(self.held(), held0 + 2)   # one hold of two undone
@@ -274,7 +275,7 @@ class HeldMetricsTests(TestCase):
         self.assertEqual(r.status, 204, r)
         self.assertEqual(self.held(), held0)
         # past both leases' ends and a check: nothing was counted expired
-        t_end = time.monotonic() + 1.0 + 0.1 + 1.0 + 0.5
+        t_end = time.monotonic() + 3.0 + 0.1 + 1.0 + 0.5
         while time.monotonic() < t_end:
             self.assertEqual(self.expired(), expired0)
             time.sleep(0.1)

@@ -341,7 +341,8 @@ class DelayTests(TestCase):
         # in lock-delay with a waiter queued: the waiter is next, so the
         # end of the delay is no time to retry
         self.brk(name, g["token"])
-        w = self.waiter(name, wait_ms=1000, ttl_ms=5000)
+        # queued long enough to still be there for the try-once below
+        w = self.waiter(name, wait_ms=int(slack(3.0) * 1000), ttl_ms=5000)
         self.wait_waiters(name, 1)
         r = self.acquire(name, body={"wait_ms": 0})
         self.assert_error(r, 409, "lock_held", "in lock-delay with a waiter")
