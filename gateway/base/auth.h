@@ -90,9 +90,11 @@ const struct fg_principal *fg_authtab_by_key(const struct fg_authtab *t,
 					     const char *key, size_t len);
 
 /**
- * The `cert` principal whose name is cn exactly (case included), or NULL.
- * A key principal of that name does not match. cn is a C string: the
- * caller refuses a certificate CN with a NUL byte inside before asking.
+ * The principal whose name is cn exactly (case included), or NULL. A
+ * verified certificate names the principal of its CN whatever that
+ * principal's credential: `cert` only says it has no key. cn is a C
+ * string: the caller refuses a certificate CN with a NUL byte inside
+ * before asking.
  */
 const struct fg_principal *fg_authtab_by_cert(const struct fg_authtab *t,
 					      const char *cn);

@@ -9,9 +9,9 @@
  *    permutation, so equal digests stay equal) gives the same result and
  *    the same message, byte for byte;
  *  - after 0: at most 10000 principals, valid names in strictly increasing
- *    order (so unique), fg_authtab_at() ends at the count, by_cert finds a
- *    principal by its name exactly when it is a cert principal, and by_key
- *    never finds a cert principal;
+ *    order (so unique), fg_authtab_at() ends at the count, by_cert finds
+ *    every principal by its name (a certificate names key principals
+ *    too), and by_key never finds a cert principal;
  *  - after 0, rights agree with a reference written here from the
  *    contract: for every principal line of the input, fg_principal_may()
  *    on each right and on names made from the line's prefixes (the prefix,
@@ -242,7 +242,7 @@ static void check_table(const struct fg_authtab *t, const uint8_t *data, size_t 
 		PROPERTY(fg_auth_name_valid(name, strlen(name)));
 		if (i > 0)
 			PROPERTY(strcmp(fg_principal_name(fg_authtab_at(t, i - 1)), name) < 0);
-		PROPERTY(fg_authtab_by_cert(t, name) == (fg_principal_is_cert(p) ? p : NULL));
+		PROPERTY(fg_authtab_by_cert(t, name) == p);
 		const struct fg_principal *k = fg_authtab_by_key(t, name, strlen(name));
 		PROPERTY(k == NULL || !fg_principal_is_cert(k));
 	}

@@ -112,6 +112,7 @@ class Pki:
         self.leaf("gateway-two", "ca", "server_ext")
         self.leaf("store", "ca", "server_ext")
         self.leaf("ops", "ca", "client_ext")
+        self.leaf("ci", "ca", "client_ext")
         self.leaf("fencegate", "ca", "client_ext")
         self.leaf("stranger", "other-ca", "client_ext")
         self.leaf("ops team", "ca", "client_ext", name="bad-cn")
@@ -740,9 +741,10 @@ class ClientCertTest(TlsTestCase):
 
 class CertPrincipalTest(TlsTestCase):
     """The access step with client certificates (contract v1.2): a
-    verified certificate names the `cert` principal of its CN; a key and a
-    certificate must name the same principal; with proxy-auth required the
-    certificate names the proxied request's principal too."""
+    verified certificate names the principal of its CN, whatever its
+    credential; a key and a certificate must name the same principal; with
+    proxy-auth required the certificate names the proxied request's
+    principal too."""
 
     def start(self, proxy_auth=False):
         redis = self.start_redis()
@@ -790,6 +792,29 @@ class CertPrincipalTest(TlsTestCase):
         r = self.https(g, "POST", LOCKS + "tls/ci/y", body=b"{}",
                        headers={"Authorization": "Bearer " + self.ci_key})
         self.assertEqual(r.status, 200, r)
+        # both naming ci: ci, with its rights, and its grant is ci's
+        ci = client_context(cert="ci")
+        r = self.https(g, "POST", LOCKS + "tls/ci/z", body=b"{}",
+                       headers={"Authorization": "Bearer " + self.ci_key},
+                       ctx=ci)
+        self.assertEqual(r.status, 200, r)
+        lease = r.json["lease"]
+        r = self.https(g, "POST", LOCKS + "tls/elsewhere", body=b"{}",
+                       headers={"Authorization": "Bearer " + self.ci_key},
+                       ctx=ci)
+        self.assertEqual(r.status, 403, r)
+        # the certificate alone names ci as well: its grant is released
+        r = self.https(g, "DELETE", LOCKS + "tls/ci/z",
+                       headers={"Fence-Lease": lease}, ctx=ci)
+        self.assertEqual(r.status, 204, r)
+        # ops' certificate cannot release ci's grant
+        r = self.https(g, "POST", LOCKS + "tls/ci/z", body=b"{}", ctx=ci)
+        self.assertEqual(r.status, 200, r)
+        r = self.https(g, "DELETE", LOCKS + "tls/ci/z",
+                       headers={"Fence-Lease": r.json["lease"]},
+                       ctx=client_context(cert="ops"))
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(r.json["error"], "forbidden")
 
     def test_proxy_auth_by_certificate(self):
         g = self.start(proxy_auth=True)

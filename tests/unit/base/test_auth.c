@@ -357,15 +357,16 @@ static void test_a_key_names_its_principal(void **s)
 	fg_authtab_unref(t);
 }
 
-static void test_a_certificate_names_only_a_cert_principal(void **s)
+static void test_a_certificate_names_the_principal_of_its_cn(void **s)
 {
 	(void)s;
 	struct fg_authtab *t = parse_ok(example);
 	assert_ptr_equal(fg_authtab_by_cert(t, "ops"), named(t, "ops"));
 	assert_ptr_equal(fg_authtab_by_cert(t, "team.lead@example"),
 			 named(t, "team.lead@example"));
-	assert_null(fg_authtab_by_cert(t, "ci"));
-	assert_null(fg_authtab_by_cert(t, "reader"));
+	/* a principal with a key is named by a certificate too */
+	assert_ptr_equal(fg_authtab_by_cert(t, "ci"), named(t, "ci"));
+	assert_ptr_equal(fg_authtab_by_cert(t, "reader"), named(t, "reader"));
 	assert_null(fg_authtab_by_cert(t, "OPS"));
 	assert_null(fg_authtab_by_cert(t, "op"));
 	assert_null(fg_authtab_by_cert(t, "opsx"));
@@ -629,7 +630,7 @@ int main(void)
 		cmocka_unit_test(test_bounds_are_errors),
 		cmocka_unit_test(test_rights_and_what_they_include),
 		cmocka_unit_test(test_a_key_names_its_principal),
-		cmocka_unit_test(test_a_certificate_names_only_a_cert_principal),
+		cmocka_unit_test(test_a_certificate_names_the_principal_of_its_cn),
 		cmocka_unit_test(test_a_principal_is_found_again_by_name_and_credential),
 		cmocka_unit_test(test_bearer_header),
 		cmocka_unit_test(test_new_key_round_trip),
