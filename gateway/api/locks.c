@@ -940,9 +940,14 @@ static enum MHD_Result readyz(struct fg_req *req, struct MHD_Connection *c)
 	json_t *o = json_pack("{s:s, s:s, s:s}",
 			      "status", why ? "not_ready" : "ready",
 			      "redis", redis ? "up" : "down", "upstream", up);
-	if (why)
+	if (!why)
+		return fg_respond_json(c, MHD_HTTP_OK, o);
+	/* a 503 is an error answer like every other, its message the reason
+	 * (kept under its older name too) */
+	if (o)
 		json_object_set_new(o, "reason", json_string(why));
-	return fg_respond_json(c, why ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_OK, o);
+	return fg_respond_error(c, fg_gateway_draining(req->gw)
+				? FG_E_SHUTTING_DOWN : FG_E_NOT_READY, why, o);
 }
 
 /* Liveness (a livenessProbe, a watchdog): the loop that took the request

@@ -36,4 +36,5 @@ const struct fg_errdef fg_errors[FG_E_COUNT] = {
 		"too many unknown keys from this address; try again later" },
 	[FG_E_SHUTTING_DOWN] = { 503, "shutting_down",
 		"this gateway is shutting down; ask another one, or again later" },
+	[FG_E_NOT_READY] = { 503, "not_ready", "this gateway should not be sent traffic" },
 };

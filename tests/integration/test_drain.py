@@ -323,6 +323,10 @@ class DrainTests(StoreTestCase):
         self.assertEqual(r.status, 503, r)
         self.assertEqual(r.json["status"], "not_ready", r)
         self.assertEqual(r.json["reason"], "shutting down", r)
+        # an error body like every other, and a time to ask again
+        self.assertEqual((r.json["error"], r.json["message"]),
+                         ("shutting_down", "shutting down"), r)
+        self.assertEqual(r.header("Retry-After"), "1", r)
         # still accepting and serving: a new connection, a lock call, a
         # fenced write, a read, health
         a = self.grant(path, gw=g, ttl_ms=30000)

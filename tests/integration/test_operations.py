@@ -269,6 +269,8 @@ class ProbeTests(TestCase):
         r = env.gw.request("GET", "/_fence/v1/readyz")
         self.assertEqual(r.json["upstream"], "down")
         self.assertIn("upstream", r.json["reason"])
+        self.assertEqual(r.json["error"], "not_ready", r)
+        self.assertIn("upstream", r.json["message"])
         self.assertEqual(env.gw.request("GET", "/_fence/v1/livez").status, 200)
 
     def test_upstream_down_is_ready_by_default(self):
