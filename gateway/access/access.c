@@ -42,10 +42,10 @@
  * The budgets are kept in FAIL_SETS sets of FAIL_WAYS; a new address
  * takes the place of the one with the fullest budget, so an address that
  * is being refused keeps its place against up to FAIL_WAYS - 1 others
- * of its set. */
-/* A burst large enough that a client testing its credentials, or a suite
- * of such tests, meets the contract's 401 and not this; still a few
- * hundred thousand guesses a day at most, against keys of 128 bits. */
+ * of its set. The burst is large enough that a client testing its
+ * credentials, or a suite of such tests, meets the contract's 401 and not
+ * this; still a few hundred thousand guesses a day at most, against keys
+ * of 128 bits. */
 #define FAIL_BURST 100.0
 #define FAIL_PER_S 2.0
 #define FAIL_SETS 64

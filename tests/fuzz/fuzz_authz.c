@@ -98,15 +98,6 @@ static bool starts(const char *s, const char *p)
 	return strncmp(s, p, strlen(p)) == 0;
 }
 
-static const struct fg_principal *named(const char *name)
-{
-	for (size_t i = 0; i < fg_authtab_count(table); i++)
-		if (strcmp(fg_principal_name(fg_authtab_at(table, i)), name) == 0)
-			return fg_authtab_at(table, i);
-	PROPERTY(false);
-	return NULL;
-}
-
 /* The principal named exactly s, or NULL, by a plain scan. */
 static const struct fg_principal *by_name(const char *s)
 {
@@ -114,6 +105,14 @@ static const struct fg_principal *by_name(const char *s)
 		if (strcmp(fg_principal_name(fg_authtab_at(table, i)), s) == 0)
 			return fg_authtab_at(table, i);
 	return NULL;
+}
+
+/* One of the fixed principals, which the table must hold. */
+static const struct fg_principal *named(const char *name)
+{
+	const struct fg_principal *p = by_name(name);
+	PROPERTY(p != NULL);
+	return p;
 }
 
 /* Whose key key[0..len) is, by the keys themselves. */
