@@ -9,11 +9,17 @@
  * - An interim (1xx) answer's head is handed on and the final answer's
  *   follows it, as curl does; it has no body. Neither have a HEAD's,
  *   a 204's and a 304's answers, whatever their Content-Length says.
+ * - Such an answer never leaves its connection reusable when the body it
+ *   does not carry could still come: an answer to HEAD, and a 1xx, 204
+ *   or 304 that announces one (a Content-Length above 0, or chunked). A
+ *   store that sends that body anyway would otherwise hand its bytes to
+ *   the next request on the connection as that request's answer.
  * - Anything http_parser refuses, a version other than 1.x, an upgrade
  *   nobody asked for, a head line past FG_H1_LINE_MAX, and bytes that
  *   end before the answer does make the answer an error: the caller
  *   drops the connection and never forwards a guess.
  */
+#include <limits.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -140,7 +146,12 @@ static int on_head_end(http_parser *p)
 		return -1;
 	r->in_trailer = true;
 	unsigned s = p->status_code;
-	return r->head || s / 100 == 1 || s == 204 || s == 304;
+	bool bodiless = r->head || s / 100 == 1 || s == 204 || s == 304;
+	if (r->head || (bodiless && ((p->flags & F_CHUNKED) ||
+				     (p->content_length != ULLONG_MAX &&
+				      p->content_length > 0))))
+		r->unframed = true;
+	return bodiless;
 }
 
 static int on_body(http_parser *p, const char *at, size_t n)
@@ -247,6 +258,6 @@ bool fg_h1_any(const struct fg_h1 *r)
 
 bool fg_h1_reusable(const struct fg_h1 *r)
 {
-	return r->done && !r->excess && !r->stopped &&
+	return r->done && !r->excess && !r->stopped && !r->unframed &&
 	       http_should_keep_alive(&r->p);
 }

@@ -49,6 +49,9 @@ struct fg_h1 {
 	bool stopped;       /* a hook said stop, or a line was too long */
 	bool done;          /* the final answer is complete */
 	bool excess;        /* bytes came after it */
+	bool unframed;      /* a body it does not carry could still come: a
+			       HEAD's answer, or a 1xx, 204 or 304 that
+			       announced one */
 	bool any;           /* a byte of the answer came */
 	char *buf;          /* the line being put together (owned; cap
 			       bytes, at most FG_H1_LINE_MAX + 3) */
@@ -76,7 +79,9 @@ enum fg_h1_state fg_h1_eof(struct fg_h1 *r);
 bool fg_h1_any(const struct fg_h1 *r);
 
 /** May the connection carry another request? (The answer is complete,
- *  keep-alive by its version and Connection header, nothing after it.) */
+ *  keep-alive by its version and Connection header, nothing after it,
+ *  and not one whose unsent body could still come: no HEAD's answer, no
+ *  1xx, 204 or 304 that announced a body.) */
 bool fg_h1_reusable(const struct fg_h1 *r);
 
 #endif

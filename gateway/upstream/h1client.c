@@ -5,7 +5,8 @@
  * Invariants:
  * - A connection carries one exchange at a time; it goes back to the
  *   idle list only after a whole answer that h1.c calls reusable
- *   (keep-alive, nothing after it). Every other end closes it, so a
+ *   (keep-alive, nothing after it, no body announced that could still
+ *   come). Every other end closes it, so a
  *   cancelled or failed exchange never leaves a request half-read on a
  *   connection that is used again.
  * - The request's head is sent as given, then exactly the body's length
@@ -14,8 +15,8 @@
  *   connection: the upstream never sees it complete). A retry sends a
  *   retryable request (no body) again whole on a new connection, once,
  *   and only when the reused one gave no byte back; any other request is
- *   sent once at most, and only on a connection that had not said it
- *   was closed.
+ *   sent once at most. No request goes out on a reused connection that
+ *   has said anything since its last answer (asked right before).
  * - A body is read only while the exchange's owner has room for it,
  *   never more than that room: memory per exchange is bounded by the
  *   owner's buffer, whatever the answer's size.
@@ -436,8 +437,8 @@ static void on_conn(evutil_socket_t fd, short what, void *arg)
 }
 
 /* An idle connection has not said it is closed, nor said anything: its
- * close may have come in the same loop turn as the request that wants
- * it. */
+ * close, or bytes nobody asked for, may have come in the same loop turn
+ * as the request that wants it, before its idle watch ran. */
 static bool still_open(const struct conn *k)
 {
 	char b;
@@ -445,13 +446,15 @@ static bool still_open(const struct conn *k)
 	return n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK);
 }
 
-/* On an idle connection, or a new one. A request that is never sent
- * twice takes no idle connection that is known to be closed. */
+/* On an idle connection, or a new one. No request takes an idle
+ * connection that has said anything since its last answer: a close would
+ * cost a write its only send, and stray bytes would be read as the
+ * answer. */
 static void begin(struct fg_h1x *x)
 {
 	const struct sockaddr *sa = (const struct sockaddr *)&x->sa;
 	struct conn *k = x->retried ? NULL : idle_take(x->c, sa, x->salen);
-	while (k && !x->retryable && !still_open(k)) {
+	while (k && !still_open(k)) {
 		conn_close(k);
 		k = idle_take(x->c, sa, x->salen);
 	}

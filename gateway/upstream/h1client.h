@@ -15,8 +15,10 @@
  * when it says so. A request the owner calls retryable (a safe method
  * without a body) whose reused connection closed before any byte of the answer came is
  * sent again, whole, once, on a new connection, as libcurl does; any
- * other request is never sent twice, and before it goes out on a reused
- * connection that connection is asked whether it is still open.
+ * other request is never sent twice. Before any request goes out on a
+ * reused connection, that connection is asked whether it has said
+ * anything since its last answer (its close, or bytes nobody asked for);
+ * one that has is closed, never used.
  */
 #ifndef FG_UPSTREAM_H1CLIENT_H
 #define FG_UPSTREAM_H1CLIENT_H

@@ -32,6 +32,21 @@
  *   connection's timeout.
  * - The done hook is called once, when the transfer ends, whether it was
  *   begun or not; nothing of the hooks is called after release.
+ * - A write is sent once at most, whichever client carries it; a read
+ *   (a safe method, no body) at most twice, the second time on a new
+ *   connection. libcurl sends any request again on a new connection when
+ *   a reused one closed before answering; every send it begins passes
+ *   its pre-request hook (on_prereq()), which counts them and refuses the
+ *   one too many before a byte of it goes.
+ * - An answer reaches only its request: a libcurl connection is reused
+ *   only when it said nothing since its last answer, and that answer
+ *   ended where its framing said. An answer to HEAD, a 1xx, 204 or 304
+ *   that announced a body (curl does not read it, and would hand it to
+ *   the next request), and an idle connection that spoke, mark its socket
+ *   spent (struct sock) and shut it down, so curl drops it; the
+ *   pre-request hook also peeks at a reused socket, and a request that
+ *   meets a spent one is begun again, before any byte went, on a new
+ *   connection. (curl itself closes a connection after excess bytes.)
  *
  * A transfer is reference counted (a plain count: one thread); its
  * holders are the request (fg_xfer_create() to fg_xfer_close()), the loop
@@ -39,6 +54,7 @@
  * queued, the libmicrohttpd response streaming its answer, and an owner's
  * calls in flight (fg_xfer_hold()).
  */
+#include <errno.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -59,6 +75,7 @@
 #include "base/recycle.h"
 #include "base/redirect.h"
 #include "base/text.h"
+#include "base/writeset.h"
 #include "proc/metrics.h"
 #include "upstream/h1client.h"
 #include "upstream/headers.h"
@@ -123,6 +140,11 @@ struct fg_xfer {
 	bool has_connection;
 	size_t connection;            /* the upstream's Connection header, in hb */
 	int64_t content_length;
+	bool te;                      /* this head had a Transfer-Encoding */
+	bool unframed;                /* a body the answer did not carry could
+					 still come on its connection: a HEAD's
+					 answer, a 1xx, 204 or 304 that announced
+					 one (curl's connection is then spent) */
 	bool headers_done, waiting_headers, done, download_suspended, mhd_gone;
 	bool kept_wait;               /* suspended until the kept answer ends */
 	bool write_wants_room;
@@ -149,8 +171,18 @@ struct fg_xfer {
 	 * of curl: its request bytes until started, its exchange while
 	 * running */
 	bool h1, h1_sent;
-	bool h1_retryable;            /* a safe method, no body: may be sent
-					 twice */
+	bool retryable;               /* a safe method, no body: may be sent
+					 twice, the second time on a new
+					 connection; a write never is */
+	/* curl's sends of it, counted by its pre-request hook, and the
+	 * connections curl had made for it by the last one */
+	int sends;
+	long connects;
+	bool resend_refused;          /* curl would have sent it again */
+	bool fresh;                   /* refused a spent connection before any
+					 byte went: to be begun again on a new
+					 one (read_done()) */
+	bool fresh_done;              /* it was: never a second time */
 	char *h1_req;
 	size_t h1_req_len;
 	struct fg_h1x *h1x;
@@ -176,6 +208,14 @@ struct sock {
 	bool added;
 	bool curl;    /* curl watches it now */
 	bool conn;    /* a connection's: closes through close_socket() */
+	int fd;
+	bool spent;   /* never to carry another request (shut down) */
+	/* a connection's ends, learnt when first asked (curl names a
+	 * connection to its hooks by them, not by its socket) */
+	bool named;
+	int lport, pport;
+	char pip[INET6_ADDRSTRLEN];
+	struct sock *cnext, *cprev; /* the connections' list */
 };
 
 struct fg_xfers {
@@ -190,6 +230,7 @@ struct fg_xfers {
 	struct fg_xfer *active;       /* handed to curl */
 	struct sock **socks;          /* by descriptor; NULL: none */
 	int nsocks;
+	struct sock *conns;           /* the connections' sockets */
 	char *bufs[BUF_POOL];         /* idle BUF-byte buffers, owned here */
 	int nbufs;
 	/* the gateway's own client, and the upstream as it sees it (worked
@@ -212,6 +253,9 @@ struct fg_xfers {
 /* ---- references and commands ------------------------------------------ */
 
 static void hup_unwatch(struct fg_xfer *x);
+static int sock_named(struct fg_xfers *xs, long lport, const char *pip,
+		      long pport);
+static void sock_spend(struct fg_xfers *xs, int fd);
 
 /* A BUF-byte buffer, owned by the caller until buf_put(). */
 static char *buf_get(struct fg_xfers *xs)
@@ -416,6 +460,7 @@ static void forget_headers(struct fg_xfer *x)
 	x->too_many_headers = false;
 	x->has_connection = false;
 	x->content_length = -1;
+	x->te = false;
 }
 
 /* Makes room for n more bytes in a block of header lines (*buf, *cap
@@ -459,6 +504,8 @@ static void keep_header(struct fg_xfer *x, const char *name, size_t nl,
 {
 	if (nl == 14 && strncasecmp(name, "Content-Length", 14) == 0)
 		x->content_length = strtoll(v, NULL, 10);
+	if (nl == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0)
+		x->te = true;
 	if (nl == 10 && strncasecmp(name, "Connection", 10) == 0) {
 		if (hb_put(x, v, vl, &x->connection))
 			x->has_connection = true;
@@ -498,6 +545,13 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
 		x->status = sp ? atoi(sp + 1) : 502;
 		forget_headers(x);
 	} else if (n == 0) {
+		/* a head without a body that announced one (any head of a
+		 * HEAD's answer): what curl does not read of it could still
+		 * come, and be read as the next request's answer */
+		bool bodiless = x->head || x->status < 200 || x->status == 204 ||
+				x->status == 304;
+		if (x->head || (bodiless && (x->te || x->content_length > 0)))
+			x->unframed = true;
 		if (x->status >= 200) {
 			x->headers_done = true;
 			x->rx_at = now_ms();
@@ -697,7 +751,7 @@ static bool h1_start(struct fg_xfers *xs, struct fg_xfer *x)
 		.len = x->h1_req_len,
 		.body = x->has_body ? (size_t)x->body_length : 0,
 		.is_head = x->head,
-		.retryable = x->h1_retryable,
+		.retryable = x->retryable,
 	};
 	x->h1_req = NULL; /* the client's now */
 	x->h1x = fg_h1c_start(xs->h1c, (const struct sockaddr *)&xs->h1_sa,
@@ -800,8 +854,32 @@ static void read_done(struct fg_xfers *xs)
 		if (m->msg != CURLMSG_DONE)
 			continue;
 		struct fg_xfer *x;
-		curl_easy_getinfo(m->easy_handle, CURLINFO_PRIVATE, (char **)&x);
-		ended(xs, x, m->data.result);
+		CURLcode code = m->data.result;
+		CURL *e = m->easy_handle;
+		curl_easy_getinfo(e, CURLINFO_PRIVATE, (char **)&x);
+		if (code == CURLE_ABORTED_BY_CALLBACK && x->fresh) {
+			/* refused a spent connection before any byte went: the
+			 * same request, on a new connection, once */
+			x->fresh = false;
+			x->fresh_done = true;
+			x->connects = 0; /* (curl counts afresh) */
+			curl_multi_remove_handle(xs->multi, e);
+			curl_easy_setopt(e, CURLOPT_FRESH_CONNECT, 1L);
+			if (curl_multi_add_handle(xs->multi, e) == CURLM_OK)
+				continue;
+			code = CURLE_FAILED_INIT;
+		}
+		if (x->unframed) {
+			long lport = 0, pport = 0;
+			char *pip = NULL;
+			curl_easy_getinfo(e, CURLINFO_LOCAL_PORT, &lport);
+			curl_easy_getinfo(e, CURLINFO_PRIMARY_PORT, &pport);
+			curl_easy_getinfo(e, CURLINFO_PRIMARY_IP, &pip);
+			int fd = sock_named(xs, lport, pip, pport);
+			if (fd >= 0)
+				sock_spend(xs, fd);
+		}
+		ended(xs, x, code);
 	}
 }
 
@@ -841,8 +919,10 @@ static struct sock *sock_new(struct fg_xfers *xs, curl_socket_t fd)
 		xs->nsocks = n;
 	}
 	struct sock *sk = calloc(1, sizeof(*sk));
-	if (sk)
+	if (sk) {
+		sk->fd = fd;
 		xs->socks[fd] = sk;
+	}
 	return sk;
 }
 
@@ -853,8 +933,86 @@ static void sock_forget(struct fg_xfers *xs, curl_socket_t fd)
 	if (!sk)
 		return;
 	sock_unregister(sk);
+	if (sk->conn) {
+		if (sk->cprev)
+			sk->cprev->cnext = sk->cnext;
+		else
+			xs->conns = sk->cnext;
+		if (sk->cnext)
+			sk->cnext->cprev = sk->cprev;
+	}
 	free(sk);
 	xs->socks[fd] = NULL;
+}
+
+/* Learns a connection's ends once: its local port, its peer's address
+ * and port, as curl names them (CURLINFO_LOCAL_PORT, _PRIMARY_IP and
+ * _PRIMARY_PORT). */
+static void sock_name(struct sock *sk, int fd)
+{
+	struct sockaddr_storage a;
+	socklen_t al = sizeof(a);
+	if (sk->named)
+		return;
+	if (getsockname(fd, (struct sockaddr *)&a, &al) != 0)
+		return;
+	sk->lport = a.ss_family == AF_INET6
+		? ntohs(((struct sockaddr_in6 *)&a)->sin6_port)
+		: ntohs(((struct sockaddr_in *)&a)->sin_port);
+	al = sizeof(a);
+	if (getpeername(fd, (struct sockaddr *)&a, &al) != 0)
+		return;
+	const void *ip;
+	if (a.ss_family == AF_INET6) {
+		ip = &((struct sockaddr_in6 *)&a)->sin6_addr;
+		sk->pport = ntohs(((struct sockaddr_in6 *)&a)->sin6_port);
+	} else {
+		ip = &((struct sockaddr_in *)&a)->sin_addr;
+		sk->pport = ntohs(((struct sockaddr_in *)&a)->sin_port);
+	}
+	if (!inet_ntop(a.ss_family, ip, sk->pip, sizeof(sk->pip)))
+		return;
+	sk->named = true;
+}
+
+/* The connection curl names by its ends; -1 when none is known. */
+static int sock_named(struct fg_xfers *xs, long lport, const char *pip,
+		      long pport)
+{
+	for (struct sock *sk = xs->conns; sk; sk = sk->cnext) {
+		sock_name(sk, sk->fd);
+		if (sk->named && sk->lport == lport && sk->pport == pport &&
+		    pip && strcmp(sk->pip, pip) == 0)
+			return sk->fd;
+	}
+	return -1;
+}
+
+/* The connection on FD is never to carry another request: shut down, so
+ * that curl, which finds a connection closed only when its socket says
+ * so, drops it when it next considers it; and marked, for a request that
+ * meets it before then (on_prereq()). */
+static void sock_spend(struct fg_xfers *xs, int fd)
+{
+	struct sock *sk = sock_of(xs, fd);
+	if (!sk || sk->spent)
+		return;
+	sk->spent = true;
+	/* what came is read and dropped, so curl's look at the socket (a
+	 * peek for its close) finds the close and not those bytes */
+	char b[4096];
+	while (recv(fd, b, sizeof(b), MSG_DONTWAIT) > 0)
+		;
+	shutdown(fd, SHUT_RDWR);
+}
+
+/* Has a reused connection said anything since its last answer (bytes, or
+ * its close)? */
+static bool sock_spoke(int fd)
+{
+	char b;
+	ssize_t n = recv(fd, &b, 1, MSG_PEEK | MSG_DONTWAIT);
+	return !(n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK));
 }
 
 static void on_socket_event(evutil_socket_t fd, short what, void *arg)
@@ -863,9 +1021,12 @@ static void on_socket_event(evutil_socket_t fd, short what, void *arg)
 	int running;
 	struct sock *sk = sock_of(xs, fd);
 	if (sk && !sk->curl) {
-		/* an idle cached connection spoke (most likely its close):
-		 * curl finds out when it next picks the connection */
+		/* an idle cached connection spoke: its close, or bytes nobody
+		 * asked for, which curl would read as the next request's
+		 * answer; either way it carries no request more */
 		sock_unregister(sk);
+		if (sk->conn)
+			sock_spend(xs, fd);
 		return;
 	}
 	int action = ((what & EV_READ) ? CURL_CSELECT_IN : 0) |
@@ -899,6 +1060,53 @@ static void on_commands(evutil_socket_t fd, short what, void *arg)
 	run_commands(xs);
 	read_done(xs);
 	arm_heads(xs);
+}
+
+/* curl is about to send x's request on a connection it has picked
+ * (CURLOPT_PREREQFUNCTION): once for its first send, and again for each
+ * send of it curl begins on its own after a reused connection closed
+ * before answering (curl 7.88 does so for any request without a body,
+ * up to five times, on whichever connection it picks next). Here:
+ * - the send too many is refused before any byte of it goes: a write's
+ *   second, a read's third;
+ * - a read's second send goes out on a new connection only;
+ * - a reused connection that said anything since its last answer, or is
+ *   spent, carries nothing.
+ * What is refused for its connection ends the transfer before any byte
+ * went, and read_done() begins it again on a new connection, once. */
+static int on_prereq(void *ud, char *pip, char *lip, int pport, int lport)
+{
+	struct fg_xfer *x = ud;
+	struct fg_xfers *xs = x->xs;
+	(void)lip;
+	if (x->sends >= (x->retryable ? 2 : 1)) {
+		x->resend_refused = true;
+		return CURL_PREREQFUNC_ABORT;
+	}
+	/* (curl counts the connections it made for the transfer, its own
+	 * sends again included; none new since the last send: reused) */
+	long connects = 0;
+	curl_easy_getinfo(x->easy, CURLINFO_NUM_CONNECTS, &connects);
+	bool reused = connects <= x->connects;
+	x->connects = connects;
+	if (reused) {
+		int fd = sock_named(xs, lport, pip, pport);
+		struct sock *sk = sock_of(xs, fd);
+		bool spoke = sk && !sk->spent && sock_spoke(fd);
+		if (spoke)
+			sock_spend(xs, fd);
+		/* (a connection we cannot name is refused too) */
+		if (!sk || sk->spent || x->sends > 0) {
+			if (x->fresh_done) {
+				x->resend_refused = true;
+				return CURL_PREREQFUNC_ABORT;
+			}
+			x->fresh = true;
+			return CURL_PREREQFUNC_ABORT;
+		}
+	}
+	x->sends++;
+	return CURL_PREREQFUNC_OK;
 }
 
 /* curl asks to watch a socket (CURLMOPT_SOCKETFUNCTION). */
@@ -957,6 +1165,10 @@ static curl_socket_t open_socket(void *clientp, curlsocktype purpose,
 		return CURL_SOCKET_BAD;
 	}
 	sk->conn = true;
+	sk->cnext = xs->conns;
+	if (xs->conns)
+		xs->conns->cprev = sk;
+	xs->conns = sk;
 	return fd;
 }
 
@@ -1197,6 +1409,8 @@ static void easy_setup(CURL *e, struct fg_xfer *x, const char *url,
 	curl_easy_setopt(e, CURLOPT_OPENSOCKETDATA, x->xs);
 	curl_easy_setopt(e, CURLOPT_CLOSESOCKETFUNCTION, close_socket);
 	curl_easy_setopt(e, CURLOPT_CLOSESOCKETDATA, x->xs);
+	curl_easy_setopt(e, CURLOPT_PREREQFUNCTION, on_prereq);
+	curl_easy_setopt(e, CURLOPT_PREREQDATA, x);
 	curl_easy_setopt(e, CURLOPT_TCP_NODELAY, 1L);
 	curl_easy_setopt(e, CURLOPT_HTTP_VERSION, (long)CURL_HTTP_VERSION_1_1);
 	curl_easy_setopt(e, CURLOPT_CONNECTTIMEOUT_MS, (long)cfg->upstream_connect_timeout_ms);
@@ -1341,11 +1555,6 @@ static bool h1_request(struct fg_xfers *xs, struct fg_xfer *x,
 #undef PUT
 	x->h1_req = req;
 	x->h1_req_len = n;
-	/* the safe methods (RFC 9110, and WebDAV's PROPFIND) may go out
-	 * twice, as curl would send them; a write never does */
-	x->h1_retryable = !x->has_body &&
-		(x->head || strcmp(m, "GET") == 0 || strcmp(m, "OPTIONS") == 0 ||
-		 strcmp(m, "PROPFIND") == 0);
 	return true;
 }
 
@@ -1398,6 +1607,12 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 	x->chunked = spec->chunked;
 	x->body_length = spec->length;
 	x->has_body = !x->kept && !x->head && (spec->chunked || spec->length_given);
+	/* the safe methods (RFC 9110, and WebDAV's PROPFIND) may go out
+	 * twice, as curl would send them; a write never does */
+	const char *m = spec->method;
+	x->retryable = !x->has_body && !fg_method_is_write(xs->host.cfg, m) &&
+		(x->head || strcmp(m, "GET") == 0 || strcmp(m, "OPTIONS") == 0 ||
+		 strcmp(m, "PROPFIND") == 0);
 
 	if (h1_request(xs, x, spec)) {
 		/* the gateway's own client carries it: no curl handle, and
@@ -1558,6 +1773,11 @@ bool fg_xfer_broke_after_head(const struct fg_xfer *x, int *status)
 enum fg_xfer_failure fg_xfer_failure(const struct fg_xfer *x, const char **why)
 {
 	*why = NULL;
+	if (x->resend_refused) {
+		*why = "the upstream closed its connection before answering, "
+		       "and the request is not sent again";
+		return FG_XFER_UNAVAILABLE;
+	}
 	switch (x->result) {
 	case CURLE_COULDNT_RESOLVE_HOST:
 	case CURLE_COULDNT_CONNECT:

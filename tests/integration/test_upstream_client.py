@@ -24,9 +24,12 @@ class ScriptedOrigin:
     send back, or None to close the connection without answering;
     `close_after(conn, rank)` says whether to close once answered."""
 
-    def __init__(self, answer, close_after=lambda conn, rank: False):
+    def __init__(self, answer, close_after=lambda conn, rank: False,
+                 tls=None):
         self.answer = answer
         self.close_after = close_after
+        self.tls = tls         # an ssl.SSLContext: the origin is https
+        self.live = {}         # conn -> its socket, while it is open
         self.heads = []        # (conn, rank, head bytes)
         self.bodies = {}       # (conn, rank) -> (body bytes, whole)
         self.lock = threading.Lock()
@@ -54,6 +57,27 @@ class ScriptedOrigin:
 
     def _serve(self, c, n):
         c.settimeout(slack(10.0))
+        if self.tls:
+            try:
+                c = self.tls.wrap_socket(c, server_side=True)
+            except OSError:
+                c.close()
+                return
+        with self.lock:
+            self.live[n] = c
+        try:
+            self._exchange(c, n)
+        finally:
+            with self.lock:
+                self.live.pop(n, None)
+
+    def push(self, conn, data):
+        """Sends `data` on connection `conn` (plain http only), unasked."""
+        with self.lock:
+            c = self.live[conn]
+        c.sendall(data)
+
+    def _exchange(self, c, n):
         buf = b""
         rank = 0
         with c:
@@ -225,8 +249,10 @@ class UpstreamClientTests(harness.TestCase):
         for method, status in (("HEAD", 200), ("GET", 304), ("HEAD", 200)):
             r = self.get(gw, method=method)
             self.assertEqual((r.status, r.body), (status, b""), method)
-        self.assertEqual(o.carried(), [(0, 0), (0, 1), (0, 2)],
-                         "the connection was kept through them")
+        # each of them announced a body it does not carry, which could
+        # still come: its connection is never used again (v1.3.1)
+        self.assertEqual(o.carried(), [(0, 0), (1, 0), (2, 0)],
+                         "a connection was used again after one")
 
     def test_body_read_to_the_close(self):
         o = self.origin(lambda conn, rank, head: (
