@@ -1,10 +1,10 @@
 /*
- * proxy.h - the fencing proxy: every request outside /_fence/, checked,
+ * flow.h - the fencing proxy: every request outside /_fence/, checked,
  * admitted and forwarded (the transfer itself is upstream/xfer.h, the
  * running writes proxy/writes.h). Private to the gateway.
  */
-#ifndef FENCEGATE_PROXY_H
-#define FENCEGATE_PROXY_H
+#ifndef FENCEGATE_PROXY_FLOW_H
+#define FENCEGATE_PROXY_FLOW_H
 
 #include <microhttpd.h>
 

@@ -547,11 +547,6 @@ void fg_h1x_cancel(struct fg_h1x *x)
 	exchange_free(x);
 }
 
-bool fg_h1x_sent(const struct fg_h1x *x)
-{
-	return x->sent;
-}
-
 /* ---- the client ---------------------------------------------------------- */
 
 struct fg_h1c *fg_h1c_create(struct event_base *base)

@@ -103,7 +103,4 @@ void fg_h1x_resume_send(struct fg_h1x *x);
  *  closed, so the upstream never sees a request that goes on. */
 void fg_h1x_cancel(struct fg_h1x *x);
 
-/** Has the request's last byte left? */
-bool fg_h1x_sent(const struct fg_h1x *x);
-
 #endif
