@@ -10,6 +10,7 @@ a store that breaks HTTP's framing would.
 """
 
 import ssl
+import threading
 
 import harness
 from harness import slack
@@ -136,6 +137,39 @@ class UpstreamOnceTests(harness.TestCase):
                          if method_of(h) == b"GET"][-2:]
                 self.assertEqual(ranks, [1, 0], "sent again on a reused "
                                  "connection")
+
+    def test_a_read_meets_several_closed_connections_and_is_sent_twice(self):
+        # three idle kept-alive connections, all closed by the origin under
+        # their next request (a store that restarted): libcurl 7.88 would
+        # try the GET on each of them in turn and then on a new one; it
+        # goes out once more, on a new connection, and no more
+        for backend in self.BACKENDS:
+            with self.subTest(backend=backend):
+                three = threading.Barrier(3, timeout=slack(10.0))
+
+                def answer(conn, rank, head):
+                    if rank > 0:
+                        return None
+                    if b"/o/warm" in head.split(b"\r\n", 1)[0]:
+                        three.wait()   # one connection each
+                    return OK
+
+                o = self.origin(answer, backend)
+                gw = self.gateway(o, backend)
+                out = []
+                ts = [threading.Thread(target=lambda: out.append(
+                    self.send(gw, "GET", "/o/warm").status)) for _ in range(3)]
+                for t in ts:
+                    t.start()
+                for t in ts:
+                    t.join()
+                self.assertEqual(out, [200] * 3)
+                before = len(o.requests())
+                r = self.send(gw, "GET")
+                self.assertEqual((r.status, r.body), (200, b"abc"))
+                ranks = [k for _, k, _ in o.requests()[before:]]
+                self.assertEqual(ranks, [1, 0], "sent other than once more "
+                                 "on a new connection")
 
     # -- an answer reaches only its request ------------------------------
 
