@@ -902,6 +902,40 @@ static void test_the_body_is_read_within_room(void **state)
 	assert_int_equal(get_ok(t, "/c", true), 0);
 }
 
+/* ---- what the client gets wrong today -------------------------------------- */
+
+/* An idle connection's stray bytes may come in the same loop turn as the
+ * next request: they are not that request's answer. (Today a retryable
+ * request takes the connection unchecked and reads them as its answer.) */
+static void test_a_retryable_request_never_takes_an_idle_connection_that_spoke(void **state)
+{
+	struct t *t = *state;
+	assert_int_equal(get_ok(t, "/a", true), 0);
+	up_write(&t->conns[0], OK_2("no"), strlen(OK_2("no")));
+	struct ex *e = done(t, "GET", "/b", (struct opts){ .retryable = true });
+	assert_int_equal(e->how, FG_H1X_OK);
+	assert_string_equal(e->body, "answer 2");
+	assert_int_equal(t->reqs[1].conn, 1);
+}
+
+/* The same with bytes past an answer that room() left in the socket: the
+ * answer is read to its last byte and no further, so they are not seen
+ * as excess, and the next request starts before the loop's next turn. */
+static void test_a_retryable_request_never_reads_bytes_left_past_the_answer(void **state)
+{
+	struct t *t = *state;
+	t->steps[0].reply = OK_2("ok") OK_2("no"); /* 40 bytes, then 40 */
+	struct ex *e = new_ex(t);
+	e->room_max = 2; /* (reads of 2 bytes: the first answer ends one) */
+	start_ex(t, e, "GET", "/a", (struct opts){ .retryable = true });
+	wait_end(t, e);
+	assert_int_equal(e->how, FG_H1X_OK);
+	assert_string_equal(e->body, "ok");
+	e = done(t, "GET", "/b", (struct opts){ .retryable = true });
+	assert_int_equal(e->how, FG_H1X_OK);
+	assert_string_equal(e->body, "answer 2");
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -926,6 +960,8 @@ int main(void)
 		T(test_an_abort_on_a_reused_connection_ends_after_start),
 		T(test_no_connection_ends_after_start),
 		T(test_the_body_is_read_within_room),
+		T(test_a_retryable_request_never_takes_an_idle_connection_that_spoke),
+		T(test_a_retryable_request_never_reads_bytes_left_past_the_answer),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
