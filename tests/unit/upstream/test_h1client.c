@@ -936,6 +936,28 @@ static void test_a_retryable_request_never_reads_bytes_left_past_the_answer(void
 	assert_string_equal(e->body, "answer 2");
 }
 
+/* A retry's head goes out whole even when it takes more than one send.
+ * (Today, once the first send of the retry is short, the rest is never
+ * sent: the connection is watched for writing and nothing is written.)
+ * The head is larger than the socket's buffers can take at once, the
+ * upstream's new connections read through a small receive buffer. */
+static void test_a_retry_goes_out_whole_when_it_takes_more_than_one_send(void **state)
+{
+	struct t *t = *state;
+	t->steps[1].act = CLOSE;
+	assert_int_equal(get_ok(t, "/a", true), 0);
+	int small = 4096;
+	assert_int_equal(setsockopt(t->lfd, SOL_SOCKET, SO_RCVBUF, &small,
+				    sizeof(small)), 0);
+	struct ex *e = done(t, "GET", "/b", (struct opts){ .retryable = true,
+							    .pad = 8 << 20 });
+	assert_int_equal(e->how, FG_H1X_OK);
+	assert_string_equal(e->body, "answer 3");
+	assert_int_equal(times_seen(t, "GET /b HTTP/1.1"), 2);
+	assert_int_equal(t->reqs[2].len, t->reqs[1].len);
+	assert_memory_equal(t->reqs[2].bytes, t->reqs[1].bytes, t->reqs[1].len);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -962,6 +984,7 @@ int main(void)
 		T(test_the_body_is_read_within_room),
 		T(test_a_retryable_request_never_takes_an_idle_connection_that_spoke),
 		T(test_a_retryable_request_never_reads_bytes_left_past_the_answer),
+		T(test_a_retry_goes_out_whole_when_it_takes_more_than_one_send),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
