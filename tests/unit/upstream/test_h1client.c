@@ -958,6 +958,66 @@ static void test_a_retry_goes_out_whole_when_it_takes_more_than_one_send(void **
 	assert_memory_equal(t->reqs[2].bytes, t->reqs[1].bytes, t->reqs[1].len);
 }
 
+/* ---- no reuse after an answer whose announced body was never read ---------- */
+
+/* The answer ends at its head whatever it announces; an upstream that
+ * sends the announced body anyway would have it read as the next
+ * request's answer, so the connection is not used again. */
+static void no_reuse_after(struct t *t, const char *method, bool is_head,
+			   const char *reply, const char *body)
+{
+	t->steps[0].reply = reply;
+	struct ex *e = done(t, method, "/a",
+			    (struct opts){ .retryable = true, .is_head = is_head });
+	assert_int_equal(e->how, FG_H1X_OK);
+	assert_string_equal(e->body, body);
+	assert_int_equal(get_ok(t, "/b", true), 1);
+	assert_int_equal(t->accepts, 2);
+	WAIT_FOR(t, t->conns[0].eof); /* the client closed it */
+}
+
+static void test_no_reuse_after_an_answer_to_head_with_a_length(void **state)
+{
+	no_reuse_after(*state, "HEAD", true,
+		       "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\n", "");
+}
+
+static void test_no_reuse_after_an_answer_to_head_that_is_chunked(void **state)
+{
+	no_reuse_after(*state, "HEAD", true,
+		       "HTTP/1.1 200 OK\r\nTransfer-Encoding: chunked\r\n\r\n", "");
+}
+
+static void test_no_reuse_after_a_204_with_a_length(void **state)
+{
+	no_reuse_after(*state, "GET", false,
+		       "HTTP/1.1 204 No Content\r\nContent-Length: 5\r\n\r\n", "");
+}
+
+static void test_no_reuse_after_a_304_that_is_chunked(void **state)
+{
+	no_reuse_after(*state, "GET", false,
+		       "HTTP/1.1 304 Not Modified\r\nTransfer-Encoding: chunked\r\n\r\n", "");
+}
+
+static void test_no_reuse_after_a_1xx_with_a_length(void **state)
+{
+	no_reuse_after(*state, "GET", false,
+		       "HTTP/1.1 100 Continue\r\nContent-Length: 3\r\n\r\n"
+		       OK_2("ok"), "ok");
+}
+
+/* (and for contrast: one that announces no body keeps it) */
+static void test_a_204_without_a_length_keeps_the_connection(void **state)
+{
+	struct t *t = *state;
+	t->steps[0].reply = "HTTP/1.1 204 No Content\r\n\r\n";
+	struct ex *e = done(t, "GET", "/a", (struct opts){ .retryable = true });
+	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(get_ok(t, "/b", true), 0);
+	assert_int_equal(t->accepts, 1);
+}
+
 #define T(f) cmocka_unit_test_setup_teardown(f, setup, teardown)
 
 int main(void)
@@ -985,6 +1045,12 @@ int main(void)
 		T(test_a_retryable_request_never_takes_an_idle_connection_that_spoke),
 		T(test_a_retryable_request_never_reads_bytes_left_past_the_answer),
 		T(test_a_retry_goes_out_whole_when_it_takes_more_than_one_send),
+		T(test_no_reuse_after_an_answer_to_head_with_a_length),
+		T(test_no_reuse_after_an_answer_to_head_that_is_chunked),
+		T(test_no_reuse_after_a_204_with_a_length),
+		T(test_no_reuse_after_a_304_that_is_chunked),
+		T(test_no_reuse_after_a_1xx_with_a_length),
+		T(test_a_204_without_a_length_keeps_the_connection),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
