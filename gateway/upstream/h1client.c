@@ -271,7 +271,11 @@ static void lost(struct fg_h1x *x, int err)
 		conn_close(k);
 		x->k = NULL;
 		x->retried = true;
+		/* a new send, whole: its head from the first byte, and not
+		 * out until its last byte is (a head that takes more than one
+		 * sendmsg() would otherwise never be sent again) */
 		x->off = 0;
+		x->sent = false;
 		fg_h1_free(&x->rd);
 		if (fg_h1_init(&x->rd, x->head, &(struct fg_h1_hooks){
 				       x->hooks.line, x->hooks.body }, x->arg) != 0) {
