@@ -1,7 +1,7 @@
 /*
- * lockcore-private.h - what store.c (blocking) and astore.c (async) share:
- * the script table, the one way to build a script call, and the one way to
- * read each reply. This file is private to lockcore.
+ * lockcore-private.h - what store.c (blocking) and the astore*.c files
+ * (async) share: the script table, the one way to build a script call, and
+ * the one way to read each reply. This file is private to lockcore.
  */
 #ifndef FENCEGATE_LOCKCORE_PRIVATE_H
 #define FENCEGATE_LOCKCORE_PRIVATE_H
@@ -132,7 +132,7 @@ void fg__build_index_page(struct fg__call *c, const char *prefix,
  * the name only if the lock is idle now. Never on a Cluster. */
 void fg__build_index_drop(struct fg__call *c, const char *name,
 			  uint64_t seen, bool lock);
-int fg__parse_detail(const redisReply *r, struct fg_lock_detail *d);
+int fg__parse_detail(const struct redisReply *r, struct fg_lock_detail *d);
 /* Frees what fg__parse_detail() allocated (the party arrays). */
 void fg__detail_finish(struct fg_lock_detail *d);
 /* undo_id NULL: a fresh lease's give-back; else the undo of the renewal

@@ -1,5 +1,8 @@
 /*
- * store.c - the blocking Redis connection of one gateway worker thread.
+ * store.c - the blocking Redis connections of the gateway's maintenance
+ * thread: probes of every master, the HMAC key's agreement, the check of
+ * leases due and the sweep of the listing's index. (The lock calls of the
+ * request path are the asynchronous front's, astore.c and its parts.)
  *
  * Invariant: every call is bounded by connect_timeout_ms + 2 round trips of
  * command_timeout_ms; a connection that failed or timed out is dropped at
@@ -379,70 +382,6 @@ int fg_store_sync_key(fg_store *st, const uint8_t *ours, size_t ours_len,
 	return err;
 }
 
-static int grant_call(fg_store *st, struct fg__call *c, struct fg_grant *out)
-{
-	redisReply *r;
-	int err = run(st, c, &r);
-	if (err)
-		return err;
-	err = fg__parse_grant(r, out);
-	freeReplyObject(r);
-	return err;
-}
-
-int fg_lock_acquire(fg_store *st, const struct fg_acquire *req,
-		    struct fg_grant *out)
-{
-	struct fg__call c;
-	if (req->wait_ms > 0 && (!req->waiter_id || !req->gateway_id))
-		return FG_EINVAL;
-	fg__build_acquire(&c, req, NULL, st->idle_forget_ms, false);
-	return grant_call(st, &c, out);
-}
-
-int fg_lock_renew(fg_store *st, const char *name, const char *lease,
-		  const char *principal, uint32_t ttl_ms, const char *value,
-		  size_t value_len, struct fg_grant *out)
-{
-	struct fg__call c;
-	fg__build_renew(&c, name, lease, principal, ttl_ms, value, value_len,
-			NULL, st->idle_forget_ms, false);
-	return grant_call(st, &c, out);
-}
-
-int fg_lock_release(fg_store *st, const char *name, const char *lease,
-		    const char *principal, struct fg_grant *out)
-{
-	struct fg__call c;
-	fg__build_release(&c, name, lease, principal, st->write_margin_ms,
-			  st->idle_forget_ms, false);
-	return grant_call(st, &c, out);
-}
-
-int fg_lock_break(fg_store *st, const char *name, uint64_t token,
-		  struct fg_grant *out)
-{
-	struct fg__call c;
-	fg__build_break(&c, name, token, st->write_margin_ms, st->idle_forget_ms);
-	return grant_call(st, &c, out);
-}
-
-int fg_lock_inspect(fg_store *st, const char *name, struct fg_lock_info *out)
-{
-	struct fg__call c;
-	redisReply *r;
-	memset(out, 0, sizeof(*out));
-	fg__build_inspect(&c, name, st->idle_forget_ms);
-	int err = run(st, &c, &r);
-	if (err)
-		return err;
-	err = fg__parse_info(r, out);
-	freeReplyObject(r);
-	if (err)
-		fg_lock_info_finish(out);
-	return err;
-}
-
 int fg_lock_check(fg_store *st, const char *name, uint64_t token,
 		  struct fg_check *out)
 {
@@ -453,22 +392,6 @@ int fg_lock_check(fg_store *st, const char *name, uint64_t token,
 	if (err)
 		return err;
 	err = fg__parse_check(r, out);
-	freeReplyObject(r);
-	return err;
-}
-
-int fg_lock_admit(fg_store *st, const char *name, uint64_t token,
-		  const char *write_id, uint32_t margin_ms, uint32_t longest_ms,
-		  struct fg_admit *out)
-{
-	struct fg__call c;
-	redisReply *r;
-	fg__build_admit(&c, FG__LUA_ADMIT, name, token, write_id, margin_ms,
-			longest_ms, st->idle_forget_ms);
-	int err = run(st, &c, &r);
-	if (err)
-		return err;
-	err = fg__parse_admit(r, out);
 	freeReplyObject(r);
 	return err;
 }

@@ -1,5 +1,5 @@
 /*
- * topo-private.h - what store.c and astore.c take from the topology
+ * topo-private.h - what store.c and astore-conn.c take from the topology
  * besides where Redis is: the credentials every connection logs in with
  * (topo.c holds the only copy of the password). This file is private to
  * lockcore.

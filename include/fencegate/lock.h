@@ -185,43 +185,6 @@ struct fg_grant {
 				fg_alock_undo() takes it back by ("": none) */
 };
 
-/** Try, re-enter, or queue. On FG_OK, out->status tells which happened. */
-int fg_lock_acquire(fg_store *st, const struct fg_acquire *req,
-		    struct fg_grant *out);
-
-/**
- * Extends the lease to ttl_ms from now (0: the ttl it was granted with);
- * when value is non-NULL also sets the lock's value. out->status is
- * FG_GRANTED, FG_EXPIRED (the lease holds nothing, whoever asks) or
- * FG_FORBIDDEN (it holds, but principal is not the one it was granted
- * to; nothing changed). principal NULL: open mode, not checked.
- */
-int fg_lock_renew(fg_store *st, const char *name, const char *lease,
-		  const char *principal, uint32_t ttl_ms, const char *value,
-		  size_t value_len, struct fg_grant *out);
-
-/**
- * Undoes one hold of the lease; at zero holds the lease leaves, and when
- * no holder is left the next waiter(s) are granted in the same script.
- * out->status is FG_GRANTED (holds = holds left), FG_EXPIRED or
- * FG_FORBIDDEN, with principal as for fg_lock_renew().
- */
-int fg_lock_release(fg_store *st, const char *name, const char *lease,
-		    const char *principal, struct fg_grant *out);
-
-/**
- * Breaks the grant whose token is `token`: it ends as if it had expired
- * now. Every holder leaves, its admitted writes are aborted on every
- * gateway (as at a release), its lock-delay counts from now, and without
- * one the next waiter(s) are granted in the same script. out->status is
- * FG_REMOVED (out->token: the grant's), or FG_EXPIRED when token is not
- * the live grant's (the lock is free, in lock-delay, or held under
- * another token; out->token: the newest token the lock knows of, 0 for
- * none): nothing changed. Nobody's rights are checked here.
- */
-int fg_lock_break(fg_store *st, const char *name, uint64_t token,
-		  struct fg_grant *out);
-
 struct fg_lock_info {
 	bool held;
 	enum fg_mode mode;   /* meaningful when held */
@@ -237,10 +200,7 @@ struct fg_lock_info {
 	char *owner;         /* malloc'd, NUL-terminated, or NULL */
 };
 
-/** Fills *out; caller frees with fg_lock_info_finish(). */
-int fg_lock_inspect(fg_store *st, const char *name, struct fg_lock_info *out);
-
-/** Frees what inspect allocated inside *info. Accepts NULL. */
+/** Frees value and owner inside *info. Accepts NULL. */
 void fg_lock_info_finish(struct fg_lock_info *info);
 
 enum fg_check_status {
@@ -279,18 +239,6 @@ struct fg_admit {
 	bool has_current;
 	uint64_t current;      /* the newest token the lock knows of */
 };
-
-/**
- * Admits a write fenced by `token` to the lock's upstream. Its send
- * deadline (out->ms from when the call was *sent*, so a caller that counts
- * from then never runs past it) is the grant's expiry minus margin_ms, and
- * at most longest_ms from now. The write is recorded under write_id until
- * fg_alock_finish() or its deadline plus margin_ms; writes under a newer
- * token wait for it (FG_ADMIT_WAIT) until then.
- */
-int fg_lock_admit(fg_store *st, const char *name, uint64_t token,
-		  const char *write_id, uint32_t margin_ms, uint32_t longest_ms,
-		  struct fg_admit *out);
 
 /* ---- asynchronous connection (the gateway's wait loop) -------------- */
 
@@ -396,11 +344,12 @@ int fg_astore_unsubscribe(fg_astore *as, const char *channel);
  *  next call. Loop thread. */
 void fg_astore_follow(fg_astore *as);
 
-/** fg_lock_acquire, fg_lock_renew, fg_lock_release, fg_lock_break and
- *  fg_lock_check, asynchronously: the
- *  request path of a gateway event loop. A call that fails at once
- *  returns negative and never calls cb; the arguments are copied. With
- *  replicas set (fg_store_opts), an acquire's grant is answered only once
+/** The lock calls of the request path of a gateway event loop: each
+ *  fg_alock_*() that fails at once returns negative and never calls cb;
+ *  the arguments are copied.
+ *
+ *  Acquire tries, re-enters, or queues: g->status tells which happened.
+ *  With replicas set (fg_store_opts), an acquire's grant is answered only once
  *  WAIT counted them; otherwise it is released and cb gets FG_EREPLICAS.
  *  An acquire with a fresh lease (not a re-entry) that fails after it was
  *  sent (timeout, lost connection, an error from Redis, WAIT short) is
@@ -413,6 +362,13 @@ int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
  *  re-entry whose answer never reached its client. */
 int fg_alock_undo(fg_astore *as, const char *name, const char *lease,
 		  const char *undo_id, enum fg_giveback_reason why);
+/**
+ * Extends the lease to ttl_ms from now (0: the ttl it was granted with);
+ * when value is non-NULL also sets the lock's value. g->status is
+ * FG_GRANTED, FG_EXPIRED (the lease holds nothing, whoever asks) or
+ * FG_FORBIDDEN (it holds, but principal is not the one it was granted
+ * to; nothing changed). principal NULL: open mode, not checked.
+ */
 int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
 		   const char *principal, uint32_t ttl_ms, const char *value,
 		   size_t value_len, fg_grant_cb *cb, void *arg);
@@ -424,6 +380,7 @@ int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
 int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
 		     fg_grant_cb *cb, void *arg);
 typedef void fg_check_cb(int err, const struct fg_check *c, void *arg);
+/** fg_lock_check(), asynchronously. */
 int fg_alock_check(fg_astore *as, const char *name, uint64_t token,
 		   fg_check_cb *cb, void *arg);
 
@@ -445,17 +402,43 @@ int fg_alock_tick(fg_astore *as, const char *name, const char *gateway_id,
 int fg_alock_dequeue(fg_astore *as, const char *name, const char *waiter_id,
 		     const char *lease, bool peek, fg_grant_cb *cb, void *arg);
 
+/**
+ * Undoes one hold of the lease; at zero holds the lease leaves, and when
+ * no holder is left the next waiter(s) are granted in the same script.
+ * g->status is FG_GRANTED (holds = holds left), FG_EXPIRED or
+ * FG_FORBIDDEN, with principal as for fg_alock_renew().
+ */
 int fg_alock_release(fg_astore *as, const char *name, const char *lease,
 		     const char *principal, fg_grant_cb *cb, void *arg);
+
+/**
+ * Breaks the grant whose token is `token`: it ends as if it had expired
+ * now. Every holder leaves, its admitted writes are aborted on every
+ * gateway (as at a release), its lock-delay counts from now, and without
+ * one the next waiter(s) are granted in the same script. g->status is
+ * FG_REMOVED (g->token: the grant's), or FG_EXPIRED when token is not
+ * the live grant's (the lock is free, in lock-delay, or held under
+ * another token; g->token: the newest token the lock knows of, 0 for
+ * none): nothing changed. Nobody's rights are checked here.
+ */
 int fg_alock_break(fg_astore *as, const char *name, uint64_t token,
 		   fg_grant_cb *cb, void *arg);
 
+/** The lock's state; info and its strings are valid during the callback
+ *  only. */
 int fg_alock_inspect(fg_astore *as, const char *name, fg_info_cb *cb,
 		     void *arg);
 
 typedef void fg_admit_cb(int err, const struct fg_admit *a, void *arg);
 
-/** fg_lock_admit, asynchronously (a write waiting for older ones). */
+/**
+ * Admits a write fenced by `token` to the lock's upstream. Its send
+ * deadline (a->ms from when the call was *sent*, so a caller that counts
+ * from then never runs past it) is the grant's expiry minus margin_ms, and
+ * at most longest_ms from now. The write is recorded under write_id until
+ * fg_alock_finish() or its deadline plus margin_ms; writes under a newer
+ * token wait for it (FG_ADMIT_WAIT) until then.
+ */
 int fg_alock_admit(fg_astore *as, const char *name, uint64_t token,
 		   const char *write_id, uint32_t margin_ms,
 		   uint32_t longest_ms, fg_admit_cb *cb, void *arg);
