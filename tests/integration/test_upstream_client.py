@@ -30,6 +30,7 @@ class ScriptedOrigin:
         self.close_after = close_after
         self.tls = tls         # an ssl.SSLContext: the origin is https
         self.live = {}         # conn -> its socket, while it is open
+        self.hung_up = 0       # connections closed by close_after()
         self.heads = []        # (conn, rank, head bytes)
         self.bodies = {}       # (conn, rank) -> (body bytes, whole)
         self.lock = threading.Lock()
@@ -117,6 +118,9 @@ class ScriptedOrigin:
                 except OSError:
                     return
                 if self.close_after(n, rank):
+                    c.close()
+                    with self.lock:
+                        self.hung_up += 1
                     return
                 rank += 1
 
@@ -343,7 +347,8 @@ class UpstreamClientTests(harness.TestCase):
                         close_after=lambda conn, rank: True)
         gw = self.gateway(o)
         self.assertEqual(self.get(gw).status, 200)
-        time.sleep(0.2)   # the close has reached the gateway's loop
+        # the origin's close is in the gateway's socket (loopback)
+        self.assertTrue(harness.wait_until(lambda: o.hung_up >= 1, slack(5.0)))
         self.assertEqual(self.get(gw).status, 200)
         self.assertEqual(o.carried(), [(0, 0), (1, 0)])
 
@@ -462,6 +467,11 @@ class UpstreamClientTests(harness.TestCase):
         seq = self.acquire_ok("o/a.txt", gw=gw)["sequencer"]
         for i in range(5):
             self.assertEqual(self.get(gw).status, 200, i)
+            # the origin's close has left it (on loopback, it is in the
+            # gateway's socket once close() returned): the write comes
+            # after it, as the row says, however loaded the machine
+            self.assertTrue(harness.wait_until(
+                lambda: o.hung_up >= 2 * i + 1, slack(5.0)))
             r = self.write(gw, "PUT", "/o/a.txt", b"%d" % i, seq)
             self.assertEqual(r.status, 200, (i, r))
         self.assertEqual(o.carried(), [(i, 0) for i in range(10)])
