@@ -259,6 +259,8 @@ static void close_store(struct fg_loop *loop)
 	fg_astore_destroy(loop->as);
 	loop->as = NULL;
 	fg_waitq_store_closed(loop->wq);
+	fg_admitq_store_closed(loop->aq);
+	fg_proxy_store_closed(loop->px);
 }
 
 /* After the loop returned, on its thread: resume what is suspended, then
@@ -328,10 +330,10 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 	loop->wq = fg_waitq_create(loop, loop->base, gw, loop->as);
 	if (!loop->wq)
 		goto error_store;
-	loop->aq = fg_admitq_create(loop);
+	loop->aq = fg_admitq_create(loop, loop->as);
 	if (!loop->aq)
 		goto error_waitq;
-	loop->px = fg_proxy_create(loop);
+	loop->px = fg_proxy_create(loop, loop->base, gw, loop->as, loop->aq);
 	if (!loop->px)
 		goto error_admitq;
 	loop->access = fg_access_create(gw);
