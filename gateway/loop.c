@@ -2,7 +2,8 @@
  * loop.c - one event loop per thread, each serving requests start to
  * finish: the libmicrohttpd daemon (external epoll), the asynchronous
  * Redis connections, the waiters and the curl multi handle all run on the
- * loop's libevent base.
+ * loop's libevent base. The Redis connections are the loop's: made here,
+ * lent to each service when it is created, closed here at stop.
  *
  * Invariants: a loop's objects are touched only on its thread once it
  * runs (the drain and stop requests are the events another thread

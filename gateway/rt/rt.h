@@ -1,6 +1,6 @@
 /*
  * rt.h - what a loop lends the services it holds: its thread's libevent
- * base, its Redis connection, its ids, and the daemon's wake-up.
+ * base, its Redis connections, its ids, and the daemon's wake-up.
  * Private to the gateway.
  *
  * Invariant: every object a loop owns (its libmicrohttpd daemon, its Redis
