@@ -2,7 +2,8 @@
  * loop.c - one event loop per thread, each serving requests start to
  * finish: the libmicrohttpd daemon (external epoll), the asynchronous
  * Redis connections, the waiters and the curl multi handle all run on the
- * loop's libevent base.
+ * loop's libevent base. The Redis connections are the loop's: made here,
+ * lent to each service when it is created, closed here at stop.
  *
  * Invariants: a loop's objects are touched only on its thread once it
  * runs (the drain and stop requests are the events another thread
@@ -248,14 +249,28 @@ static void on_stop(evutil_socket_t fd, short what, void *arg)
 	evtimer_add(loop->exit_timer, &tv);
 }
 
+/* Closes the loop's Redis connections, its waiters answered first: the
+ * calls still in flight answer FG_EUNAVAIL now and let go of what they
+ * hold; the services it lent them to send nothing more. */
+static void close_store(struct fg_loop *loop)
+{
+	if (!loop->as)
+		return;
+	fg_waitq_stop(loop->wq);
+	fg_astore_destroy(loop->as);
+	loop->as = NULL;
+	fg_waitq_store_closed(loop->wq);
+	fg_admitq_store_closed(loop->aq);
+	fg_proxy_store_closed(loop->px);
+}
+
 /* After the loop returned, on its thread: resume what is suspended, then
  * close every connection. */
 static void teardown(struct fg_loop *loop)
 {
 	fg_proxy_shutdown(loop->px);
 	fg_admitq_stop(loop->aq);
-	fg_waitq_close_store(loop->wq);
-	loop->as = NULL;
+	close_store(loop);
 	MHD_stop_daemon(loop->daemon);
 	loop->daemon = NULL;
 }
@@ -305,15 +320,21 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 	    !loop->follow_ev || !loop->drain_ev || !loop->drain_timer ||
 	    !loop->turn_timer || !loop->ready_timer)
 		goto error_events;
-	loop->wq = fg_waitq_create(loop, fg_loop_on_message, fg_loop_on_resync,
-				   loop);
+	/* the loop's Redis connections: commands, and the subscription to
+	 * its channel, whose messages fg_loop_on_message() routes */
+	char chan[64];
+	fg_chan_gateway(loop->id, chan, sizeof(chan));
+	loop->as = fg_astore_create(loop->base, &gw->store_opts,
+				    fg_loop_on_message, fg_loop_on_resync, loop);
+	if (!loop->as || fg_astore_subscribe(loop->as, chan) != FG_OK)
+		goto error_store;
+	loop->wq = fg_waitq_create(loop, loop->base, gw, loop->as);
 	if (!loop->wq)
-		goto error_events;
-	loop->as = fg_waitq_store(loop->wq);
-	loop->aq = fg_admitq_create(loop);
+		goto error_store;
+	loop->aq = fg_admitq_create(loop, loop->as);
 	if (!loop->aq)
 		goto error_waitq;
-	loop->px = fg_proxy_create(loop);
+	loop->px = fg_proxy_create(loop, loop->base, gw, loop->as, loop->aq);
 	if (!loop->px)
 		goto error_admitq;
 	loop->access = fg_access_create(gw);
@@ -345,8 +366,13 @@ error_proxy:
 error_admitq:
 	fg_admitq_stop(loop->aq);
 error_waitq:
-	fg_waitq_destroy(loop->wq); /* closes Redis: its calls answered */
+	fg_waitq_stop(loop->wq);
+	fg_astore_destroy(loop->as); /* its calls answered */
+	fg_waitq_destroy(loop->wq);
 	fg_admitq_destroy(loop->aq);
+	goto error_events;
+error_store:
+	fg_astore_destroy(loop->as);
 error_events:
 	if (loop->stop_ev)
 		event_free(loop->stop_ev);
@@ -411,12 +437,12 @@ void fg_loop_destroy(struct fg_loop *loop)
 		MHD_quiesce_daemon(loop->daemon);
 		fg_proxy_shutdown(loop->px);
 		fg_admitq_stop(loop->aq);
-		fg_waitq_close_store(loop->wq);
+		close_store(loop);
 		MHD_stop_daemon(loop->daemon);
 	}
 	fg_proxy_destroy(loop->px);
 	fg_access_destroy(loop->access);
-	fg_waitq_destroy(loop->wq); /* closes Redis: its calls answered */
+	fg_waitq_destroy(loop->wq); /* its Redis calls were answered */
 	fg_admitq_destroy(loop->aq);
 	event_free(loop->mhd_io);
 	event_free(loop->stop_ev);

@@ -2,7 +2,8 @@
  * waitq.c - a loop's lock waiters: blocked acquires and observers, parked
  * on the loop (rt/park.h) with asynchronous Redis and no thread of their
  * own; the grant messages on the loop's channel; the give-back of grants
- * whose answer was lost.
+ * whose answer was lost. The Redis connections are the loop's (loop.c),
+ * lent at creation.
  *
  * Invariants:
  * - A waiter is completed exactly once (finish()), and its connection,
@@ -813,32 +814,18 @@ void fg_waitq_resync(struct fg_waitq *wq)
 
 /* ---- life cycle ------------------------------------------------------ */
 
-struct fg_waitq *fg_waitq_create(struct fg_loop *loop,
-				 fg_message_cb *on_message,
-				 fg_resync_cb *on_resync, void *arg)
+struct fg_waitq *fg_waitq_create(struct fg_loop *loop, struct event_base *base,
+				 struct fg_gateway *gw, fg_astore *as)
 {
 	struct fg_waitq *wq = calloc(1, sizeof(*wq));
 	if (!wq)
 		return NULL;
-	wq->gw = loop->gw;
+	wq->gw = gw;
 	wq->loop = loop;
-	wq->base = loop->base;
+	wq->base = base;
+	wq->as = as;
 	fg_chan_gateway(loop->id, wq->chan, sizeof(wq->chan));
-	wq->as = fg_astore_create(wq->base, &wq->gw->store_opts,
-				  on_message, on_resync, arg);
-	if (!wq->as || fg_astore_subscribe(wq->as, wq->chan) != FG_OK)
-		goto error_astore;
 	return wq;
-
-error_astore:
-	fg_astore_destroy(wq->as);
-	free(wq);
-	return NULL;
-}
-
-fg_astore *fg_waitq_store(struct fg_waitq *wq)
-{
-	return wq->as;
 }
 
 void fg_waitq_stop(struct fg_waitq *wq)
@@ -866,14 +853,8 @@ void fg_waitq_stop(struct fg_waitq *wq)
 	}
 }
 
-void fg_waitq_close_store(struct fg_waitq *wq)
+void fg_waitq_store_closed(struct fg_waitq *wq)
 {
-	if (!wq || !wq->as)
-		return;
-	fg_waitq_stop(wq);
-	/* Calls still in flight answer FG_EUNAVAIL here and let go of their
-	 * waiters. */
-	fg_astore_destroy(wq->as);
 	wq->as = NULL;
 }
 
@@ -881,7 +862,7 @@ void fg_waitq_destroy(struct fg_waitq *wq)
 {
 	if (!wq)
 		return;
-	fg_waitq_close_store(wq);
+	fg_waitq_stop(wq);
 	struct watch *wt, *tmp;
 	HASH_ITER(hh, wq->watches, wt, tmp)
 		watch_free(wq, wt);

@@ -20,6 +20,8 @@
 
 #include "fencegate/lock.h"
 
+struct event_base;
+struct fg_gateway;
 struct fg_loop;
 struct fg_waitq;
 struct fg_waiter;
@@ -36,16 +38,13 @@ enum fg_wait_result {
 			      (a restart or failover lost its place) */
 };
 
-/** The loop's waiters and its Redis connections (commands, and the
- *  subscription to the loop's channel, whose messages go to on_message:
- *  the loop routes them, some back to fg_waitq_message()). NULL on
- *  failure. Caller owns the result. */
-struct fg_waitq *fg_waitq_create(struct fg_loop *loop,
-				 fg_message_cb *on_message,
-				 fg_resync_cb *on_resync, void *arg);
-
-/** The loop's asynchronous Redis connection (owned by the queue). */
-fg_astore *fg_waitq_store(struct fg_waitq *wq);
+/** The loop's waiters, calling Redis on the loop's connections `as`
+ *  (the loop's, lent: it subscribes to the loop's channel and hands its
+ *  messages on, some to fg_waitq_message()). `loop` gives the waiters
+ *  their ids and parks their connections. NULL on failure. Caller owns
+ *  the result. */
+struct fg_waitq *fg_waitq_create(struct fg_loop *loop, struct event_base *base,
+				 struct fg_gateway *gw, fg_astore *as);
 
 /** Completes every parked waiter with FG_WAIT_STOPPING (resuming its
  *  connection); a blocked acquire leaves the lock's queue in Redis (a
@@ -54,9 +53,9 @@ fg_astore *fg_waitq_store(struct fg_waitq *wq);
  *  finishing. */
 void fg_waitq_stop(struct fg_waitq *wq);
 
-/** Stops, then closes the Redis connections: every call in flight is
- *  answered FG_EUNAVAIL now. */
-void fg_waitq_close_store(struct fg_waitq *wq);
+/** The loop closed its Redis connections (after fg_waitq_stop(); the
+ *  calls in flight were answered FG_EUNAVAIL): nothing more is sent. */
+void fg_waitq_store_closed(struct fg_waitq *wq);
 
 /** Frees; call once no request can touch the queue (HTTP stopped).
  *  Accepts NULL. */

@@ -47,6 +47,7 @@ struct fg_admission {
 
 struct fg_admitq {
 	struct fg_loop *loop;
+	fg_astore *as;           /* the loop's, lent; NULL once closed */
 	struct fg_admission *waiting; /* parked, not complete; in park order */
 	bool stopping;
 };
@@ -91,9 +92,9 @@ static void on_admit_reply(int err, const struct fg_admit *a, void *arg)
 		else /* a wake came meanwhile: at once */
 			fg_park_arm(&ad->park, ad->repoll ? 0 : a->ms + 1);
 		ad->repoll = false;
-	} else if (a->status == FG_ADMITTED && ad->aq->loop->as) {
+	} else if (a->status == FG_ADMITTED && ad->aq->as) {
 		/* admitted for a client that left: let others go at once */
-		fg_alock_finish(ad->aq->loop->as, ad->name, ad->write_id, NULL, NULL);
+		fg_alock_finish(ad->aq->as, ad->name, ad->write_id, NULL, NULL);
 	}
 	ad->asking = false;
 	put(ad);
@@ -105,7 +106,7 @@ static void ask(struct fg_admission *ad)
 		ad->repoll = true;
 		return;
 	}
-	fg_astore *as = ad->aq->loop->as;
+	fg_astore *as = ad->aq->as;
 	ad->asked_ms = fg_clock_ms();
 	/* the call's reference is taken before it is sent: an answer may
 	 * come back before the send returns */
@@ -205,13 +206,19 @@ void fg_admitq_resync(struct fg_admitq *aq)
 		ask(ad);
 }
 
-struct fg_admitq *fg_admitq_create(struct fg_loop *loop)
+struct fg_admitq *fg_admitq_create(struct fg_loop *loop, fg_astore *as)
 {
 	struct fg_admitq *aq = calloc(1, sizeof(*aq));
 	if (!aq)
 		return NULL;
 	aq->loop = loop;
+	aq->as = as;
 	return aq;
+}
+
+void fg_admitq_store_closed(struct fg_admitq *aq)
+{
+	aq->as = NULL;
 }
 
 void fg_admitq_stop(struct fg_admitq *aq)

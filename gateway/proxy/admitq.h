@@ -35,15 +35,19 @@ enum fg_admission_result {
 	FG_ADMISSION_GONE,     /* the client went away */
 };
 
-/** The loop's waiting writes; they call Redis on the loop's connection
- *  (loop->as, read at each call). NULL when out of memory. Caller owns
- *  the result. */
-struct fg_admitq *fg_admitq_create(struct fg_loop *loop);
+/** The loop's waiting writes; they call Redis on the loop's connections
+ *  `as` (lent by the loop) and park on `loop`. NULL when out of memory.
+ *  Caller owns the result. */
+struct fg_admitq *fg_admitq_create(struct fg_loop *loop, fg_astore *as);
 
 /** Completes every parked write with FG_ADMISSION_STOPPING (resuming its
  *  connection); later parks complete so at once. Before the loop's Redis
  *  connection closes. */
 void fg_admitq_stop(struct fg_admitq *aq);
+
+/** The loop closed its Redis connections (after fg_admitq_stop()):
+ *  nothing more is sent. */
+void fg_admitq_store_closed(struct fg_admitq *aq);
 
 /** Frees; after the loop's Redis connection closed (its calls answered)
  *  and HTTP stopped. Accepts NULL. */

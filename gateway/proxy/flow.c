@@ -83,6 +83,8 @@
 struct fg_proxy {
 	struct fg_gateway *gw;
 	struct fg_loop *loop;
+	fg_astore *as;                /* the loop's, lent; NULL once closed */
+	struct fg_admitq *aq;         /* the loop's waiting writes */
 	struct fg_xfers *xfers;       /* the loop's transfers */
 	struct fg_writes *writes;     /* its running fenced writes */
 	const char *base;             /* upstream URL without a trailing '/' */
@@ -242,8 +244,8 @@ static void give_back(struct fg_loop *loop, struct fg_fence *f)
 {
 	for (int i = 0; i < f->n; i++)
 		/* without Redis, the record goes at its recorded end */
-		if (fg_fence_give_back(f, i) && loop->as)
-			fg_alock_finish(loop->as, f->m[i].lock, f->write_id,
+		if (fg_fence_give_back(f, i) && loop->px->as)
+			fg_alock_finish(loop->px->as, f->m[i].lock, f->write_id,
 					NULL, NULL);
 }
 
@@ -302,7 +304,7 @@ static enum fg_fencing run(struct fg_req *req, struct MHD_Connection *c,
 {
 	struct fg_fence *f = &req->flow->fence;
 	const struct fg_config *cfg = req->gw->cfg;
-	fg_astore *as = req->loop->as;
+	fg_astore *as = req->loop->px->as;
 	char path[128];
 	log_path(req->uri, path);
 	for (;;) {
@@ -480,7 +482,7 @@ static void write_extend(struct fg_write *w, uint64_t now)
 {
 	struct pwrite *pw = pwrite_of(w);
 	struct fg_proxy *px = pw->px;
-	fg_astore *as = px->loop->as;
+	fg_astore *as = px->as;
 	fg_xfer_hold(pw->x); /* the call's own: an answer may come at once */
 	fg_write_extend_begin(w, now);
 	uint32_t left = pw->longest_end > now ? (uint32_t)(pw->longest_end - now) : 0;
@@ -521,18 +523,21 @@ static void loop_reread(void *ctx, struct MHD_Connection *c)
 	fg_loop_reread(ctx, c);
 }
 
-struct fg_proxy *fg_proxy_create(struct fg_loop *loop)
+struct fg_proxy *fg_proxy_create(struct fg_loop *loop, struct event_base *base,
+				 struct fg_gateway *gw, fg_astore *as,
+				 struct fg_admitq *aq)
 {
-	struct fg_gateway *gw = loop->gw;
 	struct fg_proxy *px = calloc(1, sizeof(*px));
 	if (!px)
 		return NULL;
 	px->gw = gw;
 	px->loop = loop;
+	px->as = as;
+	px->aq = aq;
 	/* "" without an upstream: requests are answered 502 */
 	px->base = gw->cfg->up.base;
 	struct fg_xfers_host host = {
-		.base = loop->base,
+		.base = base,
 		.cfg = gw->cfg,
 		.resume = loop_resume,
 		.reread = loop_reread,
@@ -541,7 +546,7 @@ struct fg_proxy *fg_proxy_create(struct fg_loop *loop)
 	px->xfers = fg_xfers_create(&host);
 	if (!px->xfers)
 		goto error_xfers;
-	px->writes = fg_writes_create(loop->base, gw->cfg->fence_margin_ms, &write_ops);
+	px->writes = fg_writes_create(base, gw->cfg->fence_margin_ms, &write_ops);
 	if (!px->writes)
 		goto error_writes;
 	return px;
@@ -563,6 +568,11 @@ void fg_proxy_shutdown(struct fg_proxy *px)
 	if (!px)
 		return;
 	fg_xfers_shutdown(px->xfers);
+}
+
+void fg_proxy_store_closed(struct fg_proxy *px)
+{
+	px->as = NULL;
 }
 
 void fg_proxy_destroy(struct fg_proxy *px)
@@ -957,8 +967,8 @@ static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 			if (!pw->cur_asked) {
 				pw->cur_asked = true;
 				fg_xfer_hold(x);
-				if (req->loop->as &&
-				    fg_alock_check(req->loop->as, m->lock, m->token,
+				if (pw->px->as &&
+				    fg_alock_check(pw->px->as, m->lock, m->token,
 						   on_current, req) == FG_OK) {
 					fg_park_suspend(&req->flow->park, req->loop,
 							c, NULL, NULL, NULL);
@@ -1110,7 +1120,7 @@ static enum MHD_Result wait_admission(struct fg_req *req, struct MHD_Connection 
 {
 	struct fg_flow *fl = req->flow;
 	const struct fg_fence_lock *m = &fl->fence.m[fl->fence.waiting];
-	fl->admission = fg_admitq_new(req->loop->aq, m->lock, m->token,
+	fl->admission = fg_admitq_new(req->loop->px->aq, m->lock, m->token,
 				      fl->fence.write_id,
 				      req->gw->cfg->fence_margin_ms,
 				      req->gw->cfg->write_max_ms);

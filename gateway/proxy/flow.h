@@ -8,13 +8,23 @@
 
 #include <microhttpd.h>
 
+#include "fencegate/lock.h"
+
+struct event_base;
+struct fg_admitq;
+struct fg_gateway;
 struct fg_loop;
 struct fg_req;
 struct fg_proxy;
 
-/** The loop's proxy: its transfers (a libcurl multi handle on its base)
- *  and its running writes. NULL on failure. */
-struct fg_proxy *fg_proxy_create(struct fg_loop *loop);
+/** The loop's proxy: its transfers (a libcurl multi handle on `base`)
+ *  and its running writes. Its Redis calls go on the loop's connections
+ *  `as`, its waiting writes to the loop's queue `aq` (both lent by the
+ *  loop); `loop` resumes its connections and gives its write ids. NULL
+ *  on failure. */
+struct fg_proxy *fg_proxy_create(struct fg_loop *loop, struct event_base *base,
+				 struct fg_gateway *gw, fg_astore *as,
+				 struct fg_admitq *aq);
 
 /** The gateway stops with fenced writes still running: each is ended as
  *  at its grant's end (fg_writes_end_all()), so nothing partial lands.
@@ -23,6 +33,9 @@ unsigned fg_proxy_end_writes(struct fg_proxy *px);
 
 /** Ends every transfer (their connections are resumed and answered). */
 void fg_proxy_shutdown(struct fg_proxy *px);
+
+/** The loop closed its Redis connections: nothing more is sent. */
+void fg_proxy_store_closed(struct fg_proxy *px);
 
 /** Ends every transfer and frees. Call after HTTP has stopped. Accepts
  *  NULL. */

@@ -1,6 +1,6 @@
 /*
  * rt.h - what a loop lends the services it holds: its thread's libevent
- * base, its Redis connection, its ids, and the daemon's wake-up.
+ * base, its Redis connections, its ids, and the daemon's wake-up.
  * Private to the gateway.
  *
  * Invariant: every object a loop owns (its libmicrohttpd daemon, its Redis
@@ -56,8 +56,11 @@ struct fg_loop {
 	bool draining;               /* stopped accepting */
 	bool drained;                /* ...and has no request now */
 	bool stop_asked;
-	struct fg_waitq *wq;         /* waiters; owns the Redis connections */
-	fg_astore *as;               /* = the wait queue's, for calls */
+	/* the loop's Redis connections (commands, and the subscription to
+	 * its channel): made and closed by the loop (loop.c), lent to its
+	 * services at their creation; NULL once closed */
+	fg_astore *as;
+	struct fg_waitq *wq;         /* the lock API's waiters */
 	struct fg_admitq *aq;        /* fenced writes waiting for older ones */
 	struct fg_proxy *px;
 	struct fg_access *access;    /* the loop's part of the access step */
