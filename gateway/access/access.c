@@ -35,8 +35,6 @@
 #include "base/writeset.h"
 #include "fencegate/name.h"
 
-#define API_LOCKS "/_fence/v1/locks/"
-
 /* Unknown keys an address (an IPv4 address, an IPv6 /64) may send in a
  * burst, and how fast it may send more after that, are budget.h's (per
  * loop: a client spread over N loops gets N times its bound, which is
@@ -205,11 +203,6 @@ static bool require(struct MHD_Connection *c, const struct fg_principal *p,
 
 /* ---- the lock API --------------------------------------------------------- */
 
-static bool path_is(const char *path, size_t len, const char *s)
-{
-	return strlen(s) == len && memcmp(path, s, len) == 0;
-}
-
 /* The lock a check's sequencer names, when it is one this gateway signed;
  * false for anything else (the check itself answers that). */
 static bool check_names(struct fg_req *req, char name[FG_NAME_MAX + 1])
@@ -233,75 +226,50 @@ static bool check_names(struct fg_req *req, char name[FG_NAME_MAX + 1])
 	return ok;
 }
 
-/*
- * What an API call needs: a right on a lock (*r, name), or, when it returns
- * false, only a known principal (the handler answers 400, 404 or 405).
- */
-static bool api_needs(struct fg_req *req, struct MHD_Connection *c,
-		      const char *method, const char *path, size_t len,
-		      enum fg_right *r, char name[FG_NAME_MAX + 1])
-{
-	size_t pl = sizeof(API_LOCKS) - 1;
-	if (len > pl && memcmp(path, API_LOCKS, pl) == 0) {
-		size_t n;
-		if (fg_pct_decode(path + pl, len - pl, name, FG_NAME_MAX + 1, &n) ||
-		    !fg_name_valid(name, n))
-			return false;
-		if (strcmp(method, "POST") == 0 || strcmp(method, "PATCH") == 0)
-			*r = FG_RIGHT_LOCK;
-		else if (strcmp(method, "DELETE") == 0)
-			*r = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Fence-Break")
-				     ? FG_RIGHT_ADMIN : FG_RIGHT_LOCK;
-		else if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
-			*r = FG_RIGHT_OBSERVE;
-		else
-			return false;
-		return true;
-	}
-	if (path_is(path, len, "/_fence/v1/check") && strcmp(method, "POST") == 0 &&
-	    check_names(req, name)) {
-		*r = FG_RIGHT_OBSERVE;
-		return true;
-	}
-	return false;
-}
-
 bool fg_access_api(struct fg_req *req, struct MHD_Connection *c,
-		   const char *method, const char *path, size_t len,
 		   enum MHD_Result *ret)
 {
 	const struct fg_authtab *t = table(req->loop->access);
 	if (!t)
 		return true; /* open */
-	if (path_is(path, len, "/_fence/v1/health") ||
-	    path_is(path, len, "/_fence/v1/livez") ||
-	    path_is(path, len, "/_fence/v1/readyz"))
+	const struct fg_apiroute *route = &req->route;
+	if (route->need == FG_APINEED_NOTHING)
 		return true;
 	const struct fg_principal *p;
 	if (!authenticate(req->loop->access, t, c, MHD_HTTP_HEADER_AUTHORIZATION,
 			  &p, ret))
 		return false;
 	note_principal(req, p);
-	if (path_is(path, len, "/_fence/v1/metrics"))
-		return fg_principal_may(p, FG_RIGHT_METRICS, NULL) ||
-		       forbid(c, p, FG_RIGHT_METRICS, NULL, false, ret);
-	if (path_is(path, len, "/_fence/v1/locks") &&
-	    (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
-		/* the listing: observe on every lock the prefix can name */
+	switch (route->need) {
+	case FG_APINEED_RIGHT: {
+		enum fg_right r = route->right;
+		if (route->op == FG_APIOP_DELETE &&
+		    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Fence-Break"))
+			r = FG_RIGHT_ADMIN;
+		return require(c, p, r, route->name[0] ? route->name : NULL, ret);
+	}
+	case FG_APINEED_PREFIX: {
+		/* the listing: on every lock the prefix can name */
 		const char *pfx = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
 							      "prefix");
 		if (!pfx)
 			pfx = "";
 		if (strlen(pfx) > FG_NAME_MAX)
 			return true; /* the listing answers 400 */
-		return fg_principal_may_prefix(p, FG_RIGHT_OBSERVE, pfx) ||
-		       forbid(c, p, FG_RIGHT_OBSERVE, pfx, true, ret);
+		return fg_principal_may_prefix(p, route->right, pfx) ||
+		       forbid(c, p, route->right, pfx, true, ret);
 	}
-	enum fg_right r;
-	char name[FG_NAME_MAX + 1];
-	if (!api_needs(req, c, method, path, len, &r, name))
+	case FG_APINEED_SEQUENCER: {
+		char name[FG_NAME_MAX + 1];
+		if (!check_names(req, name))
+			return true;
+		return require(c, p, route->right, name, ret);
+	}
+	case FG_APINEED_PRINCIPAL:
+	case FG_APINEED_NOTHING:
+	default:
 		return true;
-	return require(c, p, r, name, ret);
+	}
 }
 
 /* ---- the proxy -------------------------------------------------------------- */

@@ -1,6 +1,7 @@
 /*
- * locks.c - the lock API under /_fence/v1/: routing, request parsing,
- * answers. The semantics live in lockcore; this file only translates.
+ * locks.c - the lock API under /_fence/v1/: the call a request's route
+ * names (base/apiroute.h), request parsing, answers. The semantics live
+ * in lockcore; this file only translates.
  *
  * Invariants: a request that fails validation is answered before anything
  * is sent to Redis, so bad input never changes lock state. A lock call is
@@ -33,7 +34,6 @@
 #include "rt/park.h"
 #include "lockwait/waitq.h"
 
-#define LOCKS_PREFIX "/_fence/v1/locks/"
 #define LEASE_MAX 64
 
 /* A bounded copy, as snprintf(dst, cap, "%s", src) makes it, at a
@@ -43,15 +43,6 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	size_t n = strnlen(src, cap - 1);
 	memcpy(dst, src, n);
 	dst[n] = '\0';
-}
-
-/* Percent-decodes the raw name into out and validates it. 0 or -1. */
-static int decode_name(const char *raw, size_t len, char out[FG_NAME_MAX + 1])
-{
-	size_t n;
-	if (fg_pct_decode(raw, len, out, FG_NAME_MAX + 1, &n))
-		return -1;
-	return fg_name_valid(out, n) ? 0 : -1;
 }
 
 static enum MHD_Result bad(struct MHD_Connection *c, const char *msg)
@@ -971,78 +962,51 @@ static enum MHD_Result metrics(struct fg_req *req, struct MHD_Connection *c)
 
 /* ---- routing --------------------------------------------------------- */
 
-static bool path_is(const char *path, size_t len, const char *lit)
+/* Past the access step: the call the route names. */
+static enum MHD_Result dispatch(struct fg_req *req, struct MHD_Connection *c)
 {
-	return strlen(lit) == len && memcmp(path, lit, len) == 0;
-}
-
-static bool method_is(const char *m, const char *lit)
-{
-	return strcmp(m, lit) == 0;
-}
-
-static enum MHD_Result dispatch(struct fg_req *req, struct MHD_Connection *c,
-				const char *method, const char *path,
-				size_t len)
-{
-	size_t pl = sizeof(LOCKS_PREFIX) - 1;
-	if (len >= pl && memcmp(path, LOCKS_PREFIX, pl) == 0) {
-		char name[FG_NAME_MAX + 1];
-		if (decode_name(path + pl, len - pl, name))
-			return fg_respond_error(c, FG_E_BAD_LOCK_NAME, NULL, NULL);
-		snprintf(req->rec.lock, sizeof(req->rec.lock), "%s", name);
-		if (method_is(method, "POST"))
-			return acquire(req, c, name);
-		if (method_is(method, "PATCH"))
-			return renew(req, c, name);
-		if (method_is(method, "DELETE"))
-			return delete_lock(req, c, name);
-		if (method_is(method, "GET") || method_is(method, "HEAD"))
-			return inspect(req, c, name);
-		return not_allowed(c, "GET, POST, PATCH, DELETE");
-	}
-	if (path_is(path, len, "/_fence/v1/locks")) {
-		if (!method_is(method, "GET") && !method_is(method, "HEAD"))
-			return not_allowed(c, "GET");
+	const struct fg_apiroute *r = &req->route;
+	if (r->name[0])
+		copy_str(req->rec.lock, sizeof(req->rec.lock), r->name);
+	switch (r->op) {
+	case FG_APIOP_BAD_NAME:
+		return fg_respond_error(c, FG_E_BAD_LOCK_NAME, NULL, NULL);
+	case FG_APIOP_NOT_ALLOWED:
+		return not_allowed(c, r->allow);
+	case FG_APIOP_ACQUIRE:
+		return acquire(req, c, r->name);
+	case FG_APIOP_RENEW:
+		return renew(req, c, r->name);
+	case FG_APIOP_DELETE:
+		return delete_lock(req, c, r->name);
+	case FG_APIOP_INSPECT:
+		return inspect(req, c, r->name);
+	case FG_APIOP_LIST:
 		return list(req, c);
-	}
-	if (path_is(path, len, "/_fence/v1/check")) {
-		if (!method_is(method, "POST"))
-			return not_allowed(c, "POST");
+	case FG_APIOP_CHECK:
 		return check(req, c);
-	}
-	if (path_is(path, len, "/_fence/v1/health")) {
-		if (!method_is(method, "GET") && !method_is(method, "HEAD"))
-			return not_allowed(c, "GET");
+	case FG_APIOP_HEALTH:
 		return health(req, c);
+	case FG_APIOP_LIVEZ:
+		return livez(req, c);
+	case FG_APIOP_READYZ:
+		return readyz(req, c);
+	case FG_APIOP_METRICS:
+		return metrics(req, c);
+	case FG_APIOP_NOT_FOUND:
+	default:
+		return fg_respond_error(c, FG_E_NOT_FOUND, NULL, NULL);
 	}
-	static const struct {
-		const char *path;
-		enum MHD_Result (*fn)(struct fg_req *, struct MHD_Connection *);
-	} gets[] = {
-		{ "/_fence/v1/livez", livez },
-		{ "/_fence/v1/readyz", readyz },
-		{ "/_fence/v1/metrics", metrics },
-	};
-	for (size_t i = 0; i < sizeof(gets) / sizeof(gets[0]); i++)
-		if (path_is(path, len, gets[i].path)) {
-			if (!method_is(method, "GET") && !method_is(method, "HEAD"))
-				return not_allowed(c, "GET");
-			return gets[i].fn(req, c);
-		}
-	return fg_respond_error(c, FG_E_NOT_FOUND, NULL, NULL);
 }
 
-enum MHD_Result fg_api_handle(struct fg_req *req, struct MHD_Connection *c,
-			      const char *method, const char *path,
-			      size_t path_len)
+enum MHD_Result fg_api_handle(struct fg_req *req, struct MHD_Connection *c)
 {
 	if (req->waiter || req->call)
 		return resume(req, c);
 	enum MHD_Result ret;
-	if (!fg_access_api(req, c, method, path, path_len, &ret))
+	if (!fg_access_api(req, c, &ret))
 		return ret;
-	return dispatch(req, c, method, path, path_len);
+	return dispatch(req, c);
 }
 
 void fg_api_finish(struct fg_req *req, bool ok)

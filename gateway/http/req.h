@@ -16,6 +16,7 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
+#include "base/apiroute.h"
 #include "base/auth.h"
 #include "base/record.h"
 
@@ -44,6 +45,9 @@ struct fg_req {
 				      3.2.2), or NULL; freed with req */
 	const char *uri_at;        /* where libmicrohttpd holds it (framing.c) */
 	size_t uri_len;
+	struct fg_apiroute route;  /* under /_fence/: what the request is,
+				      routed once (front.c) and read by the
+				      record, the access step and the API */
 	bool started;
 	bool framed;               /* framing.c accepted the request head */
 	bool refused;              /* framing.c answered 400: drop the rest */
