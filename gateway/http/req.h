@@ -65,7 +65,9 @@ struct fg_req {
 	struct fg_flow *flow;      /* a proxied request's life (proxy/flow.h):
 				      owned by the proxy, freed when it
 				      finishes the request */
-	struct fg_api_call *call;  /* a lock call in flight or answered */
+	struct fg_api_call *call;  /* a lock API call's life (api/locks.c):
+				      owned by the API, freed when it
+				      finishes the request */
 	char principal[FG_PRINCIPAL_MAX + 1]; /* who the access step found
 				      it to be; "" in open mode or when none
 				      was named (a copy: the auth table may
