@@ -22,6 +22,7 @@
 #include <sys/socket.h>
 
 #include "access/access.h"
+#include "access/budget.h"
 #include "base/auth.h"
 #include "http/framing.h"
 #include "http/respond.h"
@@ -34,35 +35,20 @@
 #include "base/writeset.h"
 #include "fencegate/name.h"
 
-#define API_LOCKS "/_fence/v1/locks/"
-
 /* Unknown keys an address (an IPv4 address, an IPv6 /64) may send in a
- * burst, and how fast it may send more after that (per loop: a client
- * spread over N loops gets N times this, which is still a fixed bound).
- * The budgets are kept in FAIL_SETS sets of FAIL_WAYS; a new address
- * takes the place of the one with the fullest budget, so an address that
- * is being refused keeps its place against up to FAIL_WAYS - 1 others
- * of its set. The burst is large enough that a client testing its
- * credentials, or a suite of such tests, meets the contract's 401 and not
- * this; still a few hundred thousand guesses a day at most, against keys
- * of 128 bits. */
-#define FAIL_BURST 100.0
-#define FAIL_PER_S 2.0
-#define FAIL_SETS 64
-#define FAIL_WAYS 4
-
-struct fail_slot {
-	unsigned char addr[16];
-	bool used;
-	double tokens;
-	uint64_t t_ns;
-};
+ * burst, and how fast it may send more after that, are budget.h's (per
+ * loop: a client spread over N loops gets N times its bound, which is
+ * still a fixed bound). The burst is large enough that a client testing
+ * its credentials, or a suite of such tests, meets the contract's 401 and
+ * not this; still a few hundred thousand guesses a day at most from one
+ * address, and at most 256 times that from any number of them, against
+ * keys of 128 bits. */
 
 struct fg_access {
 	struct fg_gateway *gw;
 	struct fg_authtab *tab;  /* a reference; NULL: open */
 	unsigned gen;            /* the gateway's auth_gen when taken */
-	struct fail_slot fail[FAIL_SETS][FAIL_WAYS];
+	struct fg_budgets fail;  /* unknown keys per address */
 };
 
 /* ---- the table in force ------------------------------------------------ */
@@ -70,8 +56,10 @@ struct fg_access {
 struct fg_access *fg_access_create(struct fg_gateway *gw)
 {
 	struct fg_access *a = calloc(1, sizeof(*a));
-	if (a)
-		a->gw = gw;
+	if (!a)
+		return NULL;
+	a->gw = gw;
+	fg_budgets_init(&a->fail);
 	return a;
 }
 
@@ -97,7 +85,8 @@ static const struct fg_authtab *table(struct fg_access *a)
 
 /* ---- unknown keys per address ------------------------------------------ */
 
-static void client_addr(struct MHD_Connection *c, unsigned char out[16])
+static void client_addr(struct MHD_Connection *c,
+			unsigned char out[FG_BUDGET_ADDR_LEN])
 {
 	memset(out, 0, 16);
 	const union MHD_ConnectionInfo *ci =
@@ -115,42 +104,6 @@ static void client_addr(struct MHD_Connection *c, unsigned char out[16])
 		if (!IN6_IS_ADDR_V4MAPPED(&in6->sin6_addr))
 			memset(out + 8, 0, 8); /* one site's /64 is one budget */
 	}
-}
-
-static void refill(struct fail_slot *s, uint64_t now)
-{
-	s->tokens += (double)(now - s->t_ns) / 1e9 * FAIL_PER_S;
-	if (s->tokens > FAIL_BURST)
-		s->tokens = FAIL_BURST;
-	s->t_ns = now;
-}
-
-/* The address's budget, refilled for the time since it was last used. */
-static struct fail_slot *fail_budget(struct fg_access *a,
-				     const unsigned char addr[16])
-{
-	uint32_t h = 2166136261u; /* FNV-1a */
-	for (int i = 0; i < 16; i++)
-		h = (h ^ addr[i]) * 16777619u;
-	struct fail_slot *set = a->fail[h % FAIL_SETS], *fullest = NULL;
-	uint64_t now = fg_rec_now_ns();
-	for (int w = 0; w < FAIL_WAYS; w++) {
-		struct fail_slot *s = &set[w];
-		if (!s->used) {
-			fullest = s;
-			continue;
-		}
-		refill(s, now);
-		if (memcmp(s->addr, addr, 16) == 0)
-			return s;
-		if (!fullest || (fullest->used && s->tokens > fullest->tokens))
-			fullest = s;
-	}
-	memcpy(fullest->addr, addr, 16);
-	fullest->used = true;
-	fullest->tokens = FAIL_BURST;
-	fullest->t_ns = now;
-	return fullest;
 }
 
 /* ---- who asks ----------------------------------------------------------- */
@@ -186,15 +139,16 @@ static bool authenticate(struct fg_access *a, const struct fg_authtab *t,
 
 	const struct fg_principal *by_key = NULL, *by_cert = NULL;
 	if (cred != FG_CRED_NONE) {
-		unsigned char addr[16];
+		unsigned char addr[FG_BUDGET_ADDR_LEN];
 		client_addr(c, addr);
-		struct fail_slot *s = fail_budget(a, addr);
-		if (s->tokens < 1.0)
+		uint64_t now = fg_rec_now_ns();
+		struct fg_budget *b = fg_budget_find(&a->fail, addr);
+		if (fg_budget_spent(b, now))
 			return refuse(c, FG_E_TOO_MANY_FAILURES, NULL, ret);
 		if (cred == FG_CRED_BEARER)
 			by_key = fg_authtab_by_key(t, key, klen);
 		if (!by_key) {
-			s->tokens -= 1.0;
+			fg_budget_charge(b, now);
 			return refuse(c, FG_E_UNAUTHENTICATED, "the key is not known", ret);
 		}
 	}
@@ -249,11 +203,6 @@ static bool require(struct MHD_Connection *c, const struct fg_principal *p,
 
 /* ---- the lock API --------------------------------------------------------- */
 
-static bool path_is(const char *path, size_t len, const char *s)
-{
-	return strlen(s) == len && memcmp(path, s, len) == 0;
-}
-
 /* The lock a check's sequencer names, when it is one this gateway signed;
  * false for anything else (the check itself answers that). */
 static bool check_names(struct fg_req *req, char name[FG_NAME_MAX + 1])
@@ -277,75 +226,50 @@ static bool check_names(struct fg_req *req, char name[FG_NAME_MAX + 1])
 	return ok;
 }
 
-/*
- * What an API call needs: a right on a lock (*r, name), or, when it returns
- * false, only a known principal (the handler answers 400, 404 or 405).
- */
-static bool api_needs(struct fg_req *req, struct MHD_Connection *c,
-		      const char *method, const char *path, size_t len,
-		      enum fg_right *r, char name[FG_NAME_MAX + 1])
-{
-	size_t pl = sizeof(API_LOCKS) - 1;
-	if (len > pl && memcmp(path, API_LOCKS, pl) == 0) {
-		size_t n;
-		if (fg_pct_decode(path + pl, len - pl, name, FG_NAME_MAX + 1, &n) ||
-		    !fg_name_valid(name, n))
-			return false;
-		if (strcmp(method, "POST") == 0 || strcmp(method, "PATCH") == 0)
-			*r = FG_RIGHT_LOCK;
-		else if (strcmp(method, "DELETE") == 0)
-			*r = MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Fence-Break")
-				     ? FG_RIGHT_ADMIN : FG_RIGHT_LOCK;
-		else if (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)
-			*r = FG_RIGHT_OBSERVE;
-		else
-			return false;
-		return true;
-	}
-	if (path_is(path, len, "/_fence/v1/check") && strcmp(method, "POST") == 0 &&
-	    check_names(req, name)) {
-		*r = FG_RIGHT_OBSERVE;
-		return true;
-	}
-	return false;
-}
-
 bool fg_access_api(struct fg_req *req, struct MHD_Connection *c,
-		   const char *method, const char *path, size_t len,
 		   enum MHD_Result *ret)
 {
 	const struct fg_authtab *t = table(req->loop->access);
 	if (!t)
 		return true; /* open */
-	if (path_is(path, len, "/_fence/v1/health") ||
-	    path_is(path, len, "/_fence/v1/livez") ||
-	    path_is(path, len, "/_fence/v1/readyz"))
+	const struct fg_apiroute *route = &req->route;
+	if (route->need == FG_APINEED_NOTHING)
 		return true;
 	const struct fg_principal *p;
 	if (!authenticate(req->loop->access, t, c, MHD_HTTP_HEADER_AUTHORIZATION,
 			  &p, ret))
 		return false;
 	note_principal(req, p);
-	if (path_is(path, len, "/_fence/v1/metrics"))
-		return fg_principal_may(p, FG_RIGHT_METRICS, NULL) ||
-		       forbid(c, p, FG_RIGHT_METRICS, NULL, false, ret);
-	if (path_is(path, len, "/_fence/v1/locks") &&
-	    (strcmp(method, "GET") == 0 || strcmp(method, "HEAD") == 0)) {
-		/* the listing: observe on every lock the prefix can name */
+	switch (route->need) {
+	case FG_APINEED_RIGHT: {
+		enum fg_right r = route->right;
+		if (route->op == FG_APIOP_DELETE &&
+		    MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Fence-Break"))
+			r = FG_RIGHT_ADMIN;
+		return require(c, p, r, route->name[0] ? route->name : NULL, ret);
+	}
+	case FG_APINEED_PREFIX: {
+		/* the listing: on every lock the prefix can name */
 		const char *pfx = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND,
 							      "prefix");
 		if (!pfx)
 			pfx = "";
 		if (strlen(pfx) > FG_NAME_MAX)
 			return true; /* the listing answers 400 */
-		return fg_principal_may_prefix(p, FG_RIGHT_OBSERVE, pfx) ||
-		       forbid(c, p, FG_RIGHT_OBSERVE, pfx, true, ret);
+		return fg_principal_may_prefix(p, route->right, pfx) ||
+		       forbid(c, p, route->right, pfx, true, ret);
 	}
-	enum fg_right r;
-	char name[FG_NAME_MAX + 1];
-	if (!api_needs(req, c, method, path, len, &r, name))
+	case FG_APINEED_SEQUENCER: {
+		char name[FG_NAME_MAX + 1];
+		if (!check_names(req, name))
+			return true;
+		return require(c, p, route->right, name, ret);
+	}
+	case FG_APINEED_PRINCIPAL:
+	case FG_APINEED_NOTHING:
+	default:
 		return true;
-	return require(c, p, r, name, ret);
+	}
 }
 
 /* ---- the proxy -------------------------------------------------------------- */

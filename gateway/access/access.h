@@ -30,13 +30,13 @@ struct fg_access *fg_access_create(struct fg_gateway *gw);
 void fg_access_destroy(struct fg_access *a);
 
 /**
- * The lock API's access step, for a call whose body has been read. True:
- * the call goes on (req->principal names who asks, "" when open). False:
- * a 401, 403 or 429 was queued and *ret holds what to return to
+ * The lock API's access step, for a call whose body has been read: what
+ * it asks of the caller is its route's (req->route, base/apiroute.h).
+ * True: the call goes on (req->principal names who asks, "" when open).
+ * False: a 401, 403 or 429 was queued and *ret holds what to return to
  * libmicrohttpd.
  */
 bool fg_access_api(struct fg_req *req, struct MHD_Connection *c,
-		   const char *method, const char *path, size_t len,
 		   enum MHD_Result *ret);
 
 /**

@@ -13,11 +13,9 @@
 struct fg_req;
 
 /** A request under /_fence/ whose body is read: the access step, then
- *  the call it names; a resumed request answers from its waiter or its
- *  Redis call. */
-enum MHD_Result fg_api_handle(struct fg_req *req, struct MHD_Connection *c,
-			      const char *method, const char *path,
-			      size_t path_len);
+ *  the call its route (req->route) names; a resumed request answers from
+ *  its waiter or its Redis call. */
+enum MHD_Result fg_api_handle(struct fg_req *req, struct MHD_Connection *c);
 
 /** The request ended (ok: its answer was sent whole): a grant whose
  *  answer was not delivered goes back, and its waiter and call are let

@@ -1,13 +1,15 @@
 /*
- * locks.c - the lock API under /_fence/v1/: routing, request parsing,
- * answers. The semantics live in lockcore; this file only translates.
+ * locks.c - the lock API under /_fence/v1/: the call a request's route
+ * names (base/apiroute.h), request parsing, answers. The semantics live
+ * in lockcore; this file only translates. A call's life is its states
+ * (enum call_state, below).
  *
  * Invariants: a request that fails validation is answered before anything
  * is sent to Redis, so bad input never changes lock state. A lock call is
  * sent asynchronously on the request's loop, with the connection parked
  * (rt/park.h); its callback only stores the answer and resumes the
  * connection, and the answer is written from libmicrohttpd's handler
- * (resume()), the one place a response may be queued.
+ * (take_answer()), the one place a response may be queued.
  */
 #include <inttypes.h>
 #include <stdio.h>
@@ -33,7 +35,6 @@
 #include "rt/park.h"
 #include "lockwait/waitq.h"
 
-#define LOCKS_PREFIX "/_fence/v1/locks/"
 #define LEASE_MAX 64
 
 /* A bounded copy, as snprintf(dst, cap, "%s", src) makes it, at a
@@ -43,15 +44,6 @@ static void copy_str(char *dst, size_t cap, const char *src)
 	size_t n = strnlen(src, cap - 1);
 	memcpy(dst, src, n);
 	dst[n] = '\0';
-}
-
-/* Percent-decodes the raw name into out and validates it. 0 or -1. */
-static int decode_name(const char *raw, size_t len, char out[FG_NAME_MAX + 1])
-{
-	size_t n;
-	if (fg_pct_decode(raw, len, out, FG_NAME_MAX + 1, &n))
-		return -1;
-	return fg_name_valid(out, n) ? 0 : -1;
 }
 
 static enum MHD_Result bad(struct MHD_Connection *c, const char *msg)
@@ -125,19 +117,50 @@ static enum MHD_Result forbidden(struct MHD_Connection *c)
 				NULL);
 }
 
-/* ---- lock calls in flight ------------------------------------------ */
+/* ---- a lock API call's life ---------------------------------------- */
 
-enum call_kind { CALL_ACQUIRE, CALL_CONFIRM, CALL_RENEW, CALL_RELEASE,
-		 CALL_INSPECT, CALL_CHECK, CALL_BREAK, CALL_LIST };
+/* The states of a lock API call (struct fg_api_call), in order:
+ *
+ *   NEW        routed (req->route): at its first handler call, with its
+ *              body read, the access step, then the call's own checks
+ *   SENT       a lock call is in Redis (`kind`): the connection is parked
+ *              (rt/park.h) with no watch and no timer until its answer
+ *   REPLIED    Redis answered: the callback stored the answer and resumed
+ *              the connection; the next handler call acts on it
+ *   WAITING    a blocked acquire or an observer is parked in lockwait/
+ *              (req->waiter) until its grant, its change, its wait_ms or
+ *              the client's leaving
+ *   ANSWERED   an answer was queued, or the client let go (MHD_NO):
+ *              nothing more is done
+ *
+ * A step that starts in NEW, REPLIED or WAITING ends in ANSWERED unless it
+ * sends a call (SENT: a waiter's grant is confirmed so) or parks a waiter
+ * (WAITING); only the Redis callback moves SENT to REPLIED. Whatever the
+ * state, fg_api_finish() gives back a grant whose answer was not
+ * delivered. */
+enum call_state {
+	API_NEW,
+	API_SENT,
+	API_REPLIED,
+	API_WAITING,
+	API_ANSWERED,
+};
 
-static enum MHD_Result resume(struct fg_req *req, struct MHD_Connection *c);
+/* The lock call a request sent (CALL_NONE: none yet, or one that could
+ * not be sent). */
+enum call_kind { CALL_NONE, CALL_ACQUIRE, CALL_CONFIRM, CALL_RENEW,
+		 CALL_RELEASE, CALL_INSPECT, CALL_CHECK, CALL_BREAK, CALL_LIST };
 
-/* A lock call of one request, and what its answer needs. Freed with the
- * request (call_free()). */
+static enum MHD_Result take_answer(struct fg_req *req, struct MHD_Connection *c);
+static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c);
+
+/* A lock API call: the lock API's part of struct fg_req, made at the
+ * request's first handler call and freed with the request
+ * (call_free()), and the lock call it sent last with its answer. */
 struct fg_api_call {
+	enum call_state state;
+	/* the lock call: reset by call_begin() */
 	enum call_kind kind;
-	bool replied;
-	bool done;                 /* its answer was acted on */
 	int err;
 	struct fg_grant g;
 	struct fg_lock_info info;  /* owns value and owner */
@@ -147,7 +170,7 @@ struct fg_api_call {
 				      break: the token named */
 	uint32_t wait_ms;
 	struct fg_list *list;      /* list: the page being read */
-	struct fg_park park;       /* the connection, while Redis answers */
+	struct fg_park park;       /* SENT: the connection */
 };
 
 static void call_free(struct fg_req *req)
@@ -160,6 +183,12 @@ static void call_free(struct fg_req *req)
 	req->call = NULL;
 }
 
+/* Did Redis answer the lock call the request sent last? */
+static bool call_answered(const struct fg_api_call *call)
+{
+	return call && call->kind != CALL_NONE && call->state != API_SENT;
+}
+
 static bool holds_grant(struct fg_req *req)
 {
 	if (req->granted)
@@ -168,7 +197,7 @@ static bool holds_grant(struct fg_req *req)
 	    fg_waiter_result(req->waiter, NULL, NULL) == FG_WAIT_GRANTED)
 		return true;
 	const struct fg_api_call *call = req->call;
-	return call && call->kind == CALL_ACQUIRE && call->replied &&
+	return call_answered(call) && call->kind == CALL_ACQUIRE &&
 	       !call->err && call->g.status == FG_GRANTED;
 }
 
@@ -177,7 +206,7 @@ static void replied(struct fg_req *req, int err)
 	if (err == FG_EUNAVAIL)
 		fg_maint_redis_failed(req->gw);
 	req->call->err = err;
-	req->call->replied = true;
+	req->call->state = API_REPLIED;
 	fg_park_resume(&req->call->park);
 }
 
@@ -215,26 +244,44 @@ static void on_check(int err, const struct fg_check *chk, void *arg)
 	replied(req, err);
 }
 
-/* A new call of `kind` for the request; NULL when out of memory. */
-static struct fg_api_call *call_new(struct fg_req *req, enum call_kind kind)
+/* The request's next lock call, to be filled and sent: what the last one
+ * left is let go. Never NULL (the call exists from the first handler
+ * call on). */
+static struct fg_api_call *call_begin(struct fg_req *req)
 {
-	call_free(req);
-	req->call = calloc(1, sizeof(*req->call));
-	if (req->call)
-		req->call->kind = kind;
-	return req->call;
+	struct fg_api_call *call = req->call;
+	enum call_state state = call->state;
+	fg_lock_info_finish(&call->info);
+	fg_list_free(call->list);
+	memset(call, 0, sizeof(*call));
+	call->state = state;
+	return call;
 }
 
-/* The call was sent (err == 0): the request waits for its answer, parked
- * with no watch and no timer (Redis answers every call, at worst
- * FG_EUNAVAIL when the loop's connection closes). */
+/* The call of `kind` was sent (err == 0): the request waits for its
+ * answer, parked with no watch and no timer (Redis answers every call, at
+ * worst FG_EUNAVAIL when the loop's connection closes). */
 static enum MHD_Result sent_or_respond(struct fg_req *req,
-				       struct MHD_Connection *c, int err)
+				       struct MHD_Connection *c,
+				       enum call_kind kind, int err)
 {
 	if (err)
 		return fg_respond_store_error(c, err);
+	req->call->kind = kind;
+	req->call->state = API_SENT;
 	fg_park_suspend(&req->call->park, req->loop, c, NULL, NULL, NULL);
 	return MHD_YES;
+}
+
+/* The waiter the request made (a blocked acquire, an observer) waits,
+ * parked; one complete already, or that cannot park, is answered now. */
+static enum MHD_Result park_waiter(struct fg_req *req, struct MHD_Connection *c,
+				   int64_t wake_in_ms)
+{
+	req->call->state = API_WAITING;
+	if (fg_waiter_park(req->loop->wq, req->waiter, c, wake_in_ms))
+		return MHD_YES;
+	return waited(req, c);
 }
 
 static enum MHD_Result respond_grant(struct fg_req *req,
@@ -384,10 +431,7 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 	/* the call copies its arguments when it is sent */
 	q.lease = reenter ? reenter : req->lease;
 	copy_str(req->name, sizeof(req->name), name);
-	if (!call_new(req, CALL_ACQUIRE)) {
-		ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-		goto done;
-	}
+	call_begin(req);
 	if (q.wait_ms > 0) {
 		/* registered before the script can hand it the lock */
 		req->waiter = fg_waiter_acquire(req->loop->wq, name, req->lease,
@@ -400,7 +444,7 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 	}
 	q.gateway_id = req->loop->id;
 	q.client = req->rec.client;
-	ret = sent_or_respond(req, c, req->loop->as
+	ret = sent_or_respond(req, c, CALL_ACQUIRE, req->loop->as
 		? fg_alock_acquire(req->loop->as, &q, on_grant, req) : FG_EUNAVAIL);
 done:
 	json_decref(o);
@@ -429,9 +473,7 @@ static enum MHD_Result acquired(struct fg_req *req, struct MHD_Connection *c)
 	case FG_GRANTED:
 		return respond_grant(req, c, req->name, req->lease, g);
 	case FG_QUEUED:
-		if (fg_waiter_park(req->loop->wq, req->waiter, c, g->wake_in_ms))
-			return MHD_YES;
-		return resume(req, c);
+		return park_waiter(req, c, g->wake_in_ms);
 	case FG_EXPIRED:
 		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
 	case FG_FORBIDDEN:
@@ -452,8 +494,6 @@ static enum MHD_Result inspected(struct fg_req *req, struct MHD_Connection *c);
 static enum MHD_Result checked(struct fg_req *req, struct MHD_Connection *c);
 static enum MHD_Result listed(struct fg_req *req, struct MHD_Connection *c);
 
-static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c);
-
 /* A waiter's grant with redis-replicas set: answered once WAIT counted
  * the replicas (fg_alock_confirm()); a grant they fell short of was given
  * back, and one lost meanwhile (a failover) is not answered as held. */
@@ -466,14 +506,11 @@ static enum MHD_Result confirmed(struct fg_req *req, struct MHD_Connection *c)
 	return respond_grant(req, c, req->name, req->lease, &g);
 }
 
-static enum MHD_Result resume(struct fg_req *req, struct MHD_Connection *c)
+/* REPLIED: the answer of the lock call, acted on once. */
+static enum MHD_Result take_answer(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_api_call *call = req->call;
-	if (!call || call->done)
-		return waited(req, c); /* the call parked a waiter */
-	if (!call->replied)
-		return MHD_YES; /* resumed for another reason */
-	call->done = true;
+	call->state = API_ANSWERED; /* unless a waiter parks */
 	if (call->err)
 		return fg_respond_store_error(c, call->err);
 	switch (call->kind) {
@@ -497,14 +534,17 @@ static enum MHD_Result resume(struct fg_req *req, struct MHD_Connection *c)
 	}
 }
 
+/* WAITING: what became of the waiter. */
 static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_grant g;
 	const struct fg_lock_info *info;
 	enum MHD_Result ret;
-	switch (fg_waiter_result(req->waiter, &g, &info)) {
-	case FG_WAIT_PENDING:
-		return MHD_YES;
+	enum fg_wait_result res = fg_waiter_result(req->waiter, &g, &info);
+	if (res == FG_WAIT_PENDING)
+		return MHD_YES; /* resumed for another reason */
+	req->call->state = API_ANSWERED; /* unless the grant is confirmed */
+	switch (res) {
 	case FG_WAIT_GRANTED:
 		/* A grant and the client's leaving can arrive in the same turn
 		 * of the loop (the gateway was held up): a grant for a client
@@ -521,9 +561,8 @@ static enum MHD_Result waited(struct fg_req *req, struct MHD_Connection *c)
 		 * be alive until it is confirmed (handoff() in the scripts):
 		 * the confirmation, a renewal to its ttl (with replicas, then
 		 * WAIT), comes before the answer. */
-		if (!call_new(req, CALL_CONFIRM))
-			return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-		return sent_or_respond(req, c, req->loop->as
+		call_begin(req);
+		return sent_or_respond(req, c, CALL_CONFIRM, req->loop->as
 			? fg_alock_confirm(req->loop->as, req->name, req->lease,
 					   on_grant, req)
 			: FG_EUNAVAIL);
@@ -573,11 +612,8 @@ static enum MHD_Result renew(struct fg_req *req, struct MHD_Connection *c,
 		goto done;
 	}
 	copy_str(req->name, sizeof(req->name), name);
-	if (!call_new(req, CALL_RENEW)) {
-		ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-		goto done;
-	}
-	ret = sent_or_respond(req, c, req->loop->as
+	call_begin(req);
+	ret = sent_or_respond(req, c, CALL_RENEW, req->loop->as
 		? fg_alock_renew(req->loop->as, name, lease, principal_of(req),
 				 ttl, value, value_len, on_grant, req)
 		: FG_EUNAVAIL);
@@ -621,10 +657,9 @@ static enum MHD_Result release(struct fg_req *req, struct MHD_Connection *c,
 	char lease[LEASE_MAX + 1]; /* the call copies it */
 	memcpy(lease, value, n);
 	lease[n] = '\0';
-	if (!call_new(req, CALL_RELEASE))
-		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	call_begin(req);
 	copy_str(req->name, sizeof(req->name), name);
-	return sent_or_respond(req, c, req->loop->as
+	return sent_or_respond(req, c, CALL_RELEASE, req->loop->as
 		? fg_alock_release(req->loop->as, name, lease, principal_of(req),
 				   on_grant, req)
 		: FG_EUNAVAIL);
@@ -658,14 +693,12 @@ static enum MHD_Result break_grant(struct fg_req *req, struct MHD_Connection *c,
 			      "a break names a grant by its token, a release by its lease");
 	if (fg_parse_u64(value, FG_TOKEN_MAX - 1, &token))
 		return bad(c, "Fence-Break must be a token: a decimal integer below 2^53");
-	struct fg_api_call *call = call_new(req, CALL_BREAK);
-	if (!call)
-		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	struct fg_api_call *call = call_begin(req);
 	call->tok0 = token;
 	copy_str(req->name, sizeof(req->name), name);
 	req->rec.has_token = true;
 	req->rec.token = token;
-	return sent_or_respond(req, c, req->loop->as
+	return sent_or_respond(req, c, CALL_BREAK, req->loop->as
 		? fg_alock_break(req->loop->as, name, token, on_grant, req)
 		: FG_EUNAVAIL);
 }
@@ -725,15 +758,13 @@ static enum MHD_Result inspect(struct fg_req *req, struct MHD_Connection *c,
 	if (as && fg_parse_u64(as, FG_TOKEN_MAX - 1, &after))
 		return bad(c, "after must be a token (a non-negative integer)");
 
-	struct fg_api_call *call = call_new(req, CALL_INSPECT);
-	if (!call)
-		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	struct fg_api_call *call = call_begin(req);
 	copy_str(req->name, sizeof(req->name), name);
 	call->wait_ms = (uint32_t)wait;
 	/* Observe: with `after`, wait while the lock is held under that
 	 * token; without it, wait while nothing changes. */
 	call->tok0 = as ? after : UINT64_MAX; /* without: from the answer */
-	return sent_or_respond(req, c, req->loop->as
+	return sent_or_respond(req, c, CALL_INSPECT, req->loop->as
 		? fg_alock_inspect(req->loop->as, name, on_info, req) : FG_EUNAVAIL);
 }
 
@@ -753,9 +784,7 @@ static enum MHD_Result inspected(struct fg_req *req, struct MHD_Connection *c)
 					held0, has0, tok0);
 	if (!req->waiter)
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-	if (fg_waiter_park(req->loop->wq, req->waiter, c, -1))
-		return MHD_YES;
-	return resume(req, c);
+	return park_waiter(req, c, -1);
 }
 
 /* ---- the listing ------------------------------------------------------ */
@@ -799,14 +828,12 @@ static enum MHD_Result list(struct fg_req *req, struct MHD_Connection *c)
 	if (cs && (fg_list_uncursor(cs, after) ||
 		   strncmp(after, prefix, strlen(prefix)) != 0))
 		return bad(c, "cursor is not one this listing gave");
-	struct fg_api_call *call = call_new(req, CALL_LIST);
-	if (!call)
-		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	struct fg_api_call *call = call_begin(req);
 	int err = FG_EUNAVAIL;
 	if (req->loop->as)
 		call->list = fg_list_start(req->loop->as, prefix, cs ? after : NULL,
 					   (unsigned)limit, on_listed, req, &err);
-	return sent_or_respond(req, c, call->list ? FG_OK : err);
+	return sent_or_respond(req, c, CALL_LIST, call->list ? FG_OK : err);
 }
 
 static enum MHD_Result listed(struct fg_req *req, struct MHD_Connection *c)
@@ -856,13 +883,9 @@ static enum MHD_Result check(struct fg_req *req, struct MHD_Connection *c)
 	case FG_SEQ_VALID:
 		break;
 	}
-	struct fg_api_call *call = call_new(req, CALL_CHECK);
-	if (!call) {
-		ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-		goto done;
-	}
+	struct fg_api_call *call = call_begin(req);
 	call->seq = seq;
-	ret = sent_or_respond(req, c, req->loop->as
+	ret = sent_or_respond(req, c, CALL_CHECK, req->loop->as
 		? fg_alock_check(req->loop->as, seq.name, seq.token, on_check, req)
 		: FG_EUNAVAIL);
 done:
@@ -971,78 +994,67 @@ static enum MHD_Result metrics(struct fg_req *req, struct MHD_Connection *c)
 
 /* ---- routing --------------------------------------------------------- */
 
-static bool path_is(const char *path, size_t len, const char *lit)
+/* NEW, past the access step: the call the route names. */
+static enum MHD_Result dispatch(struct fg_req *req, struct MHD_Connection *c)
 {
-	return strlen(lit) == len && memcmp(path, lit, len) == 0;
-}
-
-static bool method_is(const char *m, const char *lit)
-{
-	return strcmp(m, lit) == 0;
-}
-
-static enum MHD_Result dispatch(struct fg_req *req, struct MHD_Connection *c,
-				const char *method, const char *path,
-				size_t len)
-{
-	size_t pl = sizeof(LOCKS_PREFIX) - 1;
-	if (len >= pl && memcmp(path, LOCKS_PREFIX, pl) == 0) {
-		char name[FG_NAME_MAX + 1];
-		if (decode_name(path + pl, len - pl, name))
-			return fg_respond_error(c, FG_E_BAD_LOCK_NAME, NULL, NULL);
-		snprintf(req->rec.lock, sizeof(req->rec.lock), "%s", name);
-		if (method_is(method, "POST"))
-			return acquire(req, c, name);
-		if (method_is(method, "PATCH"))
-			return renew(req, c, name);
-		if (method_is(method, "DELETE"))
-			return delete_lock(req, c, name);
-		if (method_is(method, "GET") || method_is(method, "HEAD"))
-			return inspect(req, c, name);
-		return not_allowed(c, "GET, POST, PATCH, DELETE");
-	}
-	if (path_is(path, len, "/_fence/v1/locks")) {
-		if (!method_is(method, "GET") && !method_is(method, "HEAD"))
-			return not_allowed(c, "GET");
+	const struct fg_apiroute *r = &req->route;
+	if (r->name[0])
+		copy_str(req->rec.lock, sizeof(req->rec.lock), r->name);
+	switch (r->op) {
+	case FG_APIOP_BAD_NAME:
+		return fg_respond_error(c, FG_E_BAD_LOCK_NAME, NULL, NULL);
+	case FG_APIOP_NOT_ALLOWED:
+		return not_allowed(c, r->allow);
+	case FG_APIOP_ACQUIRE:
+		return acquire(req, c, r->name);
+	case FG_APIOP_RENEW:
+		return renew(req, c, r->name);
+	case FG_APIOP_DELETE:
+		return delete_lock(req, c, r->name);
+	case FG_APIOP_INSPECT:
+		return inspect(req, c, r->name);
+	case FG_APIOP_LIST:
 		return list(req, c);
-	}
-	if (path_is(path, len, "/_fence/v1/check")) {
-		if (!method_is(method, "POST"))
-			return not_allowed(c, "POST");
+	case FG_APIOP_CHECK:
 		return check(req, c);
-	}
-	if (path_is(path, len, "/_fence/v1/health")) {
-		if (!method_is(method, "GET") && !method_is(method, "HEAD"))
-			return not_allowed(c, "GET");
+	case FG_APIOP_HEALTH:
 		return health(req, c);
+	case FG_APIOP_LIVEZ:
+		return livez(req, c);
+	case FG_APIOP_READYZ:
+		return readyz(req, c);
+	case FG_APIOP_METRICS:
+		return metrics(req, c);
+	case FG_APIOP_NOT_FOUND:
+	default:
+		return fg_respond_error(c, FG_E_NOT_FOUND, NULL, NULL);
 	}
-	static const struct {
-		const char *path;
-		enum MHD_Result (*fn)(struct fg_req *, struct MHD_Connection *);
-	} gets[] = {
-		{ "/_fence/v1/livez", livez },
-		{ "/_fence/v1/readyz", readyz },
-		{ "/_fence/v1/metrics", metrics },
-	};
-	for (size_t i = 0; i < sizeof(gets) / sizeof(gets[0]); i++)
-		if (path_is(path, len, gets[i].path)) {
-			if (!method_is(method, "GET") && !method_is(method, "HEAD"))
-				return not_allowed(c, "GET");
-			return gets[i].fn(req, c);
-		}
-	return fg_respond_error(c, FG_E_NOT_FOUND, NULL, NULL);
 }
 
-enum MHD_Result fg_api_handle(struct fg_req *req, struct MHD_Connection *c,
-			      const char *method, const char *path,
-			      size_t path_len)
+enum MHD_Result fg_api_handle(struct fg_req *req, struct MHD_Connection *c)
 {
-	if (req->waiter || req->call)
-		return resume(req, c);
+	if (!req->call) {
+		req->call = calloc(1, sizeof(*req->call));
+		if (!req->call)
+			return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	}
 	enum MHD_Result ret;
-	if (!fg_access_api(req, c, method, path, path_len, &ret))
-		return ret;
-	return dispatch(req, c, method, path, path_len);
+	switch (req->call->state) {
+	case API_NEW:
+		req->call->state = API_ANSWERED; /* unless a call is sent */
+		if (!fg_access_api(req, c, &ret))
+			return ret;
+		return dispatch(req, c);
+	case API_SENT:
+		return MHD_YES; /* resumed for another reason */
+	case API_REPLIED:
+		return take_answer(req, c);
+	case API_WAITING:
+		return waited(req, c);
+	case API_ANSWERED:
+	default:
+		return MHD_YES; /* answered already */
+	}
 }
 
 void fg_api_finish(struct fg_req *req, bool ok)
@@ -1060,8 +1072,8 @@ void fg_api_finish(struct fg_req *req, bool ok)
 				   req->waiter ? fg_waiter_id(req->waiter) : NULL,
 				   req->reentry, req->reentry && req->call
 				   ? req->call->g.undo_id : NULL);
-	else if (req->waiter && req->call && req->call->kind == CALL_ACQUIRE &&
-		 req->call->replied && !req->call->err &&
+	else if (req->waiter && call_answered(req->call) &&
+		 req->call->kind == CALL_ACQUIRE && !req->call->err &&
 		 req->call->g.status == FG_QUEUED)
 		/* Queued, never parked: libmicrohttpd read the client's close
 		 * between Redis' answer and the handler's next call, so no

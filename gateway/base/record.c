@@ -14,30 +14,8 @@
 #include "base/record.h"
 
 #define API_PREFIX "/_fence/"
-#define LOCKS_PREFIX "/_fence/v1/locks/"
 
 static _Thread_local struct fg_rec *cur;
-
-const char *fg_endpoint_name(enum fg_endpoint r)
-{
-	static const char *const names[FG_EP_COUNT] = {
-		[FG_EP_OTHER] = "other",
-		[FG_EP_ACQUIRE] = "acquire",
-		[FG_EP_RENEW] = "renew",
-		[FG_EP_RELEASE] = "release",
-		[FG_EP_BREAK] = "break",
-		[FG_EP_INSPECT] = "inspect",
-		[FG_EP_OBSERVE] = "observe",
-		[FG_EP_CHECK] = "check",
-		[FG_EP_HEALTH] = "health",
-		[FG_EP_LIVEZ] = "livez",
-		[FG_EP_READYZ] = "readyz",
-		[FG_EP_METRICS] = "metrics",
-		[FG_EP_PROXY_READ] = "proxy_read",
-		[FG_EP_PROXY_WRITE] = "proxy_write",
-	};
-	return (unsigned)r < FG_EP_COUNT ? names[r] : "other";
-}
 
 uint64_t fg_rec_now_ns(void)
 {
@@ -112,43 +90,24 @@ static bool is(const char *m, const char *lit)
 	return strcmp(m, lit) == 0;
 }
 
-/* Which endpoint a request went to, from its method and path alone, so
- * that a request refused before its handler ran is counted too. */
+/* Which endpoint a request went to: a proxied one by its method and what
+ * it became, a lock API call by its route, which the front made from its
+ * method and target alone, so that a request refused before its handler
+ * ran is counted too. */
 static enum fg_endpoint classify(const struct fg_rec *r)
 {
-	const char *m = r->method, *uri = r->uri ? r->uri : "";
+	const char *m = r->method;
 	if (r->proxied) {
 		bool read = is(m, "GET") || is(m, "HEAD") || is(m, "OPTIONS") ||
 			    is(m, "PROPFIND");
 		return read && !r->write && r->decision != FG_DEC_ADMITTED
 			       ? FG_EP_PROXY_READ : FG_EP_PROXY_WRITE;
 	}
-	size_t len = strcspn(uri, "?");
-	size_t pl = sizeof(LOCKS_PREFIX) - 1;
-	if (len > pl && strncmp(uri, LOCKS_PREFIX, pl) == 0) {
-		if (is(m, "POST"))
-			return FG_EP_ACQUIRE;
-		if (is(m, "PATCH"))
-			return FG_EP_RENEW;
-		if (is(m, "DELETE"))
-			return r->brk ? FG_EP_BREAK : FG_EP_RELEASE;
-		if (is(m, "GET") || is(m, "HEAD"))
-			return strstr(uri + len, "wait_ms=") ? FG_EP_OBSERVE
-							     : FG_EP_INSPECT;
+	if (!r->route || !r->route->matched)
 		return FG_EP_OTHER;
-	}
-	static const struct { const char *path; enum fg_endpoint ep; } fixed[] = {
-		{ "/_fence/v1/check", FG_EP_CHECK },
-		{ "/_fence/v1/health", FG_EP_HEALTH },
-		{ "/_fence/v1/livez", FG_EP_LIVEZ },
-		{ "/_fence/v1/readyz", FG_EP_READYZ },
-		{ "/_fence/v1/metrics", FG_EP_METRICS },
-	};
-	for (size_t i = 0; i < sizeof(fixed) / sizeof(fixed[0]); i++)
-		if (strlen(fixed[i].path) == len &&
-		    memcmp(uri, fixed[i].path, len) == 0)
-			return fixed[i].ep;
-	return FG_EP_OTHER;
+	if (r->route->endpoint == FG_EP_RELEASE && r->brk)
+		return FG_EP_BREAK;
+	return r->route->endpoint;
 }
 
 void fg_rec_close(struct fg_rec *r, bool completed_ok, size_t api_body_len)

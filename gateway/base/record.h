@@ -18,28 +18,7 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
-
-/* The bounded set of routes metrics are labelled with. */
-enum fg_endpoint {
-	FG_EP_OTHER,        /* an unknown path under /_fence/ */
-	FG_EP_ACQUIRE,
-	FG_EP_RENEW,
-	FG_EP_RELEASE,
-	FG_EP_BREAK,        /* DELETE with Fence-Break */
-	FG_EP_INSPECT,
-	FG_EP_OBSERVE,      /* inspect with wait_ms: a long poll */
-	FG_EP_CHECK,
-	FG_EP_HEALTH,
-	FG_EP_LIVEZ,
-	FG_EP_READYZ,
-	FG_EP_METRICS,
-	FG_EP_PROXY_READ,
-	FG_EP_PROXY_WRITE,
-	FG_EP_COUNT,
-};
-
-/** The route's label value ("acquire", "proxy_write", ...). */
-const char *fg_endpoint_name(enum fg_endpoint r);
+#include "base/apiroute.h" /* enum fg_endpoint, struct fg_apiroute */
 
 enum fg_decision {
 	FG_DEC_NONE,      /* not a proxied request, or never decided */
@@ -83,9 +62,11 @@ struct fg_rec {
 
 	/* Borrowed from the request, valid until it is freed (after the
 	 * record was reported): the raw request-target, and who the access
-	 * step found the caller to be ("" when none). */
+	 * step found the caller to be ("" when none), and the route of a
+	 * request under /_fence/ (http/front.c routes it once). */
 	const char *uri;
 	const char *principal;
+	const struct fg_apiroute *route;
 	/* A proxied request's write set once decided (the proxy notes it at
 	 * completion): whether a lock of it was admitted as a write, and
 	 * each lock with its token (copies: the proxy's state is freed

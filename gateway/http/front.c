@@ -70,6 +70,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	fg_rec_begin(&req->rec, uri);
 	req->rec.uri = req->uri;
 	req->rec.principal = req->principal;
+	req->rec.route = &req->route;
 	/* the lock API keeps it with grants and waiters, for the listing */
 	if (fg_accesslog_on() ||
 	    strncmp(uri, API_PREFIX, sizeof(API_PREFIX) - 1) == 0)
@@ -82,6 +83,16 @@ static bool is_api(const char *uri)
 	return strncmp(uri, API_PREFIX, sizeof(API_PREFIX) - 1) == 0;
 }
 
+/* A request under /_fence/ is routed once (base/apiroute.h): at its first
+ * handler call, once its target is in origin form, or, for one that never
+ * got that far (refused by its framing, or by libmicrohttpd before any
+ * handler ran), when it completes, so that its record counts it. */
+static void route_once(struct fg_req *req, const char *method)
+{
+	if (!req->route.matched && req->uri && is_api(req->uri))
+		fg_apiroute_match(&req->route, method, req->uri);
+}
+
 static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 			 enum MHD_RequestTerminationCode toe)
 {
@@ -91,6 +102,7 @@ static void on_completed(void *cls, struct MHD_Connection *c, void **con_cls,
 	if (!req)
 		return;
 	bool ok = toe == MHD_REQUEST_TERMINATED_COMPLETED_OK;
+	route_once(req, req->rec.method);
 	if (is_api(req->uri ? req->uri : ""))
 		req->loop->routes->api_finish(req, ok);
 	else
@@ -226,6 +238,7 @@ static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
 			req->refused = true;
 			return fg_respond_error_close(c, FG_E_BAD_REQUEST, why);
 		}
+		route_once(req, method);
 	}
 	if (!is_api(req->uri))
 		return req->loop->routes->proxy(req, c, method, upload, upload_size);
@@ -246,9 +259,7 @@ static enum MHD_Result handle(struct fg_req *req, struct MHD_Connection *c,
 		return fg_respond_error(c, FG_E_PAYLOAD_TOO_LARGE, NULL, NULL);
 	if (req->body_len > 0 && !req->body)
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
-	const char *q = strchr(req->uri, '?');
-	size_t plen = q ? (size_t)(q - req->uri) : strlen(req->uri);
-	return req->loop->routes->api(req, c, method, req->uri, plen);
+	return req->loop->routes->api(req, c);
 }
 
 /* A connection's start and close. Its socket context belongs to tls.c

@@ -20,10 +20,9 @@ struct fg_req;
 
 struct fg_routes {
 	/* A request under /_fence/, once its body was read whole (at most
-	 * FG_BODY_MAX bytes), and again each time it is resumed. */
-	enum MHD_Result (*api)(struct fg_req *req, struct MHD_Connection *c,
-			       const char *method, const char *path,
-			       size_t path_len);
+	 * FG_BODY_MAX bytes), and again each time it is resumed; what it is
+	 * is req->route. */
+	enum MHD_Result (*api)(struct fg_req *req, struct MHD_Connection *c);
 	/* Any other request, at every call of the access handler (the body
 	 * streams through it). */
 	enum MHD_Result (*proxy)(struct fg_req *req, struct MHD_Connection *c,

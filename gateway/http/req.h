@@ -16,6 +16,7 @@
 
 #include "fencegate/lock.h"
 #include "fencegate/name.h"
+#include "base/apiroute.h"
 #include "base/auth.h"
 #include "base/record.h"
 
@@ -44,6 +45,9 @@ struct fg_req {
 				      3.2.2), or NULL; freed with req */
 	const char *uri_at;        /* where libmicrohttpd holds it (framing.c) */
 	size_t uri_len;
+	struct fg_apiroute route;  /* under /_fence/: what the request is,
+				      routed once (front.c) and read by the
+				      record, the access step and the API */
 	bool started;
 	bool framed;               /* framing.c accepted the request head */
 	bool refused;              /* framing.c answered 400: drop the rest */
@@ -61,7 +65,9 @@ struct fg_req {
 	struct fg_flow *flow;      /* a proxied request's life (proxy/flow.h):
 				      owned by the proxy, freed when it
 				      finishes the request */
-	struct fg_api_call *call;  /* a lock call in flight or answered */
+	struct fg_api_call *call;  /* a lock API call's life (api/locks.c):
+				      owned by the API, freed when it
+				      finishes the request */
 	char principal[FG_PRINCIPAL_MAX + 1]; /* who the access step found
 				      it to be; "" in open mode or when none
 				      was named (a copy: the auth table may

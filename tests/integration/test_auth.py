@@ -5,6 +5,7 @@ log's principal, the refusal metrics, reload on SIGHUP, open mode's
 warning and its refusal off loopback, and `fencegate --new-key`."""
 
 import hashlib
+import http.client
 import json
 import os
 import re
@@ -525,6 +526,84 @@ class Guessing(AuthCase):
         # the budget comes back with time
         self.assertTrue(wait_until(
             lambda: self.api("ci", "GET", "jobs/g").status == 200, slack(5.0)))
+
+
+def budget_set(host):
+    """The set of the unknown-key budgets (gateway/access/budget.c) an
+    IPv4 client falls into: FNV-1a of its v4-mapped IPv6 address, modulo
+    the 64 sets."""
+    h = 2166136261
+    for c in bytes(10) + b"\xff\xff" + bytes(int(x) for x in host.split(".")):
+        h = ((h ^ c) * 16777619) & 0xffffffff
+    return h % 64
+
+
+def colliding(n):
+    """n loopback addresses of one budget set (127.0.0.1's is left out, as
+    the suite's own requests come from there)."""
+    want = budget_set("127.0.0.2")
+    assert want != budget_set("127.0.0.1")
+    out = ["127.0.%d.%d" % (y, x) for y in range(256) for x in range(2, 255)
+           if budget_set("127.0.%d.%d" % (y, x)) == want]
+    return out[:n]
+
+
+class FromAddresses(AuthCase):
+    """Clients on several loopback addresses (all of 127.0.0.0/8 is this
+    machine's), one loop: one table of budgets."""
+
+    extra_flags = ("--threads", "1")
+
+    def status_from(self, source, headers):
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port,
+                                          timeout=10.0,
+                                          source_address=(source, 0))
+        try:
+            conn.request("GET", LOCKS + "jobs/g", headers=headers)
+            r = conn.getresponse()
+            r.read()
+            return r.status
+        finally:
+            conn.close()
+
+    def guess(self, source, most=150):
+        """Unknown keys from source until the first 429 (at most `most`):
+        how many were answered 401."""
+        wrong = {"Authorization": "Bearer " + secrets.token_urlsafe(32)}
+        n = 0
+        while n < most:
+            st = self.status_from(source, wrong)
+            if st == 429:
+                return n
+            self.assertEqual(st, 401)
+            n += 1
+        return n
+
+    def test_addresses_taking_turns_share_their_sets_budget(self):
+        # Six addresses of one set (of four budgets), each guessing until
+        # it is refused and then leaving its place to the next: a newcomer
+        # takes over what the place it takes had left, so together they
+        # get no more than the set's four budgets and what refills.
+        addrs = colliding(6)
+        t0 = time.monotonic()
+        turns = [self.guess(a) for _ in range(3) for a in addrs]
+        took = time.monotonic() - t0
+        # the first address met the contract's 401 for its first 100
+        self.assertGreaterEqual(turns[0], 100, turns)
+        self.assertLessEqual(sum(turns), 4 * (100 + 2 * took), (turns, took))
+        # another set's address is untouched
+        self.assertEqual(self.status_from("127.0.0.1", bearer("ci")), 200)
+
+    def test_a_few_guessers_cost_the_other_addresses_of_their_set_nothing(self):
+        # Three guessers keep three of the set's four places, spent; the
+        # other addresses of the set share the fourth, which is full, so
+        # a newcomer still has its 100.
+        g1, g2, g3, b1, b2 = colliding(5)
+        for g in (g1, g2, g3):
+            self.assertGreaterEqual(self.guess(g), 100)
+        for b in (b1, b2, b1):
+            self.assertEqual(self.status_from(b, bearer("ci")), 200)
+        self.assertGreaterEqual(self.guess(b2), 100)
 
 
 class ProxyAuthNestedRoute(AuthCase):

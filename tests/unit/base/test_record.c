@@ -5,10 +5,11 @@
  * and tells a proxied request from an API call by the "/_fence/" prefix;
  * only the request whose handler runs (fg_rec_enter .. fg_rec_leave) has
  * its answers and refusals noted, and its method is kept once ("OTHER"
- * when too long); fg_rec_close derives the endpoint from the method, the
- * path and what the request became (a write, a break, an admission), and
- * whether the connection ended early, and does nothing for a request whose
- * record never began. Endpoint names are the metrics' label values.
+ * when too long); fg_rec_close derives the endpoint from the route of a
+ * lock API call (base/apiroute.c: the request is routed here as the front
+ * routes it) or the method of a proxied one, and what the request became
+ * (a write, a break, an admission), and whether the connection ended
+ * early, and does nothing for a request whose record never began.
  * record.c is pure: what a closed record is handed on to is
  * tests/unit/proc/test_report.c's. cmocka's asserts do not depend on NDEBUG.
  */
@@ -28,10 +29,12 @@
 /* ---- helpers ------------------------------------------------------- */
 
 static struct fg_rec rec;
+static struct fg_apiroute route;
 static size_t body_len;        /* an API body's length, read whole */
 static char uri_buf[512];
 
-/* A request whose line was just read, its handler running. */
+/* A request whose line was just read, its handler running: one under
+ * /_fence/ routed, as the front routes it. */
 static struct fg_rec *start(const char *method, const char *uri)
 {
 	memset(&rec, 0, sizeof(rec));
@@ -39,6 +42,10 @@ static struct fg_rec *start(const char *method, const char *uri)
 	snprintf(uri_buf, sizeof(uri_buf), "%s", uri);
 	fg_rec_begin(&rec, uri_buf);
 	fg_rec_enter(&rec, method);
+	memset(&route, 0, sizeof(route));
+	if (!rec.proxied)
+		fg_apiroute_match(&route, method, uri_buf);
+	rec.route = &route;
 	return &rec;
 }
 
@@ -53,34 +60,6 @@ static enum fg_endpoint finish(struct fg_rec *r, bool completed_ok)
 static enum fg_endpoint endpoint_of(const char *method, const char *uri)
 {
 	return finish(start(method, uri), true);
-}
-
-/* ---- names --------------------------------------------------------- */
-
-static void test_endpoint_names(void **state)
-{
-	static const char *const want[FG_EP_COUNT] = {
-		[FG_EP_OTHER] = "other",
-		[FG_EP_ACQUIRE] = "acquire",
-		[FG_EP_RENEW] = "renew",
-		[FG_EP_RELEASE] = "release",
-		[FG_EP_BREAK] = "break",
-		[FG_EP_INSPECT] = "inspect",
-		[FG_EP_OBSERVE] = "observe",
-		[FG_EP_CHECK] = "check",
-		[FG_EP_HEALTH] = "health",
-		[FG_EP_LIVEZ] = "livez",
-		[FG_EP_READYZ] = "readyz",
-		[FG_EP_METRICS] = "metrics",
-		[FG_EP_PROXY_READ] = "proxy_read",
-		[FG_EP_PROXY_WRITE] = "proxy_write",
-	};
-
-	(void)state;
-	for (int i = 0; i < FG_EP_COUNT; i++)
-		assert_string_equal(fg_endpoint_name((enum fg_endpoint)i), want[i]);
-	assert_string_equal(fg_endpoint_name(FG_EP_COUNT), "other");
-	assert_string_equal(fg_endpoint_name((enum fg_endpoint)-1), "other");
 }
 
 /* ---- begin, enter, leave ------------------------------------------- */
@@ -262,6 +241,18 @@ static void test_break_is_a_delete_that_carried_fence_break(void **state)
 	assert_int_equal(finish(r, true), FG_EP_ACQUIRE);
 }
 
+static void test_an_api_call_never_routed_is_other(void **state)
+{
+	struct fg_rec *r = start("GET", "/_fence/v1/health");
+
+	(void)state;
+	r->route = NULL;
+	assert_int_equal(finish(r, true), FG_EP_OTHER);
+	r = start("GET", "/_fence/v1/health");
+	route.matched = false;
+	assert_int_equal(finish(r, true), FG_EP_OTHER);
+}
+
 static void test_fixed_api_paths(void **state)
 {
 	static const struct ep_case t[] = {
@@ -374,7 +365,6 @@ static void test_finish_of_a_record_never_begun_does_nothing(void **state)
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
-		cmocka_unit_test(test_endpoint_names),
 		cmocka_unit_test(test_begin_starts_with_nothing_known),
 		cmocka_unit_test(test_api_prefix_decides_proxied),
 		cmocka_unit_test(test_method_is_kept_once),
@@ -383,6 +373,7 @@ int main(void)
 		cmocka_unit_test(test_lock_calls),
 		cmocka_unit_test(test_break_is_a_delete_that_carried_fence_break),
 		cmocka_unit_test(test_fixed_api_paths),
+		cmocka_unit_test(test_an_api_call_never_routed_is_other),
 		cmocka_unit_test(test_proxied_reads_and_writes),
 		cmocka_unit_test(test_a_read_that_became_a_write),
 		cmocka_unit_test(test_finish_derives_aborted_and_bytes_in),

@@ -96,9 +96,11 @@ void fg_metrics_fence(bool admitted, bool write, int refusal, uint64_t ns)
 /* ---- helpers ------------------------------------------------------- */
 
 static struct fg_rec rec;
+static struct fg_apiroute route;
 static char uri_buf[512];
 
-/* A request whose line was just read, its handler running. */
+/* A request whose line was just read, its handler running (routed, as
+ * the front routes a request under /_fence/). */
 static struct fg_rec *start(const char *method, const char *uri)
 {
 	memset(&rec, 0, sizeof(rec));
@@ -106,6 +108,10 @@ static struct fg_rec *start(const char *method, const char *uri)
 	snprintf(uri_buf, sizeof(uri_buf), "%s", uri);
 	fg_rec_begin(&rec, uri_buf);
 	fg_rec_enter(&rec, method);
+	memset(&route, 0, sizeof(route));
+	if (!rec.proxied)
+		fg_apiroute_match(&route, method, uri_buf);
+	rec.route = &route;
 	return &rec;
 }
 
