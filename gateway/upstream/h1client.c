@@ -84,7 +84,7 @@ struct fg_h1x {
 	bool head, paused, retried, sent, retryable, send_paused;
 	bool starting;              /* inside fg_h1c_start() */
 	struct event later;         /* an end found while starting */
-	enum fg_h1x_end later_how;
+	enum fg_up_end later_how;
 	bool later_set;
 	unsigned connect_timeout_ms;
 	struct sockaddr_storage sa;
@@ -216,9 +216,29 @@ static void exchange_free(struct fg_h1x *x)
 	free(x);
 }
 
+/* What each end says more than itself, in the words the upstream's
+ * failures are reported in. */
+static const char *why_of(enum fg_up_end how)
+{
+	switch (how) {
+	case FG_UP_SEND_FAILED:
+		return "Failed sending data to the peer";
+	case FG_UP_NO_ANSWER:
+		return "Server returned nothing (no headers, no data)";
+	case FG_UP_CUT_SHORT:
+		return "Transferred a partial file";
+	case FG_UP_MALFORMED:
+		return "Weird server reply";
+	case FG_UP_ABORTED:
+		return "Operation was aborted by an application callback";
+	default:
+		return NULL;
+	}
+}
+
 /* The exchange ends: its connection is kept or closed, x freed, then the
  * owner told. */
-static void finish(struct fg_h1x *x, enum fg_h1x_end how)
+static void finish(struct fg_h1x *x, enum fg_up_end how)
 {
 	if (x->starting) {
 		/* (never from fg_h1c_start(): the loop's next turn) */
@@ -233,17 +253,17 @@ static void finish(struct fg_h1x *x, enum fg_h1x_end how)
 	x->k = NULL;
 	if (k) {
 		k->x = NULL;
-		if (how == FG_H1X_OK && fg_h1_reusable(&x->rd)) {
+		if (how == FG_UP_OK && fg_h1_reusable(&x->rd)) {
 			k->reused = true;
 			idle_put(x->c, k);
 		} else {
 			conn_close(k);
 		}
 	}
-	void (*end)(void *, enum fg_h1x_end) = x->hooks.end;
+	void (*end)(void *, struct fg_up_outcome) = x->hooks.end;
 	void *arg = x->arg;
 	exchange_free(x);
-	end(arg, how);
+	end(arg, (struct fg_up_outcome){ how, why_of(how) });
 }
 
 static void on_later(evutil_socket_t fd, short what, void *arg)
@@ -275,20 +295,20 @@ static void lost(struct fg_h1x *x, int err)
 		fg_h1_free(&x->rd);
 		if (fg_h1_init(&x->rd, x->head, &(struct fg_h1_hooks){
 				       x->hooks.line, x->hooks.body }, x->arg) != 0) {
-			finish(x, FG_H1X_CONNECT);
+			finish(x, FG_UP_UNREACHABLE);
 			return;
 		}
 		begin(x);
 		return;
 	}
 	if (err == 0 && fg_h1_eof(&x->rd) == FG_H1_DONE) {
-		finish(x, FG_H1X_OK);
+		finish(x, FG_UP_OK);
 		return;
 	}
 	if (!x->sent)
-		finish(x, FG_H1X_SEND);
+		finish(x, FG_UP_SEND_FAILED);
 	else
-		finish(x, any ? FG_H1X_PARTIAL : FG_H1X_EMPTY);
+		finish(x, any ? FG_UP_CUT_SHORT : FG_UP_NO_ANSWER);
 }
 
 /* The body's next piece from fill(), when the last one is out and more
@@ -304,7 +324,7 @@ static bool next_piece(struct fg_h1x *x)
 		return true;
 	}
 	if (n == FG_H1X_FILL_ABORT || n == 0 || n > want) {
-		finish(x, FG_H1X_ABORTED);
+		finish(x, FG_UP_ABORTED);
 		return false;
 	}
 	x->piece_len = n;
@@ -388,10 +408,10 @@ static void read_some(struct fg_h1x *x)
 		}
 		switch (fg_h1_feed(&x->rd, c->in, (size_t)n)) {
 		case FG_H1_ERROR:
-			finish(x, FG_H1X_MALFORMED);
+			finish(x, FG_UP_MALFORMED);
 			return;
 		case FG_H1_DONE:
-			finish(x, FG_H1X_OK);
+			finish(x, FG_UP_OK);
 			return;
 		case FG_H1_MORE:
 			break;
@@ -415,13 +435,13 @@ static void on_conn(evutil_socket_t fd, short what, void *arg)
 	}
 	if (k->connecting) {
 		if (what & EV_TIMEOUT) {
-			finish(x, FG_H1X_TIMEOUT);
+			finish(x, FG_UP_TIMEOUT);
 			return;
 		}
 		int err = 0;
 		socklen_t el = sizeof(err);
 		if (getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err) {
-			finish(x, FG_H1X_CONNECT);
+			finish(x, FG_UP_UNREACHABLE);
 			return;
 		}
 		k->connecting = false;
@@ -461,7 +481,7 @@ static void begin(struct fg_h1x *x)
 	if (!k) {
 		k = conn_new(x->c, sa, x->salen);
 		if (!k) {
-			finish(x, FG_H1X_CONNECT);
+			finish(x, FG_UP_UNREACHABLE);
 			return;
 		}
 	}

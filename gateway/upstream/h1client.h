@@ -27,21 +27,11 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "upstream/backend.h"
+
 struct event_base;
 struct fg_h1c;
 struct fg_h1x;
-
-/* How an exchange ended. */
-enum fg_h1x_end {
-	FG_H1X_OK,        /* the whole answer came */
-	FG_H1X_CONNECT,   /* no connection */
-	FG_H1X_TIMEOUT,   /* the connection took longer than its bound */
-	FG_H1X_SEND,      /* the request could not be sent */
-	FG_H1X_EMPTY,     /* the connection closed before any answer */
-	FG_H1X_PARTIAL,   /* it closed, or failed, in the middle of it */
-	FG_H1X_MALFORMED, /* the answer broke HTTP/1.1, or a hook refused it */
-	FG_H1X_ABORTED,   /* fill() refused the body */
-};
 
 /* What fill() returns instead of a count: nothing now (it calls
  * fg_h1x_resume_send() when it has more), or never (the request is
@@ -64,8 +54,10 @@ struct fg_h1x_hooks {
 	/* the request's last byte left */
 	void (*sent)(void *arg);
 	/* the exchange ended (called once, never from fg_h1c_start());
-	 * the exchange is gone when it is called */
-	void (*end)(void *arg, enum fg_h1x_end how);
+	 * the exchange is gone when it is called. Never FG_UP_TLS,
+	 * FG_UP_NOT_SENT_AGAIN or FG_UP_NO_MEMORY (no memory is no
+	 * connection) */
+	void (*end)(void *arg, struct fg_up_outcome how);
 };
 
 /** The loop's client. NULL without memory. */

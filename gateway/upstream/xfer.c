@@ -77,6 +77,7 @@
 #include "base/text.h"
 #include "base/writeset.h"
 #include "proc/metrics.h"
+#include "upstream/backend.h"
 #include "upstream/h1client.h"
 #include "upstream/headers.h"
 #include "upstream/xfer.h"
@@ -148,7 +149,7 @@ struct fg_xfer {
 	bool headers_done, waiting_headers, done, download_suspended, mhd_gone;
 	bool kept_wait;               /* suspended until the kept answer ends */
 	bool write_wants_room;
-	CURLcode result;
+	struct fg_up_outcome result;
 	char *rs;
 	size_t rs_len;
 	uint64_t resp_sent;           /* body bytes handed to libmicrohttpd */
@@ -621,9 +622,63 @@ static bool tls_failure(CURLcode code)
 	}
 }
 
+/* curl's end of x's transfer, said as an outcome; a TLS failure is
+ * logged (the client is answered 502; the operator needs curl's why:
+ * "SSL certificate problem: unable to get local issuer certificate"). */
+static struct fg_up_outcome curl_outcome(struct fg_xfers *xs,
+					 const struct fg_xfer *x, CURLcode code)
+{
+	if (tls_failure(code))
+		fg_log_warn("upstream %s:%s: TLS failed: %s",
+			    xs->host.cfg->up.host, xs->host.cfg->up.port,
+			    x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
+	if (x->resend_refused)
+		return (struct fg_up_outcome){ FG_UP_NOT_SENT_AGAIN,
+			"the upstream closed its connection before answering, "
+			"and the request is not sent again" };
+	const char *why = curl_easy_strerror(code);
+	switch (code) {
+	case CURLE_OK:
+		return (struct fg_up_outcome){ FG_UP_OK, NULL };
+	case CURLE_COULDNT_RESOLVE_HOST:
+	case CURLE_COULDNT_CONNECT:
+		return (struct fg_up_outcome){ FG_UP_UNREACHABLE, NULL };
+	case CURLE_SSL_CONNECT_ERROR:
+	case CURLE_PEER_FAILED_VERIFICATION:
+		return (struct fg_up_outcome){ FG_UP_TLS, NULL };
+	case CURLE_OPERATION_TIMEDOUT:
+		return (struct fg_up_outcome){ FG_UP_TIMEOUT, NULL };
+	case CURLE_SEND_ERROR:
+		return (struct fg_up_outcome){ FG_UP_SEND_FAILED, why };
+	case CURLE_GOT_NOTHING:
+		return (struct fg_up_outcome){ FG_UP_NO_ANSWER, why };
+	case CURLE_WEIRD_SERVER_REPLY:
+		return (struct fg_up_outcome){ FG_UP_MALFORMED, why };
+	case CURLE_ABORTED_BY_CALLBACK:
+	case CURLE_READ_ERROR:
+	case CURLE_WRITE_ERROR:
+		return (struct fg_up_outcome){ FG_UP_ABORTED, why };
+	case CURLE_OUT_OF_MEMORY:
+	case CURLE_FAILED_INIT:
+		return (struct fg_up_outcome){ FG_UP_NO_MEMORY, why };
+	default:
+		return (struct fg_up_outcome){
+			tls_failure(code) ? FG_UP_TLS : FG_UP_CUT_SHORT, why };
+	}
+}
+
+/* The transfer's own ends: a bound ran out or the gate closed; the
+ * client left or the loop stops; it could not be handed to its client. */
+static const struct fg_up_outcome TIMED_OUT = { FG_UP_TIMEOUT, NULL };
+static const struct fg_up_outcome ABORTED = {
+	FG_UP_ABORTED, "Operation was aborted by an application callback" };
+static const struct fg_up_outcome NOT_BEGUN = {
+	FG_UP_NO_MEMORY, "Failed initialization" };
+
 /* The transfer ended (done, failed, aborted, or never begun): its
  * connection is resumed for its answer, its owner told. */
-static void ended(struct fg_xfers *xs, struct fg_xfer *x, CURLcode code)
+static void ended(struct fg_xfers *xs, struct fg_xfer *x,
+		  struct fg_up_outcome out)
 {
 	bool began = x->added;
 	if (x->added) {
@@ -631,13 +686,6 @@ static void ended(struct fg_xfers *xs, struct fg_xfer *x, CURLcode code)
 		int status = x->headers_done ? x->status : 0;
 		x->up_ns = (int64_t)ns;
 		fg_metrics_upstream(status, ns);
-		/* the client is answered 502; the operator needs curl's why
-		 * ("SSL certificate problem: unable to get local issuer
-		 * certificate") */
-		if (tls_failure(code))
-			fg_log_warn("upstream %s:%s: TLS failed: %s",
-				    xs->host.cfg->up.host, xs->host.cfg->up.port,
-				    x->errbuf[0] ? x->errbuf : curl_easy_strerror(code));
 		if (x->h1) {
 			if (x->h1x)
 				fg_h1x_cancel(x->h1x);
@@ -654,13 +702,13 @@ static void ended(struct fg_xfers *xs, struct fg_xfer *x, CURLcode code)
 			x->anext->aprev = x->aprev;
 	}
 	x->done = true;
-	x->result = code;
+	x->result = out;
 	resume(x, &x->waiting_headers);
 	resume(x, &x->download_suspended);
 	resume(x, &x->upload_suspended);
 	resume(x, &x->kept_wait);
 	if (x->hooks.done)
-		x->hooks.done(x->hooks.arg, code == CURLE_OK, began);
+		x->hooks.done(x->hooks.arg, out.end == FG_UP_OK, began);
 	curl_slist_free_all(x->req_headers);
 	x->req_headers = NULL;
 	free(x->h1_req);
@@ -715,23 +763,11 @@ static void h1_sent(void *arg)
 	x->h1_sent = true;
 }
 
-static void h1_end(void *arg, enum fg_h1x_end how)
+static void h1_end(void *arg, struct fg_up_outcome how)
 {
 	struct fg_xfer *x = arg;
 	x->h1x = NULL; /* (gone) */
-	/* in curl's words, so that the answer and the log read the same
-	 * whichever client carried the request */
-	static const CURLcode code[] = {
-		[FG_H1X_OK] = CURLE_OK,
-		[FG_H1X_CONNECT] = CURLE_COULDNT_CONNECT,
-		[FG_H1X_TIMEOUT] = CURLE_OPERATION_TIMEDOUT,
-		[FG_H1X_SEND] = CURLE_SEND_ERROR,
-		[FG_H1X_EMPTY] = CURLE_GOT_NOTHING,
-		[FG_H1X_PARTIAL] = CURLE_PARTIAL_FILE,
-		[FG_H1X_MALFORMED] = CURLE_WEIRD_SERVER_REPLY,
-		[FG_H1X_ABORTED] = CURLE_ABORTED_BY_CALLBACK,
-	};
-	ended(x->xs, x, code[how]);
+	ended(x->xs, x, how);
 }
 
 static const struct fg_h1x_hooks h1_hooks = {
@@ -776,7 +812,7 @@ static void run_commands(struct fg_xfers *xs)
 			/* a transfer whose gate closed meanwhile is not begun:
 			 * a request without a body would go out whole */
 			if (!gate_open(x)) {
-				ended(xs, x, CURLE_OPERATION_TIMEDOUT);
+				ended(xs, x, TIMED_OUT);
 			} else if (x->h1 ? h1_start(xs, x)
 				   : curl_multi_add_handle(xs->multi, x->easy) == CURLM_OK) {
 				x->added = true;
@@ -793,11 +829,11 @@ static void run_commands(struct fg_xfers *xs)
 					xs->active->aprev = x;
 				xs->active = x;
 			} else {
-				ended(xs, x, CURLE_FAILED_INIT);
+				ended(xs, x, NOT_BEGUN);
 			}
 		}
 		if ((cmd & CMD_ABORT) && x->added)
-			ended(xs, x, CURLE_ABORTED_BY_CALLBACK);
+			ended(xs, x, ABORTED);
 		if (x->added && x->h1) {
 			if ((cmd & CMD_UNPAUSE_WRITE) && x->h1x)
 				fg_h1x_resume(x->h1x);
@@ -835,7 +871,7 @@ static long check_heads(struct fg_xfers *xs)
 			from = x->rx_at;
 		}
 		if (now >= from + limit) {
-			ended(xs, x, CURLE_OPERATION_TIMEDOUT);
+			ended(xs, x, TIMED_OUT);
 			continue;
 		}
 		long in = (long)(from + limit - now);
@@ -879,7 +915,7 @@ static void read_done(struct fg_xfers *xs)
 			if (fd >= 0)
 				sock_spend(xs, fd);
 		}
-		ended(xs, x, code);
+		ended(xs, x, curl_outcome(xs, x, code));
 	}
 }
 
@@ -1242,7 +1278,7 @@ void fg_xfers_shutdown(struct fg_xfers *xs)
 		return;
 	run_commands(xs);
 	while (xs->active)
-		ended(xs, xs->active, CURLE_ABORTED_BY_CALLBACK);
+		ended(xs, xs->active, ABORTED);
 }
 
 void fg_xfers_destroy(struct fg_xfers *xs)
@@ -1701,7 +1737,7 @@ enum fg_xfer_stage fg_xfer_stage(const struct fg_xfer *x)
 void fg_xfer_end_now(struct fg_xfer *x)
 {
 	if (x->added)
-		ended(x->xs, x, CURLE_OPERATION_TIMEDOUT);
+		ended(x->xs, x, TIMED_OUT);
 }
 
 size_t fg_xfer_feed(struct fg_xfer *x, const char *data, size_t *size)
@@ -1766,30 +1802,15 @@ bool fg_xfer_too_many_headers(const struct fg_xfer *x)
 bool fg_xfer_broke_after_head(const struct fg_xfer *x, int *status)
 {
 	*status = x->status;
-	return x->headers_done && x->done && x->result != CURLE_OK &&
+	return x->headers_done && x->done && x->result.end != FG_UP_OK &&
 	       x->rs_len == 0 && x->resp_sent == 0;
 }
 
 enum fg_xfer_failure fg_xfer_failure(const struct fg_xfer *x, const char **why)
 {
-	*why = NULL;
-	if (x->resend_refused) {
-		*why = "the upstream closed its connection before answering, "
-		       "and the request is not sent again";
-		return FG_XFER_UNAVAILABLE;
-	}
-	switch (x->result) {
-	case CURLE_COULDNT_RESOLVE_HOST:
-	case CURLE_COULDNT_CONNECT:
-	case CURLE_SSL_CONNECT_ERROR:
-	case CURLE_PEER_FAILED_VERIFICATION:
-		return FG_XFER_UNAVAILABLE;
-	case CURLE_OPERATION_TIMEDOUT:
-		return FG_XFER_TIMEOUT;
-	default:
-		*why = curl_easy_strerror(x->result);
-		return FG_XFER_UNAVAILABLE;
-	}
+	*why = x->result.why;
+	return x->result.end == FG_UP_TIMEOUT ? FG_XFER_TIMEOUT
+					      : FG_XFER_UNAVAILABLE;
 }
 
 static ssize_t on_content(void *cls, uint64_t pos, char *buf, size_t max)
@@ -1809,7 +1830,7 @@ static ssize_t on_content(void *cls, uint64_t pos, char *buf, size_t max)
 		return (ssize_t)n;
 	}
 	if (x->done)
-		return x->result == CURLE_OK ? MHD_CONTENT_READER_END_OF_STREAM
+		return x->result.end == FG_UP_OK ? MHD_CONTENT_READER_END_OF_STREAM
 					     : MHD_CONTENT_READER_END_WITH_ERROR;
 	x->download_suspended = true;
 	MHD_suspend_connection(x->conn);
@@ -1827,7 +1848,7 @@ static void on_content_free(void *cls)
  * a 204 or 304 and a body without a length keep the streaming path. */
 static bool whole_in_hand(const struct fg_xfer *x)
 {
-	return x->done && x->result == CURLE_OK && x->headers_done &&
+	return x->done && x->result.end == FG_UP_OK && x->headers_done &&
 	       !x->head && x->status != 204 && x->status != 304 &&
 	       x->content_length >= 0 && x->resp_sent == 0 &&
 	       (uint64_t)x->content_length == x->rs_len;
@@ -1899,7 +1920,7 @@ bool fg_xfer_kept(struct fg_xfer *x, int *status, const char **body,
 		MHD_suspend_connection(x->conn);
 		return false;
 	}
-	bool answered = x->result == CURLE_OK && x->headers_done;
+	bool answered = x->result.end == FG_UP_OK && x->headers_done;
 	*status = answered ? x->status : 0;
 	*body = x->rs;
 	*len = x->rs_len;
