@@ -1789,30 +1789,6 @@ bool fg_xfer_body_end(struct fg_xfer *x)
 	return !wait;
 }
 
-bool fg_xfer_head_in(const struct fg_xfer *x)
-{
-	return x->headers_done;
-}
-
-bool fg_xfer_too_many_headers(const struct fg_xfer *x)
-{
-	return x->headers_done && x->too_many_headers;
-}
-
-bool fg_xfer_broke_after_head(const struct fg_xfer *x, int *status)
-{
-	*status = x->status;
-	return x->headers_done && x->done && x->result.end != FG_UP_OK &&
-	       x->rs_len == 0 && x->resp_sent == 0;
-}
-
-enum fg_xfer_failure fg_xfer_failure(const struct fg_xfer *x, const char **why)
-{
-	*why = x->result.why;
-	return x->result.end == FG_UP_TIMEOUT ? FG_XFER_TIMEOUT
-					      : FG_XFER_UNAVAILABLE;
-}
-
 static ssize_t on_content(void *cls, uint64_t pos, char *buf, size_t max)
 {
 	struct fg_xfer *x = cls;
@@ -1854,8 +1830,8 @@ static bool whole_in_hand(const struct fg_xfer *x)
 	       (uint64_t)x->content_length == x->rs_len;
 }
 
-struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
-				      const char *host, unsigned *status)
+static struct MHD_Response *response(struct fg_xfer *x, const char *scheme,
+				     const char *host)
 {
 	const struct fg_config *cfg = x->xs->host.cfg;
 	/* The upstream's Content-Length is the body's length (curl undoes no
@@ -1908,8 +1884,33 @@ struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
 		MHD_add_response_header(r, name, mine ? mine : value);
 		free(mine);
 	}
-	*status = (unsigned)x->status;
 	return r;
+}
+
+struct fg_xfer_answer fg_xfer_answer(struct fg_xfer *x, const char *scheme,
+				     const char *host)
+{
+	struct fg_xfer_answer a = {
+		.failure = x->result.end == FG_UP_TIMEOUT ? FG_XFER_TIMEOUT
+							  : FG_XFER_UNAVAILABLE,
+		.why = x->result.why,
+		.owner = x->hooks.arg,
+	};
+	if (!x->headers_done) {
+		a.kind = FG_XFER_FAILED;
+		return a;
+	}
+	a.status = (unsigned)x->status;
+	if (x->too_many_headers) {
+		a.kind = FG_XFER_TOO_MANY_HEADERS;
+	} else if (x->done && x->result.end != FG_UP_OK && x->rs_len == 0 &&
+		   x->resp_sent == 0) {
+		a.kind = FG_XFER_BROKE_AFTER_HEAD;
+	} else {
+		a.kind = FG_XFER_ANSWERED;
+		a.response = response(x, scheme, host);
+	}
+	return a;
 }
 
 bool fg_xfer_kept(struct fg_xfer *x, int *status, const char **body,

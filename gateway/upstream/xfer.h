@@ -136,33 +136,45 @@ size_t fg_xfer_feed(struct fg_xfer *x, const char *data, size_t *size);
  *  one of them. */
 bool fg_xfer_body_end(struct fg_xfer *x);
 
-/** Did the upstream's answer head come (a final status)? */
-bool fg_xfer_head_in(const struct fg_xfer *x);
-
-/** Did it have more headers than the gateway forwards? */
-bool fg_xfer_too_many_headers(const struct fg_xfer *x);
-
-/** Did the answer's head come, and the transfer then fail before any of
- *  its body was in hand? (Nothing of it has gone to the client: it is
- *  answered as a failure, never with a head whose body cannot follow.)
- *  *status: the head's status. */
-bool fg_xfer_broke_after_head(const struct fg_xfer *x, int *status);
-
 /* Why a transfer ended without an answer. */
 enum fg_xfer_failure {
 	FG_XFER_UNAVAILABLE, /* unreachable, refused, broken */
 	FG_XFER_TIMEOUT,
 };
-/** Why an ended transfer has no answer; *why: curl's words when they say
- *  more than the failure, else NULL. */
-enum fg_xfer_failure fg_xfer_failure(const struct fg_xfer *x, const char **why);
 
-/** The answer of a transfer whose head is in: its status and headers
- *  (Location and Content-Location rewritten as the settings say, for
- *  `scheme` and the client's `host`), its body streamed from the
- *  transfer (the response holds a reference). NULL without memory. */
-struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
-				      const char *host, unsigned *status);
+/* What the client is to be answered, once the body is in and the answer's
+ * head came or the transfer ended. */
+enum fg_xfer_answer_kind {
+	/* the upstream's answer: its status, its head and its streamed
+	 * body in `response` (NULL without memory) */
+	FG_XFER_ANSWERED,
+	/* its head had more headers than the gateway forwards */
+	FG_XFER_TOO_MANY_HEADERS,
+	/* its head came (`status`), then it failed before any of its body
+	 * was in hand (nothing of it went to the client: it is answered as
+	 * a failure, never with a head whose body cannot follow) */
+	FG_XFER_BROKE_AFTER_HEAD,
+	/* it ended without a head: `failure`; the transfer's owner (the
+	 * hooks' arg, NULL without hooks) may have cut it */
+	FG_XFER_FAILED,
+};
+
+struct fg_xfer_answer {
+	enum fg_xfer_answer_kind kind;
+	unsigned status;                /* ANSWERED, BROKE_AFTER_HEAD */
+	struct MHD_Response *response;  /* ANSWERED; the caller's */
+	enum fg_xfer_failure failure;   /* FAILED, BROKE_AFTER_HEAD */
+	const char *why;                /* the failure said more, else NULL */
+	void *owner;
+};
+
+/** The answer to the client of a transfer whose head is in or that
+ *  ended. An answered one's headers are the upstream's, Location and
+ *  Content-Location rewritten as the settings say (for `scheme` and the
+ *  client's `host`); its body streams from the transfer (the response
+ *  holds a reference). */
+struct fg_xfer_answer fg_xfer_answer(struct fg_xfer *x, const char *scheme,
+				     const char *host);
 
 /** A header of the answer of a kept transfer that ended: the first value
  *  of the header `name` (case ignored), or NULL; *count says how many
