@@ -10,6 +10,21 @@
 #ifndef FG_UPSTREAM_BACKEND_H
 #define FG_UPSTREAM_BACKEND_H
 
+#include <stddef.h>
+
+/* One header of a head: its name and value as they came (the value's
+ * leading blanks gone, nothing else), not NUL-ended. */
+struct fg_up_header {
+	const char *name;
+	size_t name_len;
+	const char *value;
+	size_t value_len;
+};
+
+/* The most headers a client hands on of one head; a head with more is
+ * handed on cut, and refused. */
+#define FG_UP_HEADERS_MAX 1024
+
 /* How an exchange with the upstream ended. */
 enum fg_up_end {
 	FG_UP_OK,            /* the whole answer came */

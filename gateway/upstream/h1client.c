@@ -216,6 +216,23 @@ static void exchange_free(struct fg_h1x *x)
 	free(x);
 }
 
+/* The reader's heads: an interim one is passed over, the final one goes
+ * to the owner. */
+static bool on_head(void *arg, int status, const struct fg_up_header *h,
+		    size_t n, bool cut)
+{
+	struct fg_h1x *x = arg;
+	return status < 200 || x->hooks.head(x->arg, status, h, n, cut);
+}
+
+static bool on_body(void *arg, const char *p, size_t n)
+{
+	struct fg_h1x *x = arg;
+	return x->hooks.body(x->arg, p, n);
+}
+
+static const struct fg_h1_hooks reader = { on_head, on_body };
+
 /* What each end says more than itself, in the words the upstream's
  * failures are reported in. */
 static const char *why_of(enum fg_up_end how)
@@ -293,8 +310,7 @@ static void lost(struct fg_h1x *x, int err)
 		x->retried = true;
 		x->off = 0;
 		fg_h1_free(&x->rd);
-		if (fg_h1_init(&x->rd, x->head, &(struct fg_h1_hooks){
-				       x->hooks.line, x->hooks.body }, x->arg) != 0) {
+		if (fg_h1_init(&x->rd, x->head, &reader, x) != 0) {
 			finish(x, FG_UP_UNREACHABLE);
 			return;
 		}
@@ -510,8 +526,7 @@ struct fg_h1x *fg_h1c_start(struct fg_h1c *c, const struct sockaddr *sa,
 		if (!x->piece)
 			goto fail;
 	}
-	if (fg_h1_init(&x->rd, req->is_head,
-		       &(struct fg_h1_hooks){ hooks->line, hooks->body }, arg) != 0)
+	if (fg_h1_init(&x->rd, req->is_head, &reader, x) != 0)
 		goto fail;
 	x->c = c;
 	x->hooks = *hooks;

@@ -40,8 +40,10 @@ struct fg_h1x;
 #define FG_H1X_FILL_ABORT ((size_t)-2)
 
 struct fg_h1x_hooks {
-	/* a head line, with its CRLF (h1.h); false refuses the answer */
-	bool (*line)(void *arg, const char *line, size_t len);
+	/* the final head (an interim one is passed over): its status and
+	 * headers (h1.h); false refuses the answer */
+	bool (*head)(void *arg, int status, const struct fg_up_header *h,
+		     size_t n, bool cut);
 	/* how many body bytes body() may be handed now; 0 stops reading
 	 * until fg_h1x_resume() */
 	size_t (*room)(void *arg);

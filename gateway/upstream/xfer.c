@@ -141,7 +141,16 @@ struct fg_xfer {
 	bool has_connection;
 	size_t connection;            /* the upstream's Connection header, in hb */
 	int64_t content_length;
-	bool te;                      /* this head had a Transfer-Encoding */
+	/* the head curl is reading: its status, its names and values in
+	 * one block (ch), where each is (chdrs, offsets until handed on),
+	 * and whether it had a Transfer-Encoding or a Content-Length */
+	int cstatus;
+	char *ch;
+	size_t ch_len, ch_cap;
+	struct fg_up_header *chdrs;
+	size_t nchdrs, capchdrs;
+	bool ccut, cte;
+	int64_t clength;
 	bool unframed;                /* a body the answer did not carry could
 					 still come on its connection: a HEAD's
 					 answer, a 1xx, 204 or 304 that announced
@@ -281,6 +290,8 @@ static void xfer_free(struct fg_xfer *x)
 		x->hooks.freed(x->hooks.arg);
 	free(x->hdrs);
 	free(x->hb);
+	free(x->ch);
+	free(x->chdrs);
 	buf_put(x->xs, x->rq);
 	buf_put(x->xs, x->rs);
 	fg_recycle_put(&x->xs->xfers, x);
@@ -461,7 +472,22 @@ static void forget_headers(struct fg_xfer *x)
 	x->too_many_headers = false;
 	x->has_connection = false;
 	x->content_length = -1;
-	x->te = false;
+}
+
+/* A header value's number, as strtoll() reads it from a NUL-ended copy
+ * (a value is not NUL-ended). */
+static int64_t value_number(const char *v, size_t vl)
+{
+	char small[64];
+	char *b = vl < sizeof(small) ? small : malloc(vl + 1);
+	if (!b)
+		return -1;
+	memcpy(b, v, vl);
+	b[vl] = '\0';
+	int64_t n = strtoll(b, NULL, 10);
+	if (b != small)
+		free(b);
+	return n;
 }
 
 /* Makes room for n more bytes in a block of header lines (*buf, *cap
@@ -504,9 +530,7 @@ static void keep_header(struct fg_xfer *x, const char *name, size_t nl,
 			const char *v, size_t vl)
 {
 	if (nl == 14 && strncasecmp(name, "Content-Length", 14) == 0)
-		x->content_length = strtoll(v, NULL, 10);
-	if (nl == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0)
-		x->te = true;
+		x->content_length = value_number(v, vl);
 	if (nl == 10 && strncasecmp(name, "Connection", 10) == 0) {
 		if (hb_put(x, v, vl, &x->connection))
 			x->has_connection = true;
@@ -534,6 +558,67 @@ static void keep_header(struct fg_xfer *x, const char *name, size_t nl,
 	x->nhdrs++;
 }
 
+/* The final head of the answer, from either client: its status and its
+ * headers (`cut`: more came than a client hands on). */
+static void take_head(struct fg_xfer *x, int status,
+		      const struct fg_up_header *h, size_t n, bool cut)
+{
+	x->status = status;
+	forget_headers(x);
+	for (size_t i = 0; i < n; i++) {
+		const char *v = h[i].value, *end = v + h[i].value_len;
+		while (v < end && (*v == ' ' || *v == '\t'))
+			v++;
+		keep_header(x, h[i].name, h[i].name_len, v, (size_t)(end - v));
+	}
+	if (cut)
+		x->too_many_headers = true;
+	x->headers_done = true;
+	x->rx_at = now_ms();
+	resume(x, &x->waiting_headers);
+}
+
+/* A header line of the head curl reads, kept in x->ch until the head
+ * ends. */
+static void curl_header(struct fg_xfer *x, const char *name, size_t nl,
+			const char *v, size_t vl)
+{
+	if (nl == 14 && strncasecmp(name, "Content-Length", 14) == 0)
+		x->clength = value_number(v, vl);
+	if (nl == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0)
+		x->cte = true;
+	if (x->ccut)
+		return;
+	if (x->nchdrs == FG_UP_HEADERS_MAX) {
+		x->ccut = true;
+		return;
+	}
+	if (x->nchdrs == x->capchdrs) {
+		size_t cap = x->capchdrs ? x->capchdrs * 2 : 16;
+		struct fg_up_header *a = realloc(x->chdrs, cap * sizeof(*a));
+		if (!a) {
+			x->ccut = true; /* (refused as one that could not be kept) */
+			return;
+		}
+		x->chdrs = a;
+		x->capchdrs = cap;
+	}
+	if (!room(&x->ch, &x->ch_cap, x->ch_len, nl + vl, 512)) {
+		x->ccut = true;
+		return;
+	}
+	/* (offsets until the head ends: the block moves as it grows) */
+	struct fg_up_header *e = &x->chdrs[x->nchdrs++];
+	e->name = (const char *)(uintptr_t)x->ch_len;
+	e->name_len = nl;
+	memcpy(x->ch + x->ch_len, name, nl);
+	x->ch_len += nl;
+	e->value = (const char *)(uintptr_t)x->ch_len;
+	e->value_len = vl;
+	memcpy(x->ch + x->ch_len, v, vl);
+	x->ch_len += vl;
+}
+
 static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
 {
 	struct fg_xfer *x = ud;
@@ -543,20 +628,27 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
 	if (n >= 5 && strncmp(buf, "HTTP/", 5) == 0) {
 		/* a new status line: forget an interim (1xx) response */
 		const char *sp = memchr(buf, ' ', n);
-		x->status = sp ? atoi(sp + 1) : 502;
-		forget_headers(x);
+		x->cstatus = sp ? atoi(sp + 1) : 502;
+		x->ch_len = 0;
+		x->nchdrs = 0;
+		x->ccut = false;
+		x->cte = false;
+		x->clength = -1;
 	} else if (n == 0) {
 		/* a head without a body that announced one (any head of a
 		 * HEAD's answer): what curl does not read of it could still
 		 * come, and be read as the next request's answer */
-		bool bodiless = x->head || x->status < 200 || x->status == 204 ||
-				x->status == 304;
-		if (x->head || (bodiless && (x->te || x->content_length > 0)))
+		bool bodiless = x->head || x->cstatus < 200 || x->cstatus == 204 ||
+				x->cstatus == 304;
+		if (x->head || (bodiless && (x->cte || x->clength > 0)))
 			x->unframed = true;
-		if (x->status >= 200) {
-			x->headers_done = true;
-			x->rx_at = now_ms();
-			resume(x, &x->waiting_headers);
+		if (x->cstatus >= 200) {
+			for (size_t i = 0; i < x->nchdrs; i++) {
+				x->chdrs[i].name = x->ch + (uintptr_t)x->chdrs[i].name;
+				x->chdrs[i].value = x->ch + (uintptr_t)x->chdrs[i].value;
+			}
+			take_head(x, x->cstatus, x->chdrs, x->nchdrs, x->ccut);
+			x->nchdrs = 0;
 		}
 	} else {
 		const char *colon = memchr(buf, ':', n);
@@ -564,7 +656,7 @@ static size_t on_header(char *buf, size_t size, size_t nitems, void *ud)
 			const char *v = colon + 1;
 			while (v < buf + n && (*v == ' ' || *v == '\t'))
 				v++;
-			keep_header(x, buf, (size_t)(colon - buf), v,
+			curl_header(x, buf, (size_t)(colon - buf), v,
 				    (size_t)(buf + n - v));
 		}
 	}
@@ -720,9 +812,10 @@ static void ended(struct fg_xfers *xs, struct fg_xfer *x,
 
 /* ---- the gateway's own client's side -------------------------------------- */
 
-static bool h1_line(void *arg, const char *line, size_t len)
+static bool h1_head(void *arg, int status, const struct fg_up_header *h,
+		    size_t n, bool cut)
 {
-	on_header((char *)line, 1, len, arg);
+	take_head(arg, status, h, n, cut);
 	return true;
 }
 
@@ -771,7 +864,7 @@ static void h1_end(void *arg, struct fg_up_outcome how)
 }
 
 static const struct fg_h1x_hooks h1_hooks = {
-	.line = h1_line,
+	.head = h1_head,
 	.room = h1_room,
 	.body = h1_body,
 	.fill = h1_fill,
