@@ -1,7 +1,8 @@
 /*
- * xfer.h - a loop's transfers to the upstream: its libcurl multi handle
- * driven on the loop's libevent base, one streaming transfer per proxied
- * request. Private to the gateway.
+ * xfer.h - a loop's transfers to the upstream, one streaming transfer per
+ * proxied request, carried by the gateway's own HTTP/1.1 client or by
+ * libcurl (upstream/backend.h), both driven on the loop's libevent base.
+ * Private to the gateway.
  *
  * It knows nothing of fencing: an owner that must bound what is sent
  * hands it a send gate, asked before every byte goes, and a done hook
