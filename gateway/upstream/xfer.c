@@ -59,15 +59,9 @@
  * queued, the libmicrohttpd response streaming its answer, and an owner's
  * calls in flight (fg_xfer_hold()).
  */
-#include <errno.h>
-#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
-#include <unistd.h>
-#include <arpa/inet.h>
-#include <netinet/in.h>
-#include <sys/socket.h>
 
 #include <event2/event.h>
 #include <event2/event_struct.h>
@@ -78,12 +72,11 @@
 #include "base/record.h"
 #include "base/recycle.h"
 #include "base/redirect.h"
-#include "base/text.h"
-#include "base/writeset.h"
 #include "proc/metrics.h"
 #include "upstream/backend.h"
 #include "upstream/curlx.h"
 #include "upstream/h1client.h"
+#include "upstream/head.h"
 #include "upstream/headers.h"
 #include "upstream/xfer.h"
 
@@ -185,14 +178,7 @@ struct fg_xfers {
 	/* the clients: the gateway's own, and libcurl */
 	struct fg_h1c *h1c;
 	struct fg_curlx *curl;
-	/* a request's header lines while fg_xfer_start() makes it, each
-	 * NUL-ended: the loop's, reused (a list node and a copy per line
-	 * were a tenth of a GET's instructions), then the headers of the
-	 * request as data, pointing into it */
-	char *rh;
-	size_t rh_len, rh_cap;
-	struct fg_up_header *rqh;
-	size_t caprqh;
+	struct fg_head head;          /* the request being made */
 	struct fg_recycle xfers;      /* freed transfers, made again */
 };
 
@@ -736,8 +722,7 @@ void fg_xfers_destroy(struct fg_xfers *xs)
 	run_commands(xs);
 	fg_curlx_destroy(xs->curl);
 	fg_h1c_destroy(xs->h1c);
-	free(xs->rh);
-	free(xs->rqh);
+	fg_head_free(&xs->head);
 	while (xs->nbufs > 0)
 		free(xs->bufs[--xs->nbufs]);
 	fg_recycle_drain(&xs->xfers);
@@ -746,174 +731,33 @@ void fg_xfers_destroy(struct fg_xfers *xs)
 	free(xs);
 }
 
-/* ---- building a request ------------------------------------------------- */
-
-struct hdr_ctx {
-	struct fg_xfers *xs;
-	unsigned flags;         /* FG_HDR_* */
-	const char *connection; /* the Connection header: names more hop headers */
-	char xff[FG_HDR_XFF_MAX]; /* every X-Forwarded-For value, in order */
-	size_t xff_len;
-	bool failed;
-};
-
-/* Appends the pieces of one header line, then its NUL, to xs->rh. */
-static bool rh_put(struct fg_xfers *xs, const char *a, size_t an,
-		   const char *b, size_t bn, const char *c, size_t cn)
-{
-	size_t n = an + bn + cn + 1;
-	if (!room(&xs->rh, &xs->rh_cap, xs->rh_len, n, 1024))
-		return false;
-	char *o = xs->rh + xs->rh_len;
-	memcpy(o, a, an);
-	memcpy(o + an, b, bn);
-	memcpy(o + an + bn, c, cn);
-	o[an + bn + cn] = '\0';
-	xs->rh_len += n;
-	return true;
-}
-
-static bool append_line(void *arg, const char *line)
-{
-	return rh_put(arg, line, strlen(line), "", 0, "", 0);
-}
-
-static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
-				  const char *key, const char *value)
-{
-	struct hdr_ctx *h = cls;
-	(void)kind;
-	if (fg_hdr_is_xff(key)) {
-		if (fg_hdr_xff_join(h->xff, sizeof(h->xff), &h->xff_len, value) != 0) {
-			h->failed = true; /* bounded like every header */
-			return MHD_NO;
-		}
-		return MHD_YES;
-	}
-	if (!fg_hdr_pass(key, h->connection, h->flags))
-		return MHD_YES;
-	if (!rh_put(h->xs, key, strlen(key), ": ", 2, value, strlen(value))) {
-		h->failed = true;
-		return MHD_NO;
-	}
-	return MHD_YES;
-}
-
-static void client_ip(struct MHD_Connection *c, char *out, size_t cap)
-{
-	const union MHD_ConnectionInfo *ci =
-		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
-	memcpy(out, "unknown", sizeof("unknown")); /* (cap >= INET6_ADDRSTRLEN) */
-	if (!ci || !ci->client_addr)
-		return;
-	const struct sockaddr *sa = ci->client_addr;
-	if (sa->sa_family == AF_INET) {
-		/* inet_ntop() formats an IPv4 address with sprintf(), once
-		 * per request: the four numbers are written here */
-		const uint8_t *b = (const uint8_t *)
-			&((const struct sockaddr_in *)sa)->sin_addr.s_addr;
-		size_t n = 0;
-		for (int i = 0; i < 4; i++) {
-			n += fg_digits(out + n, b[i]);
-			out[n++] = i < 3 ? '.' : '\0';
-		}
-	} else if (sa->sa_family == AF_INET6) {
-		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)cap);
-	}
-}
-
-/* The headers every request upstream carries: the client's as the policy
- * passes them (headers.h), then the gateway's own, appended to xs->rh;
- * false when a header could not be added. */
-static bool client_headers(struct fg_xfers *xs, struct MHD_Connection *c,
-			   unsigned flags, bool tls, const char *host)
-{
-	char ip[64];
-	struct hdr_ctx h = { xs, flags,
-		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION),
-		{ 0 }, 0, false };
-	MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
-	client_ip(c, ip, sizeof(ip));
-	struct fg_hdr_forward f = {
-		.xff = h.xff,
-		.client_ip = ip,
-		.tls = tls,
-		.host = host ? host : MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-								  MHD_HTTP_HEADER_HOST),
-		.has_accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
-							  MHD_HTTP_HEADER_ACCEPT) != NULL,
-		.flags = flags,
-	};
-	return !h.failed && fg_hdr_add(&f, append_line, xs);
-}
-
-/* The lines in xs->rh as the request's headers, in xs->rqh (split at
- * their colon, the value's leading blanks gone); false without memory. */
-static bool rh_headers(struct fg_xfers *xs, size_t *n)
-{
-	*n = 0;
-	for (size_t o = 0, ln; o < xs->rh_len; o += ln + 1) {
-		const char *l = xs->rh + o;
-		ln = strlen(l);
-		if (*n == xs->caprqh) {
-			size_t cap = xs->caprqh ? xs->caprqh * 2 : 32;
-			struct fg_up_header *a = realloc(xs->rqh, cap * sizeof(*a));
-			if (!a)
-				return false;
-			xs->rqh = a;
-			xs->caprqh = cap;
-		}
-		const char *colon = memchr(l, ':', ln);
-		const char *v = colon ? colon + 1 : l + ln;
-		while (*v == ' ' || *v == '\t')
-			v++;
-		struct fg_up_header *h = &xs->rqh[(*n)++];
-		h->name = l;
-		h->name_len = colon ? (size_t)(colon - l) : ln;
-		h->value = v;
-		h->value_len = (size_t)(l + ln - v);
-	}
-	return true;
-}
-
 int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 		  const struct fg_xfer_hooks *hooks)
 {
 	struct fg_xfers *xs = x->xs;
-	xs->rh_len = 0;
-	bool ok = client_headers(xs, x->conn, spec->hdr_flags, spec->tls,
-				 spec->host);
-	for (const char *const *l = spec->extra; ok && l && *l; l++)
-		ok = append_line(xs, *l);
-	if (!ok)
-		goto error;
-
 	x->kept = spec->kept_body != NULL;
 	x->head = strcmp(spec->method, "HEAD") == 0;
 	x->chunked = spec->chunked;
 	x->body_length = spec->length;
 	x->has_body = !x->kept && !x->head && (spec->chunked || spec->length_given);
-	/* the safe methods (RFC 9110, and WebDAV's PROPFIND) may go out
-	 * twice, as curl would send them; a write never does */
-	const char *m = spec->method;
-	size_t nheaders;
-	if (!rh_headers(xs, &nheaders))
-		goto error;
-	struct fg_up_request rq = {
-		.method = m,
+	struct fg_head_in in = {
+		.conn = x->conn,
+		.cfg = xs->host.cfg,
+		.method = spec->method,
 		.url = spec->url,
-		.headers = xs->rqh,
-		.nheaders = nheaders,
+		.hdr_flags = spec->hdr_flags,
+		.tls = spec->tls,
+		.host = spec->host,
+		.extra = spec->extra,
 		.body = !x->has_body ? FG_UP_BODY_NONE
 			: x->chunked ? FG_UP_BODY_CHUNKED : FG_UP_BODY_LENGTH,
-		.length = x->has_body && !x->chunked ? x->body_length : 0,
+		.length = x->body_length,
 		.fixed_body = spec->kept_body,
 		.fixed_len = spec->kept_body_len,
-		.is_head = x->head,
-		.retryable = !x->has_body && !fg_method_is_write(xs->host.cfg, m) &&
-			(x->head || strcmp(m, "GET") == 0 || strcmp(m, "OPTIONS") == 0 ||
-			 strcmp(m, "PROPFIND") == 0),
 	};
+	struct fg_up_request rq;
+	if (!fg_head_build(&xs->head, &in, &rq))
+		goto error;
 	/* The gateway's own client carries what it can of the requests
 	 * whose body, if any, is in hand whole as soon as its client sent
 	 * it; libcurl the rest. */
