@@ -94,6 +94,15 @@
 
 enum { CMD_START = 1, CMD_UNPAUSE_READ = 2, CMD_UNPAUSE_WRITE = 4, CMD_ABORT = 8 };
 
+/* Where a transfer is. */
+enum xfer_state {
+	XS_NEW,      /* made (fg_xfer_create()), nothing asked of it yet */
+	XS_READY,    /* its request prepared for its client, its start
+			posted (fg_xfer_start()) */
+	XS_RUNNING,  /* begun: its client carries it (the active list) */
+	XS_ENDED,    /* answered, failed, cut or never begun (ended()) */
+};
+
 /* An answer header: where its name and value start in the transfer's
  * header block (hb), each NUL-ended. Offsets, not pointers: the block
  * moves as it grows. */
@@ -110,6 +119,7 @@ struct fg_xfer {
 					 (fg_xfer_hold()) */
 	struct MHD_Connection *conn;
 	struct fg_xfer_hooks hooks;   /* none: all NULL */
+	enum xfer_state state;
 	bool head;                    /* HEAD: no response body follows */
 	bool kept;                    /* the gateway's own question: its answer
 					 (the first BUF bytes) is kept, never
@@ -138,7 +148,8 @@ struct fg_xfer {
 	bool has_connection;
 	size_t connection;            /* the upstream's Connection header, in hb */
 	int64_t content_length;
-	bool headers_done, waiting_headers, done, download_suspended, mhd_gone;
+	bool headers_done;            /* the final head came */
+	bool waiting_headers, download_suspended, mhd_gone;
 	bool kept_wait;               /* suspended until the kept answer ends */
 	bool write_wants_room;
 	bool recv_held;               /* the client's receiving waits for room */
@@ -150,11 +161,10 @@ struct fg_xfer {
 
 	struct event hup;             /* the client's hang-up, mid-body */
 	bool hup_set, hup_on;
-	/* the client that carries it, and its exchange (prepared, then
-	 * begun: `added`) */
+	/* the client that carries it, and its exchange (from XS_READY until
+	 * ended) */
 	const struct fg_up_backend *be;
 	void *ex;
-	bool added;
 	uint64_t started;
 	uint64_t started_ns;
 	uint64_t rx_at;               /* when the response last gave bytes, or
@@ -518,13 +528,12 @@ static const struct fg_up_outcome NOT_BEGUN = {
 static void ended(struct fg_xfers *xs, struct fg_xfer *x,
 		  struct fg_up_outcome out)
 {
-	bool began = x->added;
-	if (x->added) {
+	bool began = x->state == XS_RUNNING;
+	if (began) {
 		uint64_t ns = fg_rec_now_ns() - x->started_ns;
 		int status = x->headers_done ? x->status : 0;
 		x->up_ns = (int64_t)ns;
 		fg_metrics_upstream(status, ns);
-		x->added = false;
 		if (x->aprev)
 			x->aprev->anext = x->anext;
 		else
@@ -537,7 +546,7 @@ static void ended(struct fg_xfers *xs, struct fg_xfer *x,
 		x->be->cancel(x->ex);
 		x->ex = NULL;
 	}
-	x->done = true;
+	x->state = XS_ENDED;
 	x->result = out;
 	resume(x, &x->waiting_headers);
 	resume(x, &x->download_suspended);
@@ -580,13 +589,13 @@ static void run_commands(struct fg_xfers *xs)
 		x->pending = 0;
 		x->queued = false;
 
-		if ((cmd & CMD_START) && x->ex && !x->added && !x->done) {
+		if ((cmd & CMD_START) && x->state == XS_READY) {
 			/* a transfer whose gate closed meanwhile is not begun:
 			 * a request without a body would go out whole */
 			if (!gate_open(x)) {
 				ended(xs, x, TIMED_OUT);
 			} else if (x->be->begin(x->ex)) {
-				x->added = true;
+				x->state = XS_RUNNING;
 				/* the body is still coming and the connection waits
 				 * on its socket for it (not suspended, not gone) */
 				if (x->has_body && !x->req_done &&
@@ -603,13 +612,13 @@ static void run_commands(struct fg_xfers *xs)
 				ended(xs, x, NOT_BEGUN);
 			}
 		}
-		if ((cmd & CMD_ABORT) && x->added)
+		if ((cmd & CMD_ABORT) && x->state == XS_RUNNING)
 			ended(xs, x, ABORTED);
-		if (x->added && (cmd & CMD_UNPAUSE_WRITE) && x->ex) {
+		if (x->state == XS_RUNNING && (cmd & CMD_UNPAUSE_WRITE)) {
 			x->recv_held = false;
 			x->be->resume_recv(x->ex);
 		}
-		if (x->added && (cmd & CMD_UNPAUSE_READ) && x->ex)
+		if (x->state == XS_RUNNING && (cmd & CMD_UNPAUSE_READ))
 			x->be->resume_send(x->ex);
 		fg_xfer_put(x); /* the queue's reference */
 	}
@@ -783,6 +792,7 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 	if (hooks)
 		x->hooks = *hooks;
 	x->refs++; /* the loop's, until ended() */
+	x->state = XS_READY;
 	if (x->kept) {
 		x->kept_wait = true;
 		MHD_suspend_connection(x->conn);
@@ -810,7 +820,7 @@ void fg_xfer_close(struct fg_xfer *x)
 {
 	hup_unwatch(x);
 	x->mhd_gone = true;
-	if (!x->done)
+	if (x->state != XS_ENDED)
 		post(x, CMD_ABORT);
 	fg_xfer_put(x);
 }
@@ -827,9 +837,9 @@ bool fg_xfer_is_kept(const struct fg_xfer *x)
 
 enum fg_xfer_stage fg_xfer_stage(const struct fg_xfer *x)
 {
-	if (x->done)
+	if (x->state == XS_ENDED)
 		return FG_XFER_ENDED;
-	if (!x->added)
+	if (x->state != XS_RUNNING)
 		return FG_XFER_QUEUED;
 	bool sent = x->up_sent || (x->be->sent && x->be->sent(x->ex));
 	return sent ? FG_XFER_SENT : FG_XFER_SENDING;
@@ -837,13 +847,13 @@ enum fg_xfer_stage fg_xfer_stage(const struct fg_xfer *x)
 
 void fg_xfer_end_now(struct fg_xfer *x)
 {
-	if (x->added)
+	if (x->state == XS_RUNNING)
 		ended(x->xs, x, TIMED_OUT);
 }
 
 size_t fg_xfer_feed(struct fg_xfer *x, const char *data, size_t *size)
 {
-	if (x->done || !x->rq) {
+	if (x->state == XS_ENDED || !x->rq) {
 		*size = 0; /* the answer is decided: drop the body */
 		return 0;
 	}
@@ -880,7 +890,7 @@ bool fg_xfer_body_end(struct fg_xfer *x)
 		wake = x->want_data;
 		x->want_data = false;
 	}
-	bool wait = !x->headers_done && !x->done;
+	bool wait = !x->headers_done && x->state != XS_ENDED;
 	if (wait) {
 		x->waiting_headers = true;
 		MHD_suspend_connection(x->conn);
@@ -906,7 +916,7 @@ static ssize_t on_content(void *cls, uint64_t pos, char *buf, size_t max)
 			post(x, CMD_UNPAUSE_WRITE);
 		return (ssize_t)n;
 	}
-	if (x->done)
+	if (x->state == XS_ENDED)
 		return x->result.end == FG_UP_OK ? MHD_CONTENT_READER_END_OF_STREAM
 					     : MHD_CONTENT_READER_END_WITH_ERROR;
 	x->download_suspended = true;
@@ -925,7 +935,7 @@ static void on_content_free(void *cls)
  * a 204 or 304 and a body without a length keep the streaming path. */
 static bool whole_in_hand(const struct fg_xfer *x)
 {
-	return x->done && x->result.end == FG_UP_OK && x->headers_done &&
+	return x->state == XS_ENDED && x->result.end == FG_UP_OK && x->headers_done &&
 	       !x->head && x->status != 204 && x->status != 304 &&
 	       x->content_length >= 0 && x->resp_sent == 0 &&
 	       (uint64_t)x->content_length == x->rs_len;
@@ -1004,7 +1014,7 @@ struct fg_xfer_answer fg_xfer_answer(struct fg_xfer *x, const char *scheme,
 	a.status = (unsigned)x->status;
 	if (x->too_many_headers) {
 		a.kind = FG_XFER_TOO_MANY_HEADERS;
-	} else if (x->done && x->result.end != FG_UP_OK && x->rs_len == 0 &&
+	} else if (x->state == XS_ENDED && x->result.end != FG_UP_OK && x->rs_len == 0 &&
 		   x->resp_sent == 0) {
 		a.kind = FG_XFER_BROKE_AFTER_HEAD;
 	} else {
@@ -1017,7 +1027,7 @@ struct fg_xfer_answer fg_xfer_answer(struct fg_xfer *x, const char *scheme,
 bool fg_xfer_kept(struct fg_xfer *x, int *status, const char **body,
 		  size_t *len)
 {
-	if (!x->done) {
+	if (x->state != XS_ENDED) {
 		x->kept_wait = true; /* called again before it ended */
 		MHD_suspend_connection(x->conn);
 		return false;
