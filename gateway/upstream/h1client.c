@@ -9,7 +9,8 @@
  *   come). Every other end closes it, so a
  *   cancelled or failed exchange never leaves a request half-read on a
  *   connection that is used again.
- * - The request's head is sent as given, then exactly the body's length
+ * - The request's head is written as curl would send it (request_head()),
+ *   then exactly the body's length
  *   in bytes from fill(), each piece asked for right before it is sent
  *   (a refused piece, or any failure, cuts the request off with its
  *   connection: the upstream never sees it complete). A retry sends a
@@ -20,8 +21,8 @@
  * - A body is read only while the exchange's owner has room for it,
  *   never more than that room: memory per exchange is bounded by the
  *   owner's buffer, whatever the answer's size.
- * - end() is called exactly once per exchange, never from inside
- *   fg_h1c_start(), and never after fg_h1x_cancel().
+ * - on_end() is called exactly once per exchange that began, never from
+ *   inside begin(), and never after cancel().
  * - An idle connection stays registered for reading; anything it says
  *   (its close, or bytes nobody asked for) drops it. An idle connection
  *   older than IDLE_MS is closed rather than used, as curl does.
@@ -385,7 +386,7 @@ static void send_some(struct fg_h1x *x)
 			if (!x->send_paused)
 				break; /* all of it is out */
 			/* fill() has no more yet: nothing is watched until
-			 * fg_h1x_resume_send() (the upstream's answer waits in
+			 * resume_send() (the upstream's answer waits in
 			 * the socket) */
 			unwatch(k);
 			return;

@@ -54,15 +54,16 @@ struct fg_xfer *fg_xfer_create(struct fg_xfers *xs, struct MHD_Connection *c);
 /* What an owner that bounds the sending needs of its transfer; all called
  * on the loop's thread. */
 struct fg_xfer_hooks {
-	/** The send gate: may bytes go upstream now? Asked inside curl's
-	 *  read callback before each piece of the body, and before the
-	 *  transfer is handed to curl. false aborts a transfer still
-	 *  sending (its connection closed) and never begins one that was
-	 *  not begun; the transfer then ends timed out. */
+	/** The send gate: may bytes go upstream now? Asked inside the
+	 *  client's read side (its fill()) before each piece of the body,
+	 *  and before the transfer is handed to its client. false aborts
+	 *  a transfer still sending (its connection closed) and never
+	 *  begins one that was not begun; the transfer then ends timed
+	 *  out. */
 	bool (*may_send)(void *arg);
-	/** The transfer ended: `answered` (curl finished it) or not, and
-	 *  whether it had been handed to curl (`began`; if so its request
-	 *  may have reached the upstream). Once. */
+	/** The transfer ended: `answered` (its client finished it) or not,
+	 *  and whether it had been handed to its client (`began`; if so its
+	 *  request may have reached the upstream). Once. */
 	void (*done)(void *arg, bool answered, bool began);
 	/** The transfer is freed: arg is not used again. */
 	void (*freed)(void *arg);
@@ -115,7 +116,7 @@ bool fg_xfer_is_kept(const struct fg_xfer *x);
 
 /* Where a transfer is. */
 enum fg_xfer_stage {
-	FG_XFER_QUEUED,  /* not handed to curl yet */
+	FG_XFER_QUEUED,  /* not handed to its client yet */
 	FG_XFER_SENDING, /* its request is going out */
 	FG_XFER_SENT,    /* the request's last byte left */
 	FG_XFER_ENDED,
