@@ -6,7 +6,7 @@
  *
  * Properties:
  *  - a body is never handed more bytes than were fed so far;
- *  - every head handed on has a status of three digits and at most
+ *  - every head handed on has a status of at most three digits and at most
  *    FG_UP_HEADERS_MAX headers, each a non-empty name of no CR, LF or
  *    colon and a value of no CR or LF, which together fit FG_H1_LINE_MAX;
  *  - DONE and ERROR are final: more bytes never change them;
@@ -42,7 +42,7 @@ static bool on_head(void *arg, int status, const struct fg_up_header *h,
 		    size_t n, bool cut)
 {
 	struct seen *s = arg;
-	PROPERTY(status >= 100 && status <= 999);
+	PROPERTY(status >= 0 && status <= 999); /* (http_parser's bound) */
 	PROPERTY(n <= FG_UP_HEADERS_MAX);
 	char st[4] = { (char)('0' + status / 100), (char)('0' + status / 10 % 10),
 		       (char)('0' + status % 10), cut ? '+' : '\n' };
