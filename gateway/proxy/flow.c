@@ -940,89 +940,95 @@ static void on_current(int err, const struct fg_check *chk, void *arg)
 
 /* The request body is in and the response head is known, or the transfer
  * ended: answer. */
+/* A write its owner cut (its lease ran out, its grant went, the gateway
+ * stopped) before the upstream answered. */
+static enum MHD_Result respond_cut(struct fg_req *req, struct MHD_Connection *c,
+				   struct pwrite *pw)
+{
+	struct fg_xfer *x = req->flow->xfer;
+	if (pw->w.stopped)
+		/* the gateway's own stop, not the lease, ended it */
+		return fg_respond_error(c, FG_E_SHUTTING_DOWN, pw->w.grace
+			? "the gateway stopped (drain-timeout-ms) before the "
+			  "upstream answered the write; it hung up, and the "
+			  "upstream may have applied it"
+			: "the gateway stopped (drain-timeout-ms) before the "
+			  "write finished; it was aborted upstream", NULL);
+	bool released = pw->w.released;
+	/* cut off after its whole request had left: the
+	 * upstream may have applied it, and the answer says so */
+	bool sent = pw->w.grace;
+	/* a rare answer: worth one more round trip for "current" */
+	const struct fg_fence_lock *m = fg_fence_first_write(&pw->fence);
+	if (!pw->cur_asked) {
+		pw->cur_asked = true;
+		fg_xfer_hold(x);
+		if (pw->px->as &&
+		    fg_alock_check(pw->px->as, m->lock, m->token,
+				   on_current, req) == FG_OK) {
+			fg_park_suspend(&req->flow->park, req->loop,
+					c, NULL, NULL, NULL);
+			return MHD_YES;
+		}
+		fg_xfer_put(x);
+	}
+	bool known = pw->cur_known;
+	const char *msg =
+		sent ? (released ? "the grant was released or broken before "
+				   "the upstream answered the write; the gateway hung up, and "
+				   "the upstream may have applied it"
+				 : "the lease ran out before the upstream answered "
+				   "the write; the gateway hung up, and the "
+				   "upstream may have applied it")
+		     : (released ? "the grant was released or broken before "
+				   "the write finished; it was aborted upstream"
+				 : "the lease ran out before the write finished; "
+				   "it was aborted upstream");
+	return fg_respond_error(c, FG_E_STALE_TOKEN, msg,
+		json_pack("{s:I, s:o}", "token", (json_int_t)m->token,
+			  "current", known ? json_integer((json_int_t)pw->cur)
+					   : json_null()));
+}
+
 static enum MHD_Result respond(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_xfer *x = req->flow->xfer;
-	if (fg_xfer_too_many_headers(x))
+	struct fg_xfer_answer a = fg_xfer_answer(x, fg_tls_on() ? "https" : "http",
+						 fg_req_host(req, c));
+	switch (a.kind) {
+	case FG_XFER_TOO_MANY_HEADERS:
 		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE,
 					"the upstream sent more headers than the gateway forwards",
 					NULL);
-	if (!fg_xfer_head_in(x)) {
-		struct pwrite *pw = fg_xfer_owner(x);
-		if (pw && pw->w.deadline_hit && pw->w.stopped)
-			/* the gateway's own stop, not the lease, ended it */
-			return fg_respond_error(c, FG_E_SHUTTING_DOWN, pw->w.grace
-				? "the gateway stopped (drain-timeout-ms) before the "
-				  "upstream answered the write; it hung up, and the "
-				  "upstream may have applied it"
-				: "the gateway stopped (drain-timeout-ms) before the "
-				  "write finished; it was aborted upstream", NULL);
-		if (pw && pw->w.deadline_hit) {
-			bool released = pw->w.released;
-			/* cut off after its whole request had left: the
-			 * upstream may have applied it, and the answer says so */
-			bool sent = pw->w.grace;
-			/* a rare answer: worth one more round trip for "current" */
-			const struct fg_fence_lock *m = fg_fence_first_write(&pw->fence);
-			if (!pw->cur_asked) {
-				pw->cur_asked = true;
-				fg_xfer_hold(x);
-				if (pw->px->as &&
-				    fg_alock_check(pw->px->as, m->lock, m->token,
-						   on_current, req) == FG_OK) {
-					fg_park_suspend(&req->flow->park, req->loop,
-							c, NULL, NULL, NULL);
-					return MHD_YES;
-				}
-				fg_xfer_put(x);
-			}
-			bool known = pw->cur_known;
-			const char *msg =
-				sent ? (released ? "the grant was released or broken before "
-						   "the upstream answered the write; the gateway hung up, and "
-						   "the upstream may have applied it"
-						 : "the lease ran out before the upstream answered "
-						   "the write; the gateway hung up, and the "
-						   "upstream may have applied it")
-				     : (released ? "the grant was released or broken before "
-						   "the write finished; it was aborted upstream"
-						 : "the lease ran out before the write finished; "
-						   "it was aborted upstream");
-			return fg_respond_error(c, FG_E_STALE_TOKEN, msg,
-				json_pack("{s:I, s:o}", "token", (json_int_t)m->token,
-					  "current", known ? json_integer((json_int_t)pw->cur)
-							   : json_null()));
-		}
-		const char *why;
-		enum fg_error e = fg_xfer_failure(x, &why) == FG_XFER_TIMEOUT
-					  ? FG_E_UPSTREAM_TIMEOUT
-					  : FG_E_UPSTREAM_UNAVAILABLE;
-		return fg_respond_error(c, e, why, NULL);
+	case FG_XFER_FAILED: {
+		struct pwrite *pw = a.owner;
+		if (pw && pw->w.deadline_hit)
+			return respond_cut(req, c, pw);
+		enum fg_error e = a.failure == FG_XFER_TIMEOUT ? FG_E_UPSTREAM_TIMEOUT
+							       : FG_E_UPSTREAM_UNAVAILABLE;
+		return fg_respond_error(c, e, a.why, NULL);
 	}
-	/* The head came, then the answer broke before a byte of its body: a
-	 * head sent now would promise a body that never follows (and
-	 * libmicrohttpd 0.9.75 leaves such a connection hanging), so the
-	 * client is told what happened instead. */
-	int up_status;
-	if (fg_xfer_broke_after_head(x, &up_status)) {
-		const char *why;
-		fg_xfer_failure(x, &why);
+	case FG_XFER_BROKE_AFTER_HEAD: {
+		/* The head came, then the answer broke before a byte of its
+		 * body: a head sent now would promise a body that never
+		 * follows (and libmicrohttpd 0.9.75 leaves such a connection
+		 * hanging), so the client is told what happened instead. */
+		int up_status = (int)a.status;
 		char msg[256];
 		snprintf(msg, sizeof(msg), "the upstream's answer (%d) broke off after "
 			 "its head (%s); a write may have been applied", up_status,
-			 why ? why : "timeout");
+			 a.why ? a.why : "timeout");
 		return fg_respond_error(c, FG_E_UPSTREAM_UNAVAILABLE, msg,
 					json_pack("{s:i}", "upstream_status", up_status));
 	}
-	const char *host = fg_req_host(req, c);
-	unsigned status;
-	struct MHD_Response *r = fg_xfer_response(x, fg_tls_on() ? "https" : "http",
-						  host, &status);
-	if (!r)
+	case FG_XFER_ANSWERED:
+		break;
+	}
+	if (!a.response)
 		return MHD_NO;
-	enum MHD_Result ret = MHD_queue_response(c, status, r);
-	MHD_destroy_response(r);
-	fg_rec_answered(status, -1, 0); /* the body is counted as sent */
+	enum MHD_Result ret = MHD_queue_response(c, a.status, a.response);
+	MHD_destroy_response(a.response);
+	fg_rec_answered(a.status, -1, 0); /* the body is counted as sent */
 	return ret;
 }
 

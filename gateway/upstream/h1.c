@@ -2,8 +2,9 @@
  * h1.c - one HTTP/1.1 answer read from the upstream's bytes (h1.h).
  *
  * Invariants:
- * - Every head line is handed on whole, in order, exactly once; the
- *   status line first ("HTTP/<major>.<minor> <code>"), "" last.
+ * - Every head is handed on whole, once it ended, exactly once: its
+ *   status and its headers in order (at most FG_UP_HEADERS_MAX, the
+ *   head marked cut when more came).
  * - A chunked body's trailer is read and dropped: the head it would
  *   belong to has gone on already.
  * - An interim (1xx) answer's head is handed on and the final answer's
@@ -15,16 +16,15 @@
  *   store that sends that body anyway would otherwise hand its bytes to
  *   the next request on the connection as that request's answer.
  * - Anything http_parser refuses, a version other than 1.x, an upgrade
- *   nobody asked for, a head line past FG_H1_LINE_MAX, and bytes that
+ *   nobody asked for, a header past FG_H1_LINE_MAX, and bytes that
  *   end before the answer does make the answer an error: the caller
  *   drops the connection and never forwards a guess.
  */
 #include <limits.h>
-#include <stdio.h>
+#include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
 
-#include "base/text.h"
 #include "upstream/h1.h"
 
 static struct fg_h1 *of(http_parser *p)
@@ -32,20 +32,21 @@ static struct fg_h1 *of(http_parser *p)
 	return p->data;
 }
 
-/* Appends to the line being put together; its buffer grows to the
- * bound, keeping room for CRLF NUL. */
-static int put(struct fg_h1 *r, const char *p, size_t n)
+/* Appends a piece of the header being read to the head's block (`keep`:
+ * else it only counts against the bound); the block grows as it needs. */
+static int put(struct fg_h1 *r, const char *p, size_t n, bool keep)
 {
-	if (n > FG_H1_LINE_MAX - r->len) {
+	if (n > FG_H1_LINE_MAX - r->line) {
 		r->stopped = true;
 		return -1;
 	}
-	if (r->len + n + 3 > r->cap) {
+	r->line += n;
+	if (!keep || r->cut)
+		return 0;
+	if (r->len + n > r->cap) {
 		size_t cap = r->cap;
-		while (cap < r->len + n + 3)
+		while (cap < r->len + n)
 			cap *= 2;
-		if (cap > FG_H1_LINE_MAX + 3)
-			cap = FG_H1_LINE_MAX + 3;
 		char *b = realloc(r->buf, cap);
 		if (!b) {
 			r->stopped = true;
@@ -59,59 +60,73 @@ static int put(struct fg_h1 *r, const char *p, size_t n)
 	return 0;
 }
 
-/* A line is handed on with its CRLF and a NUL after it, as curl hands a
- * header on: a reader that parses a value never runs past its end. */
-static int hand(struct fg_h1 *r, const char *line, size_t n)
+/* The head must be HTTP/1.x; http_parser knows its version once the
+ * status line is read, which is before the head's first name or its
+ * end. */
+static int version(struct fg_h1 *r)
 {
-	if (!r->hooks.line(r->arg, line, n)) {
-		r->stopped = true;
-		return -1;
-	}
-	return 0;
-}
-
-/* The status line goes first. http_parser knows the code once that line
- * is read, which is before the head's first name or its end. */
-static int status_line(struct fg_h1 *r)
-{
-	if (r->status_out)
+	if (r->version_ok)
 		return 0;
-	r->status_out = true;
 	if (r->p.http_major != 1) {
 		r->stopped = true; /* HTTP/1.1 was asked for */
 		return -1;
 	}
-	/* "HTTP/1.<minor> <code>", put together without printf() (once per
-	 * answer); http_parser keeps both numbers below 1000 */
-	char line[32] = "HTTP/1.";
-	size_t n = 7;
-	n += fg_digits(line + n, r->p.http_minor);
-	line[n++] = ' ';
-	n += fg_digits(line + n, r->p.status_code);
-	memcpy(line + n, "\r\n", 2);
-	return hand(r, line, n + 2);
+	r->version_ok = true;
+	return 0;
 }
 
-/* The header put together so far, handed on. */
+/* The header read so far is one of the head's. */
 static int flush(struct fg_h1 *r)
 {
 	if (!r->in_value)
 		return 0;
-	size_t n = r->len;
-	memcpy(r->buf + n, "\r\n", 3); /* (room kept by put(): a value
-					  was put, if only ": ") */
-	r->len = 0;
 	r->in_value = false;
-	return hand(r, r->buf, n + 2);
+	r->line = 0;
+	if (r->cut)
+		return 0;
+	union fg_h1_hdr *h = &r->hdrs[r->nhdrs - 1];
+	h->at.value_len = r->len - h->at.value;
+	return 0;
+}
+
+/* A new header begins (its name's first piece). */
+static int begin_header(struct fg_h1 *r)
+{
+	if (r->cut)
+		return 0;
+	if (r->nhdrs == FG_UP_HEADERS_MAX) {
+		r->cut = true;
+		return 0;
+	}
+	if (r->nhdrs == r->caphdrs) {
+		size_t cap = r->caphdrs ? r->caphdrs * 2 : 16;
+		union fg_h1_hdr *h = realloc(r->hdrs, cap * sizeof(*h));
+		if (!h) {
+			r->stopped = true;
+			return -1;
+		}
+		r->hdrs = h;
+		r->caphdrs = cap;
+	}
+	union fg_h1_hdr *h = &r->hdrs[r->nhdrs++];
+	h->at.name = r->len;
+	h->at.name_len = 0;
+	h->at.value = r->len;
+	h->at.value_len = SIZE_MAX; /* (no value yet: flush()) */
+	return 0;
 }
 
 static int on_begin(http_parser *p)
 {
 	struct fg_h1 *r = of(p);
 	r->len = 0;
+	r->line = 0;
+	r->nhdrs = 0;
+	r->cut = false;
 	r->in_value = false;
-	r->status_out = false;
+	r->version_ok = false;
 	r->in_trailer = false;
+	r->any_field = false;
 	return 0;
 }
 
@@ -120,9 +135,18 @@ static int on_field(http_parser *p, const char *at, size_t n)
 	struct fg_h1 *r = of(p);
 	if (r->in_trailer)
 		return 0;
-	if (status_line(r) != 0 || flush(r) != 0)
+	if (version(r) != 0)
 		return -1;
-	return put(r, at, n);
+	if (r->in_value || !r->any_field) {
+		if (flush(r) != 0 || begin_header(r) != 0)
+			return -1;
+		r->any_field = true;
+	}
+	if (put(r, at, n, true) != 0)
+		return -1;
+	if (!r->cut)
+		r->hdrs[r->nhdrs - 1].at.name_len += n;
+	return 0;
 }
 
 static int on_value(http_parser *p, const char *at, size_t n)
@@ -132,17 +156,44 @@ static int on_value(http_parser *p, const char *at, size_t n)
 		return 0;
 	if (!r->in_value) {
 		r->in_value = true;
-		if (put(r, ": ", 2) != 0)
+		if (put(r, ": ", 2, false) != 0)
 			return -1;
+		if (!r->cut)
+			r->hdrs[r->nhdrs - 1].at.value = r->len;
 	}
-	return put(r, at, n);
+	return put(r, at, n, true);
+}
+
+/* The head ended: handed on whole. */
+static int hand(struct fg_h1 *r)
+{
+	/* a name without a value is no header */
+	if (r->nhdrs > 0 && r->hdrs[r->nhdrs - 1].at.value_len == SIZE_MAX)
+		r->nhdrs--;
+	/* (the block moves no more: offsets become pointers, in place) */
+	for (size_t i = 0; i < r->nhdrs; i++) {
+		union fg_h1_hdr *h = &r->hdrs[i];
+		size_t name = h->at.name, value = h->at.value;
+		h->h.name = r->buf + name;
+		h->h.value = r->buf + value;
+	}
+	bool ok = r->hooks.head(r->arg, (int)r->p.status_code,
+				r->nhdrs ? &r->hdrs[0].h : NULL, r->nhdrs, r->cut);
+	r->nhdrs = 0;
+	r->len = 0;
+	r->cut = false;
+	if (!ok) {
+		r->stopped = true;
+		return -1;
+	}
+	return 0;
 }
 
 /* 1: no body follows this head (http_parser's F_SKIPBODY). */
 static int on_head_end(http_parser *p)
 {
 	struct fg_h1 *r = of(p);
-	if (status_line(r) != 0 || flush(r) != 0 || hand(r, "\r\n", 2) != 0)
+	if (version(r) != 0 || flush(r) != 0 || hand(r) != 0)
 		return -1;
 	r->in_trailer = true;
 	unsigned s = p->status_code;
@@ -189,7 +240,7 @@ int fg_h1_init(struct fg_h1 *r, bool head, const struct fg_h1_hooks *hooks,
 	       void *arg)
 {
 	memset(r, 0, sizeof(*r));
-	r->cap = 256; /* most head lines fit; put() grows it */
+	r->cap = 512; /* most heads fit; put() grows it */
 	r->buf = malloc(r->cap);
 	if (!r->buf)
 		return -1;
@@ -205,6 +256,8 @@ void fg_h1_free(struct fg_h1 *r)
 {
 	free(r->buf);
 	r->buf = NULL;
+	free(r->hdrs);
+	r->hdrs = NULL;
 }
 
 enum fg_h1_state fg_h1_feed(struct fg_h1 *r, const char *p, size_t n)

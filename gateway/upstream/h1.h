@@ -3,13 +3,11 @@
  * gateway's own upstream client (xfer.c); the parsing is http_parser's.
  *
  * The reader does no I/O: the caller feeds it what it read, and it hands
- * the answer on as a libcurl transfer would have: the status line and
- * every header line one by one, each with its CRLF and a NUL after it
- * ("HTTP/1.1 200\r\n", "Name: value\r\n", then "\r\n" at the end of
- * each head, an interim 1xx head included), then the body's
- * bytes, chunked framing undone (a trailer is dropped). A body is never handed more bytes than
- * were fed, so a caller that feeds at most the room it has never
- * overflows it.
+ * the answer on parsed: each head whole once it has ended (its status and
+ * its headers, names and values as they came; an interim 1xx head
+ * included), then the body's bytes, chunked framing undone (a trailer is
+ * dropped). A body is never handed more bytes than were fed, so a caller
+ * that feeds at most the room it has never overflows it.
  */
 #ifndef FG_UPSTREAM_H1_H
 #define FG_UPSTREAM_H1_H
@@ -19,14 +17,29 @@
 
 #include <http_parser.h>
 
-/* The longest head line handed on; a longer one is a malformed answer
- * (curl's own bound is 100 KiB; http_parser bounds a whole head at
+#include "upstream/backend.h"
+
+/* The longest header ("Name: value") read; a longer one is a malformed
+ * answer (curl's own bound is 100 KiB; http_parser bounds a whole head at
  * 80 KiB). */
 #define FG_H1_LINE_MAX (16 * 1024)
 
+/* A header of the head being read: where its name and value are in the
+ * head's block (offsets: the block moves as it grows), then, once the
+ * head is handed on, the header itself. */
+union fg_h1_hdr {
+	struct {
+		size_t name, name_len, value, value_len;
+	} at;
+	struct fg_up_header h;
+};
+
 struct fg_h1_hooks {
-	/* a head line, with its CRLF; false: stop, the answer is refused */
-	bool (*line)(void *arg, const char *line, size_t len);
+	/* a head, once it ended: its status and its headers (at most
+	 * FG_UP_HEADERS_MAX; `cut`: more came); false: stop, the answer is
+	 * refused */
+	bool (*head)(void *arg, int status, const struct fg_up_header *h,
+		     size_t n, bool cut);
 	/* body bytes; false: stop */
 	bool (*body)(void *arg, const char *p, size_t n);
 };
@@ -42,8 +55,9 @@ struct fg_h1 {
 	struct fg_h1_hooks hooks;
 	void *arg;
 	bool head;          /* the request was a HEAD: no body follows */
-	bool status_out;    /* this head's status line was handed on */
+	bool version_ok;    /* this head's version was found HTTP/1.x */
 	bool in_value;      /* the last piece of the head was a value's */
+	bool any_field;     /* this head has begun its first header */
 	bool in_trailer;    /* the head has ended: names and values are a
 			       trailer's */
 	bool stopped;       /* a hook said stop, or a line was too long */
@@ -53,9 +67,14 @@ struct fg_h1 {
 			       HEAD's answer, or a 1xx, 204 or 304 that
 			       announced one */
 	bool any;           /* a byte of the answer came */
-	char *buf;          /* the line being put together (owned; cap
-			       bytes, at most FG_H1_LINE_MAX + 3) */
+	bool cut;           /* this head had more than FG_UP_HEADERS_MAX */
+	char *buf;          /* this head's names and values, back to back
+			       (owned; cap bytes) */
 	size_t len, cap;
+	size_t line;        /* the bytes of the header being read, as
+			       "Name: value" */
+	union fg_h1_hdr *hdrs; /* this head's headers (owned) */
+	size_t nhdrs, caphdrs;
 };
 
 /** Ready to read the answer to one request (HEAD or not). 0, or -1 (no

@@ -9,7 +9,8 @@
  *   come). Every other end closes it, so a
  *   cancelled or failed exchange never leaves a request half-read on a
  *   connection that is used again.
- * - The request's head is sent as given, then exactly the body's length
+ * - The request's head is written as curl would send it (request_head()),
+ *   then exactly the body's length
  *   in bytes from fill(), each piece asked for right before it is sent
  *   (a refused piece, or any failure, cuts the request off with its
  *   connection: the upstream never sees it complete). A retry sends a
@@ -20,17 +21,20 @@
  * - A body is read only while the exchange's owner has room for it,
  *   never more than that room: memory per exchange is bounded by the
  *   owner's buffer, whatever the answer's size.
- * - end() is called exactly once per exchange, never from inside
- *   fg_h1c_start(), and never after fg_h1x_cancel().
+ * - on_end() is called exactly once per exchange that began, never from
+ *   inside begin(), and never after cancel().
  * - An idle connection stays registered for reading; anything it says
  *   (its close, or bytes nobody asked for) drops it. An idle connection
  *   older than IDLE_MS is closed rather than used, as curl does.
  */
 #include <errno.h>
 #include <stdint.h>
+#include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <unistd.h>
+#include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <sys/socket.h>
@@ -40,6 +44,8 @@
 #include <event2/event_struct.h>
 
 #include "base/clock.h"
+#include "base/config.h"
+#include "base/text.h"
 #include "upstream/h1.h"
 #include "upstream/h1client.h"
 
@@ -65,6 +71,14 @@ struct conn {
 
 struct fg_h1c {
 	struct event_base *base;
+	/* the upstream, worked out at creation (settings never change while
+	 * running): whether this client can reach it (plain http to an IP
+	 * address), its address, and the Host header curl would send */
+	bool ok;
+	struct sockaddr_storage sa;
+	socklen_t salen;
+	char host[FG_HOST_MAX + 16];
+	unsigned connect_timeout_ms;
 	struct conn *idle;          /* the most recently used first */
 	int nidle;
 	char *in;                   /* IN_MAX bytes, for every read */
@@ -74,7 +88,7 @@ struct fg_h1x {
 	struct fg_h1c *c;
 	struct conn *k;
 	struct fg_h1 rd;
-	struct fg_h1x_hooks hooks;
+	struct fg_up_sink hooks;
 	void *arg;
 	char *req;                  /* the head; owned, kept for a retry */
 	size_t len, off;
@@ -84,7 +98,7 @@ struct fg_h1x {
 	bool head, paused, retried, sent, retryable, send_paused;
 	bool starting;              /* inside fg_h1c_start() */
 	struct event later;         /* an end found while starting */
-	enum fg_h1x_end later_how;
+	enum fg_up_end later_how;
 	bool later_set;
 	unsigned connect_timeout_ms;
 	struct sockaddr_storage sa;
@@ -216,9 +230,48 @@ static void exchange_free(struct fg_h1x *x)
 	free(x);
 }
 
+/* The reader's heads: an interim one is passed over, the final one goes
+ * to the owner. */
+static bool on_head(void *arg, int status, const struct fg_up_header *h,
+		    size_t n, bool cut)
+{
+	struct fg_h1x *x = arg;
+	if (status >= 200)
+		x->hooks.on_head(x->arg, status, h, n, cut);
+	return true;
+}
+
+static bool on_body(void *arg, const char *p, size_t n)
+{
+	struct fg_h1x *x = arg;
+	return x->hooks.on_body(x->arg, p, n);
+}
+
+static const struct fg_h1_hooks reader = { on_head, on_body };
+
+/* What each end says more than itself, in the words the upstream's
+ * failures are reported in. */
+static const char *why_of(enum fg_up_end how)
+{
+	switch (how) {
+	case FG_UP_SEND_FAILED:
+		return "Failed sending data to the peer";
+	case FG_UP_NO_ANSWER:
+		return "Server returned nothing (no headers, no data)";
+	case FG_UP_CUT_SHORT:
+		return "Transferred a partial file";
+	case FG_UP_MALFORMED:
+		return "Weird server reply";
+	case FG_UP_ABORTED:
+		return "Operation was aborted by an application callback";
+	default:
+		return NULL;
+	}
+}
+
 /* The exchange ends: its connection is kept or closed, x freed, then the
  * owner told. */
-static void finish(struct fg_h1x *x, enum fg_h1x_end how)
+static void finish(struct fg_h1x *x, enum fg_up_end how)
 {
 	if (x->starting) {
 		/* (never from fg_h1c_start(): the loop's next turn) */
@@ -233,17 +286,17 @@ static void finish(struct fg_h1x *x, enum fg_h1x_end how)
 	x->k = NULL;
 	if (k) {
 		k->x = NULL;
-		if (how == FG_H1X_OK && fg_h1_reusable(&x->rd)) {
+		if (how == FG_UP_OK && fg_h1_reusable(&x->rd)) {
 			k->reused = true;
 			idle_put(x->c, k);
 		} else {
 			conn_close(k);
 		}
 	}
-	void (*end)(void *, enum fg_h1x_end) = x->hooks.end;
+	void (*end)(void *, struct fg_up_outcome) = x->hooks.on_end;
 	void *arg = x->arg;
 	exchange_free(x);
-	end(arg, how);
+	end(arg, (struct fg_up_outcome){ how, why_of(how) });
 }
 
 static void on_later(evutil_socket_t fd, short what, void *arg)
@@ -277,22 +330,21 @@ static void lost(struct fg_h1x *x, int err)
 		x->off = 0;
 		x->sent = false;
 		fg_h1_free(&x->rd);
-		if (fg_h1_init(&x->rd, x->head, &(struct fg_h1_hooks){
-				       x->hooks.line, x->hooks.body }, x->arg) != 0) {
-			finish(x, FG_H1X_CONNECT);
+		if (fg_h1_init(&x->rd, x->head, &reader, x) != 0) {
+			finish(x, FG_UP_UNREACHABLE);
 			return;
 		}
 		begin(x);
 		return;
 	}
 	if (err == 0 && fg_h1_eof(&x->rd) == FG_H1_DONE) {
-		finish(x, FG_H1X_OK);
+		finish(x, FG_UP_OK);
 		return;
 	}
 	if (!x->sent)
-		finish(x, FG_H1X_SEND);
+		finish(x, FG_UP_SEND_FAILED);
 	else
-		finish(x, any ? FG_H1X_PARTIAL : FG_H1X_EMPTY);
+		finish(x, any ? FG_UP_CUT_SHORT : FG_UP_NO_ANSWER);
 }
 
 /* The body's next piece from fill(), when the last one is out and more
@@ -303,12 +355,14 @@ static bool next_piece(struct fg_h1x *x)
 		return true;
 	size_t want = x->body_left < x->piece_cap ? x->body_left : x->piece_cap;
 	size_t n = x->hooks.fill(x->arg, x->piece, want);
-	if (n == FG_H1X_FILL_PAUSE) {
+	if (n == FG_UP_FILL_PAUSE) {
 		x->send_paused = true;
 		return true;
 	}
-	if (n == FG_H1X_FILL_ABORT || n == 0 || n > want) {
-		finish(x, FG_H1X_ABORTED);
+	/* (a known length: no byte past it is asked for, so an end here is
+	 * a body cut short) */
+	if (n == FG_UP_FILL_ABORT || n == 0 || n > want) {
+		finish(x, FG_UP_ABORTED);
 		return false;
 	}
 	x->piece_len = n;
@@ -336,7 +390,7 @@ static void send_some(struct fg_h1x *x)
 			if (!x->send_paused)
 				break; /* all of it is out */
 			/* fill() has no more yet: nothing is watched until
-			 * fg_h1x_resume_send() (the upstream's answer waits in
+			 * resume_send() (the upstream's answer waits in
 			 * the socket) */
 			unwatch(k);
 			return;
@@ -364,8 +418,7 @@ static void send_some(struct fg_h1x *x)
 	}
 	if (!x->sent) {
 		x->sent = true;
-		if (x->hooks.sent)
-			x->hooks.sent(x->arg);
+		x->hooks.on_sent(x->arg);
 	}
 	watch(k, EV_READ | EV_PERSIST, NULL);
 }
@@ -374,7 +427,7 @@ static void read_some(struct fg_h1x *x)
 {
 	struct fg_h1c *c = x->c;
 	for (;;) {
-		size_t room = x->hooks.room(x->arg);
+		size_t room = x->hooks.room(x->arg, 1);
 		if (room == 0) {
 			x->paused = true;
 			unwatch(x->k);
@@ -392,10 +445,10 @@ static void read_some(struct fg_h1x *x)
 		}
 		switch (fg_h1_feed(&x->rd, c->in, (size_t)n)) {
 		case FG_H1_ERROR:
-			finish(x, FG_H1X_MALFORMED);
+			finish(x, FG_UP_MALFORMED);
 			return;
 		case FG_H1_DONE:
-			finish(x, FG_H1X_OK);
+			finish(x, FG_UP_OK);
 			return;
 		case FG_H1_MORE:
 			break;
@@ -419,13 +472,13 @@ static void on_conn(evutil_socket_t fd, short what, void *arg)
 	}
 	if (k->connecting) {
 		if (what & EV_TIMEOUT) {
-			finish(x, FG_H1X_TIMEOUT);
+			finish(x, FG_UP_TIMEOUT);
 			return;
 		}
 		int err = 0;
 		socklen_t el = sizeof(err);
 		if (getsockopt(k->fd, SOL_SOCKET, SO_ERROR, &err, &el) != 0 || err) {
-			finish(x, FG_H1X_CONNECT);
+			finish(x, FG_UP_UNREACHABLE);
 			return;
 		}
 		k->connecting = false;
@@ -465,7 +518,7 @@ static void begin(struct fg_h1x *x)
 	if (!k) {
 		k = conn_new(x->c, sa, x->salen);
 		if (!k) {
-			finish(x, FG_H1X_CONNECT);
+			finish(x, FG_UP_UNREACHABLE);
 			return;
 		}
 	}
@@ -480,52 +533,133 @@ static void begin(struct fg_h1x *x)
 	send_some(x);
 }
 
-struct fg_h1x *fg_h1c_start(struct fg_h1c *c, const struct sockaddr *sa,
-			    socklen_t salen, unsigned connect_timeout_ms,
-			    const struct fg_h1x_req *req,
-			    const struct fg_h1x_hooks *hooks, void *arg)
+/* The bytes of the request's head, as curl would send them, in x->req;
+ * false when this client does not carry the request (then curl does, and
+ * nothing here changes what is sent): one to the upstream it can reach,
+ * no body or one of known length, no body of its own, a method of token
+ * characters other than CONNECT, a target of printable ASCII that curl
+ * would send as it is, and headers curl would send as they are. The
+ * body's length goes last, as curl puts it. */
+static bool request_head(struct fg_h1c *c, struct fg_h1x *x,
+			 const struct fg_up_request *rq)
 {
+	if (!c->ok || rq->fixed_body || rq->body == FG_UP_BODY_CHUNKED)
+		return false;
+	const char *m = rq->method;
+	if (!*m || strlen(m) > 32 || strcmp(m, "CONNECT") == 0 ||
+	    m[strspn(m, "ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz"
+		     "0123456789!#$%&'*+-.^_`|~")])
+		return false;
+	if (strncasecmp(rq->url, "http://", 7) != 0)
+		return false;
+	const char *target = rq->url + 7 + strcspn(rq->url + 7, "/?#");
+	if (*target != '/')
+		return false;
+	for (const char *p = target; *p; p++)
+		if (*p <= ' ' || *p >= 0x7f || *p == '#')
+			return false; /* curl's URL parser would have its say */
+	size_t total = strlen(m) + 1 + strlen(target) +
+		       sizeof(" HTTP/1.1\r\nHost: \r\n") + strlen(c->host) + 2 +
+		       sizeof("Content-Length: 18446744073709551615\r\n");
+	for (size_t i = 0; i < rq->nheaders; i++) {
+		const struct fg_up_header *h = &rq->headers[i];
+		if (h->name_len == 0 || memchr(h->name, '\r', h->name_len) ||
+		    memchr(h->name, '\n', h->name_len) ||
+		    memchr(h->value, '\r', h->value_len) ||
+		    memchr(h->value, '\n', h->value_len) ||
+		    (h->name_len == 4 && strncasecmp(h->name, "Host", 4) == 0))
+			return false; /* curl has rules of its own for these */
+		total += h->name_len + 2 + h->value_len + 2;
+	}
+	char *req = malloc(total);
+	if (!req)
+		return false;
+	size_t n = 0;
+#define PUT(p, l) (memcpy(req + n, (p), (l)), n += (l))
+	PUT(m, strlen(m));
+	PUT(" ", 1);
+	PUT(target, strlen(target));
+	PUT(" HTTP/1.1\r\nHost: ", 17);
+	PUT(c->host, strlen(c->host));
+	PUT("\r\n", 2);
+	for (size_t i = 0; i < rq->nheaders; i++) {
+		const struct fg_up_header *h = &rq->headers[i];
+		/* a name with nothing after it only stops curl adding a
+		 * header of its own: it is not sent */
+		size_t blank = 0;
+		while (blank < h->value_len && strchr(" \t\v\f", h->value[blank]) &&
+		       h->value[blank])
+			blank++;
+		if (blank == h->value_len)
+			continue;
+		PUT(h->name, h->name_len);
+		PUT(": ", 2);
+		PUT(h->value, h->value_len);
+		PUT("\r\n", 2);
+	}
+	if (rq->body == FG_UP_BODY_LENGTH) {
+		PUT("Content-Length: ", 16);
+		n += fg_digits(req + n, rq->length);
+		PUT("\r\n", 2);
+	}
+	PUT("\r\n", 2);
+#undef PUT
+	x->req = req;
+	x->len = n;
+	return true;
+}
+
+static void *h1_prepare(void *self, const struct fg_up_request *rq,
+			const struct fg_up_sink *sink, void *arg)
+{
+	struct fg_h1c *c = self;
 	struct fg_h1x *x = calloc(1, sizeof(*x));
-	if (!x || salen > sizeof(x->sa))
+	if (!x)
+		return NULL;
+	size_t body = rq->body == FG_UP_BODY_LENGTH ? (size_t)rq->length : 0;
+	if (!request_head(c, x, rq))
 		goto fail;
-	if (req->body > 0) {
-		x->piece_cap = req->body < PIECE_MAX ? req->body : PIECE_MAX;
+	if (body > 0) {
+		x->piece_cap = body < PIECE_MAX ? body : PIECE_MAX;
 		x->piece = malloc(x->piece_cap);
 		if (!x->piece)
 			goto fail;
 	}
-	if (fg_h1_init(&x->rd, req->is_head,
-		       &(struct fg_h1_hooks){ hooks->line, hooks->body }, arg) != 0)
-		goto fail;
 	x->c = c;
-	x->hooks = *hooks;
+	x->hooks = *sink;
 	x->arg = arg;
-	x->req = req->head;
-	x->len = req->len;
-	x->body_left = req->body;
-	x->head = req->is_head;
+	x->body_left = body;
+	x->head = rq->is_head;
 	/* a request with a body is sent once at most: its bytes are not
 	 * kept to be sent again */
-	x->retryable = req->retryable && req->body == 0;
-	x->connect_timeout_ms = connect_timeout_ms;
-	memcpy(&x->sa, sa, salen);
-	x->salen = salen;
-	event_assign(&x->later, c->base, -1, 0, on_later, x);
-	x->starting = true;
-	begin(x);
-	x->starting = false;
+	x->retryable = rq->retryable && body == 0;
+	x->connect_timeout_ms = c->connect_timeout_ms;
+	memcpy(&x->sa, &c->sa, c->salen);
+	x->salen = c->salen;
 	return x;
 
 fail:
-	if (x)
-		free(x->piece);
+	free(x->req);
+	free(x->piece);
 	free(x);
-	free(req->head);
 	return NULL;
 }
 
-void fg_h1x_resume(struct fg_h1x *x)
+static bool h1_begin(void *ex)
 {
+	struct fg_h1x *x = ex;
+	if (fg_h1_init(&x->rd, x->head, &reader, x) != 0)
+		return false;
+	event_assign(&x->later, x->c->base, -1, 0, on_later, x);
+	x->starting = true;
+	begin(x);
+	x->starting = false;
+	return true;
+}
+
+static void h1_resume_recv(void *ex)
+{
+	struct fg_h1x *x = ex;
 	if (!x->paused || !x->k)
 		return;
 	x->paused = false;
@@ -533,16 +667,18 @@ void fg_h1x_resume(struct fg_h1x *x)
 	watch(x->k, EV_READ | EV_PERSIST, NULL);
 }
 
-void fg_h1x_resume_send(struct fg_h1x *x)
+static void h1_resume_send(void *ex)
 {
+	struct fg_h1x *x = ex;
 	if (!x->send_paused || !x->k)
 		return;
 	x->send_paused = false;
 	send_some(x);
 }
 
-void fg_h1x_cancel(struct fg_h1x *x)
+static void h1_cancel(void *ex)
 {
+	struct fg_h1x *x = ex;
 	struct conn *k = x->k;
 	if (k) {
 		k->x = NULL;
@@ -551,9 +687,53 @@ void fg_h1x_cancel(struct fg_h1x *x)
 	exchange_free(x);
 }
 
+const struct fg_up_backend fg_h1c_backend = {
+	.prepare = h1_prepare,
+	.begin = h1_begin,
+	.resume_recv = h1_resume_recv,
+	.resume_send = h1_resume_send,
+	.cancel = h1_cancel,
+};
+
 /* ---- the client ---------------------------------------------------------- */
 
-struct fg_h1c *fg_h1c_create(struct event_base *base)
+/* Whether this client can reach the upstream: plain http, no user in the
+ * URL, its host an IP address (a name would need a resolver on the
+ * loop). Sets c->ok, and the address and Host line when it can. */
+static void target(struct fg_h1c *c, const struct fg_config *cfg)
+{
+	c->ok = false;
+	if (!cfg->upstream || strncasecmp(cfg->up.base, "http://", 7) != 0)
+		return;
+	const char *auth = cfg->up.base + 7;
+	if (memchr(auth, '@', strcspn(auth, "/?#")))
+		return; /* curl would send the user's credentials */
+	long port = strtol(cfg->up.port, NULL, 10);
+	struct sockaddr_in *v4 = (struct sockaddr_in *)&c->sa;
+	struct sockaddr_in6 *v6 = (struct sockaddr_in6 *)&c->sa;
+	memset(&c->sa, 0, sizeof(c->sa));
+	bool six = false;
+	if (inet_pton(AF_INET, cfg->up.host, &v4->sin_addr) == 1) {
+		v4->sin_family = AF_INET;
+		v4->sin_port = htons((uint16_t)port);
+		c->salen = sizeof(*v4);
+	} else if (inet_pton(AF_INET6, cfg->up.host, &v6->sin6_addr) == 1) {
+		v6->sin6_family = AF_INET6;
+		v6->sin6_port = htons((uint16_t)port);
+		c->salen = sizeof(*v6);
+		six = true;
+	} else {
+		return;
+	}
+	/* as curl writes it: the address as the URL gives it, the port
+	 * unless it is http's own */
+	snprintf(c->host, sizeof(c->host), "%s%s%s%s%s",
+		 six ? "[" : "", cfg->up.host, six ? "]" : "",
+		 port == 80 ? "" : ":", port == 80 ? "" : cfg->up.port);
+	c->ok = true;
+}
+
+struct fg_h1c *fg_h1c_create(struct event_base *base, const struct fg_config *cfg)
 {
 	struct fg_h1c *c = calloc(1, sizeof(*c));
 	if (!c)
@@ -564,6 +744,8 @@ struct fg_h1c *fg_h1c_create(struct event_base *base)
 		return NULL;
 	}
 	c->base = base;
+	c->connect_timeout_ms = cfg->upstream_connect_timeout_ms;
+	target(c, cfg);
 	return c;
 }
 

@@ -1,12 +1,13 @@
 /*
  * h1client.h - the gateway's own HTTP/1.1 client, for the requests that
  * need nothing of libcurl: over plain http, to an upstream given by its
- * IP address, with no body or a small one of known length (xfer.c picks
- * them; the rest go through libcurl). One per loop, on the loop's
- * libevent base; no lock.
+ * IP address, with no body or a small one of known length (xfer.c offers
+ * them; the rest go through libcurl, curlx.c). One per loop, on the
+ * loop's libevent base; no lock.
  *
- * It sends the request head it is given as it is, then the body, taken
- * piece by piece from the owner's fill() (which may hold it back, or
+ * It writes the request's head (the request as data, backend.h) byte for
+ * byte as curl would send it, then the body, taken piece by piece from
+ * the owner's fill() (which may hold it back, or
  * refuse it: then the connection is closed and the request never
  * completes), on a kept-alive connection of its own when one is idle,
  * else on a new one (bounded by a connect timeout), and reads the answer
@@ -27,80 +28,25 @@
 #include <stddef.h>
 #include <sys/socket.h>
 
+#include "upstream/backend.h"
+
 struct event_base;
+struct fg_config;
 struct fg_h1c;
-struct fg_h1x;
 
-/* How an exchange ended. */
-enum fg_h1x_end {
-	FG_H1X_OK,        /* the whole answer came */
-	FG_H1X_CONNECT,   /* no connection */
-	FG_H1X_TIMEOUT,   /* the connection took longer than its bound */
-	FG_H1X_SEND,      /* the request could not be sent */
-	FG_H1X_EMPTY,     /* the connection closed before any answer */
-	FG_H1X_PARTIAL,   /* it closed, or failed, in the middle of it */
-	FG_H1X_MALFORMED, /* the answer broke HTTP/1.1, or a hook refused it */
-	FG_H1X_ABORTED,   /* fill() refused the body */
-};
-
-/* What fill() returns instead of a count: nothing now (it calls
- * fg_h1x_resume_send() when it has more), or never (the request is
- * cut off with its connection). */
-#define FG_H1X_FILL_PAUSE ((size_t)-1)
-#define FG_H1X_FILL_ABORT ((size_t)-2)
-
-struct fg_h1x_hooks {
-	/* a head line, with its CRLF (h1.h); false refuses the answer */
-	bool (*line)(void *arg, const char *line, size_t len);
-	/* how many body bytes body() may be handed now; 0 stops reading
-	 * until fg_h1x_resume() */
-	size_t (*room)(void *arg);
-	/* body bytes, never more than room() said; false refuses */
-	bool (*body)(void *arg, const char *p, size_t n);
-	/* up to max bytes of the body into buf: how many (at least 1), or
-	 * FG_H1X_FILL_PAUSE or FG_H1X_FILL_ABORT; asked right before the
-	 * bytes are sent, never for more than the body's length */
-	size_t (*fill)(void *arg, char *buf, size_t max);
-	/* the request's last byte left */
-	void (*sent)(void *arg);
-	/* the exchange ended (called once, never from fg_h1c_start());
-	 * the exchange is gone when it is called */
-	void (*end)(void *arg, enum fg_h1x_end how);
-};
-
-/** The loop's client. NULL without memory. */
-struct fg_h1c *fg_h1c_create(struct event_base *base);
+/** The loop's client, for the upstream the settings name. NULL without
+ *  memory. */
+struct fg_h1c *fg_h1c_create(struct event_base *base, const struct fg_config *cfg);
 
 /** Closes every idle connection and frees c. Every exchange has ended
  *  or been cancelled before. Accepts NULL. */
 void fg_h1c_destroy(struct fg_h1c *c);
 
-/* What to send, and how. */
-struct fg_h1x_req {
-	char *head;          /* the request head (taken: freed by the client) */
-	size_t len;          /* its bytes */
-	size_t body;         /* the body's length (fill()), 0: none */
-	bool is_head;        /* a HEAD: its answer has no body */
-	bool retryable;      /* may be sent twice (a safe method, no body) */
-};
-
-/** Sends the request to the address and reads its answer. NULL when
- *  nothing could begin (no memory): the head is freed and no hook is
- *  called. */
-struct fg_h1x *fg_h1c_start(struct fg_h1c *c, const struct sockaddr *sa,
-			    socklen_t salen, unsigned connect_timeout_ms,
-			    const struct fg_h1x_req *req,
-			    const struct fg_h1x_hooks *hooks, void *arg);
-
-/** room() said 0 before and has room again: reading goes on. */
-void fg_h1x_resume(struct fg_h1x *x);
-
-/** fill() said FG_H1X_FILL_PAUSE before and has more now: sending goes
- *  on. */
-void fg_h1x_resume_send(struct fg_h1x *x);
-
-/** Ends the exchange now, without its end hook: its connection is
- *  closed, so the upstream never sees a request that goes on. */
-void fg_h1x_cancel(struct fg_h1x *x);
+/* The client as a backend of the engine (backend.h); its self is the
+ * struct fg_h1c. prepare() declines what it does not carry (see above);
+ * its exchanges end with neither FG_UP_TLS, FG_UP_NOT_SENT_AGAIN nor
+ * FG_UP_NO_MEMORY (no memory for a connection is no connection); it
+ * reports its sending through on_sent(). */
+extern const struct fg_up_backend fg_h1c_backend;
 
 #endif

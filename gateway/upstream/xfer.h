@@ -1,7 +1,8 @@
 /*
- * xfer.h - a loop's transfers to the upstream: its libcurl multi handle
- * driven on the loop's libevent base, one streaming transfer per proxied
- * request. Private to the gateway.
+ * xfer.h - a loop's transfers to the upstream, one streaming transfer per
+ * proxied request, carried by the gateway's own HTTP/1.1 client or by
+ * libcurl (upstream/backend.h), both driven on the loop's libevent base.
+ * Private to the gateway.
  *
  * It knows nothing of fencing: an owner that must bound what is sent
  * hands it a send gate, asked before every byte goes, and a done hook
@@ -53,15 +54,16 @@ struct fg_xfer *fg_xfer_create(struct fg_xfers *xs, struct MHD_Connection *c);
 /* What an owner that bounds the sending needs of its transfer; all called
  * on the loop's thread. */
 struct fg_xfer_hooks {
-	/** The send gate: may bytes go upstream now? Asked inside curl's
-	 *  read callback before each piece of the body, and before the
-	 *  transfer is handed to curl. false aborts a transfer still
-	 *  sending (its connection closed) and never begins one that was
-	 *  not begun; the transfer then ends timed out. */
+	/** The send gate: may bytes go upstream now? Asked inside the
+	 *  client's read side (its fill()) before each piece of the body,
+	 *  and before the transfer is handed to its client. false aborts
+	 *  a transfer still sending (its connection closed) and never
+	 *  begins one that was not begun; the transfer then ends timed
+	 *  out. */
 	bool (*may_send)(void *arg);
-	/** The transfer ended: `answered` (curl finished it) or not, and
-	 *  whether it had been handed to curl (`began`; if so its request
-	 *  may have reached the upstream). Once. */
+	/** The transfer ended: `answered` (its client finished it) or not,
+	 *  and whether it had been handed to its client (`began`; if so its
+	 *  request may have reached the upstream). Once. */
 	void (*done)(void *arg, bool answered, bool began);
 	/** The transfer is freed: arg is not used again. */
 	void (*freed)(void *arg);
@@ -114,7 +116,7 @@ bool fg_xfer_is_kept(const struct fg_xfer *x);
 
 /* Where a transfer is. */
 enum fg_xfer_stage {
-	FG_XFER_QUEUED,  /* not handed to curl yet */
+	FG_XFER_QUEUED,  /* not handed to its client yet */
 	FG_XFER_SENDING, /* its request is going out */
 	FG_XFER_SENT,    /* the request's last byte left */
 	FG_XFER_ENDED,
@@ -136,33 +138,45 @@ size_t fg_xfer_feed(struct fg_xfer *x, const char *data, size_t *size);
  *  one of them. */
 bool fg_xfer_body_end(struct fg_xfer *x);
 
-/** Did the upstream's answer head come (a final status)? */
-bool fg_xfer_head_in(const struct fg_xfer *x);
-
-/** Did it have more headers than the gateway forwards? */
-bool fg_xfer_too_many_headers(const struct fg_xfer *x);
-
-/** Did the answer's head come, and the transfer then fail before any of
- *  its body was in hand? (Nothing of it has gone to the client: it is
- *  answered as a failure, never with a head whose body cannot follow.)
- *  *status: the head's status. */
-bool fg_xfer_broke_after_head(const struct fg_xfer *x, int *status);
-
 /* Why a transfer ended without an answer. */
 enum fg_xfer_failure {
 	FG_XFER_UNAVAILABLE, /* unreachable, refused, broken */
 	FG_XFER_TIMEOUT,
 };
-/** Why an ended transfer has no answer; *why: curl's words when they say
- *  more than the failure, else NULL. */
-enum fg_xfer_failure fg_xfer_failure(const struct fg_xfer *x, const char **why);
 
-/** The answer of a transfer whose head is in: its status and headers
- *  (Location and Content-Location rewritten as the settings say, for
- *  `scheme` and the client's `host`), its body streamed from the
- *  transfer (the response holds a reference). NULL without memory. */
-struct MHD_Response *fg_xfer_response(struct fg_xfer *x, const char *scheme,
-				      const char *host, unsigned *status);
+/* What the client is to be answered, once the body is in and the answer's
+ * head came or the transfer ended. */
+enum fg_xfer_answer_kind {
+	/* the upstream's answer: its status, its head and its streamed
+	 * body in `response` (NULL without memory) */
+	FG_XFER_ANSWERED,
+	/* its head had more headers than the gateway forwards */
+	FG_XFER_TOO_MANY_HEADERS,
+	/* its head came (`status`), then it failed before any of its body
+	 * was in hand (nothing of it went to the client: it is answered as
+	 * a failure, never with a head whose body cannot follow) */
+	FG_XFER_BROKE_AFTER_HEAD,
+	/* it ended without a head: `failure`; the transfer's owner (the
+	 * hooks' arg, NULL without hooks) may have cut it */
+	FG_XFER_FAILED,
+};
+
+struct fg_xfer_answer {
+	enum fg_xfer_answer_kind kind;
+	unsigned status;                /* ANSWERED, BROKE_AFTER_HEAD */
+	struct MHD_Response *response;  /* ANSWERED; the caller's */
+	enum fg_xfer_failure failure;   /* FAILED, BROKE_AFTER_HEAD */
+	const char *why;                /* the failure said more, else NULL */
+	void *owner;
+};
+
+/** The answer to the client of a transfer whose head is in or that
+ *  ended. An answered one's headers are the upstream's, Location and
+ *  Content-Location rewritten as the settings say (for `scheme` and the
+ *  client's `host`); its body streams from the transfer (the response
+ *  holds a reference). */
+struct fg_xfer_answer fg_xfer_answer(struct fg_xfer *x, const char *scheme,
+				     const char *host);
 
 /** A header of the answer of a kept transfer that ended: the first value
  *  of the header `name` (case ignored), or NULL; *count says how many

@@ -6,11 +6,12 @@
  *
  * Properties:
  *  - a body is never handed more bytes than were fed so far;
- *  - every line handed on ends in CRLF with a NUL after it, fits
- *    FG_H1_LINE_MAX, and a head's first line is an HTTP/1.x status line;
+ *  - every head handed on has a status of at most three digits and at most
+ *    FG_UP_HEADERS_MAX headers, each a non-empty name of no CR, LF or
+ *    colon and a value of no CR or LF, which together fit FG_H1_LINE_MAX;
  *  - DONE and ERROR are final: more bytes never change them;
  *  - reusable only when DONE;
- *  - fed in steps, the answer reads as it does fed whole (the same lines,
+ *  - fed in steps, the answer reads as it does fed whole (the same heads,
  *    the same body, the same end), unless it is an error.
  */
 #include <stdbool.h>
@@ -20,26 +21,44 @@
 #include "upstream/h1.h"
 
 struct seen {
-	char lines[1 << 16];
+	char lines[1 << 16];   /* the heads, as "<status>\n" and a
+				  "name:value\n" per header */
 	size_t nlines;
 	char body[1 << 16];
 	size_t body_len;
 	size_t body_total;
 	size_t fed;
-	bool expect_status;
 };
 
-static bool on_line(void *arg, const char *line, size_t len)
+static void add(struct seen *s, const char *p, size_t len)
+{
+	if (s->nlines + len <= sizeof(s->lines)) {
+		memcpy(s->lines + s->nlines, p, len);
+		s->nlines += len;
+	}
+}
+
+static bool on_head(void *arg, int status, const struct fg_up_header *h,
+		    size_t n, bool cut)
 {
 	struct seen *s = arg;
-	PROPERTY(len >= 2 && len <= FG_H1_LINE_MAX + 2);
-	PROPERTY(line[len - 2] == '\r' && line[len - 1] == '\n' && line[len] == '\0');
-	if (s->expect_status)
-		PROPERTY(len > 7 && memcmp(line, "HTTP/1.", 7) == 0);
-	s->expect_status = len == 2;
-	if (s->nlines + len <= sizeof(s->lines)) {
-		memcpy(s->lines + s->nlines, line, len);
-		s->nlines += len;
+	PROPERTY(status >= 0 && status <= 999); /* (http_parser's bound) */
+	PROPERTY(n <= FG_UP_HEADERS_MAX);
+	char st[4] = { (char)('0' + status / 100), (char)('0' + status / 10 % 10),
+		       (char)('0' + status % 10), cut ? '+' : '\n' };
+	add(s, st, 4);
+	for (size_t i = 0; i < n; i++) {
+		PROPERTY(h[i].name_len > 0);
+		PROPERTY(h[i].name_len + 2 + h[i].value_len <= FG_H1_LINE_MAX);
+		PROPERTY(!memchr(h[i].name, '\r', h[i].name_len) &&
+			 !memchr(h[i].name, '\n', h[i].name_len) &&
+			 !memchr(h[i].name, ':', h[i].name_len));
+		PROPERTY(!memchr(h[i].value, '\r', h[i].value_len) &&
+			 !memchr(h[i].value, '\n', h[i].value_len));
+		add(s, h[i].name, h[i].name_len);
+		add(s, ":", 1);
+		add(s, h[i].value, h[i].value_len);
+		add(s, "\n", 1);
 	}
 	return true;
 }
@@ -56,7 +75,7 @@ static bool on_body(void *arg, const char *p, size_t n)
 	return true;
 }
 
-static const struct fg_h1_hooks hooks = { on_line, on_body };
+static const struct fg_h1_hooks hooks = { on_head, on_body };
 
 static struct seen whole, stepped;
 
@@ -64,7 +83,6 @@ static enum fg_h1_state read_all(struct seen *s, const uint8_t *d, size_t n,
 				 bool head, bool eof, size_t step, bool *reusable)
 {
 	memset(s, 0, sizeof(*s));
-	s->expect_status = true;
 	struct fg_h1 h;
 	if (fg_h1_init(&h, head, &hooks, s) != 0)
 		abort();

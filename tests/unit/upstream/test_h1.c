@@ -17,27 +17,50 @@
 #include "upstream/h1.h"
 
 struct seen {
-	char lines[8192];  /* every line handed on, concatenated */
+	char lines[8192];  /* every head handed on, as "<status>\r\n", a
+			      "Name: value\r\n" per header, "\r\n" */
 	size_t nlines;
 	char body[8192];
 	size_t body_len;
 	size_t fed;        /* bytes fed so far */
 	bool over;         /* a body was handed more than was fed */
-	bool bad_line;     /* a line without its CRLF and NUL */
+	bool bad_line;     /* a name or value with a CR or LF in it */
+	size_t nheaders;   /* of the last head */
+	bool cut;          /* the last head was cut */
 	bool refuse_line, refuse_body;
 };
 
-static bool on_line(void *arg, const char *line, size_t len)
+static void add(struct seen *s, const char *p, size_t len)
 {
-	struct seen *s = arg;
-	if (len < 2 || line[len - 2] != '\r' || line[len - 1] != '\n' ||
-	    line[len] != '\0')
-		s->bad_line = true;
 	if (s->nlines + len < sizeof(s->lines)) {
-		memcpy(s->lines + s->nlines, line, len);
+		memcpy(s->lines + s->nlines, p, len);
 		s->nlines += len;
 		s->lines[s->nlines] = '\0';
 	}
+}
+
+static bool on_head(void *arg, int status, const struct fg_up_header *h,
+		    size_t n, bool cut)
+{
+	struct seen *s = arg;
+	char st[16];
+	size_t k = fg_digits(st, (unsigned long long)status);
+	add(s, st, k);
+	add(s, "\r\n", 2);
+	for (size_t i = 0; i < n; i++) {
+		if (memchr(h[i].name, '\r', h[i].name_len) ||
+		    memchr(h[i].name, '\n', h[i].name_len) ||
+		    memchr(h[i].value, '\r', h[i].value_len) ||
+		    memchr(h[i].value, '\n', h[i].value_len))
+			s->bad_line = true;
+		add(s, h[i].name, h[i].name_len);
+		add(s, ": ", 2);
+		add(s, h[i].value, h[i].value_len);
+		add(s, "\r\n", 2);
+	}
+	add(s, "\r\n", 2);
+	s->nheaders = n;
+	s->cut = cut;
 	return !s->refuse_line;
 }
 
@@ -54,7 +77,7 @@ static bool on_body(void *arg, const char *p, size_t n)
 	return !s->refuse_body;
 }
 
-static const struct fg_h1_hooks hooks = { on_line, on_body };
+static const struct fg_h1_hooks hooks = { on_head, on_body };
 
 struct result {
 	enum fg_h1_state st;   /* after the last feed (and the close, if any) */
@@ -115,7 +138,7 @@ static void test_length_framed_answer(void **state)
 			       "X-A:  b c \r\n\r\nhello", false, false);
 	assert_int_equal(r.st, FG_H1_DONE);
 	assert_true(r.reusable);
-	assert_string_equal(r.s.lines, "HTTP/1.1 200\r\nContent-Length: 5\r\n"
+	assert_string_equal(r.s.lines, "200\r\nContent-Length: 5\r\n"
 				       "X-A: b c \r\n\r\n");
 	assert_string_equal(r.s.body, "hello");
 }
@@ -130,7 +153,7 @@ static void test_chunked_answer_is_unframed_and_its_trailer_dropped(void **state
 	assert_true(r.reusable);
 	assert_string_equal(r.s.body, "hello world");
 	/* the head has gone on before a trailer comes: it is dropped */
-	assert_string_equal(r.s.lines, "HTTP/1.1 200\r\nTransfer-Encoding: chunked\r\n"
+	assert_string_equal(r.s.lines, "200\r\nTransfer-Encoding: chunked\r\n"
 				       "\r\n");
 }
 
@@ -141,7 +164,7 @@ static void test_interim_answer_then_the_final_one(void **state)
 			       "HTTP/1.1 200 OK\r\nContent-Length: 2\r\n\r\nok",
 			       false, false);
 	assert_int_equal(r.st, FG_H1_DONE);
-	assert_string_equal(r.s.lines, "HTTP/1.1 100\r\n\r\nHTTP/1.1 200\r\n"
+	assert_string_equal(r.s.lines, "100\r\n\r\n200\r\n"
 				       "Content-Length: 2\r\n\r\n");
 	assert_string_equal(r.s.body, "ok");
 	assert_true(r.reusable);
@@ -196,15 +219,15 @@ static void test_keep_alive_by_version_and_connection(void **state)
 	assert_false(r.reusable);
 }
 
-static void test_status_line_as_the_version_and_code_say(void **state)
+static void test_status_as_the_code_says(void **state)
 {
 	(void)state;
 	struct result r = both("HTTP/1.0 404 Not Found\r\nContent-Length: 0\r\n\r\n",
 			       false, false);
 	assert_int_equal(r.st, FG_H1_DONE);
-	assert_string_equal(r.s.lines, "HTTP/1.0 404\r\nContent-Length: 0\r\n\r\n");
+	assert_string_equal(r.s.lines, "404\r\nContent-Length: 0\r\n\r\n");
 	r = both("HTTP/1.1 599 X\r\nContent-Length: 0\r\n\r\n", false, false);
-	assert_string_equal(r.s.lines, "HTTP/1.1 599\r\nContent-Length: 0\r\n\r\n");
+	assert_string_equal(r.s.lines, "599\r\nContent-Length: 0\r\n\r\n");
 }
 
 static void test_digits(void **state)
@@ -299,6 +322,26 @@ static void test_a_line_past_the_bound_is_an_error(void **state)
 	assert_int_equal(r.st, FG_H1_DONE);
 }
 
+static void test_a_head_past_the_most_headers_is_cut(void **state)
+{
+	(void)state;
+	static char in[16 * FG_UP_HEADERS_MAX];
+	size_t n = (size_t)snprintf(in, sizeof(in), "HTTP/1.1 200 OK\r\n");
+	for (int i = 0; i < FG_UP_HEADERS_MAX; i++)
+		n += (size_t)snprintf(in + n, sizeof(in) - n, "X-%d: v\r\n", i);
+	strcpy(in + n, "Content-Length: 0\r\n\r\n");
+	struct result r = run(in, false, 0, false, false, false);
+	assert_int_equal(r.st, FG_H1_DONE);
+	assert_int_equal(r.s.nheaders, FG_UP_HEADERS_MAX);
+	assert_true(r.s.cut);
+	/* as many as that is whole */
+	strcpy(in + n - strlen("X-1023: v\r\n"), "Content-Length: 0\r\n\r\n");
+	r = run(in, false, 0, false, false, false);
+	assert_int_equal(r.st, FG_H1_DONE);
+	assert_int_equal(r.s.nheaders, FG_UP_HEADERS_MAX);
+	assert_false(r.s.cut);
+}
+
 static void test_a_refusing_hook_stops_the_answer(void **state)
 {
 	(void)state;
@@ -324,7 +367,8 @@ int main(void)
 		cmocka_unit_test(test_malformed_answers),
 		cmocka_unit_test(test_a_line_past_the_bound_is_an_error),
 		cmocka_unit_test(test_a_refusing_hook_stops_the_answer),
-		cmocka_unit_test(test_status_line_as_the_version_and_code_say),
+		cmocka_unit_test(test_status_as_the_code_says),
+		cmocka_unit_test(test_a_head_past_the_most_headers_is_cut),
 		cmocka_unit_test(test_digits),
 		cmocka_unit_test(test_copy_cuts_short_as_snprintf_would),
 	};

@@ -31,6 +31,7 @@
 #include <event2/event.h>
 #include <event2/event_struct.h>
 
+#include "base/config.h"
 #include "upstream/h1client.h"
 
 #define GUARD_S 5      /* the longest any wait may take */
@@ -76,16 +77,17 @@ struct seen_req {
 /* ---- the client's side: one exchange ---------------------------------- */
 
 struct ex {
-	struct fg_h1x *x;       /* NULL once ended or cancelled */
-	bool in_start;          /* inside fg_h1c_start() */
+	void *x;                /* the exchange; NULL once ended or
+				   cancelled */
+	bool in_start;          /* inside begin() */
 	int ends;
-	enum fg_h1x_end how;
+	enum fg_up_end how;
 	int sent;               /* sent() calls */
 	char lines[4096];
 	size_t nlines;
 	char body[4096];
 	size_t body_len;
-	bool refuse_line;
+	bool refuse_body;       /* on_body() says stop */
 	size_t room_max;        /* room() says at most this (0: no bound) */
 	bool room_shut;         /* room() says 0 */
 	size_t last_room;
@@ -102,6 +104,7 @@ struct ex {
 struct t {
 	struct event_base *base;
 	struct fg_h1c *c;
+	struct fg_h1c *other;   /* a client for opts.to, when asked */
 	int lfd;
 	struct event lev;
 	struct sockaddr_in sa;
@@ -241,19 +244,29 @@ static void on_accept(evutil_socket_t fd, short what, void *arg)
 
 /* ---- the client's hooks ------------------------------------------------- */
 
-static bool h_line(void *arg, const char *line, size_t len)
+/* The head, written down as its lines ("HTTP/1.1 <status>", then each
+ * "Name: value"), each with its CRLF. */
+static void h_head(void *arg, int status, const struct fg_up_header *h,
+		   size_t n, bool cut)
 {
 	struct ex *e = arg;
-	if (e->nlines + len < sizeof(e->lines)) {
-		memcpy(e->lines + e->nlines, line, len);
-		e->nlines += len;
-		e->lines[e->nlines] = '\0';
+	(void)cut;
+	int w = snprintf(e->lines + e->nlines, sizeof(e->lines) - e->nlines,
+			 "HTTP/1.1 %d\r\n", status);
+	if (w > 0 && (size_t)w < sizeof(e->lines) - e->nlines)
+		e->nlines += (size_t)w;
+	for (size_t i = 0; i < n; i++) {
+		w = snprintf(e->lines + e->nlines, sizeof(e->lines) - e->nlines,
+			     "%.*s: %.*s\r\n", (int)h[i].name_len, h[i].name,
+			     (int)h[i].value_len, h[i].value);
+		if (w > 0 && (size_t)w < sizeof(e->lines) - e->nlines)
+			e->nlines += (size_t)w;
 	}
-	return !e->refuse_line;
 }
 
-static size_t h_room(void *arg)
+static size_t h_room(void *arg, size_t want)
 {
+	(void)want;
 	struct ex *e = arg;
 	size_t room = e->room_shut ? 0 : sizeof(e->body) - 1 - e->body_len;
 	if (e->room_max && room > e->room_max)
@@ -265,6 +278,8 @@ static size_t h_room(void *arg)
 static bool h_body(void *arg, const char *p, size_t n)
 {
 	struct ex *e = arg;
+	if (e->refuse_body)
+		return false;
 	if (n > e->last_room)
 		e->over_room = true;
 	e->last_room -= n < e->last_room ? n : e->last_room;
@@ -280,10 +295,10 @@ static size_t h_fill(void *arg, char *buf, size_t max)
 {
 	struct ex *e = arg;
 	if (e->off == e->abort_at)
-		return FG_H1X_FILL_ABORT;
+		return FG_UP_FILL_ABORT;
 	if (e->off == e->pause_at) {
 		e->pauses++;
-		return FG_H1X_FILL_PAUSE;
+		return FG_UP_FILL_PAUSE;
 	}
 	size_t n = e->data_len - e->off;
 	if (n > max)
@@ -304,23 +319,39 @@ static void h_sent(void *arg)
 	e->sent++;
 }
 
-static void h_end(void *arg, enum fg_h1x_end how)
+static void h_end(void *arg, struct fg_up_outcome out)
 {
 	struct ex *e = arg;
-	assert_false(e->in_start); /* never from inside fg_h1c_start() */
+	assert_false(e->in_start); /* never from inside begin() */
 	e->ends++;
-	e->how = how;
+	e->how = out.end;
 	e->x = NULL;
 }
 
-static const struct fg_h1x_hooks hooks = {
-	.line = h_line,
+static const struct fg_up_sink sink = {
+	.on_head = h_head,
 	.room = h_room,
-	.body = h_body,
+	.on_body = h_body,
 	.fill = h_fill,
-	.sent = h_sent,
-	.end = h_end,
+	.on_sent = h_sent,
+	.on_end = h_end,
 };
+
+/* A client for the upstream at sa (the settings it reads: the URL, the
+ * connect timeout). */
+static struct fg_h1c *client_for(struct t *t, const struct sockaddr_in *sa)
+{
+	struct fg_config cfg;
+	memset(&cfg, 0, sizeof(cfg));
+	char url[64];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d", ntohs(sa->sin_port));
+	cfg.upstream = url;
+	assert_int_equal(fg_upstream_parse(url, &cfg.up), 0);
+	cfg.upstream_connect_timeout_ms = 1000;
+	struct fg_h1c *c = fg_h1c_create(t->base, &cfg);
+	assert_non_null(c);
+	return c;
+}
 
 /* ---- the fixture -------------------------------------------------------- */
 
@@ -362,8 +393,6 @@ static int setup(void **state)
 	assert_non_null(t);
 	t->base = event_base_new();
 	assert_non_null(t->base);
-	t->c = fg_h1c_create(t->base);
-	assert_non_null(t->c);
 	t->lfd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
 	assert_true(t->lfd >= 0);
 	t->sa.sin_family = AF_INET;
@@ -372,6 +401,7 @@ static int setup(void **state)
 	socklen_t sl = sizeof(t->sa);
 	assert_int_equal(getsockname(t->lfd, (struct sockaddr *)&t->sa, &sl), 0);
 	assert_int_equal(listen(t->lfd, 64), 0);
+	t->c = client_for(t, &t->sa);
 	event_assign(&t->lev, t->base, t->lfd, EV_READ | EV_PERSIST, on_accept, t);
 	assert_int_equal(event_add(&t->lev, NULL), 0);
 	evtimer_assign(&t->guard, t->base, on_guard, t);
@@ -386,8 +416,9 @@ static int teardown(void **state)
 	struct t *t = *state;
 	for (int i = 0; i < t->nex; i++)
 		if (t->ex[i].x)
-			fg_h1x_cancel(t->ex[i].x);
+			fg_h1c_backend.cancel(t->ex[i].x);
 	fg_h1c_destroy(t->c);
+	fg_h1c_destroy(t->other);
 	for (int i = 0; i < MAX_CONNS; i++) {
 		up_close(&t->conns[i]);
 		free(t->conns[i].in);
@@ -419,41 +450,56 @@ struct opts {
 	const struct sockaddr_in *to; /* NULL: the upstream */
 };
 
-/* Starts `method path` (with the body's Content-Length when it has one). */
+/* Starts `method path` (with the body's Content-Length when it has one):
+ * the request as data, its head as the client writes it counted here. */
 static struct ex *start_ex(struct t *t, struct ex *e, const char *method,
 			   const char *path, struct opts o)
 {
-	size_t cap = 1024 + o.pad;
-	char *head = malloc(cap);
-	assert_non_null(head);
-	int n = snprintf(head, cap, "%s %s HTTP/1.1\r\nHost: upstream\r\n",
-			 method, path);
-	if (o.pad) {
-		memcpy(head + n, "X-Pad: ", 7);
-		memset(head + n + 7, 'p', o.pad);
-		memcpy(head + n + 7 + o.pad, "\r\n", 2);
-		n += (int)o.pad + 9;
+	const struct sockaddr_in *to = o.to ? o.to : &t->sa;
+	struct fg_h1c *c = t->c;
+	if (o.to) {
+		fg_h1c_destroy(t->other);
+		c = t->other = client_for(t, o.to);
 	}
-	if (o.body)
-		n += snprintf(head + n, cap - (size_t)n, "Content-Length: %zu\r\n",
-			      strlen(o.body));
-	n += snprintf(head + n, cap - (size_t)n, "\r\n");
-	e->head_len = (size_t)n;
+	char url[1024];
+	snprintf(url, sizeof(url), "http://127.0.0.1:%d%s", ntohs(to->sin_port),
+		 path);
+	char *pad = NULL;
+	struct fg_up_header hdr[1];
+	size_t nh = 0;
+	if (o.pad) {
+		pad = malloc(o.pad);
+		assert_non_null(pad);
+		memset(pad, 'p', o.pad);
+		hdr[nh++] = (struct fg_up_header){ "X-Pad", 5, pad, o.pad };
+	}
 	e->data = o.body;
 	e->data_len = o.body ? strlen(o.body) : 0;
-	struct fg_h1x_req req = {
-		.head = head,
-		.len = (size_t)n,
-		.body = e->data_len,
+	/* what the client sends before the body: its line, Host, X-Pad,
+	 * the body's length, the blank line */
+	e->head_len = strlen(method) + 1 + strlen(path) +
+		      strlen(" HTTP/1.1\r\nHost: 127.0.0.1:\r\n") +
+		      (size_t)snprintf(NULL, 0, "%d", ntohs(to->sin_port)) +
+		      (o.pad ? o.pad + 9 : 0) +
+		      (o.body ? (size_t)snprintf(NULL, 0, "Content-Length: %zu\r\n",
+						 e->data_len) : 0) + 2;
+	struct fg_up_request rq = {
+		.method = method,
+		.url = url,
+		.headers = hdr,
+		.nheaders = nh,
+		.body = o.body ? FG_UP_BODY_LENGTH : FG_UP_BODY_NONE,
+		.length = e->data_len,
 		.is_head = o.is_head,
 		.retryable = o.retryable,
 	};
-	e->in_start = true;
-	e->x = fg_h1c_start(t->c, (struct sockaddr *)(o.to ? o.to : &t->sa),
-			    sizeof(t->sa), 1000,
-			    &req, &hooks, e);
-	e->in_start = false;
+	e->x = fg_h1c_backend.prepare(c, &rq, &sink, e);
+	free(pad); /* (the head is written: the request lives only here) */
 	assert_non_null(e->x);
+	e->in_start = true;
+	bool began = fg_h1c_backend.begin(e->x);
+	e->in_start = false;
+	assert_true(began);
 	assert_int_equal(e->ends, 0);
 	return e;
 }
@@ -479,7 +525,7 @@ static int get_ok(struct t *t, const char *path, bool retryable)
 	struct ex *e = start(t, "GET", path, (struct opts){ .retryable = retryable });
 	int before = t->nreqs;
 	wait_end(t, e);
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_true(t->nreqs > before);
 	char want[32];
 	snprintf(want, sizeof(want), "answer %d", t->nreqs);
@@ -516,14 +562,14 @@ static void test_a_kept_alive_connection_carries_the_next_requests(void **state)
 {
 	struct t *t = *state;
 	struct ex *e = done(t, "GET", "/a", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "answer 1");
 	assert_int_equal(e->sent, 1);
 	assert_true(strncmp(e->lines, "HTTP/1.1 200\r\n", 14) == 0);
 	int a = t->reqs[0].conn;
 	int b = get_ok(t, "/b", false);
 	e = done(t, "PUT", "/c", (struct opts){ .body = "hello" });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "answer 3");
 	int c = t->reqs[2].conn;
 	assert_int_equal(t->accepts, 1);
@@ -531,8 +577,10 @@ static void test_a_kept_alive_connection_carries_the_next_requests(void **state)
 	assert_int_equal(b, c);
 	assert_int_equal(t->nreqs, 3);
 	/* each request whole, once, in order */
-	assert_string_equal(t->reqs[2].bytes, "PUT /c HTTP/1.1\r\nHost: upstream\r\n"
-			    "Content-Length: 5\r\n\r\nhello");
+	char want[128];
+	snprintf(want, sizeof(want), "PUT /c HTTP/1.1\r\nHost: 127.0.0.1:%d\r\n"
+		 "Content-Length: 5\r\n\r\nhello", ntohs(t->sa.sin_port));
+	assert_string_equal(t->reqs[2].bytes, want);
 	assert_false(t->conns[0].eof);
 }
 
@@ -544,11 +592,11 @@ static void test_no_reuse_after_an_answer_that_says_close(void **state)
 			    "Content-Length: 2\r\n\r\nok";
 	t->steps[1].reply = "HTTP/1.0 200 OK\r\nContent-Length: 2\r\n\r\nok";
 	struct ex *e = done(t, "GET", "/a", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "ok");
 	WAIT_FOR(t, t->conns[0].eof);
 	e = done(t, "GET", "/b", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "ok");
 	assert_int_equal(t->reqs[1].conn, 1);
 	WAIT_FOR(t, t->conns[1].eof);
@@ -562,7 +610,7 @@ static void test_no_reuse_after_bytes_past_the_answer(void **state)
 	/* a second answer nobody asked for, in the same write */
 	t->steps[0].reply = OK_2("ok") "HTTP/1.1 200 OK\r\nContent-Length: 5\r\n\r\nstray";
 	struct ex *e = done(t, "GET", "/a", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "ok");
 	/* the next one has its own answer, on a new connection */
 	assert_int_equal(get_ok(t, "/b", true), 1);
@@ -576,16 +624,16 @@ static void test_no_reuse_after_a_failed_answer(void **state)
 	/* malformed, the upstream's side left open */
 	t->steps[0].reply = "HTTP/1.1 200 OK\r\nContent-Length: zz\r\n\r\n";
 	struct ex *e = done(t, "GET", "/a", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_MALFORMED);
+	assert_int_equal(e->how, FG_UP_MALFORMED);
 	WAIT_FOR(t, t->conns[0].eof);
 
-	/* refused by the line hook: a good answer, dropped with its
+	/* refused by the body hook: a good answer, dropped with its
 	 * connection */
 	e = new_ex(t);
-	e->refuse_line = true;
+	e->refuse_body = true;
 	start_ex(t, e, "GET", "/b", (struct opts){ .retryable = true });
 	wait_end(t, e);
-	assert_int_equal(e->how, FG_H1X_MALFORMED);
+	assert_int_equal(e->how, FG_UP_MALFORMED);
 	assert_int_equal(t->reqs[1].conn, 1);
 	WAIT_FOR(t, t->conns[1].eof);
 
@@ -593,7 +641,7 @@ static void test_no_reuse_after_a_failed_answer(void **state)
 	t->steps[2].reply = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc";
 	t->steps[2].close_after = true;
 	e = done(t, "GET", "/c", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_PARTIAL);
+	assert_int_equal(e->how, FG_UP_CUT_SHORT);
 	assert_string_equal(e->body, "abc");
 	assert_int_equal(t->reqs[2].conn, 2);
 
@@ -631,7 +679,7 @@ static void test_an_idle_connection_the_upstream_closed_is_not_used(void **state
 	/* or not: the close comes in the same turn as the next request */
 	up_close(&t->conns[2]);
 	struct ex *e = done(t, "PUT", "/d", (struct opts){ .body = "hello" });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "answer 4");
 	assert_int_equal(t->reqs[3].conn, 3);
 	up_close(&t->conns[3]);
@@ -647,7 +695,7 @@ static void test_a_write_never_takes_an_idle_connection_that_spoke(void **state)
 	assert_int_equal(get_ok(t, "/a", true), 0);
 	up_write(&t->conns[0], OK_2("no"), strlen(OK_2("no")));
 	struct ex *e = done(t, "PUT", "/b", (struct opts){ .body = "hello" });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "answer 2");
 	assert_int_equal(t->reqs[1].conn, 1);
 	assert_int_equal(times_seen(t, "PUT /b HTTP/1.1"), 1);
@@ -662,7 +710,7 @@ static void test_a_retryable_request_is_sent_again_once_on_a_new_connection(void
 	t->steps[1].act = CLOSE; /* the reused connection closes under it */
 	assert_int_equal(get_ok(t, "/a", true), 0);
 	struct ex *e = done(t, "GET", "/b", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "answer 3");
 	assert_int_equal(t->nreqs, 3);
 	assert_int_equal(t->accepts, 2);
@@ -685,15 +733,15 @@ static void test_a_closed_under_request_that_is_not_retryable_is_sent_once(void 
 	assert_int_equal(get_ok(t, "/a", true), 0);
 	/* a write */
 	struct ex *e = done(t, "PUT", "/w", (struct opts){ .body = "hello" });
-	assert_int_equal(e->how, FG_H1X_EMPTY);
+	assert_int_equal(e->how, FG_UP_NO_ANSWER);
 	assert_int_equal(get_ok(t, "/b", true), 1);
 	/* one with a body, whatever its owner says */
 	e = done(t, "PUT", "/w2", (struct opts){ .body = "hello", .retryable = true });
-	assert_int_equal(e->how, FG_H1X_EMPTY);
+	assert_int_equal(e->how, FG_UP_NO_ANSWER);
 	assert_int_equal(get_ok(t, "/c", true), 2);
 	/* one without, that its owner does not call retryable */
 	e = done(t, "GET", "/g", (struct opts){ .retryable = false });
-	assert_int_equal(e->how, FG_H1X_EMPTY);
+	assert_int_equal(e->how, FG_UP_NO_ANSWER);
 	/* (the last request goes through after any second send would have) */
 	assert_int_equal(get_ok(t, "/d", true), 3);
 	assert_int_equal(times_seen(t, "PUT /w HTTP/1.1"), 1);
@@ -710,7 +758,7 @@ static void test_a_retry_that_fails_too_is_not_sent_a_third_time(void **state)
 	t->steps[2].act = CLOSE;
 	assert_int_equal(get_ok(t, "/a", true), 0);
 	struct ex *e = done(t, "GET", "/b", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_EMPTY);
+	assert_int_equal(e->how, FG_UP_NO_ANSWER);
 	assert_int_equal(get_ok(t, "/c", true), 2);
 	assert_int_equal(times_seen(t, "GET /b HTTP/1.1"), 2);
 	assert_int_equal(t->nreqs, 4);
@@ -723,7 +771,7 @@ static void test_no_retry_on_a_new_connection(void **state)
 	/* a new connection's close says nothing of a keep-alive bound */
 	t->steps[0].act = CLOSE;
 	struct ex *e = done(t, "GET", "/a", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_EMPTY);
+	assert_int_equal(e->how, FG_UP_NO_ANSWER);
 	assert_int_equal(get_ok(t, "/b", true), 1);
 	assert_int_equal(times_seen(t, "GET /a HTTP/1.1"), 1);
 	assert_int_equal(t->accepts, 2);
@@ -736,7 +784,7 @@ static void test_no_retry_after_a_byte_of_the_answer(void **state)
 	t->steps[1].close_after = true;
 	assert_int_equal(get_ok(t, "/a", true), 0);
 	struct ex *e = done(t, "GET", "/b", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_PARTIAL);
+	assert_int_equal(e->how, FG_UP_CUT_SHORT);
 	assert_int_equal(get_ok(t, "/c", true), 1);
 	assert_int_equal(times_seen(t, "GET /b HTTP/1.1"), 1);
 }
@@ -755,9 +803,9 @@ static void test_cancel_mid_body_closes_the_connection(void **state)
 	start_ex(t, e, "PUT", "/w", (struct opts){ .body = body100 });
 	WAIT_FOR(t, e->pauses == 1 && t->accepts == 1 &&
 		 t->conns[0].got == e->head_len + 10);
-	struct fg_h1x *x = e->x;
+	void *x = e->x;
 	e->x = NULL;
-	fg_h1x_cancel(x);
+	fg_h1c_backend.cancel(x);
 	WAIT_FOR(t, t->conns[0].eof);
 	assert_int_equal(t->conns[0].got, e->head_len + 10);
 	assert_int_equal(t->nreqs, 0);
@@ -773,9 +821,9 @@ static void test_cancel_mid_answer_closes_the_connection(void **state)
 	t->steps[0].reply = "HTTP/1.1 200 OK\r\nContent-Length: 10\r\n\r\nabc";
 	struct ex *e = start(t, "GET", "/a", (struct opts){ .retryable = true });
 	WAIT_FOR(t, e->body_len == 3);
-	struct fg_h1x *x = e->x;
+	void *x = e->x;
 	e->x = NULL;
-	fg_h1x_cancel(x);
+	fg_h1c_backend.cancel(x);
 	WAIT_FOR(t, t->conns[0].eof);
 	assert_int_equal(get_ok(t, "/b", true), 1);
 	assert_int_equal(e->ends, 0);
@@ -794,9 +842,9 @@ static void test_a_paused_body_goes_on_when_resumed(void **state)
 		 t->conns[0].got == e->head_len + 4);
 	assert_int_equal(e->sent, 0);
 	e->pause_at = NEVER;
-	fg_h1x_resume_send(e->x);
+	fg_h1c_backend.resume_send(e->x);
 	wait_end(t, e);
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "answer 1");
 	assert_int_equal(e->sent, 1);
 	assert_int_equal(t->nreqs, 1);
@@ -812,7 +860,7 @@ static void test_fill_abort_cuts_the_request_off(void **state)
 	e->abort_at = 4;
 	start_ex(t, e, "PUT", "/w", (struct opts){ .body = "0123456789" });
 	wait_end(t, e);
-	assert_int_equal(e->how, FG_H1X_ABORTED);
+	assert_int_equal(e->how, FG_UP_ABORTED);
 	assert_int_equal(e->sent, 0);
 	WAIT_FOR(t, t->accepts == 1 && t->conns[0].eof);
 	assert_true(t->conns[0].got < e->head_len + 10);
@@ -826,9 +874,9 @@ static void test_fill_abort_cuts_the_request_off(void **state)
 		 t->conns[1].got == e->head_len + 4);
 	e->pause_at = NEVER;
 	e->abort_at = 4;
-	fg_h1x_resume_send(e->x);
+	fg_h1c_backend.resume_send(e->x);
 	wait_end(t, e);
-	assert_int_equal(e->how, FG_H1X_ABORTED);
+	assert_int_equal(e->how, FG_UP_ABORTED);
 	WAIT_FOR(t, t->conns[1].eof);
 	assert_int_equal(t->conns[1].got, e->head_len + 4);
 	assert_int_equal(t->nreqs, 0);
@@ -844,7 +892,7 @@ static void test_an_abort_on_a_reused_connection_ends_after_start(void **state)
 	/* (start_ex() checks that end() did not come from inside) */
 	start_ex(t, e, "PUT", "/w", (struct opts){ .body = "0123456789" });
 	wait_end(t, e);
-	assert_int_equal(e->how, FG_H1X_ABORTED);
+	assert_int_equal(e->how, FG_UP_ABORTED);
 	WAIT_FOR(t, t->conns[0].eof);
 	assert_true(t->conns[0].got < got + e->head_len + 10);
 	assert_int_equal(t->nreqs, 1);
@@ -865,7 +913,7 @@ static void test_no_connection_ends_after_start(void **state)
 	assert_int_equal(getsockname(fd, (struct sockaddr *)&sa, &sl), 0);
 	close(fd); /* nobody listens there */
 	struct ex *e = done(t, "GET", "/a", (struct opts){ .retryable = true, .to = &sa });
-	assert_int_equal(e->how, FG_H1X_CONNECT);
+	assert_int_equal(e->how, FG_UP_UNREACHABLE);
 	assert_int_equal(e->sent, 0);
 	assert_int_equal(get_ok(t, "/b", true), 0);
 }
@@ -879,7 +927,7 @@ static void test_the_body_is_read_within_room(void **state)
 	e->room_max = 5;
 	start_ex(t, e, "GET", "/a", (struct opts){ .retryable = true });
 	wait_end(t, e);
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "abcdefghijklmnopqrstuvwxyz");
 	assert_false(e->over_room);
 
@@ -893,9 +941,9 @@ static void test_the_body_is_read_within_room(void **state)
 	assert_int_equal(e->body_len, 0);
 	assert_int_equal(e->ends, 0);
 	e->room_shut = false;
-	fg_h1x_resume(e->x);
+	fg_h1c_backend.resume_recv(e->x);
 	wait_end(t, e);
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "answer 2");
 	assert_false(e->over_room);
 	assert_int_equal(get_ok(t, "/c", true), 0);
@@ -912,7 +960,7 @@ static void test_a_retryable_request_never_takes_an_idle_connection_that_spoke(v
 	assert_int_equal(get_ok(t, "/a", true), 0);
 	up_write(&t->conns[0], OK_2("no"), strlen(OK_2("no")));
 	struct ex *e = done(t, "GET", "/b", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "answer 2");
 	assert_int_equal(t->reqs[1].conn, 1);
 }
@@ -928,10 +976,10 @@ static void test_a_retryable_request_never_reads_bytes_left_past_the_answer(void
 	e->room_max = 2; /* (reads of 2 bytes: the first answer ends one) */
 	start_ex(t, e, "GET", "/a", (struct opts){ .retryable = true });
 	wait_end(t, e);
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "ok");
 	e = done(t, "GET", "/b", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "answer 2");
 }
 
@@ -950,7 +998,7 @@ static void test_a_retry_goes_out_whole_when_it_takes_more_than_one_send(void **
 				    sizeof(small)), 0);
 	struct ex *e = done(t, "GET", "/b", (struct opts){ .retryable = true,
 							    .pad = 8 << 20 });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, "answer 3");
 	assert_int_equal(times_seen(t, "GET /b HTTP/1.1"), 2);
 	assert_int_equal(t->reqs[2].len, t->reqs[1].len);
@@ -968,7 +1016,7 @@ static void no_reuse_after(struct t *t, const char *method, bool is_head,
 	t->steps[0].reply = reply;
 	struct ex *e = done(t, method, "/a",
 			    (struct opts){ .retryable = true, .is_head = is_head });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_string_equal(e->body, body);
 	assert_int_equal(get_ok(t, "/b", true), 1);
 	assert_int_equal(t->accepts, 2);
@@ -1012,7 +1060,7 @@ static void test_a_204_without_a_length_keeps_the_connection(void **state)
 	struct t *t = *state;
 	t->steps[0].reply = "HTTP/1.1 204 No Content\r\n\r\n";
 	struct ex *e = done(t, "GET", "/a", (struct opts){ .retryable = true });
-	assert_int_equal(e->how, FG_H1X_OK);
+	assert_int_equal(e->how, FG_UP_OK);
 	assert_int_equal(get_ok(t, "/b", true), 0);
 	assert_int_equal(t->accepts, 1);
 }

@@ -1,0 +1,205 @@
+/*
+ * head.c - the request upstream as data (head.h): the client's headers as
+ * the policy passes them (headers.h), then the gateway's own
+ * (X-Forwarded-*, Via, ...), then the owner's, each a line in one block
+ * reused by the loop, then split into names and values for the client
+ * that carries the request (backend.h). No I/O.
+ */
+#include <stdlib.h>
+#include <string.h>
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include "base/config.h"
+#include "base/text.h"
+#include "base/writeset.h"
+#include "upstream/head.h"
+#include "upstream/headers.h"
+
+/* Makes room for n more bytes in a block (*buf, *cap bytes of which len
+ * are used), doubling from `first`. False without memory (the block is
+ * as it was). */
+static bool room(char **buf, size_t *cap, size_t len, size_t n, size_t first)
+{
+	if (n <= *cap - len)
+		return true;
+	size_t c = *cap ? *cap : first;
+	while (c - len < n)
+		c *= 2;
+	char *b = realloc(*buf, c);
+	if (!b)
+		return false;
+	*buf = b;
+	*cap = c;
+	return true;
+}
+
+struct hdr_ctx {
+	struct fg_head *hd;
+	unsigned flags;         /* FG_HDR_* */
+	const char *connection; /* the Connection header: names more hop headers */
+	char xff[FG_HDR_XFF_MAX]; /* every X-Forwarded-For value, in order */
+	size_t xff_len;
+	bool failed;
+};
+
+/* Appends the pieces of one header line, then its NUL, to hd->rh. */
+static bool rh_put(struct fg_head *hd, const char *a, size_t an,
+		   const char *b, size_t bn, const char *c, size_t cn)
+{
+	size_t n = an + bn + cn + 1;
+	if (!room(&hd->rh, &hd->rh_cap, hd->rh_len, n, 1024))
+		return false;
+	char *o = hd->rh + hd->rh_len;
+	memcpy(o, a, an);
+	memcpy(o + an, b, bn);
+	memcpy(o + an + bn, c, cn);
+	o[an + bn + cn] = '\0';
+	hd->rh_len += n;
+	return true;
+}
+
+static bool append_line(void *arg, const char *line)
+{
+	return rh_put(arg, line, strlen(line), "", 0, "", 0);
+}
+
+static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
+				  const char *key, const char *value)
+{
+	struct hdr_ctx *h = cls;
+	(void)kind;
+	if (fg_hdr_is_xff(key)) {
+		if (fg_hdr_xff_join(h->xff, sizeof(h->xff), &h->xff_len, value) != 0) {
+			h->failed = true; /* bounded like every header */
+			return MHD_NO;
+		}
+		return MHD_YES;
+	}
+	if (!fg_hdr_pass(key, h->connection, h->flags))
+		return MHD_YES;
+	if (!rh_put(h->hd, key, strlen(key), ": ", 2, value, strlen(value))) {
+		h->failed = true;
+		return MHD_NO;
+	}
+	return MHD_YES;
+}
+
+static void client_ip(struct MHD_Connection *c, char *out, size_t cap)
+{
+	const union MHD_ConnectionInfo *ci =
+		MHD_get_connection_info(c, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+	memcpy(out, "unknown", sizeof("unknown")); /* (cap >= INET6_ADDRSTRLEN) */
+	if (!ci || !ci->client_addr)
+		return;
+	const struct sockaddr *sa = ci->client_addr;
+	if (sa->sa_family == AF_INET) {
+		/* inet_ntop() formats an IPv4 address with sprintf(), once
+		 * per request: the four numbers are written here */
+		const uint8_t *b = (const uint8_t *)
+			&((const struct sockaddr_in *)sa)->sin_addr.s_addr;
+		size_t n = 0;
+		for (int i = 0; i < 4; i++) {
+			n += fg_digits(out + n, b[i]);
+			out[n++] = i < 3 ? '.' : '\0';
+		}
+	} else if (sa->sa_family == AF_INET6) {
+		inet_ntop(AF_INET6, &((const struct sockaddr_in6 *)sa)->sin6_addr, out, (socklen_t)cap);
+	}
+}
+
+/* The headers every request upstream carries: the client's as the policy
+ * passes them (headers.h), then the gateway's own, appended to hd->rh;
+ * false when a header could not be added. */
+static bool client_headers(struct fg_head *hd, struct MHD_Connection *c,
+			   unsigned flags, bool tls, const char *host)
+{
+	char ip[64];
+	struct hdr_ctx h = { hd, flags,
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION),
+		{ 0 }, 0, false };
+	MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
+	client_ip(c, ip, sizeof(ip));
+	struct fg_hdr_forward f = {
+		.xff = h.xff,
+		.client_ip = ip,
+		.tls = tls,
+		.host = host ? host : MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+								  MHD_HTTP_HEADER_HOST),
+		.has_accept = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							  MHD_HTTP_HEADER_ACCEPT) != NULL,
+		.flags = flags,
+	};
+	return !h.failed && fg_hdr_add(&f, append_line, hd);
+}
+
+/* The lines in hd->rh as the request's headers, in hd->rqh (split at
+ * their colon, the value's leading blanks gone); false without memory. */
+static bool rh_headers(struct fg_head *hd, size_t *n)
+{
+	*n = 0;
+	for (size_t o = 0, ln; o < hd->rh_len; o += ln + 1) {
+		const char *l = hd->rh + o;
+		ln = strlen(l);
+		if (*n == hd->caprqh) {
+			size_t cap = hd->caprqh ? hd->caprqh * 2 : 32;
+			struct fg_up_header *a = realloc(hd->rqh, cap * sizeof(*a));
+			if (!a)
+				return false;
+			hd->rqh = a;
+			hd->caprqh = cap;
+		}
+		const char *colon = memchr(l, ':', ln);
+		const char *v = colon ? colon + 1 : l + ln;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		struct fg_up_header *h = &hd->rqh[(*n)++];
+		h->name = l;
+		h->name_len = colon ? (size_t)(colon - l) : ln;
+		h->value = v;
+		h->value_len = (size_t)(l + ln - v);
+	}
+	return true;
+}
+
+bool fg_head_build(struct fg_head *hd, const struct fg_head_in *in,
+		   struct fg_up_request *rq)
+{
+	hd->rh_len = 0;
+	bool ok = client_headers(hd, in->conn, in->hdr_flags, in->tls, in->host);
+	for (const char *const *l = in->extra; ok && l && *l; l++)
+		ok = append_line(hd, *l);
+	size_t nheaders;
+	if (!ok || !rh_headers(hd, &nheaders))
+		return false;
+	const char *m = in->method;
+	bool head = strcmp(m, "HEAD") == 0;
+	*rq = (struct fg_up_request){
+		.method = m,
+		.url = in->url,
+		.headers = hd->rqh,
+		.nheaders = nheaders,
+		.body = in->body,
+		.length = in->body == FG_UP_BODY_LENGTH ? in->length : 0,
+		.fixed_body = in->fixed_body,
+		.fixed_len = in->fixed_len,
+		.is_head = head,
+		/* the safe methods (RFC 9110, and WebDAV's PROPFIND) may go
+		 * out twice, as curl would send them; a write never does */
+		.retryable = in->body == FG_UP_BODY_NONE &&
+			!fg_method_is_write(in->cfg, m) &&
+			(head || strcmp(m, "GET") == 0 || strcmp(m, "OPTIONS") == 0 ||
+			 strcmp(m, "PROPFIND") == 0),
+	};
+	return true;
+}
+
+void fg_head_free(struct fg_head *hd)
+{
+	free(hd->rh);
+	free(hd->rqh);
+	hd->rh = NULL;
+	hd->rqh = NULL;
+	hd->rh_len = hd->rh_cap = hd->caprqh = 0;
+}
