@@ -1,6 +1,7 @@
 /*
- * text.h - the two string helpers of the request path: a bounded copy and
- * an unsigned number's digits. Private to the gateway.
+ * text.h - the string helpers of the request path: a bounded copy, an
+ * unsigned number's digits, and room in a growing block of text. Private
+ * to the gateway.
  *
  * Every request used to make several of these with snprintf(), which
  * costs more than the rest of their work; these are copies.
@@ -11,8 +12,10 @@
 #ifndef FENCEGATE_TEXT_H
 #define FENCEGATE_TEXT_H
 
+#include <stdbool.h>
 #include <stddef.h>
 #include <stdint.h>
+#include <stdlib.h>
 #include <string.h>
 
 /* Copies src into dst (cap >= 1 bytes), cut short to fit; returns the
@@ -38,6 +41,26 @@ static inline size_t fg_digits(char *out, uint64_t v)
 	for (size_t i = 0; i < n; i++)
 		out[i] = tmp[n - 1 - i];
 	return n;
+}
+
+/* Makes room for n more bytes in a block (*buf, *cap bytes of which len
+ * are used), doubling from `first`. False without memory (the block is
+ * as it was). The header blocks of the upstream side grow this way, so
+ * that a request's headers cost one allocation, not one each. */
+static inline bool fg_block_room(char **buf, size_t *cap, size_t len, size_t n,
+				 size_t first)
+{
+	if (n <= *cap - len)
+		return true;
+	size_t c = *cap ? *cap : first;
+	while (c - len < n)
+		c *= 2;
+	char *b = realloc(*buf, c);
+	if (!b)
+		return false;
+	*buf = b;
+	*cap = c;
+	return true;
 }
 
 #endif

@@ -32,6 +32,7 @@
 
 #include "base/config.h"
 #include "base/log.h"
+#include "base/text.h"
 #include "upstream/curlx.h"
 
 #define EASY_POOL 64
@@ -159,24 +160,6 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 	return x->sink.on_body(x->arg, ptr, n) ? n : 0; /* (0: abort) */
 }
 
-/* Makes room for n more bytes in a block of header lines (*buf, *cap
- * bytes of which len are used), doubling from `first`. False without
- * memory (the block is as it was). */
-static bool room(char **buf, size_t *cap, size_t len, size_t n, size_t first)
-{
-	if (n <= *cap - len)
-		return true;
-	size_t c = *cap ? *cap : first;
-	while (c - len < n)
-		c *= 2;
-	char *b = realloc(*buf, c);
-	if (!b)
-		return false;
-	*buf = b;
-	*cap = c;
-	return true;
-}
-
 /* A header value's number, as strtoll() reads it from a NUL-ended copy
  * (a value is not NUL-ended). */
 static int64_t value_number(const char *v, size_t vl)
@@ -218,7 +201,7 @@ static void curl_header(struct cx *x, const char *name, size_t nl,
 		x->hdrs = a;
 		x->caphdrs = cap;
 	}
-	if (!room(&x->ch, &x->ch_cap, x->ch_len, nl + vl, 512)) {
+	if (!fg_block_room(&x->ch, &x->ch_cap, x->ch_len, nl + vl, 512)) {
 		x->cut = true;
 		return;
 	}
@@ -740,7 +723,7 @@ static bool header_list(struct fg_curlx *xs, struct cx *x,
 	for (size_t i = 0; i < rq->nheaders; i++) {
 		const struct fg_up_header *h = &rq->headers[i];
 		size_t n = h->name_len + 2 + h->value_len + 1;
-		if (!room(&xs->line, &xs->line_cap, 0, n, 256))
+		if (!fg_block_room(&xs->line, &xs->line_cap, 0, n, 256))
 			return false;
 		char *o = xs->line;
 		memcpy(o, h->name, h->name_len);

@@ -17,24 +17,6 @@
 #include "upstream/head.h"
 #include "upstream/headers.h"
 
-/* Makes room for n more bytes in a block (*buf, *cap bytes of which len
- * are used), doubling from `first`. False without memory (the block is
- * as it was). */
-static bool room(char **buf, size_t *cap, size_t len, size_t n, size_t first)
-{
-	if (n <= *cap - len)
-		return true;
-	size_t c = *cap ? *cap : first;
-	while (c - len < n)
-		c *= 2;
-	char *b = realloc(*buf, c);
-	if (!b)
-		return false;
-	*buf = b;
-	*cap = c;
-	return true;
-}
-
 struct hdr_ctx {
 	struct fg_head *hd;
 	unsigned flags;         /* FG_HDR_* */
@@ -49,7 +31,7 @@ static bool rh_put(struct fg_head *hd, const char *a, size_t an,
 		   const char *b, size_t bn, const char *c, size_t cn)
 {
 	size_t n = an + bn + cn + 1;
-	if (!room(&hd->rh, &hd->rh_cap, hd->rh_len, n, 1024))
+	if (!fg_block_room(&hd->rh, &hd->rh_cap, hd->rh_len, n, 1024))
 		return false;
 	char *o = hd->rh + hd->rh_len;
 	memcpy(o, a, an);

@@ -73,6 +73,7 @@
 #include "base/recycle.h"
 #include "base/redirect.h"
 #include "proc/metrics.h"
+#include "base/text.h"
 #include "upstream/backend.h"
 #include "upstream/curlx.h"
 #include "upstream/h1client.h"
@@ -423,29 +424,11 @@ static int64_t value_number(const char *v, size_t vl)
 	return n;
 }
 
-/* Makes room for n more bytes in a block of header lines (*buf, *cap
- * bytes of which len are used), doubling from `first`. False without
- * memory (the block is as it was). */
-static bool room(char **buf, size_t *cap, size_t len, size_t n, size_t first)
-{
-	if (n <= *cap - len)
-		return true;
-	size_t c = *cap ? *cap : first;
-	while (c - len < n)
-		c *= 2;
-	char *b = realloc(*buf, c);
-	if (!b)
-		return false;
-	*buf = b;
-	*cap = c;
-	return true;
-}
-
 /* Copies P (N bytes) and a NUL into the header block; sets *at to where
  * it begins. False without memory. */
 static bool hb_put(struct fg_xfer *x, const char *p, size_t n, size_t *at)
 {
-	if (!room(&x->hb, &x->hb_cap, x->hb_len, n + 1, 512))
+	if (!fg_block_room(&x->hb, &x->hb_cap, x->hb_len, n + 1, 512))
 		return false;
 	*at = x->hb_len;
 	memcpy(x->hb + x->hb_len, p, n);
