@@ -70,6 +70,8 @@ struct fg_waiter {
 	bool deadline_hit;
 	bool repoll;             /* a dequeue wanted while a call was in flight */
 	bool peeking;            /* the call in flight is a dequeue's peek */
+	bool repeek;             /* its peek met no Redis: asked again on
+				    the watch's repeek timer */
 	struct watch *watch;
 	struct fg_waiter *prev, *next;
 };
@@ -82,6 +84,7 @@ struct watch {
 	struct event *tick;
 	struct event *otick;     /* keeps the lock's change events coming */
 	struct event *recheck;
+	struct event *repeek;    /* its waiters' peeks that met no Redis */
 	uint64_t tick_at;
 	int busy;                /* > 0 while its lists are walked: not freed */
 	bool ticking, oticking, inspecting, reinspect, subscribed, confirmed;
@@ -97,6 +100,8 @@ struct took {
 	UT_hash_handle hh;
 	struct took *prev, *next;
 };
+/* A resync's peek that met no Redis is asked again this much later. */
+#define REPEEK_MS 200
 #define TOOK_KEEP_MS 60000      /* a message is never this late on a live
 				   subscription; a new one starts afresh */
 
@@ -237,6 +242,7 @@ void fg_waiter_drop(struct fg_waitq *wq, struct fg_waiter *w)
 static void on_tick_timer(evutil_socket_t fd, short what, void *arg);
 static void on_otick_timer(evutil_socket_t fd, short what, void *arg);
 static void on_recheck(evutil_socket_t fd, short what, void *arg);
+static void on_repeek(evutil_socket_t fd, short what, void *arg);
 
 static struct watch *watch_get(struct fg_waitq *wq, const char *name)
 {
@@ -253,13 +259,16 @@ static struct watch *watch_get(struct fg_waitq *wq, const char *name)
 	wt->tick = evtimer_new(wq->base, on_tick_timer, wt);
 	wt->otick = evtimer_new(wq->base, on_otick_timer, wt);
 	wt->recheck = evtimer_new(wq->base, on_recheck, wt);
-	if (!wt->tick || !wt->otick || !wt->recheck) {
+	wt->repeek = evtimer_new(wq->base, on_repeek, wt);
+	if (!wt->tick || !wt->otick || !wt->recheck || !wt->repeek) {
 		if (wt->tick)
 			event_free(wt->tick);
 		if (wt->otick)
 			event_free(wt->otick);
 		if (wt->recheck)
 			event_free(wt->recheck);
+		if (wt->repeek)
+			event_free(wt->repeek);
 		free(wt);
 		return NULL;
 	}
@@ -273,6 +282,7 @@ static void watch_free(struct fg_waitq *wq, struct watch *wt)
 	event_free(wt->tick);
 	event_free(wt->otick);
 	event_free(wt->recheck);
+	event_free(wt->repeek);
 	free(wt);
 }
 
@@ -426,7 +436,16 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 	struct fg_waiter *w = arg;
 	struct fg_waitq *q = w->wq;
 	/* the call holds the waiter until call_ended(), past finish() */
-	if (err) {
+	if (err && w->peeking && !w->deadline_hit && !q->stopping &&
+	    w->result == FG_WAIT_PENDING && w->watch) {
+		/* a resync's peek met no Redis (the subscription came back
+		 * before the command connection did, or Redis went again): a
+		 * loss of Redis does not end a wait, so the waiter stays
+		 * queued and asks again shortly, until its deadline */
+		w->repeek = true;
+		struct timeval tv = tv_of(REPEEK_MS);
+		evtimer_add(w->watch->repeek, &tv);
+	} else if (err) {
 		/* whether it is still queued, or was handed the lock, is not
 		 * known: its client is answered 503, so both go back (asked
 		 * before finish(), which never makes a result GRANTED here
@@ -634,6 +653,26 @@ static void on_recheck(evutil_socket_t fd, short what, void *arg)
 	(void)what;
 	struct watch *wt = arg;
 	request_inspect(wt->wq, wt);
+}
+
+/* The peeks that met no Redis, asked again (each waiter's deadline still
+ * bounds its wait: on_deadline() dequeues it whatever a peek does). */
+static void on_repeek(evutil_socket_t fd, short what, void *arg)
+{
+	(void)fd;
+	(void)what;
+	struct watch *wt = arg;
+	struct fg_waiter *w, *tmp;
+	wt->busy++;
+	DL_FOREACH_SAFE(wt->acq, w, tmp) {
+		if (!w->repeek)
+			continue;
+		w->repeek = false;
+		if (w->result == FG_WAIT_PENDING && !w->deadline_hit)
+			start_dequeue(wt->wq, w, true);
+	}
+	wt->busy--;
+	watch_maybe_free(wt->wq, wt);
 }
 
 /* ---- parked waiters -------------------------------------------------- */
