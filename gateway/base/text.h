@@ -1,7 +1,7 @@
 /*
  * text.h - the string helpers of the request path: a bounded copy, an
- * unsigned number's digits, and room in a growing block of text. Private
- * to the gateway.
+ * unsigned number's digits, a header value's number, and room in a
+ * growing block of text. Private to the gateway.
  *
  * Every request used to make several of these with snprintf(), which
  * costs more than the rest of their work; these are copies.
@@ -61,6 +61,23 @@ static inline bool fg_block_room(char **buf, size_t *cap, size_t len, size_t n,
 	*buf = b;
 	*cap = c;
 	return true;
+}
+
+/* A header value's number, as strtoll() reads it from a NUL-ended copy
+ * (a value handed on as bytes and a length is not NUL-ended); -1 without
+ * memory. */
+static inline int64_t fg_value_number(const char *v, size_t vl)
+{
+	char small[64];
+	char *b = vl < sizeof(small) ? small : malloc(vl + 1);
+	if (!b)
+		return -1;
+	memcpy(b, v, vl);
+	b[vl] = '\0';
+	int64_t n = strtoll(b, NULL, 10);
+	if (b != small)
+		free(b);
+	return n;
 }
 
 #endif

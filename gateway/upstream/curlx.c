@@ -160,29 +160,13 @@ static size_t on_write(char *ptr, size_t size, size_t nmemb, void *ud)
 	return x->sink.on_body(x->arg, ptr, n) ? n : 0; /* (0: abort) */
 }
 
-/* A header value's number, as strtoll() reads it from a NUL-ended copy
- * (a value is not NUL-ended). */
-static int64_t value_number(const char *v, size_t vl)
-{
-	char small[64];
-	char *b = vl < sizeof(small) ? small : malloc(vl + 1);
-	if (!b)
-		return -1;
-	memcpy(b, v, vl);
-	b[vl] = '\0';
-	int64_t n = strtoll(b, NULL, 10);
-	if (b != small)
-		free(b);
-	return n;
-}
-
 /* A header line of the head curl reads, kept in x->ch until the head
  * ends. */
 static void curl_header(struct cx *x, const char *name, size_t nl,
 			const char *v, size_t vl)
 {
 	if (nl == 14 && strncasecmp(name, "Content-Length", 14) == 0)
-		x->clength = value_number(v, vl);
+		x->clength = fg_value_number(v, vl);
 	if (nl == 17 && strncasecmp(name, "Transfer-Encoding", 17) == 0)
 		x->te = true;
 	if (x->cut)

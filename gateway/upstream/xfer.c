@@ -408,22 +408,6 @@ static void forget_headers(struct fg_xfer *x)
 	x->content_length = -1;
 }
 
-/* A header value's number, as strtoll() reads it from a NUL-ended copy
- * (a value is not NUL-ended). */
-static int64_t value_number(const char *v, size_t vl)
-{
-	char small[64];
-	char *b = vl < sizeof(small) ? small : malloc(vl + 1);
-	if (!b)
-		return -1;
-	memcpy(b, v, vl);
-	b[vl] = '\0';
-	int64_t n = strtoll(b, NULL, 10);
-	if (b != small)
-		free(b);
-	return n;
-}
-
 /* Copies P (N bytes) and a NUL into the header block; sets *at to where
  * it begins. False without memory. */
 static bool hb_put(struct fg_xfer *x, const char *p, size_t n, size_t *at)
@@ -446,7 +430,7 @@ static void keep_header(struct fg_xfer *x, const char *name, size_t nl,
 			const char *v, size_t vl)
 {
 	if (nl == 14 && strncasecmp(name, "Content-Length", 14) == 0)
-		x->content_length = value_number(v, vl);
+		x->content_length = fg_value_number(v, vl);
 	if (nl == 10 && strncasecmp(name, "Connection", 10) == 0) {
 		if (hb_put(x, v, vl, &x->connection))
 			x->has_connection = true;
