@@ -1,16 +1,22 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what it needs, builds fencegate twice
-# (plain with -Werror, then with AddressSanitizer + UndefinedBehaviorSanitizer),
-# runs the unit tests and the integration tests against each build (the plain
-# build's once more with a Redis Cluster in place of every redis-server, and
-# the seeded fault-injection run of tests/chaos/ against it), then
-# builds the libFuzzer harnesses with clang and runs each over its corpus for
-# a few seconds (FUZZ_SECONDS, default 10), and ends with one line:
-# `N passed, N failed`. BUSY_CORE=N keeps N cores spinning during each
-# integration run (run.py --busy-core N): the suite must hold under load.
+# The whole test suite: installs what it needs, builds fencegate three times
+# (plain with -Werror; with AddressSanitizer + UndefinedBehaviorSanitizer;
+# the libFuzzer harnesses with clang), then runs at once:
+#   - the unit tests of both builds (meson test);
+#   - the integration suite over the whole matrix (tests/integration/run.py:
+#     both builds, one Redis and a Redis Cluster, nginx and Apache; each test
+#     in the cells that can change its outcome, docs/testing.md) with
+#     TEST_JOBS workers (default 4);
+#   - the seeded fault-injection run of tests/chaos/ against the plain build;
+#   - each fuzz harness over its corpus for FUZZ_SECONDS (default 10);
+# and ends with each part's time and one line: `N passed, N failed`.
+# BUSY_CORE=N keeps N cores spinning during the integration run (run.py
+# --busy-core N): the suite must hold under load. CHAOS_SEED replays a
+# chaos run; TEST_SEED an integration run's order.
 set -uo pipefail
 cd "$(dirname "$0")/.."
 top=$(pwd)
+t_start=$SECONDS
 
 scripts/install-deps.sh || { echo "0 passed, 1 failed"; exit 1; }
 
@@ -18,14 +24,43 @@ passed=0
 failed=0
 log=$(mktemp -d)
 trap 'rm -rf "$log"' EXIT
+times=()
+part_time() { # label seconds
+  times+=("$(printf '%-34s %5d s' "$1" "$2")")
+}
+
+build() { # dir, meson args...
+  local dir=$1; shift
+  if [ -d "$dir" ]; then
+    meson setup --reconfigure "$dir" "$@" >"$log/setup.txt" 2>&1
+  else
+    meson setup "$dir" "$@" >"$log/setup.txt" 2>&1
+  fi || { cat "$log/setup.txt"; return 1; }
+  ninja -C "$dir" >"$log/ninja.txt" 2>&1 || { cat "$log/ninja.txt"; return 1; }
+}
+
+export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=23"
+export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=24"
+
+t=$SECONDS
+echo "== builds: plain (-Wall -Wextra -Werror), ASan+UBSan, libFuzzer (clang)"
+plain_ok=0 asan_ok=0 fuzz_ok=0
+build build-test -Dwerror=true --buildtype=debugoptimized && plain_ok=1 ||
+  { echo "build failed"; failed=$((failed + 1)); }
+build build-asan -Dwerror=true --buildtype=debug -Db_sanitize=address,undefined \
+  -Db_lundef=false && asan_ok=1 ||
+  { echo "sanitizer build failed"; failed=$((failed + 1)); }
+CC=clang build build-fuzz -Dwerror=true --buildtype=debugoptimized -Dfuzz=true \
+  -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false && fuzz_ok=1 ||
+  { echo "fuzz build failed"; failed=$((failed + 1)); }
+part_time "builds (three)" $((SECONDS - t))
 
 # Counts one build's cmocka cases: every OK and FAILED case line, and one
 # failure more for each test executable meson saw fail without a FAILED
-# line of its own (a crash, a sanitizer report).
-count_meson() { # builddir
+# line of its own (a crash, a sanitizer report). Writes "ok fail" to $2.
+count_meson() { # builddir countfile
   local out="$log/meson-$(basename "$1").txt" tl="$1/meson-logs/testlog.txt"
   meson test -C "$1" --suite unit --print-errorlogs >"$out" 2>&1
-  grep -E '^ *[0-9]+/[0-9]+ ' "$out" || true
   local ok fail exe_fail case_fail_exes
   ok=$(grep -c '^\[       OK \]' "$tl" 2>/dev/null || true)
   fail=$(grep -c '^\[  FAILED  \] test_' "$tl" 2>/dev/null || true)
@@ -39,78 +74,79 @@ count_meson() { # builddir
   if [ "$ok" -eq 0 ] && [ "$fail" -eq 0 ]; then
     echo "unit ($1): no test ran"; fail=1
   fi
-  passed=$((passed + ok)); failed=$((failed + fail))
   echo "unit ($1): $ok passed, $fail failed"
+  echo "$ok $fail" >"$2"
 }
 
-# Runs a runner that ends with "N passed, N failed" and adds its counts; a
-# runner that never prints that line counts as one failure.
-count_runner() { # label hide-regex command...
-  local label=$1 hide=$2; shift 2
-  local out="$log/run-${label//[^a-z0-9]/_}.txt"
-  "$@" 2>&1 | tee "$out" | grep -vE "$hide" || true
-  local line
+# Runs a runner that ends with "N passed, N failed" into its own log, and
+# writes "passed failed seconds" to $2; a runner that never prints that
+# line counts as one failure.
+run_part() { # label countfile command...
+  local label=$1 counts=$2; shift 2
+  local out="$counts.log" t0=$SECONDS line
+  "$@" >"$out" 2>&1
   line=$(grep -E '^[0-9]+ passed, [0-9]+ failed' "$out" | tail -1)
   if [ -z "$line" ]; then
-    echo "$label: the runner did not finish"
-    failed=$((failed + 1))
-    return
-  fi
-  passed=$((passed + $(echo "$line" | cut -d' ' -f1)))
-  failed=$((failed + $(echo "$line" | cut -d' ' -f3)))
-  echo "$label: $line"
-}
-
-count_integration() { # binary label [run.py options...]
-  local bin=$1 label=$2; shift 2
-  count_runner "integration ($label)" '^(ok|PASS) ' python3 tests/integration/run.py --bin "$bin" \
-    ${BUSY_CORE:+--busy-core "$BUSY_CORE"} "$@"
-}
-
-count_fuzz() { # builddir seconds
-  count_runner fuzz '^[0-9]+ passed, [0-9]+ failed' tests/fuzz/run.sh "$1" "$2"
-}
-
-build() { # dir, meson args...
-  local dir=$1; shift
-  if [ -d "$dir" ]; then
-    meson setup --reconfigure "$dir" "$@" >"$log/setup.txt" 2>&1
+    echo "0 1 $((SECONDS - t0))" >"$counts"
   else
-    meson setup "$dir" "$@" >"$log/setup.txt" 2>&1
-  fi || { cat "$log/setup.txt"; return 1; }
-  ninja -C "$dir" >"$log/ninja.txt" 2>&1 || { cat "$log/ninja.txt"; return 1; }
+    echo "$(echo "$line" | cut -d' ' -f1) $(echo "$line" | cut -d' ' -f3) $((SECONDS - t0))" >"$counts"
+  fi
 }
 
-echo "== plain build (-Wall -Wextra -Werror)"
-if build build-test -Dwerror=true --buildtype=debugoptimized; then
-  count_meson build-test
-  count_integration "$top/build-test/gateway/fencegate" plain
-  count_integration "$top/build-test/gateway/fencegate" "plain, Redis Cluster" --redis-mode cluster
-  # seeded fault injection (tests/chaos/README.md); the seed is printed
-  # first, CHAOS_SEED replays one
-  count_runner "chaos (plain)" '^ok ' python3 tests/chaos/run.py \
-    --bin "$top/build-test/gateway/fencegate" ${CHAOS_SEED:+--seed "$CHAOS_SEED"}
-else
-  echo "build failed"; failed=$((failed + 1))
-fi
+# Prints a part's log (results lines hidden: `hide` matches them) and adds
+# its counts.
+report_part() { # label countfile hide-regex
+  local label=$1 counts=$2 hide=$3 p f s
+  echo "== $label"
+  grep -vE "$hide" "$counts.log" || true
+  if [ ! -s "$counts" ]; then
+    echo "$label: the runner did not finish"; failed=$((failed + 1)); return
+  fi
+  read -r p f s <"$counts"
+  passed=$((passed + p)); failed=$((failed + f))
+  echo "$label: $p passed, $f failed"
+  part_time "$label" "$s"
+}
 
-echo "== AddressSanitizer + UndefinedBehaviorSanitizer build"
-export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=23"
-export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=24"
-if build build-asan -Dwerror=true --buildtype=debug -Db_sanitize=address,undefined -Db_lundef=false; then
-  count_meson build-asan
-  FENCEGATE_SANITIZED=1 count_integration "$top/build-asan/gateway/fencegate" sanitized
-else
-  echo "sanitizer build failed"; failed=$((failed + 1))
+t=$SECONDS
+echo "== unit tests and the integration, chaos and fuzz runs, at once"
+pids=()
+builds=()
+[ $plain_ok = 1 ] && builds+=(--build "plain=$top/build-test/gateway/fencegate")
+[ $asan_ok = 1 ] && builds+=(--build "sanitized=$top/build-asan/gateway/fencegate")
+if [ ${#builds[@]} -gt 0 ]; then
+  run_part integration "$log/it" python3 tests/integration/run.py "${builds[@]}" \
+    --redis single,cluster -j "${TEST_JOBS:-4}" \
+    ${BUSY_CORE:+--busy-core "$BUSY_CORE"} ${TEST_SEED:+--seed "$TEST_SEED"} &
+  pids+=($!)
 fi
-
-echo "== libFuzzer harnesses (clang, AddressSanitizer + UndefinedBehaviorSanitizer)"
-if CC=clang build build-fuzz -Dwerror=true --buildtype=debugoptimized -Dfuzz=true -Dtests=false \
-    -Db_sanitize=address,undefined -Db_lundef=false; then
-  count_fuzz build-fuzz "${FUZZ_SECONDS:-10}"
-else
-  echo "fuzz build failed"; failed=$((failed + 1))
+if [ $plain_ok = 1 ]; then
+  run_part "chaos (plain)" "$log/chaos" python3 tests/chaos/run.py \
+    --bin "$top/build-test/gateway/fencegate" ${CHAOS_SEED:+--seed "$CHAOS_SEED"} &
+  pids+=($!)
 fi
+if [ $fuzz_ok = 1 ]; then
+  FUZZ_JOBS=${FUZZ_JOBS:-1} run_part fuzz "$log/fuzz" tests/fuzz/run.sh build-fuzz "${FUZZ_SECONDS:-10}" &
+  pids+=($!)
+fi
+# the unit tests meanwhile, in this shell (their counts are its own)
+for b in build-test build-asan; do
+  [ -x "$b/gateway/fencegate" ] || continue
+  t0=$SECONDS
+  count_meson "$b" "$log/unit-$b"
+  read -r p f <"$log/unit-$b"
+  passed=$((passed + p)); failed=$((failed + f))
+  part_time "unit ($b)" $((SECONDS - t0))
+done
+for pid in "${pids[@]}"; do wait "$pid"; done
 
+[ ${#builds[@]} -gt 0 ] && report_part "integration (every cell)" "$log/it" '^(ok|PASS) '
+[ $plain_ok = 1 ] && report_part "chaos (plain)" "$log/chaos" '^ok '
+[ $fuzz_ok = 1 ] && report_part fuzz "$log/fuzz" '^[0-9]+ passed, [0-9]+ failed'
+part_time "tests (all parts at once)" $((SECONDS - t))
+part_time "the whole command" $((SECONDS - t_start))
+
+echo "== time per part"
+printf '%s\n' "${times[@]}"
 echo "$passed passed, $failed failed"
 [ "$failed" -eq 0 ]

@@ -27,6 +27,8 @@ import time
 import unittest
 from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
+import matrix
+
 # ---------------------------------------------------------------------------
 # configuration (filled in by run.py)
 
@@ -39,6 +41,9 @@ class Config:
     slow = 1.0            # multiplier for timing slack (sanitizer builds)
     redis_mode = "single"  # "single": one redis-server; "cluster": a Redis
                            # Cluster (topology.RedisCluster) in its place
+    origin = "nginx"      # the store of the classes with the origin axis
+    port_base = None      # this worker's port block (FG_PORT_BASE), or None:
+    port_span = 0         # any free port the kernel hands out
 
 
 def tmp_root():
@@ -155,7 +160,28 @@ _PORTS_LOCK = threading.Lock()
 
 
 def free_port():
-    """A loopback TCP port nothing listens on (and not handed out before)."""
+    """A loopback TCP port nothing listens on (and not handed out before).
+
+    A worker of a parallel run (run.py -j) owns a block of ports below the
+    kernel's ephemeral range (Config.port_base, port_span: run.py holds a
+    lock on the block for the worker's life), and hands its ports out in
+    turn: no other worker, and no other run on the machine, is given the
+    same one, and no outgoing connection takes it between this call and
+    the listen() of the process it is for. Without a block, the kernel's
+    choice (bind to port 0) is unique within this process only."""
+    if Config.port_base is not None:
+        with _PORTS_LOCK:
+            for _ in range(Config.port_span):
+                # in turn, round the block: a port comes back only after
+                # all the others, long after its process was stopped
+                port = Config.port_base + _PORT_NEXT[0] % Config.port_span
+                _PORT_NEXT[0] += 1
+                if _port_is_free(port):
+                    _PORTS_GIVEN.add(port)
+                    return port
+        raise SetupError("no free port left in the block %d-%d"
+                         % (Config.port_base,
+                            Config.port_base + Config.port_span - 1))
     for _ in range(50):
         with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
             s.bind(("127.0.0.1", 0))
@@ -165,6 +191,21 @@ def free_port():
                 _PORTS_GIVEN.add(port)
                 return port
     raise SetupError("could not find a free loopback port")
+
+
+_PORT_NEXT = [0]
+
+
+def _port_is_free(port):
+    """Nothing listens on the port, on loopback or the wildcard address,
+    and nothing (a connection in TIME_WAIT) keeps it from being bound."""
+    for addr in ("127.0.0.1", "0.0.0.0"):
+        with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+            try:
+                s.bind((addr, port))
+            except OSError:
+                return False
+    return True
 
 
 _PROCS = []
@@ -186,7 +227,13 @@ def spawn(argv, **kw):
     p = subprocess.Popen(argv, stdin=subprocess.DEVNULL, **kw)
     with _PROCS_LOCK:
         _PROCS.append(p)
+        SPAWNED.add(os.path.basename(str(argv[0])))
     return p
+
+
+# The programs spawn() started since run.py last cleared it: a class that
+# says it starts no Redis (matrix axes) and started one fails.
+SPAWNED = set()
 
 
 def stop_process(p, grace=5.0):
@@ -1017,6 +1064,10 @@ class TestCase(unittest.TestCase):
 
     gateway_flags = ()
     gateway_count = 1
+    # the matrix axes (matrix.py) this class's outcome depends on: a
+    # fencegate build, against a Redis; a class that starts no Redis, or
+    # no fencegate, says less
+    axes = matrix.GATEWAY_AND_REDIS
     _envs = {}          # class -> Env
     _env_errors = {}    # class -> SetupError text
 

@@ -44,6 +44,7 @@ import urllib.parse
 import uuid
 
 import harness
+import matrix
 from harness import (LOCKS, SetupError, file_tail, free_port,
                      slack, spawn, stop_process, kill_process, wait_until)
 
@@ -643,16 +644,11 @@ class ClientProcess:
 
 
 def on_both_origins(cls):
-    """Class decorator for a class of forwarding tests: it runs against
-    nginx as written, and a copy of it named <Name>OnApache runs against
-    Apache httpd with mod_dav."""
-    mod = sys.modules[cls.__module__]
-    ns = {"origin": "apache", "__module__": cls.__module__,
-          "__qualname__": cls.__name__ + "OnApache",
-          "__doc__": (cls.__doc__ or "") + "\n\n(Against Apache httpd.)"}
-    copy = type(cls.__name__ + "OnApache", (cls,), ns)
-    setattr(mod, copy.__name__, copy)
-    return cls
+    """Class decorator for a class of forwarding tests whose outcome
+    depends on the real store: it runs against every origin of the matrix
+    (matrix.on_origins: nginx WebDAV and Apache httpd mod_dav), the
+    worker's cell naming which (harness.Config.origin)."""
+    return matrix.on_origins(cls)
 
 
 _RUN_TAG = uuid.uuid4().hex[:6]
@@ -665,12 +661,21 @@ class StoreTestCase(harness.TestCase):
     calls self.start_store() (stopped at cleanup)."""
 
     uses_shared_env = False
-    origin = "nginx"        # the store's kind (on_both_origins)
+    origin = "nginx"        # the store's kind, unless the class has the
+                            # origin axis (on_both_origins): then the cell's
     store_flags = ("--forward-token", "yes")
     store_config = None     # text of a --config file for the shared env
     store_gateways = 1      # gateways of the shared env (one Redis)
     _store_envs = {}
     _store_errors = {}
+
+    @classmethod
+    def store_origin(cls):
+        """The store this class runs against: the cell's origin for a class
+        with the origin axis, else its own."""
+        if "origin" in cls.axes:
+            return harness.Config.origin
+        return cls.origin
 
     @classmethod
     def shared_store(cls):
@@ -688,7 +693,7 @@ class StoreTestCase(harness.TestCase):
             flags += ["--config", write_config(cls.store_config)]
         try:
             env = StoreEnv(flags, cls.store_gateways,
-                           origin=cls.origin).start()
+                           origin=cls.store_origin()).start()
         except Exception as e:
             StoreTestCase._store_errors[cls] = str(e)
             raise
@@ -723,7 +728,7 @@ class StoreTestCase(harness.TestCase):
     def start_store(self, flags=(), gateways=1, gateway_flags=None,
                     start_nginx=True, key_file=True, gateway_env=None):
         env = StoreEnv(flags, gateways, gateway_flags, start_nginx, key_file,
-                       origin=self.origin, gateway_env=gateway_env)
+                       origin=self.store_origin(), gateway_env=gateway_env)
         self.log_paths += env.log_paths()
         env.start()
         self.addCleanup(self._stop_env, env)

@@ -750,6 +750,7 @@ class Reload(AuthCase):
 
 class StartUp(TestCase):
 
+    axes = ("build",)       # a fencegate that never reaches a Redis
     uses_shared_env = False
 
     def run_gateway(self, flags, timeout=10.0):

@@ -30,6 +30,7 @@ def _openssl():
 
 
 class CheckConfigTests(TestCase):
+    axes = ("build",)       # fencegate --check-config: no Redis
     uses_shared_env = False
 
     # -- helpers ----------------------------------------------------------

@@ -937,6 +937,7 @@ class SubcommandTests(FencectlTestCase):
 
 
 class UsageTests(FencectlTestCase):
+    axes = ("build",)       # fencectl alone
     uses_shared_env = False
 
     def setUp(self):
@@ -1038,6 +1039,7 @@ UNAVAILABLE = (503, {"error": "lock_store_unavailable",
 class ScriptedGatewayTests(FencectlTestCase):
     """What fencectl sends, seen by a stand-in gateway that answers as each
     test scripts it."""
+    axes = ("build",)       # fencectl against a stand-in gateway
     uses_shared_env = False
 
     def setUp(self):

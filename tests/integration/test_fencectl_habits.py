@@ -399,6 +399,7 @@ class GatewayFailoverTests(FencectlTestCase):
 class VerboseTests(FencectlTestCase):
     """--verbose against the stand-in gateway: each call and its answer on
     stderr, never the lease or the key."""
+    axes = ("build",)       # fencectl against a stand-in gateway
     uses_shared_env = False
 
     def setUp(self):
