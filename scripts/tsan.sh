@@ -36,4 +36,4 @@ ninja -C "$dir" >/dev/null || { ninja -C "$dir"; echo "0 passed, 1 failed"; exit
 export TSAN_OPTIONS="halt_on_error=0:exitcode=66:second_deadlock_stack=1:suppressions=$top/tests/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
 export FENCEGATE_SANITIZED=thread
 export FG_TEST_SLOW=${FG_TEST_SLOW:-3}
-python3 tests/integration/run.py --bin "$top/$dir/gateway/fencegate" "$@"
+python3 tests/integration/run.py --build "thread=$top/$dir/gateway/fencegate" "$@"

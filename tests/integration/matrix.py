@@ -3,7 +3,8 @@
 Three axes can change what a test sees:
 
     build   plain | sanitized    the fencegate binary (and its fencectl):
-                                 -Werror, or AddressSanitizer + UBSan
+            | thread             -Werror, AddressSanitizer + UBSan, or
+                                 ThreadSanitizer (scripts/tsan.sh only)
     redis   single | cluster     what every environment's Redis is: one
                                  redis-server, or a Redis Cluster of three
                                  masters and three replicas
@@ -34,7 +35,7 @@ never one of EXCLUDED; every test runs in at least one cell.
 import itertools
 
 AXES = (
-    ("build", ("plain", "sanitized")),
+    ("build", ("plain", "sanitized", "thread")),
     ("redis", ("single", "cluster")),
     ("origin", ("nginx", "apache")),
 )

@@ -7,6 +7,7 @@ the project wrote."""
 
 import uuid
 
+import matrix
 from apache import apache_behind_gateway
 from harness import LOCKS, TestCase, slack, wait_until
 from storage import send
@@ -14,6 +15,7 @@ from storage import send
 TREE = "tree-%s" % uuid.uuid4().hex[:6]
 
 
+@matrix.pin("starts its own Apache httpd", origin="apache")
 class ApacheOriginTests(TestCase):
     uses_shared_env = False
 

@@ -316,6 +316,9 @@ class DrainTests(StoreTestCase):
     def test_readyz_is_503_during_drain_delay_while_requests_are_still_served_and_a_second_sigterm_ends_at_once(self):
         g = self.start_gateway("--drain-delay-ms", "600000")
         self.assertEqual(g.request("GET", "/_fence/v1/readyz").status, 200)
+        # health is what the maintenance thread last found: let it find
+        # both up before the drain, whose health must stay 200
+        self.assertTrue(g.wait_healthy(slack(5.0)), "health never 200")
         path = self.obj("during-delay")
         g.proc.send_signal(signal.SIGTERM)
         self.wait_log(g, r"signal 15: draining", "the drain to begin")

@@ -333,7 +333,11 @@ class ShortenedLeaseEndsWritesTests(StoreTestCase):
         self.assert_stored(path, newer, "after A's client finished")
 
     def longer_lease_keeps_the_write(self, how, via):
-        ttl_ms, stream_s = 2500, 4.5   # the upload starts well within the lease
+        # the upload starts well within the lease, and the lengthening call
+        # and its message to gw1 must come before the first lease ends:
+        # on a loaded machine, with a sanitized build, that can take seconds
+        ttl_ms = int(slack(4000))
+        stream_s = ttl_ms / 1000.0 + 2.0
         path = self.obj(how)
         lock = self.lock_of(path)
         a = self.grant(path, gw=self.gw1, ttl_ms=ttl_ms)

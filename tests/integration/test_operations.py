@@ -53,17 +53,28 @@ class MetricsTests(TestCase):
     def metrics(self, gw=None):
         return parse_metrics(self.scrape(gw))
 
-    def metrics_after(self, before, requests):
+    def metrics_after(self, before, requests, *counted):
         """The scrape once `requests` more requests than in `before` have
-        completed. A request is counted when its connection is done with
+        completed, and each (endpoint, code, n) of `counted` has grown by
+        n at least. A request is counted when its connection is done with
         it, which on another event loop can be a moment after its client
         read the answer, so a scrape right after an answer may not hold
-        it yet. Scrapes themselves are left out of the count."""
+        it yet; nor may `before` hold the last request of the test before,
+        which is why the total alone does not say that this test's own
+        requests are all in. Scrapes themselves are left out of the count."""
         def done(m):
             return sum(v - before.get(k, 0.0) for k, v in m.items()
                        if k[0] == "fencegate_http_requests_total"
                        and ("endpoint", "metrics") not in k[1])
-        m = wait_until(lambda: (lambda m: m if done(m) >= requests else None)
+
+        def grown(m):
+            return all(sample(m, "fencegate_http_requests_total",
+                              endpoint=e, code=c)
+                       - sample(before, "fencegate_http_requests_total",
+                                endpoint=e, code=c) >= n
+                       for e, c, n in counted)
+        m = wait_until(lambda: (lambda m: m if done(m) >= requests
+                                and grown(m) else None)
                        (self.metrics()), slack(5.0), 0.02)
         self.assertIsNotNone(m, "%d requests were not all counted" % requests)
         return m
@@ -165,7 +176,8 @@ class MetricsTests(TestCase):
                           400, "malformed_token")
         self.assertLess(self.req("GET", "/" + name, headers=hdr(g2)).status, 500)
         self.assertLess(self.req("GET", "/" + name).status, 500)
-        after = self.metrics_after(before, 9)
+        after = self.metrics_after(before, 9, ("proxy_write", "409", 1),
+                                   ("proxy_read", "200", 2))
 
         def d(name_, **labels):
             return sample(after, name_, **labels) - sample(before, name_, **labels)
