@@ -31,6 +31,7 @@ import time
 import uuid
 
 import harness
+import matrix
 from harness import LOCKS, slack, wait_until
 from storage import RawRequest, StoreTestCase
 from test_pinned import (client_list, node_command, node_port_of,
@@ -473,6 +474,8 @@ class ReadinessTests(StoreTestCase):
         self.wait_for(lambda: g.request("GET", "/_fence/v1/readyz").status
                       == 200, slack(10.0), "readyz to follow Redis up")
 
+    @matrix.pin("a start-up refusal that never reaches a Redis",
+                redis="single")
     def test_a_bad_readyz_requires_is_a_start_up_error(self):
         p = subprocess.run([harness.Gateway.executable(), "--readyz-requires",
                             "redis,sentinel"], capture_output=True,

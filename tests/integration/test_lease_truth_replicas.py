@@ -203,7 +203,10 @@ class ReplicaAckLostAnswerTests(TopologyCase):
                          timeout=slack(10.0))
         self.assert_error(r, 503, "lock_store_unavailable",
                           "acquire with the replica stopped")
-        # counted before the 503 is answered
+        # counted once Redis has answered the give-back, which the gateway
+        # sends after the 503 (and again until Redis answers)
+        wait_until(lambda: metric_sum(gw, GIVEN_BACK, labels) > before,
+                   slack(10.0), 0.05)
         after = metric_sum(gw, GIVEN_BACK, labels)
         self.assertEqual(after, before + 1,
                          '%s{reason="replicas"} after one grant WAIT fell '
