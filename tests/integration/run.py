@@ -546,6 +546,7 @@ def main():
         sum((["--build", "%s=%s" % kv] for kv in sorted(builds.items())), [])
     busy_cpu = 0.0
     spawned = {}        # class -> programs its tests started
+    job_times = []      # (seconds, cell, class)
     try:
         for n in range(min(args.jobs, len(pending))):
             w = Worker(n, argv, env, done)
@@ -590,6 +591,7 @@ def main():
             ran += res["ran"]
             late += res["late"]
             failed_ids += ["[%s] %s" % (cname, t) for t in res["failed"]]
+            job_times.append((res["seconds"], cname, job["class"]))
             st = cell_stats[cname]
             st[0] += res["passed"]
             st[1] += len(res["failed"]) + res["late"]
@@ -628,6 +630,10 @@ def main():
     for c in allowed:
         p, f, s = cell_stats[c]
         print("%-26s %7d %7d %9.1f" % (c, p, f, s))
+    if job_times:
+        print("longest classes: " + ", ".join(
+            "%s [%s] %.0f s" % (c, cell, sec)
+            for sec, cell, c in sorted(job_times, reverse=True)[:5]))
     print("ran %d tests in %.1f s with %d workers (seed %d)"
           % (ran, wall, args.jobs, seed))
     if args.busy_core:
