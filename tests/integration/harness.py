@@ -916,13 +916,13 @@ def new_key_file():
     return key, path
 
 
-def new_origin(origin, handler=None):
+def new_origin(origin):
     """The origin an Env puts behind its gateways: one given as an object
     (see origins.py for what it must offer), or one named: None or
-    "stand-in" (an origins.StandIn, answering with `handler` when given),
-    "nginx" (storage.Nginx) or "apache" (apache.ApacheDav)."""
+    "stand-in" (an origins.StandIn answering like a store), "nginx"
+    (storage.Nginx) or "apache" (apache.ApacheDav)."""
     if origin is None or origin == "stand-in":
-        return origins.StandIn(handler=handler)
+        return origins.StandIn()
     if isinstance(origin, str):
         import storage   # storage.py and apache.py build on this module
         return storage.new_store(origin)
@@ -943,7 +943,7 @@ class Env:
     reached Redis)."""
 
     def __init__(self, flags=(), gateways=1, redis=True, upstream=True,
-                 gateway_flags=None, upstream_handler=None, origin=None,
+                 gateway_flags=None, origin=None,
                  key_file=False, gateway_env=None, wait_healthy=True):
         self.key = None
         if key_file:
@@ -954,7 +954,7 @@ class Env:
             else:
                 flags = list(flags) + kf
         self.redis = new_redis()
-        self.origin = new_origin(origin, upstream_handler)
+        self.origin = new_origin(origin)
         self.start_redis = redis
         self.start_origin = upstream
         self.wait_for_health = wait_healthy

@@ -128,7 +128,8 @@ def echo_body(req):
 #   drop       True: the connection is closed without an answer
 #   raw        bytes sent in place of an answer (head and all)
 #   respond    a function of the Request returning a dict of the above
-#              (read once the body is in)
+#              (asked once the body is in)
+# Any value may also be given as a function of the Request.
 ANSWER_KEYS = {"status", "headers", "body", "ctype", "echo", "chunked",
                "hold", "read_after", "stall", "close", "drop", "raw",
                "respond"}
@@ -162,7 +163,7 @@ def _peer_hung_up(sock, seconds):
     """Waits `seconds` (or until an Event is set) watching `sock`; returns
     when the peer hung up (monotonic), or None if it did not."""
     event = seconds if isinstance(seconds, threading.Event) else None
-    end = time.monotonic() + (60.0 if event else float(seconds))
+    end = time.monotonic() + (30.0 if event else float(seconds))
     while True:
         if event is not None and event.is_set():
             return None
@@ -243,6 +244,10 @@ class _Handler(BaseHTTPRequestHandler):
         req["complete"] = got == want
 
     def _act(self, req, a):
+        # a value given as a function is one of the request: read_after
+        # is asked with only the head in, the others once the body is
+        if callable(a.get("read_after")):
+            a["read_after"] = a["read_after"](req)
         if a.get("read_after"):
             time.sleep(a["read_after"])
         self._read_body(req)
@@ -251,6 +256,9 @@ class _Handler(BaseHTTPRequestHandler):
             return
         if a.get("respond"):
             a.update(a.pop("respond")(req) or {})
+        for k, v in list(a.items()):
+            if callable(v):
+                a[k] = v(req)
         if a.get("hold") is not None:
             req["hung_up_at"] = _peer_hung_up(self.connection, a["hold"])
             if req["hung_up_at"] is not None:
