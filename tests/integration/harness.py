@@ -918,7 +918,7 @@ def new_key_file():
 
 def new_origin(origin):
     """The origin an Env puts behind its gateways: one given as an object
-    (see origins.py for what it must offer), or one named: None or
+    (origins.py says what it must offer), or one named: None or
     "stand-in" (an origins.StandIn answering like a store), "nginx"
     (storage.Nginx) or "apache" (apache.ApacheDav)."""
     if origin is None or origin == "stand-in":

@@ -9,7 +9,6 @@ interface, which is all Env relies on:
     start()      starts it; returns self
     stop()       stops it (a stopped one may be started again)
     alive()      whether it still serves
-    url()        the --upstream URL that reaches it
     log_paths()  files worth showing when a test fails
 
 StandIn is a threaded HTTP/1.1 server in the test's own process. It keeps
@@ -22,9 +21,14 @@ script=, it is instead a raw-socket origin that sends, byte for byte,
 what the script returns for each request head, for tests of how the
 gateway reads a broken or hostile answer.
 
-Invariant: a request is in `records` (in arrival order, with its head)
-before any byte of its answer is sent, and its `done` is set once the
-stand-in has finished with it, answered or not.
+A test that plays something else than a storage (the stand-in gateways
+fencectl talks to) brings its own Handler class (handler=): StandIn then
+only serves it, and keeps what it appends to server.records.
+
+Invariant: unless a handler of a test's own serves it, a request is in
+`records` (in arrival order, with its head) before any byte of its answer
+is sent, and its `done` is set once the stand-in has finished with it,
+answered or not.
 """
 
 import hashlib
@@ -404,9 +408,6 @@ class StandIn:
         self._stopping = None
 
     # -- the origin interface ---------------------------------------------
-
-    def url(self):
-        return "http://127.0.0.1:%d" % self.port
 
     def log_paths(self):
         return []

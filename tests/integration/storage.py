@@ -143,9 +143,6 @@ class DataDirStore(harness.Process):
 
     # the origin interface of origins.py (harness.Env's origin)
 
-    def url(self):
-        return "http://127.0.0.1:%d" % self.port
-
     def log_paths(self):
         return [self.error_log]
 
