@@ -27,9 +27,8 @@ import threading
 import time
 import unittest
 
-import origins
-
 import matrix
+import origins
 
 # ---------------------------------------------------------------------------
 # configuration (filled in by run.py)
