@@ -120,9 +120,9 @@ def echo_body(req):
 #   echo       True: the body is echo_body(request), as JSON
 #   chunked    n: the body goes chunked, in pieces of n bytes
 #   hold       seconds, or a threading.Event: the answer waits that long
-#              (or until the event is set) once the body has been read,
-#              watching whether the gateway hangs up; if it does, no
-#              answer is sent (request's hung_up_at says when)
+#              (or until the event is set, 30 s at most) once the body
+#              has been read, watching whether the gateway hangs up; if
+#              it does, no answer is sent (request's hung_up_at says when)
 #   read_after seconds to wait before reading the body at all
 #   stall      (n, seconds): the head announces the whole body, n bytes
 #              of it are sent, then nothing for `seconds` (watching for a

@@ -339,7 +339,7 @@ def make_sequencer(key, name, mode, token):
     return "fg1.%s.%s.%d.%s" % (b64url(name.encode()), m, token, b64url(mac))
 
 
-new_key_file = harness.new_key_file
+new_key_file = harness.new_key_file   # where the proxy tests find it
 
 
 def write_config(text):
