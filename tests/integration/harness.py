@@ -1,8 +1,9 @@
 """harness.py - spawns the real processes the integration suite runs against.
 
 Every test talks to a real fencegate over loopback HTTP, backed by a real
-redis-server, with a tiny Python HTTP server standing in for the upstream.
-All of them listen on free loopback ports (bind to port 0), run in a
+redis-server, in front of an origin: the Python stand-in of origins.py, or
+a real store (storage.py, apache.py). Env starts and stops the three
+together, whichever origin it has. All of them listen on free loopback ports (bind to port 0), run in a
 private temporary directory, and are stopped by PID (SIGTERM, then SIGKILL
 after 5 s) whatever happens to the test. A missing tool (no redis-server,
 no fencegate binary) is a failure of the setup, never a skip.
@@ -25,9 +26,9 @@ import tempfile
 import threading
 import time
 import unittest
-from http.server import BaseHTTPRequestHandler, ThreadingHTTPServer
 
 import matrix
+import origins
 
 # ---------------------------------------------------------------------------
 # configuration (filled in by run.py)
@@ -632,93 +633,12 @@ def new_redis():
 
 
 # ---------------------------------------------------------------------------
-# the upstream stand-in
+# the upstream stand-in (origins.py); the names it had here stay for the
+# callers outside the suite (bench/)
 
-
-class UpstreamHandler(BaseHTTPRequestHandler):
-    """The base of every upstream stand-in: HTTP/1.1 keep-alive, silent,
-    and a peer that hangs up mid-request only ends its connection."""
-    protocol_version = "HTTP/1.1"
-
-    def handle_one_request(self):
-        try:
-            super().handle_one_request()
-        except (ConnectionError, socket.timeout):
-            self.close_connection = True
-
-    def log_message(self, *a):
-        pass
-
-
-class _UpstreamHandler(UpstreamHandler):
-
-    def _answer(self):
-        n = int(self.headers.get("Content-Length") or 0)
-        if n:
-            self.rfile.read(n)
-        body = b"upstream ok\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _answer
-    do_PATCH = do_OPTIONS = do_PROPFIND = _answer
-
-
-def read_request_body(handler):
-    """The request body a BaseHTTPRequestHandler was sent, Content-Length
-    or chunked."""
-    te = (handler.headers.get("Transfer-Encoding") or "").lower()
-    if "chunked" in te:
-        out = b""
-        while True:
-            line = handler.rfile.readline()
-            n = int(line.split(b";")[0].strip() or b"0", 16)
-            if n == 0:
-                while handler.rfile.readline() not in (b"\r\n", b"\n", b""):
-                    pass
-                return out
-            out += handler.rfile.read(n)
-            handler.rfile.readline()
-    n = int(handler.headers.get("Content-Length") or 0)
-    return handler.rfile.read(n) if n else b""
-
-
-class Upstream:
-    """A threaded HTTP server on self.port: 'up' means something accepts
-    connections there. `handler` answers (default: 200 "upstream ok");
-    whatever it appends to self.server.records is kept in self.records."""
-
-    def __init__(self, port=None, handler=None):
-        self.port = port or free_port()
-        self.handler = handler or _UpstreamHandler
-        self.server = None
-        self.thread = None
-
-    def start(self):
-        class Server(ThreadingHTTPServer):
-            allow_reuse_address = True
-            daemon_threads = True
-        self.server = Server(("127.0.0.1", self.port), self.handler)
-        self.server.records = []
-        self.thread = threading.Thread(target=self.server.serve_forever,
-                                       kwargs={"poll_interval": 0.05},
-                                       daemon=True)
-        self.thread.start()
-        return self
-
-    @property
-    def records(self):
-        return list(self.server.records) if self.server is not None else []
-
-    def stop(self):
-        if self.server is not None:
-            self.server.shutdown()
-            self.server.server_close()
-            self.server = None
+UpstreamHandler = origins.Handler
+read_request_body = origins.read_request_body
+Upstream = origins.StandIn   # Upstream(port, handler) as before
 
 # ---------------------------------------------------------------------------
 # HTTP client
@@ -986,19 +906,73 @@ class Gateway(Process):
         return sanitizer_report(self.logpath)
 
 
+def new_key_file():
+    """A fresh 32-byte HMAC key in the run's temp dir: (key, path)."""
+    key = os.urandom(32)
+    fd, path = tempfile.mkstemp(prefix="key-", dir=tmp_root())
+    with os.fdopen(fd, "wb") as f:
+        f.write(key)
+    return key, path
+
+
+def new_origin(origin):
+    """The origin an Env puts behind its gateways: one given as an object
+    (origins.py says what it must offer), or one named: None or
+    "stand-in" (an origins.StandIn answering like a store), "nginx"
+    (storage.Nginx) or "apache" (apache.ApacheDav)."""
+    if origin is None or origin == "stand-in":
+        return origins.StandIn()
+    if isinstance(origin, str):
+        import storage   # storage.py and apache.py build on this module
+        return storage.new_store(origin)
+    return origin
+
+
 class Env:
-    """redis-server + upstream + N gateways sharing them. The upstream
-    answers with `upstream_handler` (an UpstreamHandler class) when given."""
+    """A Redis, an origin, and N gateways in front of them, started and
+    stopped together.
+
+    `origin` is what the gateways forward to (new_origin): the Python
+    stand-in unless it names a real store. `redis` and `upstream` say
+    whether start() starts the Redis and the origin (a test that brings
+    its own starts neither). With `key_file` the gateways get a fresh
+    HMAC key (--key-file; the key is in self.key). `wait_healthy`: start()
+    waits until every gateway answers health 200 when it started both
+    the Redis and the origin (a gateway may answer 503 before it has
+    reached Redis)."""
 
     def __init__(self, flags=(), gateways=1, redis=True, upstream=True,
-                 gateway_flags=None, upstream_handler=None):
+                 gateway_flags=None, origin=None,
+                 key_file=False, gateway_env=None, wait_healthy=True):
+        self.key = None
+        if key_file:
+            self.key, path = new_key_file()
+            kf = ["--key-file", path]
+            if gateway_flags:
+                gateway_flags = [list(f) + kf for f in gateway_flags]
+            else:
+                flags = list(flags) + kf
         self.redis = new_redis()
-        self.upstream = Upstream(handler=upstream_handler)
+        self.origin = new_origin(origin)
         self.start_redis = redis
-        self.start_upstream = upstream
+        self.start_origin = upstream
+        self.wait_for_health = wait_healthy
         per = gateway_flags or [list(flags)] * gateways
-        self.gateways = [Gateway(self.redis.port, self.upstream.port, f)
+        self.gateways = [Gateway(self.redis.port, self.origin.port, f,
+                                 env=gateway_env)
                          for f in per]
+
+    # the origin by the names the tests know it by: the upstream (a
+    # stand-in), the store (nginx, Apache)
+    @property
+    def upstream(self):
+        return self.origin
+
+    @upstream.setter
+    def upstream(self, origin):
+        self.origin = origin
+
+    store = upstream
 
     @property
     def gw(self):
@@ -1008,14 +982,14 @@ class Env:
         try:
             if self.start_redis:
                 self.redis.start()
-            if self.start_upstream:
-                self.upstream.start()
+            if self.start_origin:
+                self.origin.start()
             for g in self.gateways:
                 g.start()
-            if self.start_redis and self.start_upstream:
-                # a gateway may answer (503) before it has reached Redis:
-                # let it get ready; a gateway that never does is left to
-                # the tests to report
+            if self.wait_for_health and self.start_redis and \
+                    self.start_origin:
+                # a gateway that never gets ready is left to the tests to
+                # report
                 for g in self.gateways:
                     g.wait_healthy(slack(5.0))
         except BaseException:
@@ -1025,10 +999,11 @@ class Env:
 
     def healthy(self):
         return all(g.alive() for g in self.gateways) and \
-            (not self.start_redis or self.redis.alive())
+            (not self.start_redis or self.redis.alive()) and \
+            (not self.start_origin or self.origin.alive())
 
     def log_paths(self):
-        return [g.logpath for g in self.gateways]
+        return [g.logpath for g in self.gateways] + self.origin.log_paths()
 
     def stop(self):
         """Stops everything; returns sanitizer reports found, if any."""
@@ -1038,7 +1013,7 @@ class Env:
             r = g.sanitizer_report()
             if r:
                 reports.append(r)
-        self.upstream.stop()
+        self.origin.stop()
         self.redis.stop()
         return reports
 

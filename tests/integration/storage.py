@@ -16,7 +16,7 @@ X-Forwarded-Host).
 
 A missing nginx or dav_ext module is a failure of the setup, never a skip.
 
-Also here: StoreEnv (redis-server + nginx + gateways in front of it), the
+Also here: StoreEnv (harness.Env with a store for its origin), the
 base class of the proxy tests, and a small HTTP client that can send what
 http.client's request() cannot (duplicate headers, Expect: 100-continue,
 half bodies).
@@ -140,6 +140,11 @@ class DataDirStore(harness.Process):
     """What every WebDAV store the suite starts has in common (nginx here,
     Apache in apache.py): a probe that it answers, and its data dir seen
     as URL paths."""
+
+    # the origin interface of origins.py (harness.Env's origin)
+
+    def log_paths(self):
+        return [self.error_log]
 
     def answers(self):
         if self.proc is None or self.proc.poll() is not None:
@@ -334,13 +339,7 @@ def make_sequencer(key, name, mode, token):
     return "fg1.%s.%s.%d.%s" % (b64url(name.encode()), m, token, b64url(mac))
 
 
-def new_key_file():
-    """A fresh 32-byte HMAC key in the run's temp dir: (key, path)."""
-    key = os.urandom(32)
-    fd, path = tempfile.mkstemp(prefix="key-", dir=harness.tmp_root())
-    with os.fdopen(fd, "wb") as f:
-        f.write(key)
-    return key, path
+new_key_file = harness.new_key_file   # where the proxy tests find it
 
 
 def write_config(text):
@@ -366,65 +365,19 @@ def new_store(origin):
     return Nginx()
 
 
-class StoreEnv:
-    """A redis-server and a WebDAV store (nginx unless `origin` says
-    "apache") with N fencegates in front."""
+class StoreEnv(harness.Env):
+    """harness.Env with a WebDAV store (nginx unless `origin` says
+    "apache") for its origin, a key file for its gateways unless told
+    not, and the arguments the proxy tests have always given it.
+    start_nginx=False leaves the store for the test to start."""
 
     def __init__(self, flags=(), gateways=1, gateway_flags=None,
                  start_nginx=True, key_file=True, origin="nginx",
                  gateway_env=None):
-        self.key = None
-        if key_file:
-            self.key, path = new_key_file()
-            kf = ["--key-file", path]
-            if gateway_flags:
-                gateway_flags = [list(f) + kf for f in gateway_flags]
-            else:
-                flags = list(flags) + kf
-        self.redis = harness.new_redis()
-        self.store = new_store(origin)
-        self.start_nginx = start_nginx
-        per = gateway_flags or [list(flags)] * gateways
-        self.gateways = [harness.Gateway(self.redis.port, self.store.port, f,
-                                         env=gateway_env)
-                         for f in per]
-
-    @property
-    def gw(self):
-        return self.gateways[0]
-
-    def start(self):
-        try:
-            self.redis.start()
-            if self.start_nginx:
-                self.store.start()
-            for g in self.gateways:
-                g.start()
-        except BaseException:
-            self.stop()
-            raise
-        return self
-
-    def healthy(self):
-        return all(g.alive() for g in self.gateways) and \
-            self.redis.alive() and \
-            (not self.start_nginx or self.store.alive())
-
-    def log_paths(self):
-        return [g.logpath for g in self.gateways] + \
-            [self.store.error_log]
-
-    def stop(self):
-        """Stops everything; returns the sanitizer reports found."""
-        reports = []
-        for g in self.gateways:
-            g.stop()
-            r = g.sanitizer_report()
-            if r:
-                reports.append(r)
-        self.store.stop()
-        self.redis.stop()
-        return reports
+        super().__init__(flags, gateways, gateway_flags=gateway_flags,
+                         upstream=start_nginx, origin=origin,
+                         key_file=key_file, gateway_env=gateway_env,
+                         wait_healthy=False)
 
 
 # ---------------------------------------------------------------------------

@@ -16,8 +16,8 @@ import tempfile
 import time
 
 import harness
-from harness import (LOCKS, Gateway, TestCase, UpstreamHandler, Upstream,
-                     read_request_body, slack, wait_until)
+from harness import LOCKS, Gateway, TestCase, slack, wait_until
+from origins import StandIn
 
 KEYS = {n: secrets.token_urlsafe(32) for n in
         ("ci", "ops", "reader", "nobody", "late", "writer")}
@@ -49,25 +49,6 @@ def bearer(who):
     return {"Authorization": "Bearer " + KEYS[who]}
 
 
-class _Recording(UpstreamHandler):
-    """200 to everything; records (method, path, headers, body)."""
-
-    def _answer(self):
-        body = read_request_body(self)
-        self.server.records.append((self.command, self.path,
-                                    dict(self.headers.items()), body))
-        out = b"stored ok\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(out)
-
-    do_GET = do_HEAD = do_PUT = do_DELETE = do_POST = do_PROPFIND = _answer
-    do_COPY = _answer
-
-
 class AuthCase(TestCase):
     """A gateway of its own with an auth-file (and an access log)."""
 
@@ -82,7 +63,7 @@ class AuthCase(TestCase):
         self.redis = harness.new_redis()
         self.redis.start()
         self.addCleanup(self.redis.stop)
-        self.upstream = Upstream(handler=_Recording).start()
+        self.upstream = StandIn().start()
         self.addCleanup(self.upstream.stop)
         self.gw = self.start_gateway(
             self.redis.port, self.upstream.port,
@@ -295,7 +276,7 @@ class Break(AuthCase):
         r = self.gw.request("PUT", "/jobs/stuck2", raw=b"late",
                             headers={"Fencing-Token": g["sequencer"]})
         self.assert_refused(r, 409, "stale_token")
-        self.assertEqual([x for x in self.upstream.records if x[0] == "PUT"], [])
+        self.assertEqual([x for x in self.upstream.records if x["method"] == "PUT"], [])
         r = self.api("ci", "PATCH", "jobs/stuck2", body={"lease": g["lease"]})
         self.assert_refused(r, 410, "lease_expired")
         g2 = self.take("ci", "jobs/stuck2")
@@ -375,7 +356,7 @@ class ProxyAuth(AuthCase):
         r = self.proxied(None, "PUT", "/docs/w", raw=b"x",
                          headers={"Fencing-Token": g["sequencer"]})
         self.assert_refused(r, 401, "unauthenticated")
-        self.assertEqual([x for x in self.upstream.records if x[0] == "PUT"], [])
+        self.assertEqual([x for x in self.upstream.records if x["method"] == "PUT"], [])
         r = self.proxied("ops", "PUT", "/docs/w", raw=b"x",
                          headers={"Fencing-Token": g["sequencer"]})
         self.assertEqual(r.status, 200, r)
@@ -388,7 +369,7 @@ class ProxyAuth(AuthCase):
         self.assert_refused(r, 403, "forbidden")
         self.assertIn("read:", r.json["message"])
         self.assertIn("secret/payroll", r.json["message"])
-        self.assertEqual([x for x in self.upstream.records if x[0] == "COPY"], [])
+        self.assertEqual([x for x in self.upstream.records if x["method"] == "COPY"], [])
         r = self.proxied("writer", "COPY", "/docs/orig", headers=hdrs)
         self.assertEqual(r.status, 200, r)
 
@@ -413,10 +394,11 @@ class ProxyAuth(AuthCase):
         self.assertEqual(self.proxied("reader", "GET", "/docs/h").status, 200)
         recs = self.upstream.records
         self.assertEqual(len(recs), 2, recs)
-        for _, _, headers, _ in recs:
-            self.assertNotIn("fence-authorization", {k.lower() for k in headers})
+        for x in recs:
+            self.assertNotIn("fence-authorization",
+                             {k.lower() for k, _ in x["headers"]})
             for k in KEYS.values():
-                self.assertNotIn(k, json.dumps(headers))
+                self.assertNotIn(k, json.dumps(x["headers"]))
 
 
 class ProxyOpen(AuthCase):
@@ -428,8 +410,9 @@ class ProxyOpen(AuthCase):
                             headers={"Fence-Authorization": "Bearer " + KEYS["ci"]})
         self.assertEqual(r.status, 200, r)
         self.assertEqual(self.gw.request("GET", "/jobs/a").status, 200)
-        for _, _, headers, _ in self.upstream.records:
-            self.assertNotIn("fence-authorization", {k.lower() for k in headers})
+        for x in self.upstream.records:
+            self.assertNotIn("fence-authorization",
+                             {k.lower() for k, _ in x["headers"]})
 
 
 class Audit(AuthCase):

@@ -10,6 +10,7 @@ import time
 
 import harness
 from harness import Gateway, TestCase, slack
+from origins import StandIn
 
 ALL_FLAGS = ("--listen", "--upstream", "--redis", "--config", "--key-file",
              "--threads", "--max-connections", "--max-waiters",
@@ -190,7 +191,7 @@ class CliTests(TestCase):
     def test_config_file_supplies_listen_redis_and_upstream(self):
         redis = harness.new_redis().start()
         self.addCleanup(redis.stop)
-        up = harness.Upstream().start()
+        up = StandIn().start()
         self.addCleanup(up.stop)
         port = harness.free_port()
         path = self.write("gw.conf",
@@ -215,7 +216,7 @@ class CliTests(TestCase):
     def test_config_file_options_take_effect(self):
         redis = harness.new_redis().start()
         self.addCleanup(redis.stop)
-        up = harness.Upstream().start()
+        up = StandIn().start()
         self.addCleanup(up.stop)
         port = harness.free_port()
         path = self.write("gw.conf",
@@ -240,7 +241,7 @@ class CliTests(TestCase):
     def test_flags_override_the_config_file(self):
         redis = harness.new_redis().start()
         self.addCleanup(redis.stop)
-        up = harness.Upstream().start()
+        up = StandIn().start()
         self.addCleanup(up.stop)
         cfg_port, flag_port = harness.free_port(), harness.free_port()
         path = self.write("gw.conf",
@@ -264,7 +265,7 @@ class CliTests(TestCase):
     def test_flags_before_config_also_override_it(self):
         redis = harness.new_redis().start()
         self.addCleanup(redis.stop)
-        up = harness.Upstream().start()
+        up = StandIn().start()
         self.addCleanup(up.stop)
         port = harness.free_port()
         path = self.write("gw.conf", "redis 127.0.0.1:%d\n"

@@ -10,7 +10,8 @@ import threading
 import time
 
 import harness
-from harness import LOCKS, TestCase, Upstream, slack, wait_until
+from harness import LOCKS, TestCase, slack, wait_until
+from origins import StandIn
 
 REDIS_TIMEOUT_MS = 500
 
@@ -300,7 +301,7 @@ class UpstreamHealthTests(PrivateEnvTestCase):
         h = self.wait_for(lambda: (lambda r: r if r.status == 503 else None)
                           (self.health()), slack(6.0), "health 503", 0.1)
         self.assertEqual(h.json, {"redis": "up", "upstream": "down"})
-        env.upstream = Upstream(env.upstream.port).start()
+        env.upstream = StandIn(env.upstream.port).start()
         self.wait_healthy()
 
     def test_health_reports_both_down(self):

@@ -222,55 +222,35 @@ MULTISTATUS = (b'<?xml version="1.0" encoding="utf-8"?>\n'
                b'</D:response></D:multistatus>\n')
 
 
-class _RecordingHandler(harness.UpstreamHandler):
-    def _any(self):
-        body = harness.read_request_body(self)
-        self.server.records.append({
-            "method": self.command, "path": self.path,
-            "headers": [(k, v) for k, v in self.headers.items()],
-            "body": body})
-        if self.command == "PROPFIND":
-            # a probe: an object (207), a collection ("...coll"), or an
-            # answer that says neither
-            tail = self.path.rsplit("-", 1)[-1]
-            status = PROBE_ANSWERS.get(tail, 207)
-            if tail == "slow":
-                time.sleep(1.0)
-            coll = tail in ("coll", "gzip", "utf16", "json")
-            out = MULTISTATUS % (self.path.encode(),
-                                 b"<D:collection/>" if coll else b"")
-            ctype = "application/xml"
-            # a collection the gateway cannot read as sent: coded, in a
-            # charset where its name is not ASCII, or not XML at all
-            if tail == "gzip":
-                out = gzip.compress(out)
-            elif tail == "utf16":
-                out = out.decode().encode("utf-16")
-                ctype = "text/xml; charset=UTF-16"
-            elif tail == "json":
-                out = b'{"resourcetype": "collection"}'
-                ctype = "application/json"
-            self.send_response(status)
-            self.send_header("Content-Type", ctype)
-            if tail == "gzip":
-                self.send_header("Content-Encoding", "gzip")
-            if status == 301:
-                self.send_header("Location", self.path + "/")
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            self.wfile.write(out)
-            return
-        out = b"recorded\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(out)
-
-    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _any
-    do_OPTIONS = do_PROPFIND = do_PROPPATCH = do_MKCOL = _any
-    do_COPY = do_MOVE = _any
+def probe_answer(req):
+    """The recording upstream's answer to a PROPFIND (a probe): an object
+    (207), a collection ("...coll"), or an answer that says neither, by
+    the last "-" part of its path."""
+    tail = req["path"].rsplit("-", 1)[-1]
+    status = PROBE_ANSWERS.get(tail, 207)
+    coll = tail in ("coll", "gzip", "utf16", "json")
+    out = MULTISTATUS % (req["path"].encode(),
+                         b"<D:collection/>" if coll else b"")
+    ctype = "application/xml"
+    headers = []
+    # a collection the gateway cannot read as sent: coded, in a charset
+    # where its name is not ASCII, or not XML at all
+    if tail == "gzip":
+        out = gzip.compress(out)
+        headers.append(("Content-Encoding", "gzip"))
+    elif tail == "utf16":
+        out = out.decode().encode("utf-16")
+        ctype = "text/xml; charset=UTF-16"
+    elif tail == "json":
+        out = b'{"resourcetype": "collection"}'
+        ctype = "application/json"
+    if status == 301:
+        headers.append(("Location", req["path"] + "/"))
+    answer = {"status": status, "body": out, "ctype": ctype,
+              "headers": headers}
+    if tail == "slow":
+        answer["hold"] = 1.0
+    return answer
 
 
 
@@ -2538,7 +2518,9 @@ class V11RecordedHeaderTests(V11Case):
     def setUp(self):
         super().setUp()
         env = self.start_env(("--forward-token", "yes"), upstream=False)
-        self.rec = harness.Upstream(env.upstream.port, _RecordingHandler).start()
+        self.rec = env.upstream
+        self.rec.on("PROPFIND", respond=probe_answer)
+        self.rec.start()
         self.addCleanup(self.rec.stop)
         self.gw = env.gw
         self.redis = env.redis

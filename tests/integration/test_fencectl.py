@@ -26,7 +26,8 @@ import threading
 import time
 
 import harness
-from harness import LOCKS, TestCase, Upstream, slack
+from harness import LOCKS, TestCase, slack
+from origins import Handler, StandIn, read_request_body
 
 EXIT_INVALID = 1
 EXIT_USAGE = 64
@@ -996,13 +997,13 @@ class UsageTests(FencectlTestCase):
         self.assertRegex(out, r"^fencectl \d+\.\d+\.\d+\n$")
 
 
-class ScriptedGatewayHandler(harness.UpstreamHandler):
+class ScriptedGatewayHandler(Handler):
     """A stand-in for the gateway: records every request and answers what
     the test's script(method, path, body) returns: (status, JSON or None,
     delay in seconds)."""
 
     def _answer(self):
-        raw = harness.read_request_body(self)
+        raw = read_request_body(self)
         body = json.loads(raw) if raw else None
         self.server.records.append({
             "method": self.command, "path": self.path, "body": body,
@@ -1044,7 +1045,7 @@ class ScriptedGatewayTests(FencectlTestCase):
 
     def setUp(self):
         super().setUp()
-        self.fake = Upstream(handler=ScriptedGatewayHandler).start()
+        self.fake = StandIn(handler=ScriptedGatewayHandler).start()
         self.addCleanup(self.fake.stop)
 
     def url(self, gw=None):

@@ -28,6 +28,7 @@ import subprocess
 import tempfile
 
 import harness
+import origins
 import test_fencectl as tf
 from harness import LOCKS, slack
 
@@ -125,13 +126,13 @@ class Pki:
 # the stand-in gateway
 
 
-class RecordingGatewayHandler(harness.UpstreamHandler):
+class RecordingGatewayHandler(origins.Handler):
     """Records every request with all its headers, and answers what the
     test's script(method, path, headers) returns: (status, JSON or None)
     or (status, JSON or None, {extra response headers})."""
 
     def _answer(self):
-        raw = harness.read_request_body(self)
+        raw = origins.read_request_body(self)
         self.server.records.append({
             "method": self.command, "path": self.path,
             "body": json.loads(raw) if raw else None,
@@ -205,7 +206,7 @@ class StandInTests(AuthTestCase):
 
     def setUp(self):
         super().setUp()
-        self.fake = harness.Upstream(handler=RecordingGatewayHandler).start()
+        self.fake = origins.StandIn(handler=RecordingGatewayHandler).start()
         self.addCleanup(self.fake.stop)
         self.key = new_key()
         self.kf = self.key_file(self.key)
@@ -916,7 +917,7 @@ class GatewayTlsTests(AuthTestCase):
     def _start_tls_gateway(cls):
         redis = harness.new_redis()
         redis.start()
-        upstream = harness.Upstream().start()
+        upstream = origins.StandIn().start()
         gw = harness.Gateway(redis.port, upstream.port, [
             "--tls-cert", cls.pki.server, "--tls-key", cls.pki.server_key,
             "--tls-client-ca", cls.pki.ca, "--auth-file", cls.auth_file])

@@ -21,7 +21,8 @@ import subprocess
 import time
 
 import harness
-from harness import Upstream, slack
+from harness import slack
+from origins import StandIn
 from test_fencectl import (EXIT_NOT_OBTAINED, EXIT_UNAVAILABLE, EXIT_USAGE,
                            FencectlTestCase, ScriptedGatewayHandler, grant,
                            LEASE, UNAVAILABLE, wait_file)
@@ -404,7 +405,7 @@ class VerboseTests(FencectlTestCase):
 
     def setUp(self):
         super().setUp()
-        self.fake = Upstream(handler=ScriptedGatewayHandler).start()
+        self.fake = StandIn(handler=ScriptedGatewayHandler).start()
         self.addCleanup(self.fake.stop)
 
     def url(self, gw=None):

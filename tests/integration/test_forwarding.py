@@ -9,25 +9,20 @@ half (the upstream's absolute URI) is asserted where COPY and MOVE are
 tested (test_fence_v11.py)."""
 
 import harness
-from harness import TestCase, Upstream, UpstreamHandler
+from harness import TestCase
+from origins import StandIn
 
 
-class _LocationHandler(UpstreamHandler):
-    """Answers 201 with the Location and Content-Location it is asked for
+def location_answer(req):
+    """201 with the Location and Content-Location the request asks for
     (request headers X-Location, X-Content-Location)."""
-
-    def _any(self):
-        harness.read_request_body(self)
-        self.send_response(201)
-        for ask, name in (("X-Location", "Location"),
-                          ("X-Content-Location", "Content-Location")):
-            v = self.headers.get(ask)
-            if v is not None:
-                self.send_header(name, v)
-        self.send_header("Content-Length", "0")
-        self.end_headers()
-
-    do_GET = do_PUT = do_MKCOL = _any
+    headers = []
+    for ask, name in (("X-Location", "Location"),
+                      ("X-Content-Location", "Content-Location")):
+        v = req.header(ask)
+        if v is not None:
+            headers.append((name, v))
+    return {"status": 201, "body": b"", "headers": headers}
 
 
 class RedirectTests(TestCase):
@@ -35,7 +30,9 @@ class RedirectTests(TestCase):
 
     def gateway(self, *flags):
         env = self.start_env(upstream=False)
-        self.up = Upstream(handler=_LocationHandler).start()
+        self.up = StandIn()
+        self.up.on(respond=location_answer)
+        self.up.start()
         self.addCleanup(self.up.stop)
         self.base = "http://127.0.0.1:%d/base" % self.up.port
         return self.start_gateway(env.redis.port, self.up.port,
@@ -106,22 +103,13 @@ class RedirectTests(TestCase):
                              sent)
 
 
-class _ClosingHandler(UpstreamHandler):
-    """Answers every request 200 with its method and path, and closes the
-    connection after it: each request through the gateway opens a new
-    upstream socket."""
-
-    def _any(self):
-        body = harness.read_request_body(self)
-        out = ("%s %s %d" % (self.command, self.path, len(body))).encode()
-        self.send_response(200)
-        self.send_header("Content-Length", str(len(out)))
-        self.send_header("Connection", "close")
-        self.end_headers()
-        self.wfile.write(out)
-        self.close_connection = True
-
-    do_GET = do_PUT = _any
+def closing_answer(req):
+    """200 with the request's method, path and body length, and the
+    connection closed after it: each request through the gateway opens a
+    new upstream socket."""
+    body = ("%s %s %d" % (req["method"], req["path"],
+                          len(req["body"]))).encode()
+    return {"body": body, "ctype": None, "close": True}
 
 
 class HostNameTests(TestCase):
@@ -133,7 +121,9 @@ class HostNameTests(TestCase):
 
     def test_an_upstream_named_by_host_name_answers_every_request(self):
         env = self.start_env(upstream=False)
-        up = harness.Upstream(handler=_ClosingHandler).start()
+        up = StandIn()
+        up.on(respond=closing_answer)
+        up.start()
         self.addCleanup(up.stop)
         gw = self.start_gateway(env.redis.port, up.port,
                                 ("--upstream", "http://localhost:%d" % up.port))

@@ -40,8 +40,8 @@ import time
 import uuid
 
 import harness
-from harness import (LOCKS, RespClient, TestCase, UpstreamHandler,
-                     read_request_body, slack, tamper, wait_until)
+from harness import LOCKS, RespClient, TestCase, slack, tamper, wait_until
+from origins import StandIn
 from storage import RawRequest, StoreTestCase
 
 MARGIN_MS = 250          # the gateway's default fence-margin-ms
@@ -494,40 +494,11 @@ class NginxPinnedTests(StoreTestCase):
 # a gateway in front of a stand-in store
 
 
-class StandInStore(UpstreamHandler):
-    """Answers 200 "upstream ok" as harness's stand-in does, and keeps
-    (method, path, X-Test-Id) of every request in server.records. A
-    PROPFIND is kept waiting until server.gate (a threading.Event) is set
-    when there is one, then answered 404: nothing there."""
-
-    def _answer(self):
-        read_request_body(self)
-        self.server.records.append((self.command, self.path,
-                                    self.headers.get("X-Test-Id")))
-        gate = getattr(self.server, "gate", None)
-        if self.command == "PROPFIND":
-            if gate is not None:
-                gate.wait(30.0)
-            self.send_response(404)
-            self.send_header("Content-Length", "0")
-            self.end_headers()
-            return
-        body = b"upstream ok\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(body)))
-        self.end_headers()
-        if self.command != "HEAD":
-            self.wfile.write(body)
-
-    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = _answer
-    do_PATCH = do_OPTIONS = do_PROPFIND = do_COPY = do_MOVE = _answer
-    do_MKCOL = do_PROPPATCH = _answer
-
-
 class StandInPinnedTests(TestCase):
     """One gateway with one event loop and a JSON access log, in front of
-    StandInStore."""
+    a stand-in store: it answers 200 "upstream ok", and a PROPFIND 404
+    (nothing there), held while a test's gate (a threading.Event) is
+    not set."""
 
     access_log = None
 
@@ -542,9 +513,11 @@ class StandInPinnedTests(TestCase):
         d = tempfile.mkdtemp(prefix="access-", dir=harness.tmp_root())
         cls.access_log = os.path.join(d, "access.log")
         # one loop: the COPY test orders messages on its one channel
+        store = StandIn()
+        store.on("PROPFIND", status=404, body=b"")
         env = harness.Env(["--access-log", cls.access_log, "--threads", "1",
                            "--waiter-liveness-ms", str(LIVENESS_MS)],
-                          upstream_handler=StandInStore).start()
+                          origin=store).start()
         TestCase._envs[cls] = env
         return env
 
@@ -554,6 +527,11 @@ class StandInPinnedTests(TestCase):
         tag = uuid.uuid4().hex[:8]
         self.OLD, self.NEW = "older-" + tag, "newer-" + tag
 
+    def sent(self):
+        """(method, path, X-Test-Id) of every request the store got."""
+        return [(x["method"], x["path"], x["test_id"])
+                for x in self.up.records]
+
     # -- 1. a release before the write's transfer exists -----------------
 
     def test_release_while_a_copy_waits_on_its_probe_means_it_is_never_forwarded_and_the_next_holder_copies(self):
@@ -561,7 +539,7 @@ class StandInPinnedTests(TestCase):
         dlock = self.lock_name("dst")
         dst = "/" + dlock
         gate = threading.Event()
-        self.up.server.gate = gate
+        self.up.on("PROPFIND", status=404, body=b"", hold=gate)
         self.addCleanup(gate.set)
         d = self.acquire_ok(dlock, ttl_ms=30000)
         copy = self.call("COPY", src, gw=self.gw, timeout=slack(30.0),
@@ -570,7 +548,7 @@ class StandInPinnedTests(TestCase):
                                   "X-Test-Id": self.OLD})
         # admitted (recorded in Redis), and the store is asked whether
         # the Destination is a collection: the transfer waits on that
-        self.wait_for(lambda: ("PROPFIND", dst, self.OLD) in self.up.records,
+        self.wait_for(lambda: ("PROPFIND", dst, self.OLD) in self.sent(),
                       slack(5.0), "the COPY's probe to reach the store")
         self.assertEqual(recorded_writes(self.redis, dlock), 1,
                          "the COPY was not admitted before its probe")
@@ -595,7 +573,7 @@ class StandInPinnedTests(TestCase):
         r = copy.result(slack(10.0))
         self.assert_error(r, 409, "stale_token", "the released COPY")
         self.assertEqual(r.json.get("token"), d["token"], r)
-        self.assertNotIn(("COPY", src, self.OLD), self.up.records,
+        self.assertNotIn(("COPY", src, self.OLD), self.sent(),
                          "the released COPY reached the store")
 
         # the waiter, now the holder, copies at once: the released COPY,
@@ -608,7 +586,7 @@ class StandInPinnedTests(TestCase):
         self.assertEqual(r2.status, 200, "the next holder's COPY: %r" % r2)
         self.assertLess(time.monotonic() - t0, MARGIN_MS / 1000.0 +
                         slack(1.0))
-        copies = [rec for rec in self.up.records if rec[0] == "COPY" and
+        copies = [rec for rec in self.sent() if rec[0] == "COPY" and
                   rec[1] == src]
         self.assertEqual(copies, [("COPY", src, self.NEW)],
                          "the store saw other COPYs than the next "

@@ -6,109 +6,38 @@ forwarded), and a client leaves in the middle of its upload (nginx never
 stores the truncated object)."""
 
 import os
-import select
 import socket
 import threading
 import time
-import urllib.parse
 
-import harness
 from harness import slack, wait_until
+from origins import StandIn
 from storage import on_both_origins, RawRequest, StoreTestCase
 
 MIB = 1 << 20
 
 
-class SlowHandler(harness.UpstreamHandler):
-    """?mode=head&delay=S: reads the whole body, then waits S seconds
+def _delay(req):
+    return float(req.query.get("delay", "0"))
+
+
+def slow_upstream(port):
+    """A stand-in upstream on `port`, slow as each request's query says:
+    ?mode=head&delay=S: reads the whole body, then waits S seconds
     before the response head (watching whether the gateway hangs up).
     ?mode=read&delay=S: waits S seconds before reading the body at all,
     then reads what arrives until Content-Length or EOF.
     ?mode=body&delay=S: answers a head for 100 bytes and 3 of them, then
     sends nothing more for S seconds (watching whether the gateway hangs
     up).
-    Each request leaves a record in server.records."""
-
-    def _any(self):
-        q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(
-            self.path).query))
-        delay = float(q.get("delay", "0"))
-        want = int(self.headers.get("Content-Length") or 0)
-        rec = {"path": self.path, "method": self.command, "want": want,
-               "got": 0, "complete": False, "hung_up_at": None,
-               "t_start": time.monotonic(), "answered": False}
-        self.server.records.append(rec)
-        if q.get("mode") == "body":
-            rec["got"] = self._read(want)
-            self.wfile.write(b"HTTP/1.1 200 OK\r\nContent-Length: 100\r\n"
-                             b"Content-Type: text/plain\r\n\r\nabc")
-            self.wfile.flush()
-            rec["answered"] = True
-            rec["hung_up_at"] = self._watch(delay)
-            self.close_connection = True
-            rec["done"] = True
-            return
-        if q.get("mode") == "read":
-            time.sleep(delay)
-            rec["got"] = self._read(want)
-        else:
-            rec["got"] = self._read(want)
-            rec["hung_up_at"] = self._watch(delay)
-        rec["complete"] = rec["got"] == want
-        if rec["hung_up_at"] is not None or not rec["complete"]:
-            self.close_connection = True
-            rec["done"] = True
-            return
-        try:
-            self.send_response(201)
-            self.send_header("Content-Length", "3")
-            self.end_headers()
-            self.wfile.write(b"ok\n")
-            rec["answered"] = True
-        except OSError:
-            pass
-        rec["done"] = True
-
-    def _read(self, want):
-        got = 0
-        while got < want:
-            try:
-                data = self.rfile.read1(min(want - got, 1 << 16))
-            except OSError:
-                break
-            if not data:
-                break
-            got += len(data)
-        return got
-
-    def _watch(self, delay):
-        """Sleeps `delay` s; returns when the peer hung up (monotonic),
-        or None."""
-        end = time.monotonic() + delay
-        while True:
-            left = end - time.monotonic()
-            if left <= 0:
-                return None
-            r, _, _ = select.select([self.connection], [], [], left)
-            if r:
-                try:
-                    if not self.connection.recv(1, socket.MSG_PEEK):
-                        return time.monotonic()
-                except OSError:
-                    return time.monotonic()
-                time.sleep(0.01)
-
-    do_GET = do_HEAD = do_PUT = do_POST = _any
-
-
-
-class SlowUpstream(harness.Upstream):
-    def __init__(self, port):
-        super().__init__(port, SlowHandler)
-        self.start()
-
-    def record_for(self, prefix):
-        return [r for r in self.records if r["path"].startswith(prefix)]
+    Answered in full, a request gets 201 "ok"."""
+    o = StandIn(port)
+    o.on(hold=_delay, status=201, body=b"ok\n")
+    o.on(path=lambda r: r.query.get("mode") == "read", read_after=_delay,
+         status=201, body=b"ok\n")
+    o.on(path=lambda r: r.query.get("mode") == "body",
+         stall=lambda r: (3, _delay(r)), body=b"abc" + b"." * 97)
+    return o.start()
 
 
 def upload_in_background(port, method, path, headers, body):
@@ -217,7 +146,7 @@ class SlowUpstreamTests(StoreTestCase):
 
     def slow_env(self, flags):
         env = self.start_env(flags, upstream=False)
-        self.slow = SlowUpstream(env.upstream.port)
+        self.slow = slow_upstream(env.upstream.port)
         self.addCleanup(self.slow.stop)
         self.gw = env.gw
         self.redis = env.redis
@@ -240,7 +169,7 @@ class SlowUpstreamTests(StoreTestCase):
         self.assert_error(w, 504, "upstream_timeout", "fenced PUT")
         self.assertLess(w.elapsed, 0.5 + slack(1.5))
         # the gateway hung up on the upstream at its timeout
-        rec = self.slow.record_for("/slow/put")
+        rec = self.slow.records_for("/slow/put")
         self.assertEqual(len(rec), 1, self.slow.records)
         self.assertTrue(wait_until(lambda: rec[0].get("done"), slack(4.0)))
         self.assertIsNotNone(rec[0]["hung_up_at"],
@@ -271,7 +200,7 @@ class SlowUpstreamTests(StoreTestCase):
         self.assertEqual(body, b"abc", got)       # cut short, not padded
         self.assertGreater(elapsed, 0.45)
         self.assertLess(elapsed, 0.5 + slack(2.0))
-        rec = self.slow.record_for("/slow/body")
+        rec = self.slow.records_for("/slow/body")
         self.assertEqual(len(rec), 1, self.slow.records)
         self.assertTrue(wait_until(lambda: rec[0].get("done"), slack(4.0)))
         self.assertIsNotNone(rec[0]["hung_up_at"],
@@ -306,7 +235,7 @@ class SlowUpstreamTests(StoreTestCase):
         self.assertIn("aborted upstream", r.json["message"], r)
         self.assertGreater(t_answer + (t0 - t_asked), deadline_s - 0.25)
         self.assertLess(t_answer, deadline_s + slack(1.0))
-        rec = self.slow.record_for("/slow/late")
+        rec = self.slow.records_for("/slow/late")
         self.assertEqual(len(rec), 1, self.slow.records)
         self.assertTrue(wait_until(lambda: rec[0].get("done"), slack(8.0)),
                         "the upstream never finished reading")
@@ -325,11 +254,11 @@ class SlowUpstreamTests(StoreTestCase):
         # not applied
         self.assertIn("may have applied", r.json["message"], r)
         self.assertLess(r.elapsed, 0.75 + slack(1.0))
-        rec = self.slow.record_for("/slow/head")
+        rec = self.slow.records_for("/slow/head")
         self.assertEqual(len(rec), 1)
         self.assertTrue(wait_until(lambda: rec[0].get("done"), slack(5.0)))
         self.assertIsNotNone(rec[0]["hung_up_at"])
-        self.assertLess(rec[0]["hung_up_at"] - rec[0]["t_start"],
+        self.assertLess(rec[0]["hung_up_at"] - rec[0]["t"],
                         0.75 + slack(0.5))
         self.assertFalse(rec[0]["answered"])
 
@@ -347,7 +276,7 @@ class SlowUpstreamTests(StoreTestCase):
         self.assertEqual(r.status, 201, r)
         self.assertEqual(r.body, b"ok\n")
         self.assertGreater(r.elapsed, 2.0)
-        rec = self.slow.record_for("/slow/grace")
+        rec = self.slow.records_for("/slow/grace")
         self.assertEqual(len(rec), 1, self.slow.records)
         self.assertTrue(wait_until(lambda: rec[0].get("done"), slack(3.0)))
         self.assertTrue(rec[0]["answered"])

@@ -7,12 +7,10 @@ X-Forwarded-For, X-Forwarded-Proto, Via and (with --forward-token yes)
 the token number."""
 
 import hashlib
-import json
 import os
 import urllib.parse
 
-import harness
-from harness import read_request_body, slack
+from harness import slack
 from storage import on_both_origins, RawRequest, StoreTestCase, send
 
 ENTITY_HEADERS = ("Content-Type", "Content-Length", "ETag", "Last-Modified")
@@ -23,46 +21,22 @@ HOP_BY_HOP = ("Connection", "Keep-Alive", "Proxy-Connection", "TE",
 MIB = 1 << 20
 
 
-class EchoHandler(harness.UpstreamHandler):
-    """Answers every request with JSON describing it. Query parameters
-    shape the answer: status, ctype, etag, lastmod, chunked=1, hop=1 (adds
-    hop-by-hop response headers)."""
-
-    def _any(self):
-        body = read_request_body(self)
-        q = dict(urllib.parse.parse_qsl(urllib.parse.urlsplit(
-            self.path).query))
-        out = json.dumps({
-            "method": self.command, "path": self.path,
-            "headers": [[k, v] for k, v in self.headers.items()],
-            "body_len": len(body),
-            "body_sha256": hashlib.sha256(body).hexdigest(),
-        }).encode()
-        self.send_response(int(q.get("status", "200")))
-        self.send_header("Content-Type", q.get("ctype", "application/json"))
-        if "etag" in q:
-            self.send_header("ETag", q["etag"])
-        if "lastmod" in q:
-            self.send_header("Last-Modified", q["lastmod"])
-        self.send_header("X-Upstream-Custom", "kept")
-        if q.get("hop"):
-            self.send_header("Keep-Alive", "timeout=99")
-        if q.get("chunked"):
-            self.send_header("Transfer-Encoding", "chunked")
-            self.end_headers()
-            if self.command != "HEAD":
-                for i in range(0, len(out), 7):
-                    part = out[i:i + 7]
-                    self.wfile.write(b"%x\r\n%s\r\n" % (len(part), part))
-                self.wfile.write(b"0\r\n\r\n")
-        else:
-            self.send_header("Content-Length", str(len(out)))
-            self.end_headers()
-            if self.command != "HEAD":
-                self.wfile.write(out)
-
-    do_GET = do_HEAD = do_POST = do_PUT = do_DELETE = do_PATCH = _any
-    do_OPTIONS = do_PROPFIND = do_MKCOL = do_COPY = do_MOVE = _any
+def echo_answer(req):
+    """An answer with JSON describing the request (origins.echo_body).
+    Query parameters shape it: status, ctype, etag, lastmod, chunked=1,
+    hop=1 (adds hop-by-hop response headers)."""
+    q = req.query
+    headers = []
+    if "etag" in q:
+        headers.append(("ETag", q["etag"]))
+    if "lastmod" in q:
+        headers.append(("Last-Modified", q["lastmod"]))
+    headers.append(("X-Upstream-Custom", "kept"))
+    if q.get("hop"):
+        headers.append(("Keep-Alive", "timeout=99"))
+    return {"echo": True, "status": int(q.get("status", "200")),
+            "ctype": q.get("ctype", "application/json"),
+            "headers": headers, "chunked": 7 if q.get("chunked") else None}
 
 
 
@@ -307,7 +281,9 @@ class EchoUpstreamTests(StoreTestCase):
     def setUp(self):
         super().setUp()
         env = self.start_env(("--forward-token", "yes"), upstream=False)
-        self.echo = harness.Upstream(env.upstream.port, EchoHandler).start()
+        self.echo = env.upstream
+        self.echo.on(respond=echo_answer)
+        self.echo.start()
         self.addCleanup(self.echo.stop)
         self.gw = env.gw
         self.redis = env.redis
@@ -369,7 +345,7 @@ class EchoUpstreamTests(StoreTestCase):
             path = "/echo/s?" + q
             with self.subTest(query=q):
                 via = self.send("GET", path, test_id="same")
-                direct = send(self.echo.server.server_address[1], "GET",
+                direct = send(self.echo.port, "GET",
                               path, headers=[("X-Test-Id", "same")])
                 self.assertEqual(via.status, status)
                 self.assertEqual(via.status, direct.status)

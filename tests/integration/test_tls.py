@@ -42,6 +42,7 @@ import time
 
 import harness
 from harness import LOCKS, SetupError, slack, spawn
+from origins import StandIn
 import storage
 
 HEALTH = "/_fence/v1/health"
@@ -757,7 +758,7 @@ class CertPrincipalTest(TlsTestCase):
             f.write("ops cert admin:tls/ read:tls/\n")
             f.write("ci sha256:%s lock:tls/ci/\n"
                     % hashlib.sha256(self.ci_key.encode()).hexdigest())
-        self.upstream = harness.Upstream().start()
+        self.upstream = StandIn().start()
         self.addCleanup(self.upstream.stop)
         flags = ["--tls-client-ca", ca, "--auth-file", auth]
         if proxy_auth:

@@ -6,149 +6,12 @@ same reading of the answer's framing, a kept-alive connection closed
 under a GET replaced once (a write is never sent twice), a body cut off
 never completed, and a broken answer never forwarded as a good one."""
 
-import re
-
 import socket
-import threading
 import time
 
 import harness
 from harness import slack
-
-
-class ScriptedOrigin:
-    """A raw HTTP/1.1 origin on a free loopback port. Every request head is
-    recorded as received, with the number of its connection and its rank
-    on it, and the body its Content-Length announces (`bodies`: (conn,
-    rank) -> (bytes, whole)); `answer(conn, rank, head)` gives the bytes to
-    send back, or None to close the connection without answering;
-    `close_after(conn, rank)` says whether to close once answered."""
-
-    def __init__(self, answer, close_after=lambda conn, rank: False,
-                 tls=None):
-        self.answer = answer
-        self.close_after = close_after
-        self.tls = tls         # an ssl.SSLContext: the origin is https
-        self.live = {}         # conn -> its socket, while it is open
-        self.hung_up = 0       # connections closed by close_after()
-        self.heads = []        # (conn, rank, head bytes)
-        self.bodies = {}       # (conn, rank) -> (body bytes, whole)
-        self.lock = threading.Lock()
-        self.sock = socket.socket()
-        self.sock.bind(("127.0.0.1", 0))
-        self.sock.listen(64)
-        self.sock.settimeout(0.1)
-        self.port = self.sock.getsockname()[1]
-        self.done = threading.Event()
-        self.conns = 0
-        self.thread = threading.Thread(target=self._accept, daemon=True)
-        self.thread.start()
-
-    def _accept(self):
-        while not self.done.is_set():
-            try:
-                c, _ = self.sock.accept()
-            except OSError:
-                continue
-            with self.lock:
-                n = self.conns
-                self.conns += 1
-            threading.Thread(target=self._serve, args=(c, n),
-                             daemon=True).start()
-
-    def _serve(self, c, n):
-        c.settimeout(slack(10.0))
-        if self.tls:
-            try:
-                c = self.tls.wrap_socket(c, server_side=True)
-            except OSError:
-                c.close()
-                return
-        with self.lock:
-            self.live[n] = c
-        try:
-            self._exchange(c, n)
-        finally:
-            with self.lock:
-                self.live.pop(n, None)
-
-    def push(self, conn, data):
-        """Sends `data` on connection `conn` (plain http only), unasked."""
-        with self.lock:
-            c = self.live[conn]
-        c.sendall(data)
-
-    def _exchange(self, c, n):
-        buf = b""
-        rank = 0
-        with c:
-            while not self.done.is_set():
-                while b"\r\n\r\n" not in buf:
-                    try:
-                        data = c.recv(65536)
-                    except OSError:
-                        return
-                    if not data:
-                        return
-                    buf += data
-                head, buf = buf.split(b"\r\n\r\n", 1)
-                head += b"\r\n\r\n"
-                with self.lock:
-                    self.heads.append((n, rank, head))
-                m = re.search(rb"\r\ncontent-length: *(\d+)\r\n", head, re.I)
-                want = int(m.group(1)) if m else 0
-                while len(buf) < want:
-                    try:
-                        data = c.recv(65536)
-                    except OSError:
-                        data = b""
-                    if not data:
-                        break
-                    buf += data
-                body, buf = buf[:want], buf[want:]
-                with self.lock:
-                    self.bodies[(n, rank)] = (body, len(body) == want)
-                if len(body) < want:
-                    return
-                out = self.answer(n, rank, head)
-                if out is None:
-                    return
-                try:
-                    c.sendall(out)
-                except OSError:
-                    return
-                if self.close_after(n, rank):
-                    c.close()
-                    with self.lock:
-                        self.hung_up += 1
-                    return
-                rank += 1
-
-    def requests(self):
-        with self.lock:
-            return list(self.heads)
-
-    def carried(self):
-        """(connection, rank) of every request, the connections numbered
-        in the order they carried their first request (the gateway's
-        health checks open connections that carry none)."""
-        order = {}
-        out = []
-        for c, k, _ in self.requests():
-            out.append((order.setdefault(c, len(order)), k))
-        return out
-
-    def body(self, i):
-        """(body, whole) of the i-th request recorded, None while it is
-        still being read."""
-        with self.lock:
-            c, k, _ = self.heads[i]
-            return self.bodies.get((c, k))
-
-    def stop(self):
-        self.done.set()
-        self.sock.close()
-        self.thread.join(2.0)
+from origins import StandIn
 
 
 OK = b"HTTP/1.1 200 OK\r\nContent-Length: 3\r\nX-Origin: scripted\r\n\r\nabc"
@@ -158,7 +21,7 @@ class UpstreamClientTests(harness.TestCase):
     uses_shared_env = False
 
     def origin(self, answer, close_after=lambda conn, rank: False):
-        o = ScriptedOrigin(answer, close_after)
+        o = StandIn(script=answer, close_after=close_after).start()
         self.addCleanup(o.stop)
         return o
 
@@ -429,13 +292,13 @@ class UpstreamClientTests(harness.TestCase):
                 r2 = self.write(curl, method, "/o/w.txt", body, seq, headers)
                 self.assertEqual((r1.status, r2.status), (200, 200), (r1, r2))
                 got = o.requests()
-                (ca, ka, a), (cb, kb, b) = got[-2], got[-1]
+                (_, _, a), (_, _, b) = got[-2], got[-1]
                 a, b = self.unhosted(a, b, o, own, curl)
                 self.assertEqual(a, b)
                 self.assertTrue(a.startswith(b"%s /o/w.txt HTTP/1.1\r\nHost: H\r\n"
                                              % method.encode()), a)
-                self.assertEqual(o.bodies[(ca, ka)], (body or b"", True))
-                self.assertEqual(o.bodies[(cb, kb)], (body or b"", True))
+                self.assertEqual(o.body(-2), (body or b"", True))
+                self.assertEqual(o.body(-1), (body or b"", True))
 
     def test_write_is_never_sent_twice(self):
         # each connection answers its first request and is then closed

@@ -15,7 +15,8 @@ import threading
 import harness
 from harness import slack
 from test_tls import pki
-from test_upstream_client import OK, ScriptedOrigin
+from origins import StandIn
+from test_upstream_client import OK
 
 WRITES = (
     # (method, body, extra headers: a Destination needs its own token)
@@ -49,7 +50,7 @@ class UpstreamOnceTests(harness.TestCase):
         if backend == "https":
             tls = ssl.SSLContext(ssl.PROTOCOL_TLS_SERVER)
             tls.load_cert_chain(pki().path("store"), pki().key("store"))
-        o = ScriptedOrigin(answer, close_after, tls=tls)
+        o = StandIn(script=answer, close_after=close_after, tls=tls).start()
         self.addCleanup(o.stop)
         return o
 

@@ -26,6 +26,7 @@ import threading
 import time
 
 import harness
+import origins
 from harness import (RedisAcl, RedisServer, RespClient, RespError,
                      SetupError, file_tail, free_port, slack, spawn,
                      wait_until)
@@ -899,27 +900,6 @@ class RedisCluster:
 # load: acquire / fenced write / release cycles, every answer recorded
 
 
-class RecordingUpstream(harness.UpstreamHandler):
-    """An upstream that answers 200 "upstream ok" and records, in arrival
-    order, every request: method, path, the Fencing-Token the gateway
-    forwarded (--forward-token yes), the body."""
-
-    def _answer(self):
-        body = harness.read_request_body(self)
-        self.server.records.append({
-            "method": self.command, "path": self.path,
-            "token": self.headers.get("Fencing-Token"), "body": body,
-            "t": time.monotonic()})
-        out = b"upstream ok\n"
-        self.send_response(200)
-        self.send_header("Content-Type", "text/plain")
-        self.send_header("Content-Length", str(len(out)))
-        self.end_headers()
-        self.wfile.write(out)
-
-    do_GET = do_PUT = do_POST = do_DELETE = do_PATCH = _answer
-
-
 class Op:
     """One request of the load and its answer."""
     __slots__ = ("kind", "name", "gw", "t_sent", "t_recv", "status", "code",
@@ -1198,7 +1178,10 @@ class TopologyCase(harness.TestCase):
         return topo
 
     def recording_upstream(self):
-        up = harness.Upstream(handler=RecordingUpstream).start()
+        """A stand-in upstream that answers 200 "upstream ok" and records,
+        in arrival order, every request: method, path, the Fencing-Token
+        the gateway forwarded (--forward-token yes), the body."""
+        up = origins.StandIn().start()
         self.addCleanup(up.stop)
         return up
 
