@@ -11,6 +11,7 @@ gone at the end: then the run has no figures), and what the client printed.
 
 import os
 import resource
+import signal
 import subprocess
 import time
 
@@ -261,6 +262,8 @@ class Run:
         self.secs = 0.0
         self.text = ""     # what the client printed
         self.result = None  # its RESULT line
+        self.client = None  # (name, (CPU s, voluntary, involuntary)) of
+                            # the client, from getrusage of its children
 
     def cpu_of(self, name):
         c = self.cpu.get(name)
@@ -281,8 +284,6 @@ class Run:
             c = self.cpu[p]
             if c is None:
                 out += " %s gone" % p
-            elif p == "__client__":
-                continue
             else:
                 out += " %s %.2fs (%s/%s)" % (p, c[0], kfmt(c[1]), kfmt(c[2]))
         if self.client:
@@ -291,8 +292,6 @@ class Run:
         if self.box is not None:
             out += "; box busy %s%% of %d%%" % (self.box, NPROC * 100)
         return out
-
-    client = None
 
 
 class Meter:
@@ -361,7 +360,7 @@ class Meter:
         if tot > 0:
             run.box = "%.0f" % ((tot - idle) / tot * 100 * NPROC)
         run.text = text
-        run.result = harness_result(text)
+        run.result = result_line(text or "")
         self.runs[label] = run
         self.order.append(label)
         return run
@@ -450,13 +449,10 @@ class Meter:
 
     def _perf_stop(self, p):
         if p.poll() is None:
-            p.send_signal(2)
+            p.send_signal(signal.SIGINT)
         try:
             p.wait(30)
         except subprocess.TimeoutExpired:
             pass
         harness.stop_process(p)
 
-
-def harness_result(text):
-    return result_line(text or "")

@@ -26,7 +26,6 @@ import shutil
 import ssl
 import subprocess
 import tempfile
-import time
 import urllib.error
 import urllib.parse
 import urllib.request

@@ -44,12 +44,11 @@ sys.path.insert(0, HERE)
 
 import harness  # noqa: E402
 import topology  # noqa: E402
-from harness import RespClient, SetupError  # noqa: E402
-from measure import (NPROC, Meter, RedisHook, alive, errs_of, kfmt,  # noqa: E402
-                     kids, num, prefixed, rss_kb)
-from peers import BenchStore, Etcd, ProxyNginx, http_code, nginx_version  # noqa: E402
+from harness import SetupError  # noqa: E402
+from measure import (NPROC, Meter, RedisHook, errs_of, kfmt, kids,  # noqa: E402
+                     num, prefixed, rss_kb)
+from peers import BenchStore, Etcd, ProxyNginx, nginx_version  # noqa: E402
 from summary import Row, markdown, ratio, verdict, write_json  # noqa: E402
-import summary  # noqa: E402
 
 HR = "-" * 72
 
@@ -144,9 +143,9 @@ class Bench:
     # ---- small HTTP ------------------------------------------------------
 
     def http(self, url, method="GET", body=None, headers=None,
-             ssl_context=None, timeout=30.0, stream=None):
+             ssl_context=None, timeout=30.0):
         """(status, body bytes) of one request, (None, b"") when nothing
-        answered. stream: a file to send as the body."""
+        answered."""
         import http.client
         import urllib.parse
         u = urllib.parse.urlsplit(url)
@@ -158,11 +157,8 @@ class Bench:
             c = http.client.HTTPConnection(u.hostname, u.port,
                                            timeout=timeout)
         try:
-            h = dict(headers or {})
-            if stream is not None:
-                h["Content-Length"] = str(os.fstat(stream.fileno()).st_size)
             c.request(method, u.path + ("?" + u.query if u.query else ""),
-                      body=stream if stream is not None else body, headers=h)
+                      body=body, headers=dict(headers or {}))
             r = c.getresponse()
             return r.status, r.read()
         except (OSError, http.client.HTTPException):
@@ -767,8 +763,9 @@ def pubsub(B, cl, nodes, pids):
             str(k.PUBSUB_PIPELINE), "--csv", cmd, ch, "msg"])
         B.m.hooks = []
         B.m.back()
-        # the subscriber has every message once its count stops moving:
-        # PUBSUB NUMSUB says it is still there; the count is read on SIGTERM
+        # the last messages reach the subscriber: its node's output buffers
+        # for pub/sub clients empty out (the count is written on SIGTERM)
+        harness.wait_until(lambda: pubsub_drained(sport), 5.0, 0.02)
         harness.stop_process(sp)
         try:
             with open(count) as f:
@@ -795,6 +792,19 @@ def pubsub(B, cl, nodes, pids):
             B.say("  redis-benchmark gave no figure: " + show(run.text))
         B.say("  CPU s (context switches voluntary/involuntary):"
               + run.cpu_line())
+
+
+def pubsub_drained(port):
+    """No pub/sub client of the node at port has output waiting."""
+    try:
+        text = topology.node_command(port, "CLIENT", "LIST", "TYPE", "pubsub")
+    except (OSError, harness.RespError):
+        return True
+    for line in text.decode("utf-8", "replace").splitlines():
+        f = dict(kv.split("=", 1) for kv in line.split() if "=" in kv)
+        if f.get("obl", "0") != "0" or f.get("oll", "0") != "0":
+            return False
+    return True
 
 
 def replica_ack(B):
@@ -1263,33 +1273,34 @@ def stream(B):
     with open(big, "wb") as f:
         f.truncate(nbytes)
 
+    def curl(label, args):
+        """One transfer by curl (the client the MB/s are measured with):
+        (status, bytes moved, seconds), status None when it failed."""
+        out = B.m.call(["curl", "-s", "-o", os.path.join(B.tmp, label +
+                                                         ".body"),
+                        "--max-time", "900", "-w",
+                        "%{http_code} %{size_upload} %{size_download} "
+                        "%{time_total}"] + args,
+                       os.path.join(B.tmp, label + ".curl"))
+        f = out.split()
+        if len(f) != 4 or not f[0].isdigit() or f[0] == "000":
+            return None, 0, 0.0
+        return int(f[0]), int(f[1]) or int(f[2]), float(f[3])
+
     def put(url, headers=None):
-        t0 = time.monotonic()
-        with open(big, "rb") as f:
-            code, body = B.http(url, "PUT", headers=headers, stream=f,
-                                timeout=900)
-        return code, body, time.monotonic() - t0
+        h = []
+        for name, v in (headers or {}).items():
+            h += ["-H", "%s: %s" % (name, v)]
+        code, n, secs = curl("bigput", ["-T", big] + h + [url])
+        try:
+            with open(os.path.join(B.tmp, "bigput.body"), "rb") as f:
+                body = f.read()
+        except OSError:
+            body = b""
+        return code, body, secs
 
     def get(url):
-        import http.client
-        import urllib.parse
-        u = urllib.parse.urlsplit(url)
-        c = http.client.HTTPConnection(u.hostname, u.port, timeout=900)
-        t0 = time.monotonic()
-        n = 0
-        try:
-            c.request("GET", u.path)
-            r = c.getresponse()
-            while True:
-                b = r.read(1 << 20)
-                if not b:
-                    break
-                n += len(b)
-            return r.status, n, time.monotonic() - t0
-        except (OSError, http.client.HTTPException):
-            return None, n, time.monotonic() - t0
-        finally:
-            c.close()
+        return curl("bigget", [url])
 
     def mbps(n, secs):
         return "%.1f" % (n / secs / 1e6) if secs > 0 else None
@@ -1822,7 +1833,7 @@ def parse_args(k):
 
 
 def check_tools(B):
-    need = ["redis-server", "redis-cli", "wrk"]
+    need = ["redis-server", "redis-cli", "wrk", "curl"]
     if B.want("base"):
         need += ["redis-benchmark", "etcd"]
     if not B.a.skip_proxy:
