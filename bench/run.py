@@ -1808,13 +1808,20 @@ def parse_args(k):
         prog="bench/run.py", description=__doc__.split("\n\n")[0],
         formatter_class=argparse.RawDescriptionHelpFormatter,
         epilog="Knobs (environment): " + " ".join(
-            "%s=%s" % (n, d) for n, d in KNOBS))
+            "%s=%s" % (n, d) for n, d in KNOBS) + ". bench/README.md says "
+        "how each figure is measured.")
     ap.add_argument("--bin", default=os.path.join(ROOT, "build", "gateway",
-                                                  "fencegate"))
-    ap.add_argument("--profile", action="store_true")
-    ap.add_argument("--skip-fencegate", action="store_true")
-    ap.add_argument("--skip-proxy", action="store_true")
-    ap.add_argument("--only", default=None)
+                                                  "fencegate"),
+                    help="the fencegate binary (default build/gateway/"
+                    "fencegate under the repository)")
+    ap.add_argument("--profile", action="store_true",
+                    help="perf profiles of the runs PROFILE_RUNS names")
+    ap.add_argument("--skip-fencegate", action="store_true",
+                    help="no fencegate: the peers' rows only")
+    ap.add_argument("--skip-proxy", action="store_true",
+                    help="no storage and no nginx proxy")
+    ap.add_argument("--only", default=None, help="a comma list of base, auth "
+                    "and tls (ONLY=; default all)")
     ap.add_argument("--out", default=None, help="directory of the summary "
                     "(default build/bench/<run id> under the repository)")
     ap.add_argument("--json", default=None, help="the JSON summary's path "
