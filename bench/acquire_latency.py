@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Sequential lock cycles on one keep-alive connection (driven by
-bench/run.sh): N times, acquire <prefix><i % ring> (POST, expects 200), then
+bench/run.py): N times, acquire <prefix><i % ring> (POST, expects 200), then
 release it with its lease (DELETE, expects 204), each request waiting for
 its answer. Times every acquire and every release (request written ->
 answer read), so the latency is that of an unloaded gateway and Redis.

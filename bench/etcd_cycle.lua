@@ -1,7 +1,7 @@
 -- wrk script: etcd v3 lock API cycles through etcd's JSON gateway, any
--- number of connections per wrk thread (run.sh uses -t2 -c32).
+-- number of connections per wrk thread (run.py uses -t2 -c32).
 --
--- run.sh grants the leases before the run ({"TTL":600}) and passes their
+-- run.py grants the leases before the run ({"TTL":600}) and passes their
 -- IDs; wrk thread i uses lease i (modulo their number) for all its locks.
 -- wrk keeps one Lua state per thread and does not say which connection a
 -- request() or response() belongs to, so the state is per thread:

@@ -1,6 +1,6 @@
 #!/usr/bin/env python3
 """Exact-count fencegate calls over concurrent keep-alive connections
-(driven by bench/run.sh, which reads Redis's INFO commandstats around each).
+(driven by bench/run.py, which reads Redis's INFO commandstats around each).
 
   acquire  N acquires of the distinct locks <prefix>0 .. <prefix>N-1, no wait;
            writes "<name> <lease> <sequencer>" per grant to --out.

@@ -1,5 +1,5 @@
 -- wrk script: fencegate acquire+release cycles, any number of connections
--- per wrk thread (run.sh uses -t2 -c32).
+-- per wrk thread (run.py uses -t2 -c32).
 --
 -- wrk keeps one Lua state per thread and does not say which connection a
 -- request() or response() belongs to, so the state is per thread:

@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""fencegate blocked-waiter benchmarks (driven by bench/run.sh).
+"""fencegate blocked-waiter benchmarks (driven by bench/run.py).
 
   waiters  N connections, each with one blocking acquire queued behind a
            lock the script holds; once fencegate's inspect shows every
@@ -8,7 +8,7 @@
            holder's lease and time DELETE sent -> next waiter's 200 received.
 
 Raw HTTP/1.1 over asyncio Protocols (one keep-alive connection per client).
-Prints "KEY=VALUE" lines; run.sh picks up the ones starting with RESULT_.
+Prints "KEY=VALUE" lines; run.py picks up the ones starting with RESULT_.
 """
 import argparse
 import asyncio

@@ -1,4 +1,4 @@
--- wrk script: 1 KiB object GETs or PUTs, optionally fenced (driven by run.sh).
+-- wrk script: 1 KiB object GETs or PUTs, optionally fenced (driven by run.py).
 --
 -- The objects are <path-prefix>0 .. <path-prefix><nobj-1>; wrk thread t of
 -- <nthreads> owns those whose number is t modulo nthreads, and its
@@ -8,7 +8,7 @@
 --
 --   GET : GET <path-prefix><i>
 --   PUT : PUT <path-prefix><i> with a <size>-byte body; when a token file is
---         given, also `Fencing-Token: <sequencer of object i>`. run.sh
+--         given, also `Fencing-Token: <sequencer of object i>`. run.py
 --         acquires the locks (one per object, named by the path without its
 --         leading '/') before the run and writes "<i> <sequencer>" lines.
 --   header-file: `Name: value` lines added to every request (a bearer key,
@@ -23,7 +23,7 @@
 --         sending, the wait apart.
 --
 -- Usage: wrk -tT -cC -d10s -s object_io.lua URL -- <tag> GET|PUT <path-prefix> <nobj> <nthreads> [size] [token-file] [header-file] [pace-ms]
--- (<tag> is ignored: run.sh passes a different one for the warm-up run;
+-- (<tag> is ignored: run.py passes a different one for the warm-up run;
 -- an empty token-file or header-file is none, a pace of 0 or none no wait.)
 -- Answers >= 400 are counted by wrk itself (http_ge400 below).
 

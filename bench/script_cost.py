@@ -33,7 +33,7 @@ Report which one a figure is.
 
 Leases are 10 minutes long by default. A release with little of its
 lease left (at most an eighth of the gateway's idle-forget-ms, 75 s by
-default) runs one command fewer; --ttl-ms 30000 (bench/run.sh's lock
+default) runs one command fewer; --ttl-ms 30000 (bench/run.py's lock
 cycles) measures that case.
 """
 

@@ -29,7 +29,7 @@ pkgs=(
   clang libclang-rt-14-dev
 )
 if [ "${1:-}" = "--bench" ]; then
-  # bench/run.sh: etcd's lock API as a peer, the load generator, and perf
+  # bench/run.py: etcd's lock API as a peer, the load generator, and perf
   # for its --profile
   pkgs+=(etcd-server wrk linux-perf)
 fi
