@@ -34,7 +34,7 @@ import harness
 import matrix
 from harness import LOCKS, slack, wait_until
 from storage import RawRequest, StoreTestCase
-from test_pinned import (client_list, node_command, node_port_of,
+from test_request_path import (client_list, node_command, node_port_of,
                          recorded_writes)
 
 FIRST_CHUNK = 1 << 20          # 1 MiB at once, then a drip

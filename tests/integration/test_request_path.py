@@ -1,4 +1,4 @@
-"""test_pinned.py - behaviour of the request path that no other test pins
+"""test_request_path.py - behaviour of the request path that no other test pins
 down, and that moving the gateway's code between modules could break
 unseen. Each test judges by what the store, Redis, the clients and the
 access log saw.

@@ -1,4 +1,4 @@
-"""test_v13_listing.py - contract v1.3 "Who holds what", against the real
+"""test_list.py - contract v1.3 "Who holds what", against the real
 processes (one Redis or, with --redis-mode cluster, a Redis Cluster; one
 gateway, open mode):
 
