@@ -1290,3 +1290,96 @@ def parse_raw(raw):
             rest = rest[n + 2:]
         body = out
     return status, hdrs, body
+
+
+# ---------------------------------------------------------------------------
+# waiting on the gateway's own signals (its /metrics, its log) instead of a
+# fixed sleep
+
+def metric_value(gw, family, headers=None, **labels):
+    """The sum of the samples of the counter or gauge `family` in `gw`'s
+    /_fence/v1/metrics that carry the given label values (0 when none)."""
+    r = gw.request("GET", "/_fence/v1/metrics", headers=headers)
+    if r.status != 200:
+        raise AssertionError("GET /_fence/v1/metrics: %r" % (r,))
+    pat = re.compile(r"^%s(\{[^}]*\})?\s+(\S+)$" % re.escape(family))
+    total = 0.0
+    for line in r.body.decode("utf-8", "replace").splitlines():
+        m = pat.match(line)
+        if not m:
+            continue
+        got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+        if any(got.get(k) != v for k, v in labels.items()):
+            continue
+        total += float(m.group(2))
+    return total
+
+
+def wait_metric(gw, family, at_least, timeout, headers=None, **labels):
+    """Waits (bounded) until metric_value(gw, family, **labels) is at least
+    `at_least`; raises AssertionError, with the last value, if it is not
+    within `timeout` s. Returns the value."""
+    last = [None]
+
+    def grown():
+        last[0] = metric_value(gw, family, headers=headers, **labels)
+        return last[0] >= at_least
+    if not wait_until(grown, timeout, 0.02):
+        raise AssertionError("%s%s stayed at %r, below %r, for %.1f s"
+                             % (family, labels or "", last[0], at_least,
+                                timeout))
+    return last[0]
+
+
+def log_line_count(path):
+    """How many complete lines the log file at `path` holds (0 if none):
+    pass it as wait_for_log's `after` to see only the lines that follow."""
+    try:
+        return len(complete_lines(path))
+    except FileNotFoundError:
+        return 0
+
+
+def wait_for_log(path, pattern, timeout, after=0):
+    """Waits (bounded) until a complete line of the log file at `path`,
+    after its first `after` lines, matches the regex `pattern`; raises
+    AssertionError, with the file's tail, if none does within `timeout` s.
+    Returns the matching lines (str)."""
+    rx = re.compile(pattern)
+
+    def found():
+        try:
+            lines = complete_lines(path)[after:]
+        except FileNotFoundError:
+            return []
+        return [l for l in (x.decode("utf-8", "replace") for x in lines)
+                if rx.search(l)]
+    hits = wait_until(found, timeout, 0.02)
+    if not hits:
+        raise AssertionError("no line matching %r in %s within %.1f s; "
+                             "its tail:\n%s" % (pattern, path, timeout,
+                                                file_tail(path)))
+    return hits
+
+
+def wait_state(tc, name, pred, what, timeout=None, gw=None):
+    """Waits (bounded, slack(3) s by default) until inspect's state of lock
+    `name` satisfies `pred`; fails test case `tc` if it does not. Returns
+    that state."""
+    last = {}
+
+    def ok():
+        last["s"] = tc.state(name, gw)
+        return last["s"] if pred(last["s"]) else None
+    s = wait_until(ok, timeout or slack(3.0))
+    if not s:
+        tc.fail("lock %s: timed out waiting for %s; inspect says %r"
+                % (name, what, last.get("s")))
+    return s
+
+
+def wait_lock_free(tc, name, timeout=None, gw=None):
+    """Waits until inspect reports lock `name` not held: its lease ran out
+    (or it was released elsewhere). Returns that state."""
+    return wait_state(tc, name, lambda s: s["held"] is False,
+                      "its lease to end", timeout, gw)
