@@ -1383,3 +1383,47 @@ def wait_lock_free(tc, name, timeout=None, gw=None):
     (or it was released elsewhere). Returns that state."""
     return wait_state(tc, name, lambda s: s["held"] is False,
                       "its lease to end", timeout, gw)
+
+
+def tcp_server_side(port, peer_ports):
+    """{peer port: (state, bytes unread)} of the sockets on local `port`
+    (a listener's accepted, or not yet accepted, connections) whose peer is
+    one of `peer_ports`, from /proc/net/tcp and tcp6. A connection the
+    server has closed (LAST_ACK, CLOSE) or one in TIME_WAIT is not
+    listed."""
+    out = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if int(f[1].rsplit(":", 1)[1], 16) != port:
+                continue
+            peer = int(f[2].rsplit(":", 1)[1], 16)
+            state = int(f[3], 16)
+            if peer in peer_ports and state not in (0x06, 0x07, 0x09):
+                out[peer] = (state, int(f[4].split(":")[1], 16))
+    return out
+
+
+def wait_read_by_server(port, socks, timeout, peer_ports=None):
+    """Waits (bounded) until the server on `port` has read every byte sent
+    on each client connection: accepted it and left nothing in its receive
+    queue, or closed it. `socks` are the open client sockets (each must
+    still be open on the server's side), `peer_ports` the local ports of
+    ones the client closed already (each read whole or closed). Raises
+    AssertionError if it does not happen."""
+    open_peers = {s.getsockname()[1] for s in socks}
+    peers = open_peers | set(peer_ports or ())
+    last = {}
+
+    def read():
+        last["t"] = t = tcp_server_side(port, peers)
+        return open_peers <= set(t) and \
+            all(unread == 0 for _, unread in t.values())
+    if not wait_until(read, timeout, 0.01):
+        raise AssertionError("the server on port %d left bytes unread: %r"
+                             % (port, last.get("t")))
+
