@@ -235,8 +235,6 @@ class _RecordingHandler(harness.UpstreamHandler):
             tail = self.path.rsplit("-", 1)[-1]
             status = PROBE_ANSWERS.get(tail, 207)
             if tail == "slow":
-                # the cause: a probe answered late, so a client can leave
-                # while it is under way
                 time.sleep(1.0)
             coll = tail in ("coll", "gzip", "utf16", "json")
             out = MULTISTATUS % (self.path.encode(),
