@@ -1293,8 +1293,8 @@ def parse_raw(raw):
 
 
 # ---------------------------------------------------------------------------
-# waiting on the gateway's own signals (its /metrics, its log) instead of a
-# fixed sleep
+# waiting on the gateway's own signals (its /metrics, inspect, its sockets)
+# instead of a fixed sleep
 
 def metric_value(gw, family, headers=None, **labels):
     """The sum of the samples of the counter or gauge `family` in `gw`'s
@@ -1331,47 +1331,16 @@ def wait_metric(gw, family, at_least, timeout, headers=None, **labels):
     return last[0]
 
 
-def log_line_count(path):
-    """How many complete lines the log file at `path` holds (0 if none):
-    pass it as wait_for_log's `after` to see only the lines that follow."""
-    try:
-        return len(complete_lines(path))
-    except FileNotFoundError:
-        return 0
-
-
-def wait_for_log(path, pattern, timeout, after=0):
-    """Waits (bounded) until a complete line of the log file at `path`,
-    after its first `after` lines, matches the regex `pattern`; raises
-    AssertionError, with the file's tail, if none does within `timeout` s.
-    Returns the matching lines (str)."""
-    rx = re.compile(pattern)
-
-    def found():
-        try:
-            lines = complete_lines(path)[after:]
-        except FileNotFoundError:
-            return []
-        return [l for l in (x.decode("utf-8", "replace") for x in lines)
-                if rx.search(l)]
-    hits = wait_until(found, timeout, 0.02)
-    if not hits:
-        raise AssertionError("no line matching %r in %s within %.1f s; "
-                             "its tail:\n%s" % (pattern, path, timeout,
-                                                file_tail(path)))
-    return hits
-
-
 def wait_state(tc, name, pred, what, timeout=None, gw=None):
-    """Waits (bounded, slack(3) s by default) until inspect's state of lock
-    `name` satisfies `pred`; fails test case `tc` if it does not. Returns
-    that state."""
+    """Waits (bounded: `timeout` s, slack(3) when None; 0 asks once) until
+    inspect's state of lock `name` satisfies `pred`; fails test case `tc`
+    if it does not. Returns that state."""
     last = {}
 
     def ok():
         last["s"] = tc.state(name, gw)
         return last["s"] if pred(last["s"]) else None
-    s = wait_until(ok, timeout or slack(3.0))
+    s = wait_until(ok, slack(3.0) if timeout is None else timeout)
     if not s:
         tc.fail("lock %s: timed out waiting for %s; inspect says %r"
                 % (name, what, last.get("s")))
