@@ -455,6 +455,24 @@ class GatewayLossTests(PrivateEnvTestCase):
         self.release_ok(name, g["lease"])
         self.assertGreater(self.acquire_ok(name)["token"], g["token"])
 
+    def gone_silent(self, name):
+        """A test of whether Redis' clock is past the liveness stamp of the
+        one gateway with waiters on lock `name` now (field g:<its id> of
+        the lock's state, which its ticks move on): from then on the
+        handoff skips that gateway's waiters."""
+        key = "fg:{%s}:s" % name
+        st = self.redis.command("HGETALL", key)
+        stamps = [f for f in st[::2] if f.startswith(b"g:")]
+        self.assertEqual(len(stamps), 1, "the liveness stamps on %s: %r"
+                         % (name, st))
+
+        def silent():
+            stamp = self.redis.command("HGET", key, stamps[0])
+            sec, us = self.redis.command("TIME")
+            return stamp is None or \
+                int(stamp) < int(sec) * 1000 + int(us) // 1000
+        return silent
+
     def test_waiter_of_a_killed_gateway_is_dropped_after_waiter_liveness(self):
         flags = ("--waiter-liveness-ms", "1000")
         env = self.own(flags, gateways=2)
@@ -463,11 +481,12 @@ class GatewayLossTests(PrivateEnvTestCase):
         g = self.acquire_ok(name, gw=a)
         self.waiter(name, gw=b, wait_ms=30000, ttl_ms=60000)
         self.wait_waiters(name, 1, gw=a)
+        silent = self.gone_silent(name)   # b's stamp
         b.kill()
-        # the cause: b's silence outlasts waiter-liveness-ms. Its last tick
-        # came before the kill and marked it alive for at most 1 s, so
-        # nothing in Redis stands for b any more once a second has passed
-        time.sleep(1.0 + slack(0.3))
+        # b's silence outlasts waiter-liveness-ms: Redis' clock passes the
+        # liveness stamp b's last tick left
+        self.wait_for(silent, slack(3.0), "the killed gateway's liveness "
+                      "stamp on %s to run out" % name)
         self.release_ok(name, g["lease"], gw=a)
 
         def free():
@@ -486,13 +505,14 @@ class GatewayLossTests(PrivateEnvTestCase):
         g = self.acquire_ok(name, gw=a)
         self.waiter(name, gw=b, wait_ms=30000, ttl_ms=60000)
         self.wait_waiters(name, 1, gw=a)
+        silent = self.gone_silent(name)   # b's stamp, before a has one
         live = self.waiter(name, gw=a, wait_ms=30000)
         self.wait_waiters(name, 2, gw=a)
         b.kill()
-        # the cause: b's silence outlasts waiter-liveness-ms. Its last tick
-        # came before the kill and marked it alive for at most 1 s, so
-        # nothing in Redis stands for b any more once a second has passed
-        time.sleep(1.0 + slack(0.3))
+        # b's silence outlasts waiter-liveness-ms: Redis' clock passes the
+        # liveness stamp b's last tick left
+        self.wait_for(silent, slack(3.0), "the killed gateway's liveness "
+                      "stamp on %s to run out" % name)
         self.release_ok(name, g["lease"], gw=a)
         r = live.result(slack(3.0))
         self.assertEqual(r.status, 200, r)
