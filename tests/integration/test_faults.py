@@ -10,8 +10,7 @@ import threading
 import time
 
 import harness
-from harness import (LOCKS, TestCase, Upstream, metric_value, slack,
-                     wait_metric, wait_read_by_server, wait_until)
+from harness import LOCKS, TestCase, Upstream, slack, wait_until
 
 REDIS_TIMEOUT_MS = 500
 
@@ -412,11 +411,12 @@ class TwoGatewayTests(TestCase):
     def test_observe_on_one_gateway_answers_when_holder_on_the_other_releases(self):
         name = self.lock_name()
         g = self.acquire_ok(name, gw=self.a)
-        parked = metric_value(self.b, "fencegate_waiters", kind="observe")
+        parked = harness.metric_value(self.b, "fencegate_waiters",
+                                      kind="observe")
         c = self.call("GET", LOCKS + name + "?wait_ms=10000&after=%d"
                       % g["token"], gw=self.b, timeout=20.0)
-        wait_metric(self.b, "fencegate_waiters", parked + 1, slack(3.0),
-                    kind="observe")
+        harness.wait_metric(self.b, "fencegate_waiters", parked + 1,
+                            slack(3.0), kind="observe")
         self.assertFalse(c.done)
         t_rel = time.monotonic()
         self.release_ok(name, g["lease"], gw=self.a)
@@ -574,7 +574,7 @@ class HostileClientTests(TestCase):
                 socks.append(s)
             # the gateway holds every half request: accepted, read, waiting
             # for the rest
-            wait_read_by_server(self.gw.port, socks, slack(3.0))
+            harness.wait_read_by_server(self.gw.port, socks, slack(3.0))
             t0 = time.monotonic()
             name = self.lock_name("live")
             g = self.acquire_ok(name)
@@ -601,7 +601,8 @@ class HostileClientTests(TestCase):
             s.close()
         # the gateway has read every byte they sent (or closed them): what
         # it makes of a cut body is done by now
-        wait_read_by_server(self.gw.port, [], slack(3.0), peer_ports=peers)
+        harness.wait_read_by_server(self.gw.port, [], slack(3.0),
+                                    peer_ports=peers)
         for n in names:
             self.assert_no_keys(n)
         self.assert_alive()
