@@ -193,7 +193,7 @@ class Client:
                 self.renew(g, ttl)
             return g
         self.rec(r)
-        time.sleep(self.rng.uniform(0.02, 0.2))
+        time.sleep(self.rng.uniform(0.02, 0.2))   # a refused client backs off
         return None
 
     def renew(self, g, ttl, reenter=False):
@@ -236,7 +236,7 @@ class Client:
                 return True
             if not final or time.time() > deadline:
                 return False
-            time.sleep(0.2)
+            time.sleep(0.2)   # the final release's retry pace
 
     # -- writes -----------------------------------------------------------
 
@@ -305,7 +305,7 @@ class Client:
                     break
                 out["sent"] += len(piece)
                 if pause and i < chunks - 1:
-                    time.sleep(pause)
+                    time.sleep(pause)   # the cause: a body that trickles
             got = _read_response(sock, buf, 10.0)
             while got is not None and got[0] < 200:
                 got = _read_response(sock, got[2], 10.0)
@@ -370,7 +370,8 @@ class Client:
                     if self.rng.random() < 0.7:
                         self.release(g)       # back to one hold
             else:
-                # outlive the lease, then write anyway: a stale write
+                # outlive the lease, then write anyway: a stale write (the
+                # sleep is the cause)
                 time.sleep(max(0.0, min(g["end"] - time.time(), 3.5))
                            + self.rng.uniform(0.1, 0.4))
                 self.write(g, "quick")

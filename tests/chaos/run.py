@@ -254,7 +254,7 @@ class Injector:
             which = self.rng.randrange(2)
             if time.time() + gap + dur + 0.5 > self.stop_at:
                 break
-            time.sleep(gap)
+            time.sleep(gap)   # the fault schedule: quiet time between faults
             try:
                 self.inject(kind, dur, which)
             except Exception as e:   # a fault that could not be injected
@@ -284,7 +284,7 @@ class Injector:
             f = self.note(kind, t0, "CLIENT PAUSE %d %s" % (ms, mode))
             try:
                 self.control("CLIENT", "PAUSE", str(ms), mode)
-                time.sleep(dur)
+                time.sleep(dur)   # the fault lasts this long
             finally:
                 f["t1"] = time.time()
         elif kind in ("kill-normal", "kill-pubsub"):
@@ -309,7 +309,7 @@ class Injector:
                           % (g.port, ms), gw=g.port)
             g.proc.send_signal(signal.SIGSTOP)
             try:
-                time.sleep(dur)
+                time.sleep(dur)   # the fault lasts this long
             finally:
                 g.proc.send_signal(signal.SIGCONT)
                 f["t1"] = time.time()
@@ -750,7 +750,9 @@ def run(args, tally):
                 errs.append("client %d did not finish%s" % (
                     i, " (killed after 30 s)" if i in stuck else ""))
         final = final_orphan_poll(world, hist, locks, t_quiet)
-        time.sleep(0.3)   # nginx logs a request when it ends
+        # a window: nginx logs a request when it ends, a little after its
+        # client saw the end; nothing here orders the two
+        time.sleep(0.3)
         entries = [e for e in world.nginx.log()]
         summarize(hist, inj, entries)
         tally.check("clients finished", errs, "%d clients" % args.clients)

@@ -1316,3 +1316,109 @@ def parse_raw(raw):
             rest = rest[n + 2:]
         body = out
     return status, hdrs, body
+
+
+# ---------------------------------------------------------------------------
+# waiting on the gateway's own signals (its /metrics, inspect, its sockets)
+# instead of a fixed sleep
+
+def metric_value(gw, family, headers=None, **labels):
+    """The sum of the samples of the counter or gauge `family` in `gw`'s
+    /_fence/v1/metrics that carry the given label values (0 when none)."""
+    r = gw.request("GET", "/_fence/v1/metrics", headers=headers)
+    if r.status != 200:
+        raise AssertionError("GET /_fence/v1/metrics: %r" % (r,))
+    pat = re.compile(r"^%s(\{[^}]*\})?\s+(\S+)$" % re.escape(family))
+    total = 0.0
+    for line in r.body.decode("utf-8", "replace").splitlines():
+        m = pat.match(line)
+        if not m:
+            continue
+        got = dict(re.findall(r'(\w+)="([^"]*)"', m.group(1) or ""))
+        if any(got.get(k) != v for k, v in labels.items()):
+            continue
+        total += float(m.group(2))
+    return total
+
+
+def wait_metric(gw, family, at_least, timeout, headers=None, **labels):
+    """Waits (bounded) until metric_value(gw, family, **labels) is at least
+    `at_least`; raises AssertionError, with the last value, if it is not
+    within `timeout` s. Returns the value."""
+    last = [None]
+
+    def grown():
+        last[0] = metric_value(gw, family, headers=headers, **labels)
+        return last[0] >= at_least
+    if not wait_until(grown, timeout, 0.02):
+        raise AssertionError("%s%s stayed at %r, below %r, for %.1f s"
+                             % (family, labels or "", last[0], at_least,
+                                timeout))
+    return last[0]
+
+
+def wait_state(tc, name, pred, what, timeout=None, gw=None):
+    """Waits (bounded: `timeout` s, slack(3) when None; 0 asks once) until
+    inspect's state of lock `name` satisfies `pred`; fails test case `tc`
+    if it does not. Returns that state."""
+    last = {}
+
+    def ok():
+        last["s"] = tc.state(name, gw)
+        return last["s"] if pred(last["s"]) else None
+    s = wait_until(ok, slack(3.0) if timeout is None else timeout)
+    if not s:
+        tc.fail("lock %s: timed out waiting for %s; inspect says %r"
+                % (name, what, last.get("s")))
+    return s
+
+
+def wait_lock_free(tc, name, timeout=None, gw=None):
+    """Waits until inspect reports lock `name` not held: its lease ran out
+    (or it was released elsewhere). Returns that state."""
+    return wait_state(tc, name, lambda s: s["held"] is False,
+                      "its lease to end", timeout, gw)
+
+
+def tcp_server_side(port, peer_ports):
+    """{peer port: (state, bytes unread)} of the sockets on local `port`
+    (a listener's accepted, or not yet accepted, connections) whose peer is
+    one of `peer_ports`, from /proc/net/tcp and tcp6. A connection the
+    server has closed (LAST_ACK, CLOSE) or one in TIME_WAIT is not
+    listed."""
+    out = {}
+    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
+        try:
+            rows = open(table).read().splitlines()[1:]
+        except OSError:
+            continue
+        for row in rows:
+            f = row.split()
+            if int(f[1].rsplit(":", 1)[1], 16) != port:
+                continue
+            peer = int(f[2].rsplit(":", 1)[1], 16)
+            state = int(f[3], 16)
+            if peer in peer_ports and state not in (0x06, 0x07, 0x09):
+                out[peer] = (state, int(f[4].split(":")[1], 16))
+    return out
+
+
+def wait_read_by_server(port, socks, timeout, peer_ports=None):
+    """Waits (bounded) until the server on `port` has read every byte sent
+    on each client connection: accepted it and left nothing in its receive
+    queue, or closed it. `socks` are the open client sockets (each must
+    still be open on the server's side), `peer_ports` the local ports of
+    ones the client closed already (each read whole or closed). Raises
+    AssertionError if it does not happen."""
+    open_peers = {s.getsockname()[1] for s in socks}
+    peers = open_peers | set(peer_ports or ())
+    last = {}
+
+    def read():
+        last["t"] = t = tcp_server_side(port, peers)
+        return open_peers <= set(t) and \
+            all(unread == 0 for _, unread in t.values())
+    if not wait_until(read, timeout, 0.01):
+        raise AssertionError("the server on port %d left bytes unread: %r"
+                             % (port, last.get("t")))
+

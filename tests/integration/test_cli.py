@@ -291,6 +291,8 @@ class CliTests(TestCase):
         r = self.health_on(g.port)
         self.assertEqual(r.status, 503, r)
         self.assertEqual(r.json, {"redis": "down", "upstream": "down"})
+        # a window in which it keeps trying both: an exit would show; no
+        # event marks that it did not
         time.sleep(0.5)
         self.assertTrue(g.alive())
 

@@ -82,11 +82,11 @@ class ClusterTests(TopologyCase):
         moving = self.names_on(c, src, 6, moving_slots)
         staying = self.names_on(c, dst, 2) + self.names_on(c, third, 2)
         load = self.run_load(LockLoad(gws, moving + staying, threads=4))
-        time.sleep(1.0)
+        time.sleep(1.0)   # the cause: load runs before the reshard
         t0 = time.monotonic()
         dt = c.reshard(n_slots, src, dst)
         t1 = time.monotonic()
-        time.sleep(1.5)
+        time.sleep(1.5)   # the cause: and after it, on the moved slots
         load.stop()
         ops = load.snapshot()
         during = [o for o in ops if o.kind == "acquire" and o.status == 200
@@ -114,7 +114,7 @@ class ClusterTests(TopologyCase):
         on_victim = self.names_on(c, victim, 3)
         others = self.names_on(c, m1, 2) + self.names_on(c, m2, 2)
         load = self.run_load(LockLoad(gws, on_victim + others, threads=4))
-        time.sleep(1.5)
+        time.sleep(1.5)   # the cause: load runs a while before the kill
         self.assertEqual(load.unavailable(0.0), [],
                          "503 answers before anything failed")
         t_kill = time.monotonic()
@@ -147,11 +147,14 @@ class ClusterTests(TopologyCase):
             with self.subTest(master=m.port):
                 (n,) = self.names_on(c, m, 1)
                 g = self.acquire_ok(n, gw=b, ttl_ms=60000)
+                parked = harness.metric_value(a, "fencegate_waiters",
+                                              kind="observe")
                 w = self.waiter(n, gw=a, wait_ms=10000)
                 obs = self.call("GET", LOCKS + n + "?wait_ms=10000&after=%d"
                                 % g["token"], gw=a, timeout=20.0)
                 self.wait_waiters(n, 1, gw=a)
-                time.sleep(0.2)
+                harness.wait_metric(a, "fencegate_waiters", parked + 1,
+                                    slack(3.0), kind="observe")
                 self.assertFalse(obs.done, "observer answered early: %r"
                                  % (obs.resp,))
                 t_rel = time.monotonic()

@@ -365,7 +365,16 @@ class DrainTests(StoreTestCase):
         g = self.start_gateway()
         self.env.redis.pause()
         self.addCleanup(self.env.redis.resume)
-        time.sleep(1.5)          # a ping is under way, and unanswered
+        # a ping is under way, and unanswered: bytes the gateway sent wait
+        # unread on the paused Redis' side of one of its connections
+        rport = self.env.redis.port
+
+        def unanswered():
+            mine = harness.tcp_local_ports(g.proc.pid, {rport})
+            return any(unread for _, unread in
+                       harness.tcp_server_side(rport, mine).values())
+        self.wait_for(unanswered, slack(5.0),
+                      "the gateway to send the paused Redis a call")
         g.proc.send_signal(signal.SIGTERM)
         self.wait_log(g, r"signal 15: draining", "the drain to begin")
         t0 = time.monotonic()

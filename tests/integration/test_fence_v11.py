@@ -312,6 +312,9 @@ class V11Case(StoreTestCase):
 
     def upstream_since(self, mark, gw=None):
         """What nginx logged since `mark`, sentinels left out."""
+        # a window for a request the gateway should not have sent to show
+        # (one sent after its refusal was answered): no event marks its
+        # absence; the sentinel then orders nginx's log
         time.sleep(slack(0.1))
         self.sentinel(gw)
         return [e for e in self.store.log()[mark:]
@@ -759,7 +762,8 @@ class V11FramingTests(V11Case):
             ("Depth", "1"), ("Content-Type", "text/xml"),
             ("Content-Length", "5000"), ("X-Test-Id", uuid.uuid4().hex)])
         rq.send(b'<?xml version="1.0"?><D:propfind xmlns:D="DAV:">')
-        time.sleep(slack(0.2))   # let the gateway start the upstream request
+        # the gateway has taken in what was sent before the client leaves
+        harness.wait_read_by_server(self.gw.port, [rq.sock], slack(5.0))
         rq.close()
         self.assert_pooled_requests_get_their_own_answers(20)
 
@@ -1854,7 +1858,7 @@ class V11WaitingWriteCostTests(V11Case):
                       >= self.WAITERS, slack(5.0),
                       "each waiting write to be checked in Redis once")
         c0, t0 = script_calls(self.redis), time.monotonic()
-        time.sleep(2.0)                       # the measurement window
+        time.sleep(2.0)                       # the measurement window (a rate)
         c1, t1 = script_calls(self.redis), time.monotonic()
         answered = [i for i, w in enumerate(writers) if w.readable(0)]
         self.assertEqual(answered, [], "writes under the newer token were "
@@ -1865,14 +1869,20 @@ class V11WaitingWriteCostTests(V11Case):
                         "script calls/s" % (self.WAITERS, rate))
 
         # the clients leave with body bytes unread: half close, half reset
+        parked = harness.metric_value(gw2, "fencegate_waiters", kind="admit")
         for i, w in enumerate(writers):
             if i % 2:
                 w.abort()
             else:
                 w.close()
-        time.sleep(slack(0.5))                # let the gateway notice
+        # the gateway noticed: none of them waits any more
+        self.assertTrue(wait_until(
+            lambda: harness.metric_value(gw2, "fencegate_waiters",
+                                         kind="admit")
+            <= parked - self.WAITERS, slack(3.0)),
+            "the departed writes still wait on gateway 2")
         c2, t2 = script_calls(self.redis), time.monotonic()
-        time.sleep(1.0)                       # the measurement window
+        time.sleep(1.0)                       # the measurement window (a rate)
         c3, t3 = script_calls(self.redis), time.monotonic()
         self.assertLess((c3 - c2) / (t3 - t2), 10.0,
                         "Redis work goes on for writes whose clients left")
@@ -1885,7 +1895,7 @@ class V11WaitingWriteCostTests(V11Case):
         self.assertTrue(hits, "the released write did not end when its "
                         "gateway resumed")
         self.assertTrue(all(not e.applied for e in hits), hits)
-        time.sleep(1.0)                       # the measurement window
+        time.sleep(1.0)                       # the measurement window (a count)
         c5 = script_calls(self.redis)
         self.assertLess(c5 - c4, 25, "the end of the old write cost %d "
                         "script calls: the departed writes were woken"
@@ -2674,6 +2684,8 @@ class V11RecordedHeaderTests(V11Case):
         dst = "/rec-%s/dst-slow" % TAG
         d = self.grant(dst.lstrip("/"))
         n = len(self.rec.records)
+        ended = harness.metric_value(self.gw,
+                                     "fencegate_upstream_responses_total")
         rq = RawRequest(self.gw.port, "MOVE", "/rec-%s/src" % TAG, [
             ("Fencing-Token", s["sequencer"]), ("Destination", dst),
             ("Destination-Fencing-Token", d["sequencer"])])
@@ -2681,7 +2693,14 @@ class V11RecordedHeaderTests(V11Case):
             lambda: any(x["path"] == dst for x in self.rec.records[n:]),
             slack(5.0)), "the Destination was never asked about")
         rq.close()
-        time.sleep(slack(1.5))   # the slow answer came, and went nowhere
+        # the slow answer came (both probes' transfers ended) and nothing
+        # followed it upstream (none in flight): it went nowhere
+        self.assertTrue(wait_until(
+            lambda: harness.metric_value(
+                self.gw, "fencegate_upstream_responses_total") >= ended + 2
+            and harness.metric_value(
+                self.gw, "fencegate_upstream_transfers") == 0,
+            slack(5.0)), "the slow probe never ended")
         self.assertEqual([x["method"] for x in self.rec.records[n:]],
                          ["PROPFIND", "PROPFIND"])
         self.assertTrue(self.gw.alive())

@@ -462,6 +462,8 @@ class LockTests(FencectlTestCase):
             self.wait_for_file("ready")
             os.write(master, b"\x03")       # Ctrl-C
             self.wait_for(seen, slack(3.0), "the command to see SIGINT")
+            # a window for a second SIGINT to show: no event marks its
+            # absence
             time.sleep(0.3)
             si_kernel = 0x80
             self.assertEqual(seen(), [(signal.SIGINT, si_kernel, 0)],
@@ -613,9 +615,12 @@ class GatewayDownTests(FencectlTestCase):
                                           wait_file(self.path("go"))))
         self.wait_for_file("ready")
         self.gw.pause()
-        time.sleep(1.0)
+        time.sleep(1.0)   # the cause: the outage, a third of the lease
         self.gw.resume()
-        time.sleep(0.5)
+        # ridden out: a renewal succeeds after it (one counted from here)
+        renewed = harness.metric_value(self.gw, "fencegate_lock_renewals_total")
+        harness.wait_metric(self.gw, "fencegate_lock_renewals_total",
+                            renewed + 1, slack(5.0))
         self.assertIsNone(bg.proc.poll(), "fencectl gave up: " + bg.err())
         self.touch("go")
         self.assertEqual(bg.wait(slack(5.0)), 0, bg.err())
@@ -838,6 +843,8 @@ class SubcommandTests(FencectlTestCase):
                 self.release_ok(name, g["lease"])
                 self.wait_for(lambda: len(lines) >= 3, slack(5.0),
                               "a line for the release")
+                # a window for a line too many to show: no event marks
+                # its absence
                 time.sleep(0.3)
                 self.assertEqual(len(lines), 3, lines)
             finally:
@@ -902,7 +909,10 @@ class SubcommandTests(FencectlTestCase):
         s = self.state(name)
         self.assertEqual((s["held"], s.get("value")), (True, "node-a"))
         self.assertEqual(s["token"], int(self.read("a")))
-        time.sleep(0.8)   # longer than a renewal period: a keeps leading
+        # a renewal period passes (a renews) and a keeps leading
+        renewed = harness.metric_value(self.gw, "fencegate_lock_renewals_total")
+        harness.wait_metric(self.gw, "fencegate_lock_renewals_total",
+                            renewed + 1, slack(5.0))
         self.assertIsNone(self.read("b"), "two leaders at once")
         self.touch("go-a")
         self.assertEqual(a.wait(slack(5.0)), 0, a.err())

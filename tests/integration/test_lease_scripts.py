@@ -340,7 +340,8 @@ class LeaseScriptTests(ScriptCalls):
         self.assertEqual(r[0], b"granted", r)
         r = self.fcall("renew", name, lease, 60000, "vu", "v1", "gw5.1")
         self.assertEqual(r[0], b"granted", r)
-        # the first expiry has passed: the undo ends it
+        # the first expiry has passed: the undo ends it (the cause: Redis'
+        # clock must pass the first grant's end)
         time.sleep(max(0.0, t0 + 2.2 - time.monotonic()))
         self.assertEqual(self.undo(name, lease, "gw5.1"), "removed")
         self.assertFalse(self.held(name))

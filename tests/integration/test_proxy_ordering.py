@@ -45,7 +45,7 @@ data = ("written by %s under token %d\n" % (label, g["token"])).encode()
 data = data * 2000
 tid = label + "-" + uuid.uuid4().hex[:8]
 if mode == "before":
-    time.sleep(work)
+    time.sleep(work)   # the cause: the client's work under the lease
     c = http.client.HTTPConnection("127.0.0.1", port, timeout=60)
     try:
         c.request("PUT", path, body=data,
@@ -63,7 +63,7 @@ else:
     half = len(data) // 2
     s.sendall(head + data[:half])
     say(event="sending", test_id=tid)
-    time.sleep(work)
+    time.sleep(work)   # the cause: the client pauses mid-body
     buf = b""
     try:
         s.sendall(data[half:])
@@ -143,6 +143,8 @@ class KleppmannTests(StoreTestCase):
         self.assert_stored(path, data2, "after the stale write")
         self.assertTrue(self.store.wait_log(slack(2.0),
                                             test_id=w2["test_id"]))
+        # a window for a late write of client 1 to reach nginx's log (a
+        # refused one never does): no event marks its absence
         time.sleep(slack(0.2))
         puts = self.store.log_for(path=path, method="PUT")
         applied = [(e.test_id, e.token) for e in puts if e.applied]
@@ -381,10 +383,14 @@ class OrderingTests(StoreTestCase):
         tr.start(b"part 1\n")
         self.addCleanup(tr.stop)
         self.addCleanup(tr.rq.close)
-        time.sleep(0.5)
+        # the write is running (its admission is in Redis) when renewed
+        self.assertTrue(wait_until(
+            lambda: self.gw1_admitted(lock), slack(2.0)),
+            "the write was never admitted")
         r = self.renew(lock, a["lease"], gw=self.gw2, ttl_ms=5000)
         self.assertEqual(r.status, 200, r)
-        # past the first lease's deadline, the upload is still running
+        # past the first lease's deadline, the upload is still running (the
+        # cause: the first lease's time must pass)
         time.sleep(max(0.0, t_a + 1.5 + 0.5 - time.monotonic()))
         self.assertEqual(self.store.log_for(test_id=self.OLD), [],
                          "the write was aborted at the first lease's end "

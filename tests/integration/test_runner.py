@@ -97,6 +97,8 @@ os.rename(out + ".tmp", out)
 end = time.monotonic() + 10
 while os.getppid() == parent and time.monotonic() < end:
     time.sleep(0.01)
+# a window: the kernel continues a newly orphaned group's stopped members
+# just after it reparents them; no event marks that it did not
 time.sleep(0.5)
 with open(out + ".tmp", "w") as f:
     f.write("%s %s" % ("orphaned" if os.getppid() != parent else "not",
@@ -167,7 +169,7 @@ class BusyCoreTests(harness.TestCase):
             import busy
             b = busy.BusyCores(2).start()
             print(" ".join(map(str, b.pids())), flush=True)
-            time.sleep(60)
+            time.sleep(60)   # the cause: alive until the test kills it
             """ % HERE)
         p = harness.spawn([sys.executable, "-c", runner],
                           stdout=subprocess.PIPE)

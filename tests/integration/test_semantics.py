@@ -5,7 +5,8 @@ election values, observe (long-poll inspect), idle forgetting."""
 import threading
 import time
 
-from harness import LOCKS, TestCase, random_lease, slack
+from harness import (LOCKS, TestCase, metric_value, random_lease, slack,
+                     wait_lock_free, wait_metric, wait_state)
 
 
 class ReentryTests(TestCase):
@@ -51,7 +52,7 @@ class ReentryTests(TestCase):
     def test_reentry_with_expired_lease_returns_410_lease_expired(self):
         name = self.lock_name()
         g = self.acquire_ok(name, ttl_ms=150)
-        time.sleep(0.3)
+        wait_lock_free(self, name)
         self.assert_error(self.acquire(name, body={"lease": g["lease"]}), 410,
                           "lease_expired")
         self.assertFalse(self.state(name)["held"])
@@ -67,7 +68,7 @@ class ReentryTests(TestCase):
     def test_reentry_with_expired_lease_while_other_holds_returns_410(self):
         name = self.lock_name()
         g1 = self.acquire_ok(name, ttl_ms=150)
-        time.sleep(0.3)
+        wait_lock_free(self, name)
         g2 = self.acquire_ok(name)
         self.assert_error(self.acquire(name, body={"lease": g1["lease"]}),
                           410, "lease_expired")
@@ -93,18 +94,25 @@ class ReentryTests(TestCase):
         ttl_s = slack(1.0)       # the re-entry comes well within it
         t0 = time.monotonic()
         g = self.acquire_ok(name, ttl_ms=int(ttl_s * 1000))
+        # the cause: the re-entry comes a while after the grant, so the
+        # expiry it sets differs from the grant's
         time.sleep(ttl_s / 4)
         r = self.acquire_ok(name, lease=g["lease"],
                             ttl_ms=int(3 * ttl_s * 1000))
         t_r = time.monotonic()
         self.assertEqual(r["holds"], 2)
+        # the cause: the time of the first grant's expiry must pass, the
+        # lock still held through it
         time.sleep(max(0.0, t0 + ttl_s + 0.2 - time.monotonic()))
         s = self.state(name)      # past the first grant's expiry
         self.assertIs(s["held"], True, s)
         self.assertGreater(s["ttl_ms"], int(ttl_s * 1000))
         self.assertLessEqual(s["ttl_ms"], int(3 * ttl_s * 1000))
-        time.sleep(max(0.0, t_r + 3 * ttl_s + 0.2 - time.monotonic()))
-        self.assertIs(self.state(name)["held"], False)   # the re-entry's end
+        # the re-entry's end: free by its ttl_ms after it, as before, but
+        # seen as soon as it is
+        self.wait_for(lambda: self.state(name)["held"] is False,
+                      max(0.0, t_r + 3 * ttl_s + 0.2 - time.monotonic()),
+                      "the re-entry's lease to end by its ttl_ms")
 
     def test_reentry_is_granted_even_with_waiters_queued(self):
         name = self.lock_name()
@@ -114,6 +122,7 @@ class ReentryTests(TestCase):
         r = self.acquire_ok(name, lease=g["lease"])
         self.assertEqual(r["holds"], 2)
         self.release_ok(name, g["lease"])
+        # a window for a wrong grant to show: no event marks its absence
         time.sleep(0.2)
         self.assertFalse(w.done, "waiter granted while a hold remained")
         self.release_ok(name, g["lease"])
@@ -153,7 +162,7 @@ class TokenTests(TestCase):
     def test_token_increases_after_expiry(self):
         name = self.lock_name()
         g1 = self.acquire_ok(name, ttl_ms=150)
-        time.sleep(0.3)
+        wait_lock_free(self, name)
         g2 = self.acquire_ok(name, ttl_ms=150)
         self.assertGreater(g2["token"], g1["token"])
 
@@ -192,6 +201,8 @@ class TokenTests(TestCase):
                             overlap.append(r.json["token"])
                         inside.append(1)
                         tokens.append(r.json["token"])
+                    # the cause: a holder stays inside a while, so a second
+                    # holder granted meanwhile is seen as an overlap
                     time.sleep(0.005)
                     with lock:
                         inside.pop()
@@ -242,8 +253,8 @@ class SharedModeTests(TestCase):
         r = self.renew(name, a["lease"], ttl_ms=5000)
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json["token"], a["token"])
-        time.sleep(0.5)
-        s = self.state(name)
+        s = wait_state(self, name, lambda s: s["holders"] < 2,
+                       "b's 300 ms lease to run out")
         self.assertTrue(s["held"])
         self.assertEqual(s["holders"], 1)
         self.assertEqual(s["token"], a["token"])
@@ -288,8 +299,8 @@ class SharedModeTests(TestCase):
         name = self.lock_name()
         short = self.acquire_ok(name, mode="shared", ttl_ms=200)
         long_ = self.acquire_ok(name, mode="shared", ttl_ms=10000)
-        time.sleep(0.4)
-        s = self.state(name)
+        s = wait_state(self, name, lambda s: s["holders"] < 2,
+                       "the 200 ms shared lease to run out")
         self.assertTrue(s["held"])
         self.assertEqual(s["holders"], 1)
         self.assertEqual(s["token"], long_["token"])
@@ -318,6 +329,7 @@ class SharedModeTests(TestCase):
         self.wait_waiters(name, 1)
         s2 = self.waiter(name, mode="shared", wait_ms=8000)
         self.wait_waiters(name, 2)
+        # a window for a wrong grant to show: no event marks its absence
         time.sleep(0.2)
         self.assertFalse(s2.done, "shared waiter barged past an exclusive "
                                   "waiter")
@@ -325,6 +337,7 @@ class SharedModeTests(TestCase):
         xr = x.result(slack(3.0))
         self.assertEqual(xr.status, 200, xr)
         self.assertEqual(xr.json["mode"], "exclusive")
+        # a window for a wrong grant to show: no event marks its absence
         time.sleep(0.2)
         self.assertFalse(s2.done, "shared waiter granted during exclusive")
         self.release_ok(name, xr.json["lease"])
@@ -354,6 +367,7 @@ class SharedModeTests(TestCase):
         self.assertEqual(s["waiters"], 1)
         self.assertFalse(x2.done)
         self.release_ok(name, ra.json["lease"])
+        # a window for a wrong grant to show: no event marks its absence
         time.sleep(0.2)
         self.assertFalse(x2.done, "exclusive waiter granted while a shared "
                                   "holder remained")
@@ -371,8 +385,7 @@ class LockDelayTests(TestCase):
         t_req = time.monotonic()
         self.acquire_ok(name, ttl_ms=ttl, lock_delay_ms=delay)
         t_resp = time.monotonic()
-        time.sleep(ttl / 1000 + 0.15)
-        s = self.state(name)
+        s = wait_lock_free(self, name)
         self.assertFalse(s["held"], s)
         self.assert_error(self.acquire(name, body={}), 409, "lock_held",
                           "during lock-delay")
@@ -410,14 +423,13 @@ class LockDelayTests(TestCase):
     def test_lock_delay_of_0_allows_regrant_right_after_expiry(self):
         name = self.lock_name()
         self.acquire_ok(name, ttl_ms=200, lock_delay_ms=0)
-        time.sleep(0.35)
+        wait_lock_free(self, name)
         self.assertEqual(self.acquire(name, body={}).status, 200)
 
     def test_lock_delay_shows_lock_free_but_not_grantable(self):
         name = self.lock_name()
         g = self.acquire_ok(name, ttl_ms=200, lock_delay_ms=3000)
-        time.sleep(0.4)
-        s = self.state(name)
+        s = wait_lock_free(self, name)
         self.assertIs(s["held"], False)
         self.assertEqual(s["token"], g["token"])
         self.assert_error(self.acquire(name, body={"mode": "shared"}), 409,
@@ -431,7 +443,7 @@ class LockDelayDefaultTests(TestCase):
         name = self.lock_name()
         t_req = time.monotonic()
         self.acquire_ok(name, ttl_ms=200)
-        time.sleep(0.4)
+        wait_lock_free(self, name)
         self.assert_error(self.acquire(name, body={}), 409, "lock_held")
         ok = self.wait_for(lambda: self.acquire(name, body={}).status == 200
                            and time.monotonic(), slack(3.0),
@@ -441,7 +453,7 @@ class LockDelayDefaultTests(TestCase):
     def test_explicit_lock_delay_ms_0_overrides_the_default(self):
         name = self.lock_name()
         self.acquire_ok(name, ttl_ms=200, lock_delay_ms=0)
-        time.sleep(0.35)
+        wait_lock_free(self, name)
         self.assertEqual(self.acquire(name, body={}).status, 200)
 
 
@@ -547,8 +559,10 @@ class ObserveTests(TestCase):
     def test_observe_answers_as_soon_as_the_holder_releases(self):
         name = self.lock_name()
         g = self.acquire_ok(name)
+        parked = metric_value(self.gw, "fencegate_waiters", kind="observe")
         c = self.observe(name, 10000, g["token"])
-        time.sleep(0.3)
+        wait_metric(self.gw, "fencegate_waiters", parked + 1, slack(3.0),
+                    kind="observe")
         self.assertFalse(c.done, "observe answered before anything changed")
         t_rel = time.monotonic()
         self.release_ok(name, g["lease"])
@@ -570,8 +584,10 @@ class ObserveTests(TestCase):
     def test_observe_answers_when_a_new_grant_changes_the_token(self):
         name = self.lock_name()
         g = self.acquire_ok(name, ttl_ms=10000)
+        parked = metric_value(self.gw, "fencegate_waiters", kind="observe")
         c = self.observe(name, 10000, g["token"])
-        time.sleep(0.2)
+        wait_metric(self.gw, "fencegate_waiters", parked + 1, slack(3.0),
+                    kind="observe")
         # the holder is replaced in one step: release, re-acquire
         self.release_ok(name, g["lease"])
         g2 = self.acquire_ok(name)
@@ -594,8 +610,10 @@ class ObserveTests(TestCase):
     def test_many_observers_are_all_answered_on_release(self):
         name = self.lock_name()
         g = self.acquire_ok(name)
+        parked = metric_value(self.gw, "fencegate_waiters", kind="observe")
         cs = [self.observe(name, 10000, g["token"]) for _ in range(8)]
-        time.sleep(0.3)
+        wait_metric(self.gw, "fencegate_waiters", parked + 8, slack(3.0),
+                    kind="observe")
         self.release_ok(name, g["lease"])
         for c in cs:
             r = c.result(slack(3.0))
@@ -626,7 +644,9 @@ class IdleForgetTests(TestCase):
     def test_held_lock_is_never_forgotten(self):
         name = self.lock_name()
         g = self.acquire_ok(name, ttl_ms=3000)
-        time.sleep(1.2)
+        # the cause: more than idle-forget-ms (400) passes while the lock
+        # is held; no event marks a forgetting that does not happen
+        time.sleep(0.4 + 0.3)
         self.assertNotEqual(self.redis.lock_keys(name), [])
         s = self.state(name)
         self.assertTrue(s["held"])

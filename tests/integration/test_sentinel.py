@@ -73,7 +73,7 @@ class SentinelTests(TopologyCase):
         gws = self.gateways(s.url(), up, 2, REDIS_TIMEOUT)
         load = self.run_load(LockLoad(gws, [self.lock_name()
                                             for _ in range(6)], threads=4))
-        time.sleep(1.5)
+        time.sleep(1.5)   # the cause: load runs a while before the kill
         self.assertTrue(load.grants(), "no grant before the failover")
         self.assertEqual(load.unavailable(0.0), [],
                          "503 answers before anything failed")
@@ -219,7 +219,7 @@ class SentinelTests(TopologyCase):
         gws = self.gateways(s.url(), up, 2, REDIS_TIMEOUT)
         load = self.run_load(LockLoad(gws, [self.lock_name()
                                             for _ in range(4)], threads=3))
-        time.sleep(1.0)
+        time.sleep(1.0)   # the cause: load runs a while before the kill
         old = s.master_node()
         watch = s.watch_master()
         t_kill = time.monotonic()
@@ -233,6 +233,8 @@ class SentinelTests(TopologyCase):
             old.port, "replication").get("master_link_status") == "up",
             slack(40.0), "the old primary to rejoin as a replica", 0.2)
         t_demoted = time.monotonic()
+        # the cause: load runs on with the old primary back as a replica,
+        # which must never be written
         time.sleep(2.0)
         load.stop()
         lost_before = grants_lost_before(watch.stop(), t_new)
@@ -260,7 +262,7 @@ class SentinelTests(TopologyCase):
         gws = self.gateways(s.url(), up, 2, REDIS_TIMEOUT)
         load = self.run_load(LockLoad(gws, [self.lock_name()
                                             for _ in range(4)], threads=3))
-        time.sleep(1.0)
+        time.sleep(1.0)   # the cause: load runs a while before the failover
         old = s.master_node()
         t0 = time.monotonic()
         s.sentinel_command("SENTINEL", "FAILOVER", s.name)

@@ -240,7 +240,9 @@ class UpstreamClientTests(harness.TestCase):
             got += s.recv(65536)
         head, got = got.split(b"\r\n\r\n", 1)
         self.assertIn(b"200", head.split(b"\r\n")[0])
-        time.sleep(0.5)   # the gateway's buffer fills; it must wait
+        # the cause: a reader that stops reading for a while; the
+        # gateway's buffer fills and it must wait
+        time.sleep(0.5)
         while len(got) < size:
             d = s.recv(1 << 20)
             if not d:
@@ -346,7 +348,7 @@ class UpstreamClientTests(harness.TestCase):
         body = bytes(range(256)) * 12
         s = self.raw_put_head(gw, "/o/a.txt", len(body), seq)
         for i in range(0, len(body), 1024):
-            time.sleep(0.1)
+            time.sleep(0.1)   # the cause: the body trickles in
             s.sendall(body[i:i + 1024])
         got = b""
         while b"\r\n\r\n" not in got:
