@@ -345,7 +345,8 @@ class ShortenedLeaseEndsWritesTests(StoreTestCase):
         a = self.grant(path, gw=self.gw1, ttl_ms=ttl_ms)
         t_a = time.monotonic()
         put = self.start_stream(path, a, b"A", stream_s)   # running now
-        self.shorten(lock, a["lease"], how, via, 10000)
+        # lengthened well past the upload's end, whatever the slack
+        self.shorten(lock, a["lease"], how, via, ttl_ms + int(slack(6000)))
         kind, resp, t_ans = put.answer(stream_s + slack(5.0))
         self.assertEqual(kind, "answer", "A's upload under the lengthened "
                          "lease got no answer (%s)" % kind)
