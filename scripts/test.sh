@@ -1,10 +1,11 @@
 #!/usr/bin/env bash
-# The whole test suite: installs what it needs, builds fencegate three times
+# The whole test suite: installs what it needs, builds fencegate four times
 # (plain with -Werror; with AddressSanitizer + UndefinedBehaviorSanitizer;
-# the libFuzzer harnesses with clang), then runs at once:
+# with ThreadSanitizer, unless TSAN=0; the libFuzzer harnesses with clang),
+# then runs at once:
 #   - the unit tests of both builds (meson test);
 #   - the integration suite over the whole matrix (tests/integration/run.py:
-#     both builds, one Redis and a Redis Cluster, nginx and Apache; each test
+#     the three builds, one Redis and a Redis Cluster, nginx and Apache; each test
 #     in the cells that can change its outcome, docs/testing.md) with
 #     TEST_JOBS workers (default 4);
 #   - the seeded fault-injection run of tests/chaos/ against the plain build;
@@ -43,17 +44,22 @@ export ASAN_OPTIONS="detect_leaks=1:abort_on_error=0:exitcode=23"
 export UBSAN_OPTIONS="halt_on_error=1:print_stacktrace=1:exitcode=24"
 
 t=$SECONDS
-echo "== builds: plain (-Wall -Wextra -Werror), ASan+UBSan, libFuzzer (clang)"
-plain_ok=0 asan_ok=0 fuzz_ok=0
+echo "== builds: plain (-Wall -Wextra -Werror), ASan+UBSan, ThreadSanitizer, libFuzzer (clang)"
+plain_ok=0 asan_ok=0 tsan_ok=0 fuzz_ok=0
 build build-test -Dwerror=true --buildtype=debugoptimized && plain_ok=1 ||
   { echo "build failed"; failed=$((failed + 1)); }
 build build-asan -Dwerror=true --buildtype=debug -Db_sanitize=address,undefined \
   -Db_lundef=false && asan_ok=1 ||
   { echo "sanitizer build failed"; failed=$((failed + 1)); }
+if [ "${TSAN:-1}" = 1 ]; then
+  CC=gcc build build-tsan -Dwerror=true --buildtype=debug -Db_sanitize=thread \
+    -Db_lundef=false && tsan_ok=1 ||
+    { echo "ThreadSanitizer build failed"; failed=$((failed + 1)); }
+fi
 CC=clang build build-fuzz -Dwerror=true --buildtype=debugoptimized -Dfuzz=true \
   -Dtests=false -Db_sanitize=address,undefined -Db_lundef=false && fuzz_ok=1 ||
   { echo "fuzz build failed"; failed=$((failed + 1)); }
-part_time "builds (three)" $((SECONDS - t))
+part_time "builds" $((SECONDS - t))
 
 # Counts one build's cmocka cases: every OK and FAILED case line, and one
 # failure more for each test executable meson saw fail without a FAILED
@@ -114,6 +120,11 @@ pids=()
 builds=()
 [ $plain_ok = 1 ] && builds+=(--build "plain=$top/build-test/gateway/fencegate")
 [ $asan_ok = 1 ] && builds+=(--build "sanitized=$top/build-asan/gateway/fencegate")
+[ $tsan_ok = 1 ] && builds+=(--build "thread=$top/build-tsan/gateway/fencegate")
+# halt_on_error=0: a report does not stop the gateway, so the test that
+# caused it finishes and names it; the suite sweeps every process's report
+# file after each test (tests/integration/harness.py)
+export TSAN_OPTIONS="halt_on_error=0:exitcode=66:second_deadlock_stack=1:suppressions=$top/tests/tsan.supp"
 if [ ${#builds[@]} -gt 0 ]; then
   run_part integration "$log/it" python3 tests/integration/run.py "${builds[@]}" \
     --redis single,cluster -j "${TEST_JOBS:-4}" \

@@ -3,7 +3,7 @@
 # build-tsan/ (gcc; Debian's libtsan) and runs the integration suite against
 # it. Any ThreadSanitizer report from any process the suite starts
 # (fencegate, fencectl) fails the test it happened in, or counts as a
-# failure of its own if it came between tests: with FENCEGATE_SANITIZED=thread
+# failure of its own if it came between tests: in a run with a thread build
 # the harness sends every process's reports to files and sweeps them after
 # each test (tests/integration/harness.py, run.py). Reports whose frames
 # lie only in uninstrumented third-party libraries may be suppressed in
@@ -11,8 +11,8 @@
 #
 #     scripts/tsan.sh [run.py options, e.g. -k test_proxy]
 #
-# Slow (the suite runs several times slower than plain): FG_TEST_SLOW
-# (default 3) widens the suite's timing slack. Ends with run.py's
+# Slow (the gateway runs several times slower than plain): the matrix
+# gives the thread build three times the timing slack (matrix.SLOW). Ends with run.py's
 # "N passed, N failed" line; exits non-zero if anything failed.
 set -uo pipefail
 cd "$(dirname "$0")/.."
@@ -34,6 +34,4 @@ ninja -C "$dir" >/dev/null || { ninja -C "$dir"; echo "0 passed, 1 failed"; exit
 # caused it finishes and names it; exitcode=66 makes the process's exit say
 # so too. second_deadlock_stack: both stacks of a lock-order inversion.
 export TSAN_OPTIONS="halt_on_error=0:exitcode=66:second_deadlock_stack=1:suppressions=$top/tests/tsan.supp${TSAN_OPTIONS:+:$TSAN_OPTIONS}"
-export FENCEGATE_SANITIZED=thread
-export FG_TEST_SLOW=${FG_TEST_SLOW:-3}
 python3 tests/integration/run.py --build "thread=$top/$dir/gateway/fencegate" "$@"

@@ -106,7 +106,10 @@ _SANITIZER_SEEN = {}   # report file -> bytes already swept
 
 
 def thread_sanitized():
-    return os.environ.get("FENCEGATE_SANITIZED") == "thread"
+    """A run with a ThreadSanitizer build in it (run.py --build thread=...,
+    which hands its workers the builds in FG_BUILDS)."""
+    return os.environ.get("FENCEGATE_SANITIZED") == "thread" or \
+        "thread" in json.loads(os.environ.get("FG_BUILDS") or "{}")
 
 
 def sanitizer_log_dir():

@@ -21,8 +21,8 @@ A test or class pinned to one value of an axis (pin(), or the older marks
 harness.single_redis and harness.own_topology, which pin redis to single)
 runs on that value only, and the reason is printed with the plan.
 
-One combination is not run: the sanitized build on a Redis Cluster
-(EXCLUDED). The sanitizers watch the gateway's own memory; what a cluster
+Two combinations are not run: the sanitized and the ThreadSanitizer
+builds on a Redis Cluster (EXCLUDED). The sanitizers watch the gateway's own memory; what a cluster
 adds to it is the cluster client (redirections, slot maps), which the
 plain cluster pass and the unit tests of lockcore's cluster client cover.
 Running every Redis-bound test a fourth time costs about a third more of
@@ -42,11 +42,18 @@ AXES = (
 AXIS_NAMES = tuple(a for a, _ in AXES)
 DEFAULT = {a: vals[0] for a, vals in AXES}
 
+# the timing slack (harness.slack) of each build: ThreadSanitizer runs the
+# gateway several times slower
+SLOW = {"thread": 3.0}
+
 # combinations left out, with why (the module docstring says more)
 EXCLUDED = (
     ({"build": "sanitized", "redis": "cluster"},
      "the sanitized build runs on one Redis: the cluster client is covered "
      "by the plain cluster pass and its unit tests"),
+    ({"build": "thread", "redis": "cluster"},
+     "the ThreadSanitizer build runs on one Redis: the gateway's threads "
+     "and what they share do not change with the Redis kind"),
 )
 
 # what harness.TestCase declares: a fencegate against a Redis

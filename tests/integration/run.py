@@ -35,9 +35,9 @@ by its PID after the last: the suite must pass on a loaded machine with
 its usual bounds. The last lines say how much CPU the spinners took; a
 spinner that ended before the run did fails the run.
 
-With FENCEGATE_SANITIZED=thread in the environment (scripts/tsan.sh), every
-process the suite starts writes its ThreadSanitizer reports to files under
-its worker's temporary directory; a report found after a test fails that
+In a run with a ThreadSanitizer build (--build thread=PATH: scripts/tsan.sh,
+scripts/test.sh), every process the suite starts writes its
+ThreadSanitizer reports to files under its worker's temporary directory; a report found after a test fails that
 test, one found between tests or after the last counts as a failure of
 its own.
 """
@@ -245,6 +245,7 @@ def worker_main(args):
         job = json.loads(line)
         cell = job["cell"]
         harness.Config.bin = builds[cell["build"]]
+        harness.Config.slow = args.slow * matrix.SLOW.get(cell["build"], 1.0)
         harness.Config.redis_mode = cell["redis"]
         harness.Config.origin = cell["origin"]
         harness._REDIS_URLS.clear()
@@ -400,6 +401,8 @@ def weight(job):
         w *= 1.6
     if job["cell"]["build"] == "sanitized":
         w *= 1.5
+    if job["cell"]["build"] == "thread":
+        w *= 2.0
     return w
 
 

@@ -6,7 +6,7 @@ as nginx's `proxy_redirect default` does; one that names the upstream
 outside its base path is not relayed; every other value passes
 unchanged; `proxy-redirect no` turns the rewriting off. The Destination
 half (the upstream's absolute URI) is asserted where COPY and MOVE are
-tested (test_fence_v11.py)."""
+tested (test_proxy_forwarded.py)."""
 
 import harness
 from harness import TestCase
