@@ -69,6 +69,9 @@ struct fg_waiter {
 	int ops;                 /* Redis calls in flight: at most one */
 	bool deadline_hit;
 	bool repoll;             /* a dequeue wanted while a call was in flight */
+	bool peek_again;         /* a resync's peek wanted meanwhile: the call
+				    in flight may have asked a Redis that
+				    then lost the queue */
 	bool peeking;            /* the call in flight is a dequeue's peek */
 	bool repeek;             /* its peek met no Redis: asked again on
 				    the watch's repeek timer */
@@ -483,16 +486,26 @@ static void on_dequeued(int err, const struct fg_grant *g, void *arg)
 		    w->result == FG_WAIT_STOPPING)
 			start_dequeue(q, w, false);
 	}
+	/* a resync came while this call was in flight: its answer may be
+	 * the old Redis', so the waiter asks the one that is there now
+	 * (after a dequeue started just above, if it still waits then) */
+	if (w->peek_again) {
+		w->peek_again = false;
+		if (w->result == FG_WAIT_PENDING && !w->deadline_hit)
+			start_dequeue(q, w, true);
+	}
 	put(w);
 }
 
 static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek)
 {
 	if (w->ops > 0) {
-		/* one call per waiter at a time; a dequeue wanted meanwhile
-		 * follows it */
+		/* one call per waiter at a time; a dequeue or a peek wanted
+		 * meanwhile follows it */
 		if (!peek)
 			w->repoll = true;
+		else
+			w->peek_again = true;
 		return;
 	}
 	call_started(w);
@@ -501,6 +514,16 @@ static void start_dequeue(struct fg_waitq *wq, struct fg_waiter *w, bool peek)
 			     on_dequeued, w) != FG_OK) {
 		/* never sent: another holder keeps the waiter */
 		w->peeking = false;
+		if (peek && w->result == FG_WAIT_PENDING && !w->deadline_hit &&
+		    !wq->stopping && w->watch) {
+			/* a resync's peek with no Redis to ask yet (the
+			 * subscription came back first): as for one that met
+			 * no Redis, asked again shortly; else nothing would
+			 * ask before the deadline whether Redis lost it */
+			w->repeek = true;
+			struct timeval tv = tv_of(REPEEK_MS);
+			evtimer_add(w->watch->repeek, &tv);
+		}
 		call_ended(w);
 		if (!peek) {
 			if (w->result != FG_WAIT_GRANTED)

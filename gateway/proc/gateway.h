@@ -67,6 +67,7 @@ struct fg_gateway {
 	pthread_t maint;
 	int maint_fd;                    /* eventfd: look again now */
 	atomic_bool stopping;
+	atomic_bool maint_done;          /* its last act: it can be joined */
 	atomic_bool draining;            /* a stop signal came: not ready */
 
 	/* Stopping (main.c waits on these, each loop adds to them once):

@@ -277,6 +277,7 @@ static void *maint_main(void *arg)
 		nap(gw, again || !redis ? RETRY_MS : PERIOD_MS);
 	}
 	fg_store_destroy(st);
+	atomic_store(&gw->maint_done, true);
 	return NULL;
 }
 
@@ -286,6 +287,7 @@ static void *maint_main(void *arg)
 int fg_maint_start(struct fg_gateway *gw)
 {
 	fg_topo_set_hook(gw->topo, on_suspect, gw);
+	atomic_store(&gw->maint_done, false);
 	if (pthread_create(&gw->maint, NULL, maint_main, gw) != 0) {
 		fg_topo_set_hook(gw->topo, NULL, NULL);
 		return -1;
@@ -299,10 +301,14 @@ void fg_maint_ask_stop(struct fg_gateway *gw)
 	wake(gw);
 }
 
+/* The thread says it is done, then returns: joining it after that waits
+ * for no more than its return. (A join found by pthread_tryjoin_np()
+ * polling was once reported by ThreadSanitizer as a leaked thread.) */
 bool fg_maint_joined(struct fg_gateway *gw)
 {
-	if (pthread_tryjoin_np(gw->maint, NULL) != 0)
+	if (!atomic_load(&gw->maint_done))
 		return false;
+	pthread_join(gw->maint, NULL);
 	fg_topo_set_hook(gw->topo, NULL, NULL);
 	return true;
 }

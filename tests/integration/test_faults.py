@@ -228,6 +228,12 @@ class RedisFaultTests(PrivateEnvTestCase):
         self.acquire_ok(name, ttl_ms=60000)
         w = self.waiter(name, wait_ms=60000)
         self.wait_waiters(name, 1)
+        # Redis has queued it; the gateway must have read that answer and
+        # parked the request too, or the restart cuts the acquire's own
+        # call, whose outcome is unknown: that is 503 unreachable, not a
+        # wait that lost its place
+        harness.wait_metric(self.gw, "fencegate_waiters", 1, slack(5.0),
+                            kind="acquire")
         t0 = time.monotonic()
         self.restart_redis_empty()
         r = w.result(slack(20.0))
