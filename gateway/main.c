@@ -506,6 +506,7 @@ int main(int argc, char **argv)
 		 * its requests; the maintenance thread may be in a Redis call
 		 * that takes up to redis-timeout-ms (a Redis that does not
 		 * answer), and is not waited for. */
+		fg_maint_let_go(&gw);
 		fg_accesslog_close();
 		_exit(0);
 	}

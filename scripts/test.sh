@@ -7,7 +7,7 @@
 #   - the integration suite over the whole matrix (tests/integration/run.py:
 #     the three builds, one Redis and a Redis Cluster, nginx and Apache; each test
 #     in the cells that can change its outcome, docs/testing.md) with
-#     TEST_JOBS workers (default 4);
+#     TEST_JOBS workers (default 6);
 #   - the seeded fault-injection run of tests/chaos/ against the plain build;
 #   - each fuzz harness over its corpus for FUZZ_SECONDS (default 10);
 # and ends with each part's time and one line: `N passed, N failed`.
@@ -127,7 +127,7 @@ builds=()
 export TSAN_OPTIONS="halt_on_error=0:exitcode=66:second_deadlock_stack=1:suppressions=$top/tests/tsan.supp"
 if [ ${#builds[@]} -gt 0 ]; then
   run_part integration "$log/it" python3 tests/integration/run.py "${builds[@]}" \
-    --redis single,cluster -j "${TEST_JOBS:-4}" \
+    --redis single,cluster -j "${TEST_JOBS:-6}" \
     ${BUSY_CORE:+--busy-core "$BUSY_CORE"} ${TEST_SEED:+--seed "$TEST_SEED"} &
   pids+=($!)
 fi

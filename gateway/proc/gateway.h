@@ -154,6 +154,9 @@ void fg_maint_stop(struct fg_gateway *gw);
  * ask once, then true once the thread has been joined. */
 void fg_maint_ask_stop(struct fg_gateway *gw);
 bool fg_maint_joined(struct fg_gateway *gw);
+/* The process ends without waiting for the thread: one that is done is
+ * joined, one still in a Redis call is detached. */
+void fg_maint_let_go(struct fg_gateway *gw);
 /** A loop's Redis call failed: health says "down" until a probe answers
  *  (asked for at once). Any thread. */
 void fg_maint_redis_failed(struct fg_gateway *gw);

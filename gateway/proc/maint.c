@@ -313,6 +313,14 @@ bool fg_maint_joined(struct fg_gateway *gw)
 	return true;
 }
 
+void fg_maint_let_go(struct fg_gateway *gw)
+{
+	if (atomic_load(&gw->maint_done))
+		pthread_join(gw->maint, NULL);
+	else
+		pthread_detach(gw->maint);
+}
+
 void fg_maint_stop(struct fg_gateway *gw)
 {
 	fg_maint_ask_stop(gw);
