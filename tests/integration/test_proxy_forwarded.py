@@ -6,20 +6,12 @@ one that was checked.
 The shared base (FenceCase: a gateway in front of a real store, the raw
 requests and slow uploads these tests send) is fencecase.py."""
 
-import gzip
-import http.client
-import json
-import os
-import re
-import socket
-import threading
-import time
 import uuid
+
 import harness
-from harness import LOCKS, parse_raw, slack, tamper, wait_until
-from storage import (on_both_origins, RawRequest, StoreTestCase, make_sequencer, new_key_file,
-                     write_config)
-from fencecase import (FenceCase, TAG, head_bytes, probe_answer, raw_http)
+from harness import LOCKS, slack, wait_until
+from storage import on_both_origins, RawRequest
+from fencecase import FenceCase, TAG, head_bytes, probe_answer, raw_http
 
 
 @on_both_origins

@@ -4,20 +4,12 @@ own, and route rules that are matched against the resolved request path.
 The shared base (FenceCase: a gateway in front of a real store, the raw
 requests and slow uploads these tests send) is fencecase.py."""
 
-import gzip
-import http.client
-import json
-import os
-import re
-import socket
-import threading
-import time
 import uuid
+
 import harness
-from harness import LOCKS, parse_raw, slack, tamper, wait_until
-from storage import (on_both_origins, RawRequest, StoreTestCase, make_sequencer, new_key_file,
-                     write_config)
-from fencecase import (FenceCase)
+from harness import slack, wait_until
+from storage import on_both_origins, new_key_file, write_config
+from fencecase import FenceCase
 
 
 @on_both_origins

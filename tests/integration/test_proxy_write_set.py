@@ -5,20 +5,12 @@ fenced by every lock that guards what it changes.
 The shared base (FenceCase: a gateway in front of a real store, the raw
 requests and slow uploads these tests send) is fencecase.py."""
 
-import gzip
-import http.client
-import json
 import os
-import re
-import socket
-import threading
-import time
 import uuid
-import harness
-from harness import LOCKS, parse_raw, slack, tamper, wait_until
-from storage import (on_both_origins, RawRequest, StoreTestCase, make_sequencer, new_key_file,
-                     write_config)
-from fencecase import (FAR_AHEAD, FenceCase, TAG, chunked, head_bytes)
+
+from harness import slack, tamper
+from storage import on_both_origins, make_sequencer
+from fencecase import FAR_AHEAD, FenceCase, TAG, chunked, head_bytes
 
 
 COLL = "v11coll-" + TAG
