@@ -282,6 +282,8 @@ def worker_main(args):
                 "%s started no redis-server, but its matrix axes name redis: "
                 "it runs once per Redis kind for nothing (say axes = %r)"
                 % (job["class"], tuple(a for a in cls.axes if a != "redis")))
+        if args.keep_tmp:
+            print("logs kept in " + tmp)
         late = list(harness.LATE_FAILURES)
         for text in late:
             print("\n==== %sfailure outside a test\n%s"
@@ -295,8 +297,6 @@ def worker_main(args):
     harness.stop_all()
     if not args.keep_tmp:
         shutil.rmtree(tmp, ignore_errors=True)
-    else:
-        print("logs kept in " + tmp)
     return 0
 
 
