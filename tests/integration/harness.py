@@ -333,17 +333,22 @@ def tcp_local_ports(pid, remote_ports):
         if link.startswith("socket:["):
             inodes.add(link[8:-1])
     out = set()
+    for f in _tcp_rows():
+        if f[9] in inodes and \
+                int(f[2].rsplit(":", 1)[1], 16) in remote_ports:
+            out.add(int(f[1].rsplit(":", 1)[1], 16))
+    return out
+
+
+def _tcp_rows():
+    """Every row of /proc/net/tcp and tcp6, split into its fields."""
     for table in ("/proc/net/tcp", "/proc/net/tcp6"):
         try:
             rows = open(table).read().splitlines()[1:]
         except OSError:
             continue
         for row in rows:
-            f = row.split()
-            if f[9] in inodes and \
-                    int(f[2].rsplit(":", 1)[1], 16) in remote_ports:
-                out.add(int(f[1].rsplit(":", 1)[1], 16))
-    return out
+            yield row.split()
 
 
 def file_tail(path, lines=40):
@@ -1390,19 +1395,13 @@ def tcp_server_side(port, peer_ports):
     server has closed (LAST_ACK, CLOSE) or one in TIME_WAIT is not
     listed."""
     out = {}
-    for table in ("/proc/net/tcp", "/proc/net/tcp6"):
-        try:
-            rows = open(table).read().splitlines()[1:]
-        except OSError:
+    for f in _tcp_rows():
+        if int(f[1].rsplit(":", 1)[1], 16) != port:
             continue
-        for row in rows:
-            f = row.split()
-            if int(f[1].rsplit(":", 1)[1], 16) != port:
-                continue
-            peer = int(f[2].rsplit(":", 1)[1], 16)
-            state = int(f[3], 16)
-            if peer in peer_ports and state not in (0x06, 0x07, 0x09):
-                out[peer] = (state, int(f[4].split(":")[1], 16))
+        peer = int(f[2].rsplit(":", 1)[1], 16)
+        state = int(f[3], 16)
+        if peer in peer_ports and state not in (0x06, 0x07, 0x09):
+            out[peer] = (state, int(f[4].split(":")[1], 16))
     return out
 
 

@@ -184,16 +184,13 @@ def _peer_hung_up(sock, seconds):
             time.sleep(0.01)   # bytes of a next request: not a hang-up
 
 
-class _Handler(BaseHTTPRequestHandler):
-    """Serves one connection of a StandIn: HTTP/1.1 keep-alive, silent,
-    and a peer that hangs up mid-request only ends its connection."""
+class Handler(BaseHTTPRequestHandler):
+    """The base of a handler class of one's own (handler= of StandIn):
+    HTTP/1.1 keep-alive, silent, and a peer that hangs up mid-request only
+    ends its connection. What it appends to self.server.records is kept
+    in the StandIn's records."""
 
     protocol_version = "HTTP/1.1"
-
-    def setup(self):
-        super().setup()
-        self.conn_no = self.server.stand_in._next_conn()
-        self.rank = 0
 
     def handle_one_request(self):
         try:
@@ -203,6 +200,16 @@ class _Handler(BaseHTTPRequestHandler):
 
     def log_message(self, *a):
         pass
+
+
+class _Handler(Handler):
+    """Serves one connection of a StandIn by its rules (Handler: keep-alive,
+    silent, a peer that hangs up mid-request only ends its connection)."""
+
+    def setup(self):
+        super().setup()
+        self.conn_no = self.server.stand_in._next_conn()
+        self.rank = 0
 
     def __getattr__(self, name):
         # every method, whatever it is, is answered the same way
@@ -346,24 +353,6 @@ def read_request_body(handler):
             handler.rfile.readline()
     n = int(handler.headers.get("Content-Length") or 0)
     return handler.rfile.read(n) if n else b""
-
-
-class Handler(BaseHTTPRequestHandler):
-    """The base of a handler class of one's own (handler= of StandIn):
-    HTTP/1.1 keep-alive, silent, and a peer that hangs up mid-request only
-    ends its connection. What it appends to self.server.records is kept
-    in the StandIn's records."""
-
-    protocol_version = "HTTP/1.1"
-
-    def handle_one_request(self):
-        try:
-            super().handle_one_request()
-        except (ConnectionError, socket.timeout):
-            self.close_connection = True
-
-    def log_message(self, *a):
-        pass
 
 
 class _Server(ThreadingHTTPServer):
