@@ -63,36 +63,35 @@ def cpu_ticks(pid):
 
 def thread_ticks(pid):
     """{tid: ticks} of every thread of a process and of its children."""
-    out = {}
+    return {t: _stat_ticks("/proc/%d/task/%s/stat" % (p, t))
+            for p, t in tasks(pid)}
+
+
+def tasks(pid):
+    """(pid, tid) of every thread of a process and of its children."""
     for p in kids(pid):
         try:
             tids = os.listdir("/proc/%d/task" % p)
         except OSError:
             continue
         for t in tids:
-            out[t] = _stat_ticks("/proc/%d/task/%s/stat" % (p, t))
-    return out
+            yield p, t
 
 
 def ctxsw(pid):
     """(voluntary, involuntary) context switches over its threads and its
     children's."""
     v = n = 0
-    for p in kids(pid):
+    for p, t in tasks(pid):
         try:
-            tids = os.listdir("/proc/%d/task" % p)
+            with open("/proc/%d/task/%s/status" % (p, t)) as f:
+                for line in f:
+                    if line.startswith("voluntary_ctxt_switches:"):
+                        v += int(line.split()[1])
+                    elif line.startswith("nonvoluntary_ctxt_switches:"):
+                        n += int(line.split()[1])
         except OSError:
-            continue
-        for t in tids:
-            try:
-                with open("/proc/%d/task/%s/status" % (p, t)) as f:
-                    for line in f:
-                        if line.startswith("voluntary_ctxt_switches:"):
-                            v += int(line.split()[1])
-                        elif line.startswith("nonvoluntary_ctxt_switches:"):
-                            n += int(line.split()[1])
-            except OSError:
-                pass
+            pass
     return v, n
 
 

@@ -1059,6 +1059,21 @@ def quote_other(B, out):
             B.say(" " + line)
 
 
+def latency_runs(B, tag, what, store, nproxy, fg, put_fg, tokens, **opts):
+    """One GET and one PUT run (fenced through fencegate) against each
+    target: the storage direct, the nginx proxy, fencegate; runs named
+    get<tag>-<target>, put<tag>-<target>."""
+    for t, subj, url in (("direct", "nginx-store", store),
+                         ("nginx-proxy", "nginx-proxy", nproxy)):
+        B.io_run("get%s-%s" % (tag, t), subj, url, "GET", **opts)
+        B.io_run("put%s-%s" % (tag, t), subj, url, "PUT", **opts)
+    if B.fg_ok:
+        B.io_run("get%s-fencegate" % tag, "fencegate", fg, "GET", **opts)
+        if put_fg:
+            B.io_run("put%s-fencegate-fenced" % tag, "fencegate", fg, "PUT",
+                     tokens, **opts)
+        B.fg_alive(what)
+
 def proxy(B):
     """1 KiB GETs and PUTs: direct, through the nginx proxy, through
     fencegate (fenced), rounds in alternating order; then one connection,
@@ -1158,37 +1173,15 @@ def proxy(B):
     # the added latency with nothing queued, then concurrent but paced
     B.say("[proxy latency] one connection (wrk -t1 -c1), %ds each: GET, then "
           "PUT (fenced via fencegate)" % k.LAT_DURATION)
-    one = dict(threads=1, conns=1, duration=k.LAT_DURATION)
-    for t, subj, url in (("direct", "nginx-store", store),
-                         ("nginx-proxy", "nginx-proxy", nproxy),
-                         ("fencegate", "fencegate", fg)):
-        if t != "fencegate":
-            B.io_run("get1-" + t, subj, url, "GET", **one)
-            B.io_run("put1-" + t, subj, url, "PUT", **one)
-        elif B.fg_ok:
-            B.io_run("get1-fencegate", subj, url, "GET", **one)
-            if put_fg:
-                B.io_run("put1-fencegate-fenced", subj, url, "PUT", tokens,
-                         **one)
-            B.fg_alive("the one-connection runs")
+    latency_runs(B, "1", "the one-connection runs", store, nproxy, fg, put_fg,
+                 tokens, threads=1, conns=1, duration=k.LAT_DURATION)
     B.say("[proxy latency, paced] wrk -t%d -c%d, each connection waiting %d ms "
           "after an answer (at most %d req/s offered), %ds each: GET, then PUT "
           "(fenced via fencegate)" % (k.WRK_THREADS, k.CONNS, k.PACE_MS,
                                       k.CONNS * 1000 // k.PACE_MS,
                                       k.LAT_DURATION))
-    paced = dict(duration=k.LAT_DURATION, pace=k.PACE_MS)
-    for t, subj, url in (("direct", "nginx-store", store),
-                         ("nginx-proxy", "nginx-proxy", nproxy),
-                         ("fencegate", "fencegate", fg)):
-        if t != "fencegate":
-            B.io_run("getp-" + t, subj, url, "GET", **paced)
-            B.io_run("putp-" + t, subj, url, "PUT", **paced)
-        elif B.fg_ok:
-            B.io_run("getp-fencegate", subj, url, "GET", **paced)
-            if put_fg:
-                B.io_run("putp-fencegate-fenced", subj, url, "PUT", tokens,
-                         **paced)
-            B.fg_alive("the paced runs")
+    latency_runs(B, "p", "the paced runs", store, nproxy, fg, put_fg, tokens,
+                 duration=k.LAT_DURATION, pace=k.PACE_MS)
     if B.fg_ok and leases:
         try:
             size = os.path.getsize(B.store.file_of(B.p_path + "0"))
