@@ -165,9 +165,8 @@ static bool is_collection(const char *path, size_t len)
 	return len > 0 && path[len - 1] == '/';
 }
 
-/* Adds a member for `lock`, or merges it into the member that has it. */
-static void add_member(struct fg_writeset *ws, const char *lock, bool write,
-		       enum fg_ws_header header)
+bool fg_ws_add_member(struct fg_writeset *ws, const char *lock, bool write,
+		      enum fg_ws_header header)
 {
 	for (int i = 0; i < ws->n; i++) {
 		if (strcmp(ws->m[i].lock, lock) == 0) {
@@ -177,14 +176,17 @@ static void add_member(struct fg_writeset *ws, const char *lock, bool write,
 			ws->m[i].header_optional = !ws->m[i].write;
 			if (header == FG_WS_FENCING_TOKEN)
 				ws->m[i].header = header;
-			return;
+			return true;
 		}
 	}
+	if (ws->n == FG_WS_MAX)
+		return false;
 	struct fg_ws_member *m = &ws->m[ws->n++];
 	fg_copy(m->lock, sizeof(m->lock), lock);
 	m->write = write;
 	m->header = header;
 	m->header_optional = !write;
+	return true;
 }
 
 /* Would `lock` guard the subtree under the object path `path`, were the
@@ -281,7 +283,7 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 		if (has_token) {
 			if (!path_lock)
 				return FG_E_BAD_LOCK_NAME;
-			add_member(ws, lock, false, FG_WS_FENCING_TOKEN);
+			(void)fg_ws_add_member(ws, lock, false, FG_WS_FENCING_TOKEN);
 		}
 		return FG_E_COUNT;
 	}
@@ -291,8 +293,8 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 			return FG_E_BAD_LOCK_NAME;
 		/* the source is only read: fenced if a token came for it */
 		if (has_token && path_lock && strcmp(lock, dlock) != 0)
-			add_member(ws, lock, false, FG_WS_FENCING_TOKEN);
-		add_member(ws, dlock, true,
+			(void)fg_ws_add_member(ws, lock, false, FG_WS_FENCING_TOKEN);
+		(void)fg_ws_add_member(ws, dlock, true,
 			   path_lock && strcmp(lock, dlock) == 0
 				   ? FG_WS_FENCING_TOKEN
 				   : FG_WS_DESTINATION_FENCING_TOKEN);
@@ -300,11 +302,11 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 	}
 	if (!path_lock)
 		return FG_E_BAD_LOCK_NAME;
-	add_member(ws, lock, true, FG_WS_FENCING_TOKEN);
+	(void)fg_ws_add_member(ws, lock, true, FG_WS_FENCING_TOKEN);
 	if (move) {
 		if (!dest_lock)
 			return FG_E_BAD_LOCK_NAME;
-		add_member(ws, dlock, true, FG_WS_DESTINATION_FENCING_TOKEN);
+		(void)fg_ws_add_member(ws, dlock, true, FG_WS_DESTINATION_FENCING_TOKEN);
 	}
 	return FG_E_COUNT;
 }

@@ -56,7 +56,18 @@ int fg_dest_raw_path(const char *dest, const char *host, const char **path,
 enum fg_ws_header {
 	FG_WS_FENCING_TOKEN,             /* Fencing-Token */
 	FG_WS_DESTINATION_FENCING_TOKEN, /* Destination-Fencing-Token */
+	FG_WS_SESSION_TOKEN,             /* S3 mode: the one of the request's
+					    sequencers (its session token's,
+					    its Fencing-Token's) that names
+					    the member's lock */
 };
+#define FG_WS_HEADERS 3
+
+/* The most locks one request may change: a WebDAV COPY or MOVE names two,
+ * an S3 DeleteObjects as many as its keys' locks. Each costs a Redis round
+ * trip or two before the request goes on, so more is refused (a route
+ * rule that groups the keys under one lock is the way). */
+#define FG_WS_MAX 16
 
 /* One lock of the write set, and how it is checked. */
 struct fg_ws_member {
@@ -76,8 +87,9 @@ struct fg_writeset {
 	const char *dest_raw;      /* the Destination's raw path (into the
 				      header given), as forwarded */
 	size_t dest_raw_len;
-	int n;                     /* members: 0 (an unfenced read) to 2 */
-	struct fg_ws_member m[2];  /* distinct locks */
+	int n;                     /* members: 0 (an unfenced read) to
+				      FG_WS_MAX */
+	struct fg_ws_member m[FG_WS_MAX]; /* distinct locks */
 	/* A storage may take a path without its '/' for the collection of
 	 * that name (Apache's mod_dav does; nginx's refuses it). */
 	bool shallow;              /* DELETE, COPY: forward "Depth: 0": a
@@ -112,6 +124,14 @@ enum fg_error fg_writeset_build(const struct fg_config *cfg, const char *method,
 				const char *target, const char *destination,
 				const char *host, bool has_token,
 				struct fg_writeset *ws);
+
+/**
+ * Adds a member for `lock` to ws, or merges it into the member that has it
+ * (a write wins over a read; Fencing-Token serves both). false when ws
+ * holds FG_WS_MAX members already and `lock` is not one of them.
+ */
+bool fg_ws_add_member(struct fg_writeset *ws, const char *lock, bool write,
+		      enum fg_ws_header header);
 
 /** Must the method be fenced? The configured writes, and every method
  *  that is not a configured read. */

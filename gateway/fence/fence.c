@@ -31,7 +31,51 @@ enum stage {
 static const char *header_name(enum fg_ws_header h)
 {
 	return h == FG_WS_FENCING_TOKEN ? FG_FENCE_TOKEN_HEADER
-					: FG_FENCE_DEST_TOKEN_HEADER;
+	       : h == FG_WS_SESSION_TOKEN ? "sequencer (session token)"
+					  : FG_FENCE_DEST_TOKEN_HEADER;
+}
+
+/* The value of a member's sequencer, or NULL with the row that refuses it
+ * in *row: the one header it names, or (S3 mode) the one of the
+ * request's sequencers that names its lock, else the first. Each of those
+ * decodes on the way, so the one taken decodes again below. */
+static const char *member_value(struct fg_fence *f, const struct fg_ws_member *m,
+				const struct fg_fence_in *in, size_t *len,
+				enum fg_fence_row *row)
+{
+	if (m->header != FG_WS_SESSION_TOKEN) {
+		unsigned n = f->count[m->header];
+		const char *value = f->value[m->header];
+		if (n != 1) {
+			*row = n == 0 ? FG_FENCE_TOKEN_REQUIRED : FG_FENCE_TOKEN_REPEATED;
+			return NULL;
+		}
+		/* a field value excludes the whitespace around it (RFC
+		 * 9110 5.5); libmicrohttpd drops the leading only */
+		*len = strlen(value);
+		while (*len > 0 && (value[*len - 1] == ' ' || value[*len - 1] == '\t'))
+			(*len)--;
+		return value;
+	}
+	if (f->seqs_bad) {
+		*row = FG_FENCE_TOKEN_REPEATED;
+		return NULL;
+	}
+	if (f->nseqs == 0) {
+		*row = FG_FENCE_TOKEN_REQUIRED;
+		return NULL;
+	}
+	for (unsigned i = 0; i < f->nseqs; i++) {
+		struct fg_seq seq;
+		if (fg_seq_decode(in->key, in->key_len, f->seq_at[i], f->seq_len[i],
+				  &seq) == FG_SEQ_VALID &&
+		    strcmp(seq.name, m->lock) == 0) {
+			*len = f->seq_len[i];
+			return f->seq_at[i];
+		}
+	}
+	*len = f->seq_len[0];
+	return f->seq_at[0];
 }
 
 static enum fg_fence_step refuse(struct fg_fence *f, enum fg_fence_row row,
@@ -87,20 +131,18 @@ static enum fg_fence_step check_local(struct fg_fence *f,
 				      struct fg_fence_call *call)
 {
 	const struct fg_ws_member *m = &f->ws[f->i];
-	unsigned n = f->count[m->header];
-	const char *value = f->value[m->header];
-	if (n == 0)
+	bool none = m->header == FG_WS_SESSION_TOKEN
+		? f->nseqs == 0 && !f->seqs_bad : f->count[m->header] == 0;
+	if (none)
 		return refuse(f, FG_FENCE_TOKEN_REQUIRED, m->lock, 0, false, 0);
 	if (in->key_len == 0)
 		return fail(f, FG_ENOKEY);
-	if (n > 1)
-		return refuse(f, FG_FENCE_TOKEN_REPEATED, m->lock, 0, false, 0);
+	size_t len = 0;
+	enum fg_fence_row row;
+	const char *value = member_value(f, m, in, &len, &row);
+	if (!value)
+		return refuse(f, row, m->lock, 0, false, 0);
 	struct fg_seq *seq = &f->seq;
-	/* a field value excludes the whitespace around it (RFC 9110 5.5);
-	 * libmicrohttpd drops the leading only */
-	size_t len = strlen(value);
-	while (len > 0 && (value[len - 1] == ' ' || value[len - 1] == '\t'))
-		len--;
 	switch (fg_seq_decode(in->key, in->key_len, value, len, seq)) {
 	case FG_SEQ_MALFORMED:
 		return refuse(f, FG_FENCE_NOT_SEQUENCER, m->lock, 0, false, 0);
@@ -243,6 +285,27 @@ enum fg_fence_step fg_fence_step(struct fg_fence *f, const struct fg_fence_in *i
 		default:
 			return FG_FENCE_FAILED;
 		}
+	}
+}
+
+void fg_fence_sequencers(struct fg_fence *f, const char *list, size_t len)
+{
+	size_t at = 0;
+	while (at <= len) {
+		const char *comma = memchr(list + at, ',', len - at);
+		size_t end = comma ? (size_t)(comma - list) : len;
+		size_t a = at, b = end;
+		while (a < b && (list[a] == ' ' || list[a] == '\t'))
+			a++;
+		while (b > a && (list[b - 1] == ' ' || list[b - 1] == '\t'))
+			b--;
+		if (a == b || f->nseqs == FG_FENCE_SEQS_MAX) {
+			f->seqs_bad = true;
+			return;
+		}
+		f->seq_at[f->nseqs] = list + a;
+		f->seq_len[f->nseqs++] = b - a;
+		at = end + 1;
 	}
 }
 

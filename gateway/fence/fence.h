@@ -23,6 +23,8 @@
 
 #define FG_FENCE_TOKEN_HEADER "Fencing-Token"
 #define FG_FENCE_DEST_TOKEN_HEADER "Destination-Fencing-Token"
+/* The most sequencers one S3 request may carry. */
+#define FG_FENCE_SEQS_MAX FG_WS_MAX
 
 /* What a step of the table needs next, or its verdict. */
 enum fg_fence_step {
@@ -100,7 +102,7 @@ struct fg_fence {
 	bool write;             /* some member that passed its local rows
 				   is a write */
 	int n;                  /* members checked: set once all were */
-	struct fg_fence_lock m[2];
+	struct fg_fence_lock m[FG_WS_MAX];
 	char write_id[FG_WAITER_ID_MAX]; /* one id for every admission */
 	int waiting;            /* WAIT: the member that waits */
 	int64_t ms;             /* WAIT: ask again within this many ms */
@@ -109,10 +111,16 @@ struct fg_fence {
 	int err;                /* FAILED */
 
 	/* the table's progress (fence.c) */
-	struct fg_ws_member ws[2];
+	struct fg_ws_member ws[FG_WS_MAX];
 	int nws;
-	const char *value[2];   /* each header's sequencer, when single */
-	unsigned count[2];      /* how many of each header came */
+	const char *value[FG_WS_HEADERS]; /* each header's sequencer, when
+					     single */
+	unsigned count[FG_WS_HEADERS];    /* how many of each header came */
+	/* FG_WS_SESSION_TOKEN: the request's sequencers (fg_fence_sequencers()) */
+	const char *seq_at[FG_FENCE_SEQS_MAX];
+	size_t seq_len[FG_FENCE_SEQS_MAX];
+	unsigned nseqs;
+	bool seqs_bad;          /* more than FG_FENCE_SEQS_MAX, or an empty one */
 	int stage, i;
 	bool asked;             /* a Redis call was asked for; its answer is
 				   not taken yet */
@@ -132,6 +140,17 @@ struct fg_fence {
  */
 void fg_fence_start(struct fg_fence *f, const struct fg_writeset *ws,
 		    const char *const value[2], const unsigned count[2]);
+
+/**
+ * S3 mode, after fg_fence_start(): the sequencers the FG_WS_SESSION_TOKEN
+ * members are checked against, a comma-separated list of `len` bytes (not
+ * copied: it must live as long as the fence runs; called once per list: a
+ * session token's, then a Fencing-Token header's). Each member takes the
+ * one that names its lock; with none that does, the first (refused for
+ * the wrong lock); with none at all, it is refused as token required. An
+ * empty item, or more than FG_FENCE_SEQS_MAX in all, is a malformed token.
+ */
+void fg_fence_sequencers(struct fg_fence *f, const char *list, size_t len);
 
 /**
  * Runs the table from where it stands until it needs something or is

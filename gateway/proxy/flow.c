@@ -80,6 +80,9 @@
 #define PROXY_ALLOW "GET, HEAD, OPTIONS, PROPFIND, PUT, POST, PATCH, DELETE, MKCOL, COPY, MOVE, PROPPATCH"
 #define URL_MAX 8192
 
+_Static_assert(FG_WRITE_MEMBERS == FG_WS_MAX,
+	       "a running write tracks every member of its write set");
+
 struct fg_proxy {
 	struct fg_gateway *gw;
 	struct fg_loop *loop;

@@ -36,7 +36,7 @@
 struct event_base;
 struct fg_writes;
 
-#define FG_WRITE_MEMBERS 2
+#define FG_WRITE_MEMBERS 16 /* FG_WS_MAX (base/writeset.h) */
 #define FG_WRITES_RING 1024
 /** An extension is asked for this long before the deadline. */
 #define FG_WRITE_EXTEND_AHEAD_MS 100
