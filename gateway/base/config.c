@@ -32,7 +32,7 @@
 #include "base/log.h"
 
 enum kind { K_BOOL, K_UINT, K_HOSTPORT_LISTEN, K_HOSTPORT_REDIS, K_STRING, K_LOGLEVEL, K_ROUTE,
-	    K_LOGFORMAT, K_PROXYAUTH, K_READYZ };
+	    K_LOGFORMAT, K_PROXYAUTH, K_READYZ, K_UPSTREAMAPI };
 
 struct setting {
 	const char *name;
@@ -95,6 +95,14 @@ static const struct setting settings[] = {
 	S(upstream_key, "FILE       its private key (PEM)"),
 	S(redis_user, "NAME       authenticate every Redis connection as this ACL user"),
 	S(redis_password_file, "FILE       the Redis password (one trailing newline is not part of it)"),
+	{ "upstream-api", K_UPSTREAMAPI, 0, 0, 0, "http|s3    how the upstream is spoken to: plain HTTP (WebDAV, REST),\n"
+	  "                      or an S3 object store, the gateway verifying SigV4 and\n"
+	  "                      signing again (docs/s3.md) (http)" },
+	S(s3_credentials, "FILE       S3 mode: `ACCESS_KEY_ID SECRET PRINCIPAL [UPSTREAM_FILE]` lines,\n"
+	  "                      the keys clients sign with (owner-only; read again on SIGHUP)"),
+	S(upstream_s3_credentials, "FILE       S3 mode: the gateway's own key id, secret and optional\n"
+	  "                      session token at the store, one a line (owner-only)"),
+	S(s3_region, "REGION     S3 mode: the region requests are signed for (us-east-1)"),
 };
 
 const char fg_config_usage[] =
@@ -108,7 +116,9 @@ const char fg_config_usage[] =
 	"  --check-config      read and check the settings and every file they name,\n"
 	"                      print what is wrong and exit 2, or \"configuration ok\"\n"
 	"                      and exit 0; starts nothing (never listens, no Redis)\n"
-	"  --new-key NAME      (alone) print a new bearer key and its auth-file line, exit\n";
+	"  --new-key NAME      (alone) print a new bearer key and its auth-file line, exit\n"
+	"  --new-s3-key NAME   (alone) print a new s3-credentials line for principal NAME,\n"
+	"                      exit\n";
 
 static void say(char *err, size_t n, const char *fmt, ...)
 	__attribute__((format(printf, 3, 4)));
@@ -197,7 +207,8 @@ void fg_config_finish(struct fg_config *c)
 	char **files[] = { &c->auth_file, &c->tls_cert, &c->tls_key,
 			   &c->tls_client_ca, &c->upstream_ca, &c->upstream_cert,
 			   &c->upstream_key, &c->redis_user,
-			   &c->redis_password_file };
+			   &c->redis_password_file, &c->s3_credentials,
+			   &c->upstream_s3_credentials, &c->s3_region };
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		free(*files[i]);
 		*files[i] = NULL;
@@ -580,6 +591,13 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 		return -1;
 	case K_READYZ:
 		return parse_readyz(c, value, err, n);
+	case K_UPSTREAMAPI:
+		if (strcmp(value, "http") == 0 || strcmp(value, "s3") == 0) {
+			c->upstream_api_s3 = value[0] == 's';
+			return 0;
+		}
+		say(err, n, "upstream-api: '%s' is not http or s3", value);
+		return -1;
 	}
 	return -1;
 }
@@ -725,6 +743,21 @@ static int check_who_may(struct fg_config *c, char *err, size_t n)
 	}
 	if (c->proxy_auth && !c->auth_file) {
 		note(err, n, "proxy-auth required needs auth-file");
+		rc = -1;
+	}
+	if (c->upstream_api_s3 && !c->s3_credentials) {
+		note(err, n, "upstream-api s3 needs s3-credentials (the keys clients "
+		     "sign with)");
+		rc = -1;
+	}
+	if (c->upstream_api_s3 && !c->upstream_s3_credentials) {
+		note(err, n, "upstream-api s3 needs upstream-s3-credentials (the "
+		     "gateway's own key at the store)");
+		rc = -1;
+	}
+	if (!c->upstream_api_s3 && (c->s3_credentials || c->upstream_s3_credentials)) {
+		note(err, n, "s3-credentials and upstream-s3-credentials need "
+		     "upstream-api s3");
 		rc = -1;
 	}
 	if (c->redis_password_file) {
@@ -917,6 +950,8 @@ static bool setting_differs(const struct setting *s, const struct fg_config *a,
 		return a->proxy_auth != b->proxy_auth;
 	case K_READYZ:
 		return a->readyz_requires != b->readyz_requires;
+	case K_UPSTREAMAPI:
+		return a->upstream_api_s3 != b->upstream_api_s3;
 	}
 	return false;
 }

@@ -86,6 +86,15 @@ struct fg_config {
 	char *redis_password;          /* read from the file by
 					  fg_config_load(); never logged */
 
+	/* S3 mode (docs/s3.md): the gateway verifies the client's SigV4
+	 * against s3_credentials and signs again with the upstream's. The
+	 * files are read at start-up and again on SIGHUP by the module that
+	 * uses them (access/s3auth.c). */
+	unsigned upstream_api_s3;      /* 1: upstream-api s3; 0: http */
+	char *s3_credentials;          /* FILE: the keys the gateway issues */
+	char *upstream_s3_credentials; /* FILE: the gateway's own at the store */
+	char *s3_region;               /* NULL: us-east-1 */
+
 	unsigned check_only;           /* --check-config: validate, start nothing */
 };
 
