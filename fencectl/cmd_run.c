@@ -34,6 +34,7 @@ enum {
 	OPT_KILL_AFTER = FG_TAKE_OPT_END,
 	OPT_PROCESS_GROUP,
 	OPT_COMMAND,
+	OPT_S3,
 };
 
 struct run {
@@ -41,6 +42,7 @@ struct run {
 	struct fg_take take;
 	uint64_t kill_after_ms;
 	bool own_group;
+	bool s3;		/* --s3: the sequencer is AWS_SESSION_TOKEN too */
 	const char *shell_cmd;	/* -c: run through the shell */
 	char *shell_argv[4];	/* $SHELL -c CMD, as flock(1) runs it */
 };
@@ -63,6 +65,9 @@ static int on_option(void *ctx, int id, const char *name, const char *value,
 	case OPT_PROCESS_GROUP:
 		r->own_group = true;
 		return 0;
+	case OPT_S3:
+		r->s3 = true;
+		return 0;
 	case OPT_COMMAND:
 		if (r->shell_cmd) {
 			snprintf(msg, msglen, "%s is given twice", name);
@@ -80,6 +85,21 @@ static void set_env(const char *key, const char *value)
 	if (setenv(key, value, 1) < 0)
 		fg_say("cannot set %s for the command: %s", key,
 		       strerror(errno));
+}
+
+/* --s3: an S3 client sends its session token, signed, on every request;
+ * the gateway's S3 mode reads the sequencers of a write there. A session
+ * token that holds sequencers already (`fencectl lock a --s3 -- fencectl
+ * lock b --s3 -- CMD`) gets this one added after a comma, so that one
+ * request may change what both locks guard; any other is replaced. The
+ * value lives in buf (cap bytes); NULL when it does not fit. */
+static const char *s3_session_token(const char *sequencer, char *buf, size_t cap)
+{
+	const char *old = getenv("AWS_SESSION_TOKEN");
+	int n = old && strncmp(old, "fg1.", 4) == 0
+		? snprintf(buf, cap, "%s,%s", old, sequencer)
+		: snprintf(buf, cap, "%s", sequencer);
+	return n >= 0 && (size_t)n < cap ? buf : NULL;
 }
 
 /* Without a command: what a script or a person needs of the grant (never
@@ -100,6 +120,16 @@ static void print_held(const struct fg_cli *cli, const struct fg_grant *g)
 	printf("FENCE_LOCK=%s\nFENCE_TOKEN=%" PRIu64 "\nFENCE_SEQUENCER=%s\n",
 	       g->name, g->token, g->sequencer);
 	fflush(stdout);
+}
+
+static void print_s3(const char *sequencer)
+{
+	char buf[8192];
+	const char *t = s3_session_token(sequencer, buf, sizeof(buf));
+	if (t) {
+		printf("AWS_SESSION_TOKEN=%s\n", t);
+		fflush(stdout);
+	}
 }
 
 /* Takes the lock, runs the command under it (or holds it: cmd NULL),
@@ -142,8 +172,19 @@ static int run_locked(struct run *r, char **cmd)
 		set_env("FENCE_TOKEN", token);
 		set_env("FENCE_SEQUENCER", g.sequencer);
 		set_env("FENCEGATE_URL", fg_client_base(cl));
+		if (r->s3) {
+			char buf[8192];
+			const char *t = s3_session_token(g.sequencer, buf, sizeof(buf));
+			if (t)
+				set_env("AWS_SESSION_TOKEN", t);
+			else
+				fg_say("AWS_SESSION_TOKEN would be too long; "
+				       "it is not set");
+		}
 	} else {
 		print_held(r->cli, &g);
+		if (r->s3 && !r->cli->json)
+			print_s3(g.sequencer);
 	}
 
 	struct fg_supervise s = {
@@ -187,6 +228,7 @@ static const struct fg_opt lock_opts[] = {
 	{ "kill-after", 0, true, OPT_KILL_AFTER },
 	{ "process-group", 0, false, OPT_PROCESS_GROUP },
 	{ "command", 'c', true, OPT_COMMAND },
+	{ "s3", 0, false, OPT_S3 },
 	FG_GLOBAL_OPTS
 };
 
@@ -198,6 +240,7 @@ static const struct fg_opt elect_opts[] = {
 	{ "kill-after", 0, true, OPT_KILL_AFTER },
 	{ "process-group", 0, false, OPT_PROCESS_GROUP },
 	{ "command", 'c', true, OPT_COMMAND },
+	{ "s3", 0, false, OPT_S3 },
 	FG_GLOBAL_OPTS
 };
 
