@@ -50,6 +50,8 @@
 #include <systemd/sd-daemon.h>
 
 #include "access/access.h"
+#include "base/s3keys.h"
+#include "base/s3ops.h"
 #include "base/clock.h"
 #include "upstream/creds.h"
 #include "proc/accesslog.h"
@@ -229,6 +231,18 @@ static int check_config(struct fg_config *cfg, char *reasons, size_t n)
 			add_reason(reasons, n, err);
 		fg_authtab_unref(t);
 	}
+	if (cfg->s3_credentials) {
+		struct fg_s3keys *k = NULL;
+		if (fg_s3keys_load(cfg->s3_credentials, &k, err, sizeof(err)))
+			add_reason(reasons, n, err);
+		fg_s3keys_unref(k);
+	}
+	if (cfg->upstream_s3_credentials) {
+		struct fg_s3upstream *u = NULL;
+		if (fg_s3upstream_load(cfg->upstream_s3_credentials, &u, err, sizeof(err)))
+			add_reason(reasons, n, err);
+		fg_s3upstream_free(u);
+	}
 	if (fg_upstream_creds_check(cfg, err, sizeof(err)))
 		add_reason(reasons, n, err);
 	if (fg_accesslog_check(cfg, err, sizeof(err)))
@@ -368,6 +382,37 @@ static int new_key(int argc, char **argv)
 	return rc;
 }
 
+/* `--new-s3-key NAME`: a fresh s3-credentials line for principal NAME.
+ * Exit 0; 2 for a bad name or argument; 1 when no random bytes or stdout
+ * failed. */
+static int new_s3_key(int argc, char **argv)
+{
+	char line[FG_S3KEYS_NEW_LINE_MAX];
+	int rc = 0;
+
+	if (argc != 3) {
+		fprintf(stderr, "fencegate: --new-s3-key takes one NAME and nothing else\n");
+		return 2;
+	}
+	int r = fg_s3key_new(argv[2], line, sizeof(line));
+	if (r == -1) {
+		fprintf(stderr, "fencegate: --new-s3-key: a principal's name is 1..%d "
+			"bytes of A-Z a-z 0-9 . _ @ -\n", FG_PRINCIPAL_MAX);
+		return 2;
+	}
+	if (r != 0) {
+		fprintf(stderr, "fencegate: --new-s3-key: no random bytes to make a key from\n");
+		return 1;
+	}
+	printf("%s\n", line);
+	if (fflush(stdout) != 0 || ferror(stdout)) {
+		fprintf(stderr, "fencegate: --new-s3-key: cannot write to stdout\n");
+		rc = 1;
+	}
+	OPENSSL_cleanse(line, sizeof(line));
+	return rc;
+}
+
 int main(int argc, char **argv)
 {
 	static struct fg_config cfg;
@@ -379,6 +424,10 @@ int main(int argc, char **argv)
 
 	if (argc >= 2 && strcmp(argv[1], "--new-key") == 0)
 		return new_key(argc, argv);
+	if (argc >= 2 && strcmp(argv[1], "--new-s3-key") == 0)
+		return new_s3_key(argc, argv);
+	/* libxml2 (S3's DeleteObjects bodies) is set up before any thread */
+	fg_s3ops_init();
 	fg_config_init(&cfg);
 	enum fg_config_result loaded = fg_config_load(&cfg, argc, argv, reasons,
 						      sizeof(reasons));

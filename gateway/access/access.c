@@ -16,6 +16,9 @@
  */
 #include <stdio.h>
 #include <stdlib.h>
+#include <time.h>
+
+#include <openssl/crypto.h>
 #include <string.h>
 #include <strings.h>
 #include <netinet/in.h>
@@ -33,6 +36,7 @@
 #include "rt/rt.h"
 #include "proc/tls.h"
 #include "base/writeset.h"
+#include "base/s3keys.h"
 #include "fencegate/name.h"
 
 /* Unknown keys an address (an IPv4 address, an IPv6 /64) may send in a
@@ -47,6 +51,8 @@
 struct fg_access {
 	struct fg_gateway *gw;
 	struct fg_authtab *tab;  /* a reference; NULL: open */
+	struct fg_s3keys *s3keys; /* S3 mode: a reference, of the same gen */
+	struct fg_sigv4_cache *sigs; /* S3 mode: the clients' signing keys */
 	unsigned gen;            /* the gateway's auth_gen when taken */
 	struct fg_budgets fail;  /* unknown keys per address */
 };
@@ -60,6 +66,10 @@ struct fg_access *fg_access_create(struct fg_gateway *gw)
 		return NULL;
 	a->gw = gw;
 	fg_budgets_init(&a->fail);
+	if (gw->cfg->upstream_api_s3 && !(a->sigs = fg_sigv4_cache_create())) {
+		free(a);
+		return NULL;
+	}
 	return a;
 }
 
@@ -68,6 +78,8 @@ void fg_access_destroy(struct fg_access *a)
 	if (!a)
 		return;
 	fg_authtab_unref(a->tab);
+	fg_s3keys_unref(a->s3keys);
+	fg_sigv4_cache_destroy(a->sigs);
 	free(a);
 }
 
@@ -79,6 +91,10 @@ static const struct fg_authtab *table(struct fg_access *a)
 		struct fg_authtab *t = fg_gateway_auth_ref(a->gw, &a->gen);
 		fg_authtab_unref(a->tab);
 		a->tab = t;
+		if (a->gw->cfg->upstream_api_s3) {
+			fg_s3keys_unref(a->s3keys);
+			a->s3keys = fg_gateway_s3keys_ref(a->gw);
+		}
 	}
 	return a->tab;
 }
@@ -375,4 +391,196 @@ bool fg_access_proxy(struct fg_req *req, struct MHD_Connection *c,
 		return require_read(c, cfg, p, ws, ws->path_len > 0 &&
 				    ws->path[ws->path_len - 1] == '/', ret);
 	return true;
+}
+
+/* ---- S3 mode ------------------------------------------------------------ */
+
+/* The headers of a request as sigv4.c reads them, in the order they came. */
+struct s3_headers {
+	struct fg_sigv4_header h[FG_S3_HEADERS_MAX];
+	size_t n;
+	bool over;
+};
+
+static enum MHD_Result collect_header(void *cls, enum MHD_ValueKind kind,
+				      const char *key, const char *value)
+{
+	struct s3_headers *hs = cls;
+	(void)kind;
+	if (hs->n == FG_S3_HEADERS_MAX) {
+		hs->over = true;
+		return MHD_NO;
+	}
+	hs->h[hs->n++] = (struct fg_sigv4_header){ key, strlen(key),
+		value ? value : "", value ? strlen(value) : 0 };
+	return MHD_YES;
+}
+
+static bool s3_refuse(struct MHD_Connection *c, enum fg_s3_native n,
+		      const char *msg, enum MHD_Result *ret)
+{
+	*ret = fg_respond_s3(c, n, msg, false);
+	return false;
+}
+
+static const enum fg_s3_native sigv4_answer[FG_SIGV4_RESULT_COUNT] = {
+	[FG_SIGV4_NO_SIGNATURE] = FG_S3N_ACCESS_DENIED,
+	[FG_SIGV4_SIGV2] = FG_S3N_INVALID_REQUEST,
+	[FG_SIGV4_MALFORMED] = FG_S3N_AUTH_HEADER_MALFORMED,
+	[FG_SIGV4_QUERY_MALFORMED] = FG_S3N_AUTH_QUERY_PARAMETERS_ERROR,
+	[FG_SIGV4_BAD_REQUEST] = FG_S3N_INVALID_REQUEST,
+	[FG_SIGV4_UNSIGNED_HEADER] = FG_S3N_ACCESS_DENIED,
+	[FG_SIGV4_UNKNOWN_KEY] = FG_S3N_INVALID_ACCESS_KEY_ID,
+	[FG_SIGV4_BAD_SIGNATURE] = FG_S3N_SIGNATURE_DOES_NOT_MATCH,
+	[FG_SIGV4_SKEWED] = FG_S3N_REQUEST_TIME_TOO_SKEWED,
+	[FG_SIGV4_EXPIRES_TOO_LONG] = FG_S3N_AUTH_QUERY_PARAMETERS_ERROR,
+	[FG_SIGV4_EXPIRED] = FG_S3N_ACCESS_DENIED,
+	[FG_SIGV4_NOT_YET_VALID] = FG_S3N_ACCESS_DENIED,
+};
+
+static bool copy_creds(struct fg_s3_store_creds *up, const struct fg_s3upstream *u)
+{
+	if (!u)
+		return false;
+	snprintf(up->key_id, sizeof(up->key_id), "%s", u->key_id);
+	memcpy(up->secret, u->secret, u->secret_len);
+	up->secret[u->secret_len] = '\0';
+	up->has_token = u->has_token;
+	if (u->has_token) {
+		memcpy(up->token, u->token, u->token_len);
+		up->token[u->token_len] = '\0';
+	}
+	return true;
+}
+
+bool fg_access_s3(struct fg_req *req, struct MHD_Connection *c,
+		  struct fg_sigv4_auth *auth, struct fg_s3_store_creds *up,
+		  enum MHD_Result *ret)
+{
+	struct fg_access *a = req->loop->access;
+	const struct fg_config *cfg = req->gw->cfg;
+	const struct fg_authtab *t = table(a);
+	if (!a->s3keys)
+		return s3_refuse(c, FG_S3N_ACCESS_DENIED, "no s3-credentials are loaded", ret);
+	struct s3_headers *hs = malloc(sizeof(*hs));
+	if (!hs) {
+		*ret = fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+		return false;
+	}
+	hs->n = 0;
+	hs->over = false;
+	MHD_get_connection_values(c, MHD_HEADER_KIND, collect_header, hs);
+	bool ok = false;
+	if (hs->over) {
+		s3_refuse(c, FG_S3N_INVALID_REQUEST, "too many headers", ret);
+		goto out;
+	}
+	const char *uri = req->uri;
+	const char *q = strchr(uri, '?');
+	struct fg_sigv4_request rq = {
+		.method = req->rec.method,
+		.path = uri,
+		.path_len = q ? (size_t)(q - uri) : strlen(uri),
+		.query = q ? q + 1 : "",
+		.query_len = q ? strlen(q + 1) : 0,
+		.headers = hs->h,
+		.nheaders = hs->n,
+	};
+	/* an address that sent too many unknown keys or bad signatures is
+	 * refused before its next one costs an HMAC */
+	unsigned char addr[FG_BUDGET_ADDR_LEN];
+	client_addr(c, addr);
+	uint64_t now_ns = fg_rec_now_ns();
+	struct fg_budget *b = fg_budget_find(&a->fail, addr);
+	if (fg_budget_spent(b, now_ns)) {
+		*ret = fg_respond_error(c, FG_E_TOO_MANY_FAILURES, NULL, NULL);
+		goto out;
+	}
+	enum fg_sigv4_result r = fg_sigv4_verify(&rq, (int64_t)time(NULL),
+		cfg->s3_region ? cfg->s3_region : "us-east-1",
+		fg_s3keys_lookup, a->s3keys, a->sigs, auth);
+	if (r != FG_SIGV4_OK) {
+		if (r == FG_SIGV4_UNKNOWN_KEY || r == FG_SIGV4_BAD_SIGNATURE)
+			fg_budget_charge(b, now_ns);
+		int status;
+		const char *code;
+		const char *msg = fg_sigv4_result_s3(r, &status, &code);
+		fg_log_info("refused %s: %s (key %s)", req->rec.method, code,
+			    auth->key_id[0] ? auth->key_id : "-");
+		s3_refuse(c, r < FG_SIGV4_RESULT_COUNT ? sigv4_answer[r]
+						       : FG_S3N_SIGNATURE_DOES_NOT_MATCH,
+			  msg, ret);
+		goto out;
+	}
+	const struct fg_s3key *k = auth->key;
+	const char *pname = fg_s3key_principal(k);
+	if (t) {
+		const struct fg_principal *p = NULL;
+		for (size_t i = 0; i < fg_authtab_count(t) && !p; i++)
+			if (strcmp(fg_principal_name(fg_authtab_at(t, i)), pname) == 0)
+				p = fg_authtab_at(t, i);
+		if (!p) {
+			char msg[FG_PRINCIPAL_MAX + 64];
+			snprintf(msg, sizeof(msg), "principal %s is not in the auth-file",
+				 pname);
+			s3_refuse(c, FG_S3N_ACCESS_DENIED, msg, ret);
+			goto out;
+		}
+		note_principal(req, p);
+	} else {
+		snprintf(req->principal, sizeof(req->principal), "%s", pname);
+	}
+	const struct fg_s3upstream *u = fg_s3key_upstream(k);
+	if (!copy_creds(up, u ? u : req->gw->s3up)) {
+		*ret = fg_respond_error(c, FG_E_INTERNAL,
+					"no upstream-s3-credentials are loaded", NULL);
+		goto out;
+	}
+	ok = true;
+out:
+	free(hs);
+	return ok;
+}
+
+/* 403 AccessDenied naming the right that is missing. */
+static bool s3_require(struct MHD_Connection *c, const struct fg_principal *p,
+		       enum fg_right r, const char *name, bool prefix,
+		       enum MHD_Result *ret)
+{
+	if (prefix ? fg_principal_may_prefix(p, r, name) : fg_principal_may(p, r, name))
+		return true;
+	char msg[FG_PRINCIPAL_MAX + FG_NAME_MAX + 96];
+	snprintf(msg, sizeof(msg), prefix
+		 ? "principal %s lacks %s: on every lock whose name starts with '%s'"
+		 : "principal %s lacks %s: on lock %s", fg_principal_name(p),
+		 fg_right_name(r), name);
+	return s3_refuse(c, FG_S3N_ACCESS_DENIED, msg, ret);
+}
+
+bool fg_access_s3_may(struct fg_req *req, struct MHD_Connection *c,
+		      const struct fg_s3_req *r, const struct fg_s3_locks *locks,
+		      enum MHD_Result *ret)
+{
+	if (!req->has_pid)
+		return true; /* open mode: a verified key may read and write */
+	const struct fg_principal *p = fg_authtab_by_id(table(req->loop->access),
+							&req->pid);
+	if (!p)
+		return s3_refuse(c, FG_S3N_ACCESS_DENIED, "the principal was removed", ret);
+	for (int i = 0; i < locks->n; i++)
+		if (!s3_require(c, p, locks->m[i].write ? FG_RIGHT_LOCK : FG_RIGHT_READ,
+				locks->m[i].name, false, ret))
+			return false;
+	if (!r->read || locks->n > 0)
+		return true;
+	/* a read of a bucket (a listing) reads all of it; of no bucket (the
+	 * bucket list), nothing of any */
+	if (!r->bucket[0])
+		return true;
+	char lock[FG_NAME_MAX + 1];
+	if (fg_s3_bucket_lock(req->gw->cfg, r->bucket, r->bucket_len, lock) == FG_S3_OK)
+		return s3_require(c, p, FG_RIGHT_READ, lock, false, ret);
+	char prefix[FG_S3_BUCKET_MAX + 2];
+	snprintf(prefix, sizeof(prefix), "%s/", r->bucket);
+	return s3_require(c, p, FG_RIGHT_READ, prefix, true, ret);
 }

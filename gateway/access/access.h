@@ -17,6 +17,8 @@
 #include <microhttpd.h>
 
 #include "base/auth.h" /* enum fg_right */
+#include "base/s3ops.h"
+#include "base/sigv4.h"
 
 struct fg_gateway;
 struct fg_loop;
@@ -61,5 +63,46 @@ bool fg_access_still(struct fg_req *req, struct MHD_Connection *c,
 bool fg_access_proxy(struct fg_req *req, struct MHD_Connection *c,
 		     const char *method, const struct fg_writeset *ws,
 		     enum MHD_Result *ret);
+
+/* The store's credentials a request is signed with upstream: the
+ * principal's own (the fourth field of its s3-credentials line), else the
+ * gateway's (upstream-s3-credentials). Copies, wiped with the part. */
+#define FG_S3_HEADERS_MAX 128 /* headers of an S3 request the gateway reads */
+
+struct fg_s3_store_creds {
+	char key_id[FG_SIGV4_KEY_ID_MAX + 1];
+	char secret[FG_SIGV4_SECRET_MAX + 1];
+	char token[FG_SIGV4_TOKEN_MAX + 1];
+	bool has_token;
+};
+
+/**
+ * S3 mode's access step for a proxied request, before its write set is
+ * known: its AWS Signature Version 4 (Authorization header or presigned
+ * query) verified against s3-credentials, with S3's own errors (403
+ * AccessDenied, InvalidAccessKeyId, SignatureDoesNotMatch,
+ * RequestTimeTooSkewed; 400 InvalidRequest, AuthorizationHeaderMalformed,
+ * AuthorizationQueryParametersError); unknown keys and bad signatures
+ * spend the address' budget as unknown bearer keys do. Then the key's
+ * principal under auth-file (one it does not name: 403 AccessDenied);
+ * with no auth-file a verified key may read and write. True with *auth
+ * (its session token included) and the store's credentials to sign with
+ * in *up; false with the answer queued and *ret set.
+ */
+bool fg_access_s3(struct fg_req *req, struct MHD_Connection *c,
+		  struct fg_sigv4_auth *auth, struct fg_s3_store_creds *up,
+		  enum MHD_Result *ret);
+
+/**
+ * S3 mode: may the principal fg_access_s3() found do what the request
+ * does: lock: on each lock it changes, read: on each it reads (a copy
+ * source), read: on the object's lock for a read of one, and for a
+ * listing of a bucket read: on the bucket (its route lock, else every
+ * lock whose name starts with "BUCKET/"). True in open mode. False: 403
+ * AccessDenied naming the missing right was queued, *ret set.
+ */
+bool fg_access_s3_may(struct fg_req *req, struct MHD_Connection *c,
+		      const struct fg_s3_req *r, const struct fg_s3_locks *locks,
+		      enum MHD_Result *ret);
 
 #endif

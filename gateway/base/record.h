@@ -33,6 +33,9 @@ struct fg_rec {
 	struct timespec wall;      /* realtime, at the request line */
 	enum fg_endpoint endpoint;
 	bool proxied;
+	bool s3;                   /* a proxied request in S3 mode: the
+				      gateway's own answers are S3's XML
+				      errors (http/respond.c) */
 	char method[16];           /* "OTHER" when longer */
 	char client[48];           /* the peer's address (access log only) */
 	unsigned status;           /* of the answer queued; 0: none was */

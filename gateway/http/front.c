@@ -71,6 +71,7 @@ static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 	req->rec.uri = req->uri;
 	req->rec.principal = req->principal;
 	req->rec.route = &req->route;
+	req->rec.s3 = req->gw->cfg->upstream_api_s3 && req->rec.proxied;
 	/* the lock API keeps it with grants and waiters, for the listing */
 	if (fg_accesslog_on() ||
 	    strncmp(uri, API_PREFIX, sizeof(API_PREFIX) - 1) == 0)
@@ -212,6 +213,7 @@ static bool origin_form(struct fg_req *req, const char **why)
 	req->uri = o;
 	req->rec.uri = o;
 	req->rec.proxied = !is_api(o);
+	req->rec.s3 = req->gw->cfg->upstream_api_s3 && req->rec.proxied;
 	req->target_host = host;
 	/* what on_uri() does for the lock API, now that it is one */
 	if (!req->rec.client[0] && is_api(o))

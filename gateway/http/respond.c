@@ -2,9 +2,11 @@
  * respond.c - the helpers that queue the gateway's own answers.
  *
  * Invariant: every non-2xx body the gateway writes is built here, as a JSON
- * object with "error" (a code of fg_errors[], base/errors.c) and "message"; every answer
- * the gateway makes itself is queued here and noted in the request's
- * record (its status, its error code, its length).
+ * object with "error" (a code of fg_errors[], base/errors.c) and "message",
+ * or, for a proxied request in S3 mode (its record says so), as S3's XML
+ * error with the same status (base/s3err.c); every answer the gateway
+ * makes itself is queued here and noted in the request's record (its
+ * status, its error code, its length).
  */
 #include <stdbool.h>
 #include <stdlib.h>
@@ -13,11 +15,44 @@
 #include "fencegate/error.h"
 #include "http/respond.h"
 #include "base/record.h"
+#include "base/s3err.h"
+
+static enum MHD_Result send_s3(struct MHD_Connection *c, unsigned status,
+			       int error, const char *code, const char *message,
+			       const struct fg_s3_stale *stale, bool retry_after,
+			       const char *allow, bool close);
+
+/* An error answer of a request in S3 mode: the JSON body's message and
+ * token fields, in S3's XML. */
+static enum MHD_Result send_json_as_s3(struct MHD_Connection *c, unsigned status,
+				       int error, json_t *obj, const char *allow,
+				       bool close)
+{
+	const struct fg_s3_errdef *d = error >= 0 ? fg_s3_fence_error((enum fg_error)error)
+						  : NULL;
+	const char *msg = json_string_value(json_object_get(obj, "message"));
+	json_t *tok = json_object_get(obj, "token");
+	json_t *cur = json_object_get(obj, "current");
+	struct fg_s3_stale stale = {
+		.token = (uint64_t)json_integer_value(tok),
+		.has_current = json_is_integer(cur),
+		.current = (uint64_t)json_integer_value(cur),
+	};
+	enum MHD_Result ret = send_s3(c, status, error, d ? d->code : "InternalError",
+				      msg ? msg : (d ? d->message : ""),
+				      json_is_integer(tok) ? &stale : NULL,
+				      d ? d->retry_after : false, allow, close);
+	json_decref(obj);
+	return ret;
+}
 
 static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
 				 int error, json_t *obj, const char *allow,
 				 bool close)
 {
+	const struct fg_rec *rec = fg_rec_current();
+	if (rec && rec->s3 && error >= 0)
+		return send_json_as_s3(c, status, error, obj, allow, close);
 	char *text = obj ? json_dumps(obj, JSON_COMPACT) : NULL;
 	json_decref(obj);
 	if (!text)
@@ -45,6 +80,68 @@ static enum MHD_Result send_json(struct MHD_Connection *c, unsigned status,
 	fg_rec_answered(status, error, len);
 	MHD_destroy_response(r);
 	return ret;
+}
+
+static enum MHD_Result send_s3(struct MHD_Connection *c, unsigned status,
+			       int error, const char *code, const char *message,
+			       const struct fg_s3_stale *stale, bool retry_after,
+			       const char *allow, bool close)
+{
+	const struct fg_rec *rec = fg_rec_current();
+	char resource[FG_S3_RESOURCE_MAX + 1] = "";
+	char id[32];
+	if (rec && rec->uri) {
+		/* the path only: a presigned query holds a signature */
+		size_t n = strcspn(rec->uri, "?");
+		if (n > FG_S3_RESOURCE_MAX)
+			n = FG_S3_RESOURCE_MAX;
+		memcpy(resource, rec->uri, n);
+		resource[n] = '\0';
+	}
+	snprintf(id, sizeof(id), "%016llx",
+		 rec ? (unsigned long long)rec->t0_ns : 0ull);
+	char *body = malloc(FG_S3_ERROR_BODY_MAX);
+	if (!body)
+		return MHD_NO;
+	int len = fg_s3_error_body(body, FG_S3_ERROR_BODY_MAX, code, message,
+				   resource, id, stale);
+	if (len < 0) {
+		free(body);
+		return MHD_NO;
+	}
+	struct MHD_Response *r = MHD_create_response_from_buffer(
+		(size_t)len, body, MHD_RESPMEM_MUST_FREE);
+	if (!r) {
+		free(body);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, "application/xml");
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	MHD_add_response_header(r, "x-amz-request-id", id);
+	if (retry_after || status == MHD_HTTP_SERVICE_UNAVAILABLE)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_RETRY_AFTER, "1");
+	if (allow)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_ALLOW, allow);
+	if (close)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONNECTION, "close");
+	enum MHD_Result ret = MHD_queue_response(c, status, r);
+	fg_rec_answered(status, error, (size_t)len);
+	MHD_destroy_response(r);
+	return ret;
+}
+
+enum MHD_Result fg_respond_s3(struct MHD_Connection *c, enum fg_s3_native n,
+			      const char *message, bool close)
+{
+	const struct fg_s3_errdef *d = fg_s3_native_error(n);
+	if (!d)
+		return MHD_NO;
+	/* the nearest fencegate error, for the record's counts */
+	int e = d->status == 400 ? FG_E_BAD_REQUEST
+		: d->status == 403 && n != FG_S3N_ACCESS_DENIED ? FG_E_UNAUTHENTICATED
+		: FG_E_FORBIDDEN;
+	return send_s3(c, d->status, e, d->code, message ? message : d->message,
+		       NULL, d->retry_after, NULL, close);
 }
 
 enum MHD_Result fg_respond_json(struct MHD_Connection *c, unsigned status,

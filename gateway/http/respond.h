@@ -10,6 +10,7 @@
 #include <jansson.h>
 
 #include "base/errors.h"
+#include "base/s3err.h"
 
 /**
  * Queues the JSON error {"error","message"} (message: the table's, or
@@ -29,6 +30,11 @@ enum MHD_Result fg_respond_not_allowed(struct MHD_Connection *c,
 				       const char *allow);
 
 /** Maps a lockcore error (fg_err) to its answer and queues it. */
+/** S3 mode: S3's own error n (base/s3err.h) with its status, message
+ *  (NULL: its default), the connection closed after it when close. */
+enum MHD_Result fg_respond_s3(struct MHD_Connection *c, enum fg_s3_native n,
+			      const char *message, bool close);
+
 enum MHD_Result fg_respond_store_error(struct MHD_Connection *c, int err);
 
 /** Queues `obj` (stolen) as a JSON body with the given status. */

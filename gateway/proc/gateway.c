@@ -193,9 +193,26 @@ int fg_gateway_auth_load(struct fg_gateway *gw, char *err, size_t errlen)
 	pthread_mutex_init(&gw->auth_mu, NULL);
 	atomic_store(&gw->auth_gen, 1u);
 	gw->auth = NULL;
+	gw->s3keys = NULL;
+	gw->s3up = NULL;
+	char why[512];
+	if (gw->cfg->s3_credentials) {
+		if (fg_s3keys_load(gw->cfg->s3_credentials, &gw->s3keys, why,
+				   sizeof(why))) {
+			snprintf(err, errlen, "%s", why);
+			return -1;
+		}
+		fg_log_info("s3-credentials %s: %zu keys", gw->cfg->s3_credentials,
+			    fg_s3keys_count(gw->s3keys));
+	}
+	if (gw->cfg->upstream_s3_credentials &&
+	    fg_s3upstream_load(gw->cfg->upstream_s3_credentials, &gw->s3up, why,
+			       sizeof(why))) {
+		snprintf(err, errlen, "%s", why);
+		return -1;
+	}
 	if (!gw->cfg->auth_file)
 		return 0;
-	char why[512];
 	if (fg_authtab_load(gw->cfg->auth_file, &gw->auth, why, sizeof(why))) {
 		snprintf(err, errlen, "%s", why);
 		return -1;
@@ -205,8 +222,40 @@ int fg_gateway_auth_load(struct fg_gateway *gw, char *err, size_t errlen)
 	return 0;
 }
 
+/* SIGHUP: s3-credentials again; a file that does not load keeps the
+ * table in force. */
+static void s3keys_reload(struct fg_gateway *gw)
+{
+	if (!gw->cfg->s3_credentials)
+		return;
+	struct fg_s3keys *t = NULL;
+	char why[512];
+	if (fg_s3keys_load(gw->cfg->s3_credentials, &t, why, sizeof(why))) {
+		fg_log_error("s3-credentials %s not reloaded, the previous keys "
+			     "stay in force: %s", gw->cfg->s3_credentials, why);
+		return;
+	}
+	pthread_mutex_lock(&gw->auth_mu);
+	struct fg_s3keys *old = gw->s3keys;
+	gw->s3keys = t;
+	atomic_fetch_add(&gw->auth_gen, 1u);
+	pthread_mutex_unlock(&gw->auth_mu);
+	fg_s3keys_unref(old);
+	fg_log_info("s3-credentials %s reloaded: %zu keys", gw->cfg->s3_credentials,
+		    fg_s3keys_count(t));
+}
+
+struct fg_s3keys *fg_gateway_s3keys_ref(struct fg_gateway *gw)
+{
+	pthread_mutex_lock(&gw->auth_mu);
+	struct fg_s3keys *t = fg_s3keys_ref(gw->s3keys);
+	pthread_mutex_unlock(&gw->auth_mu);
+	return t;
+}
+
 void fg_gateway_auth_reload(struct fg_gateway *gw)
 {
+	s3keys_reload(gw);
 	if (!gw->cfg->auth_file)
 		return;
 	struct fg_authtab *t = NULL;
@@ -230,6 +279,10 @@ void fg_gateway_auth_finish(struct fg_gateway *gw)
 {
 	fg_authtab_unref(gw->auth);
 	gw->auth = NULL;
+	fg_s3keys_unref(gw->s3keys);
+	gw->s3keys = NULL;
+	fg_s3upstream_free(gw->s3up);
+	gw->s3up = NULL;
 	pthread_mutex_destroy(&gw->auth_mu);
 }
 

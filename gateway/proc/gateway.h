@@ -24,6 +24,7 @@
 #include "fencegate/lock.h"
 #include "fencegate/topo.h"
 #include "base/config.h"
+#include "base/s3keys.h"
 
 struct fg_loop;
 struct fg_authtab;
@@ -54,6 +55,11 @@ struct fg_gateway {
 	pthread_mutex_t auth_mu;
 	struct fg_authtab *auth;
 	atomic_uint auth_gen;
+	/* S3 mode: the keys clients sign with (s3-credentials), replaced
+	 * with the auth-file under auth_mu, and the gateway's own at the
+	 * store (upstream-s3-credentials, read once at start) */
+	struct fg_s3keys *s3keys;
+	struct fg_s3upstream *s3up;
 
 	atomic_int redis_up;
 	atomic_int upstream_up;
@@ -113,6 +119,9 @@ unsigned fg_gateway_auth_gen(struct fg_gateway *gw);
 /** A new reference to the table in force (NULL: open), and its
  *  generation in *gen. */
 struct fg_authtab *fg_gateway_auth_ref(struct fg_gateway *gw, unsigned *gen);
+/** S3 mode: a new reference to the s3-credentials table in force (NULL
+ *  outside S3 mode), of the generation fg_gateway_auth_ref() says. */
+struct fg_s3keys *fg_gateway_s3keys_ref(struct fg_gateway *gw);
 
 /** The health flags (any thread). */
 bool fg_gateway_redis_up(struct fg_gateway *gw);

@@ -4,7 +4,12 @@
  * of theirs. Its states (enum flow_state), in order:
  *
  *   NEW        the head is classified: target, method, single-valued
- *              headers, the write set (base/writeset.c), the access step
+ *              headers, the write set (base/writeset.c), the access step;
+ *              in S3 mode (docs/s3.md) the access step comes first (the
+ *              client's SigV4, access/access.c) and the write set is the
+ *              S3 operation's (base/s3ops.c, proxy/s3part.c)
+ *   S3BODY     S3 mode, DeleteObjects: its body is read whole (bounded),
+ *              for the keys it names are its write set
  *   CHECKING   the fence's check table (fence/fence.c, pure) asked for a
  *              Redis call: the connection is parked (rt/park.c) until
  *              its answer; the table is stepped again
@@ -54,6 +59,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <strings.h>
+#include <time.h>
 
 #include <jansson.h>
 
@@ -71,6 +77,7 @@
 #include "proc/tls.h"
 #include "proxy/admitq.h"
 #include "proxy/flow.h"
+#include "proxy/s3part.h"
 #include "proxy/writes.h"
 #include "rt/park.h"
 #include "rt/rt.h"
@@ -91,10 +98,13 @@ struct fg_proxy {
 	struct fg_xfers *xfers;       /* the loop's transfers */
 	struct fg_writes *writes;     /* its running fenced writes */
 	const char *base;             /* upstream URL without a trailing '/' */
+	struct fg_sigv4_cache *sigs;  /* S3 mode: the signing keys the loop's
+					 requests upstream are signed with */
 };
 
 enum flow_state {
 	FLOW_NEW,
+	FLOW_S3BODY,
 	FLOW_CHECKING,
 	FLOW_WAITING,
 	FLOW_PROBING,
@@ -121,6 +131,8 @@ struct fg_flow {
 	bool probe_path, probe_dest;    /* ask whether the request path, the
 					   Destination is a collection first
 					   (writeset.h); cleared once asked */
+	struct fg_s3part *s3;           /* S3 mode: allocated by s3_head(),
+					   freed by fg_proxy_finish() */
 };
 
 /* A fenced write in flight: what its transfer's hooks reach. Allocated in
@@ -354,10 +366,23 @@ static enum fg_fencing fencing_start(struct fg_req *req, struct MHD_Connection *
 				 const char *method, const struct fg_writeset *ws)
 {
 	struct tokens t = { { 0, 0 }, { NULL, NULL } };
+	struct fg_fence *f = &req->flow->fence;
 	/* the header values live as long as the request */
 	if (ws->n > 0)
 		MHD_get_connection_values(c, MHD_HEADER_KIND, count_tokens, &t);
-	fg_fence_start(&req->flow->fence, ws, t.value, t.n);
+	fg_fence_start(f, ws, t.value, t.n);
+	/* S3 mode: a write's sequencers are its session token's (the part
+	 * lives as long as the request), and a Fencing-Token header's */
+	const struct fg_s3part *s3 = req->flow->s3;
+	if (s3 && ws->n > 0) {
+		if (s3->auth.has_token && s3->auth.token_len > 0)
+			fg_fence_sequencers(f, s3->auth.token, s3->auth.token_len);
+		if (t.n[FG_WS_FENCING_TOKEN] == 1)
+			fg_fence_sequencers(f, t.value[FG_WS_FENCING_TOKEN],
+					    strlen(t.value[FG_WS_FENCING_TOKEN]));
+		else if (t.n[FG_WS_FENCING_TOKEN] > 1)
+			fg_fence_sequencers(f, "", 0); /* repeated: malformed */
+	}
 	return run(req, c, method);
 }
 
@@ -552,8 +577,12 @@ struct fg_proxy *fg_proxy_create(struct fg_loop *loop, struct event_base *base,
 	px->writes = fg_writes_create(base, gw->cfg->fence_margin_ms, &write_ops);
 	if (!px->writes)
 		goto error_writes;
+	if (gw->cfg->upstream_api_s3 && !(px->sigs = fg_sigv4_cache_create()))
+		goto error_sigs;
 	return px;
 
+error_sigs:
+	fg_writes_destroy(px->writes);
 error_writes:
 	fg_xfers_destroy(px->xfers);
 error_xfers:
@@ -586,6 +615,7 @@ void fg_proxy_destroy(struct fg_proxy *px)
 	 * table */
 	fg_xfers_destroy(px->xfers);
 	fg_writes_destroy(px->writes);
+	fg_sigv4_cache_destroy(px->sigs);
 	free(px);
 }
 
@@ -680,8 +710,13 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	}
 	char url[URL_MAX], dest[FG_HDR_LINE_MAX], token[64];
 	const char *extra[3];
-	if (!join_url(url, sizeof(url), px->base, req->uri) ||
-	    !flow_headers(px, req, fenced ? f : NULL, dest, token, extra))
+	struct fg_s3part *s3 = req->flow->s3;
+	if (s3 ? !fg_s3part_upstream(s3, px->gw->cfg, req->body_length_given,
+				     req->body_length, (int64_t)time(NULL), px->sigs) ||
+		 !fg_s3part_url(s3, px->gw->cfg, url, sizeof(url))
+	       : !join_url(url, sizeof(url), px->base, req->uri))
+		goto error_write;
+	if (!flow_headers(px, req, fenced ? f : NULL, dest, token, extra))
 		goto error_write;
 	struct fg_xfer_spec spec = {
 		.url = url,
@@ -694,6 +729,15 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 		.length = req->body_length,
 		.length_given = req->body_length_given,
 	};
+	if (s3) {
+		spec.hdr_flags |= FG_HDR_S3;
+		spec.s3 = &s3->sign;
+		if (s3->r.needs_body) {
+			/* read whole for its checks: sent as it came */
+			spec.whole_body = s3->body ? s3->body : "";
+			spec.whole_body_len = s3->body_len;
+		}
+	}
 	struct fg_xfer_hooks hooks = {
 		.may_send = gate,
 		.done = on_xfer_done,
@@ -1225,6 +1269,100 @@ static bool singles_refused(struct MHD_Connection *c, const char *method,
 	return false;
 }
 
+/* ---- S3 mode -------------------------------------------------------------- */
+
+static enum MHD_Result s3_refuse(struct MHD_Connection *c, enum fg_s3_refusal r)
+{
+	if (r == FG_S3_MALFORMED_XML)
+		return fg_respond_s3(c, FG_S3N_MALFORMED_XML, NULL, false);
+	struct fg_s3_errdef d = fg_s3_refusal_answer(r);
+	enum fg_error e = r == FG_S3_BAD_LOCK_NAME ? FG_E_BAD_LOCK_NAME
+		: r == FG_S3_SUBTREE_UNGUARDED ? FG_E_SUBTREE_UNGUARDED
+		: r == FG_S3_NO_MEMORY ? FG_E_INTERNAL
+		: FG_E_BAD_REQUEST;
+	return fg_respond_error(c, e, d.message, NULL);
+}
+
+/* The write set is known (for DeleteObjects, once its body is in): the
+ * rights on it, then the checks, as every other write. */
+static enum MHD_Result s3_check(struct fg_req *req, struct MHD_Connection *c,
+				const char *method)
+{
+	struct fg_flow *fl = req->flow;
+	struct fg_s3part *s3 = fl->s3;
+	fl->state = FLOW_ANSWERED; /* unless the checks begin */
+	if (s3->body_over)
+		return fg_respond_s3(c, FG_S3N_MALFORMED_XML,
+				     "the DeleteObjects body is over 2 MiB", false);
+	enum fg_s3_refusal r = fg_s3_locks_build(req->gw->cfg, &s3->r, s3->body,
+						 s3->body_len, &s3->locks);
+	if (r != FG_S3_OK)
+		return s3_refuse(c, r);
+	enum MHD_Result ret;
+	if (!fg_access_s3_may(req, c, &s3->r, &s3->locks, &ret))
+		return ret;
+	bool fenced_read = s3->r.read &&
+		MHD_lookup_connection_value(c, MHD_HEADER_KIND, "Fencing-Token");
+	struct fg_writeset ws;
+	fg_s3part_writeset(s3, fenced_read, &ws);
+	req->rec.fence_t0_ns = fg_rec_now_ns();
+	return decided(req, c, method, fencing_start(req, c, method, &ws));
+}
+
+/* NEW in S3 mode: who signed it first (nothing is learnt of the locks
+ * before), then what it is. */
+static enum MHD_Result s3_head(struct fg_req *req, struct MHD_Connection *c,
+			       const char *method)
+{
+	struct fg_flow *fl = req->flow;
+	fl->s3 = fg_s3part_new();
+	if (!fl->s3)
+		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	struct fg_s3part *s3 = fl->s3;
+	enum MHD_Result ret;
+	if (!fg_access_s3(req, c, &s3->auth, &s3->up, &ret))
+		return ret;
+	struct fg_s3_head h = {
+		.method = method,
+		.target = req->uri,
+		.host = fg_req_host(req, c),
+		.copy_source = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							   "x-amz-copy-source"),
+		.content_type = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							    MHD_HTTP_HEADER_CONTENT_TYPE),
+	};
+	enum fg_s3_refusal r = fg_s3_classify(req->gw->cfg, &h, &s3->r);
+	if (r != FG_S3_OK)
+		return s3_refuse(c, r);
+	if (s3->r.needs_body) {
+		if (req->body_length_given && req->body_length > FG_S3_DELETE_BODY_MAX)
+			return fg_respond_s3(c, FG_S3N_MALFORMED_XML,
+					     "the DeleteObjects body is over 2 MiB", true);
+		fl->state = FLOW_S3BODY;
+		return MHD_YES;
+	}
+	return s3_check(req, c, method);
+}
+
+/* S3BODY: a DeleteObjects body comes in; once whole, the checks. */
+static enum MHD_Result s3_body(struct fg_req *req, struct MHD_Connection *c,
+			       const char *method, const char *upload,
+			       size_t *upload_size)
+{
+	struct fg_s3part *s3 = req->flow->s3;
+	if (*upload_size) {
+		req->rec.bytes_in += *upload_size;
+		bool ok = fg_s3part_body(s3, upload, *upload_size);
+		*upload_size = 0;
+		if (!ok) {
+			req->flow->state = FLOW_ANSWERED;
+			return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+		}
+		return MHD_YES;
+	}
+	return s3_check(req, c, method);
+}
+
 /* NEW: the request's head, once: what is refused before any lock is
  * looked at, the write set, the access step, then the checks. */
 static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
@@ -1249,6 +1387,8 @@ static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
 	char msg[128];
 	if (singles_refused(c, method, msg, sizeof(msg)))
 		return fg_respond_error_close(c, FG_E_BAD_REQUEST, msg);
+	if (req->gw->cfg->upstream_api_s3)
+		return s3_head(req, c, method);
 	struct fg_writeset ws;
 	bool has_token = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
 						     "Fencing-Token") != NULL;
@@ -1315,6 +1455,8 @@ enum MHD_Result fg_proxy_handle(struct fg_req *req, struct MHD_Connection *c,
 	switch (fl->state) {
 	case FLOW_NEW:
 		return head(req, c, method);
+	case FLOW_S3BODY:
+		return s3_body(req, c, method, upload, upload_size);
 	case FLOW_CHECKING:
 		return decided(req, c, method, fencing_resume(req, c, method));
 	case FLOW_WAITING:
@@ -1370,6 +1512,8 @@ void fg_proxy_finish(struct fg_req *req)
 		return;
 	note(req);
 	completed(req);
+	fg_s3part_free(req->flow->s3);
+	req->flow->s3 = NULL;
 	fg_recycle_put(&req->loop->flow_blocks, req->flow);
 	req->flow = NULL;
 }

@@ -20,6 +20,7 @@
 struct hdr_ctx {
 	struct fg_head *hd;
 	unsigned flags;         /* FG_HDR_* */
+	const char *signed_list; /* S3 mode: the client's SignedHeaders */
 	const char *connection; /* the Connection header: names more hop headers */
 	char xff[FG_HDR_XFF_MAX]; /* every X-Forwarded-For value, in order */
 	size_t xff_len;
@@ -59,7 +60,8 @@ static enum MHD_Result add_header(void *cls, enum MHD_ValueKind kind,
 		}
 		return MHD_YES;
 	}
-	if (!fg_hdr_pass(key, h->connection, h->flags))
+	if (h->signed_list ? !fg_hdr_s3_pass(key, h->connection, h->signed_list)
+			   : !fg_hdr_pass(key, h->connection, h->flags))
 		return MHD_YES;
 	if (!rh_put(h->hd, key, strlen(key), ": ", 2, value, strlen(value))) {
 		h->failed = true;
@@ -91,17 +93,87 @@ static void client_ip(struct MHD_Connection *c, char *out, size_t cap)
 	}
 }
 
+/* S3 mode: the headers the gateway signs with, after the client's signed
+ * ones (the first lines of hd->rh): the time, the payload hash carried
+ * over, the gateway's own session token. *nsigned counts the lines
+ * signed. */
+static bool s3_lines(struct fg_head *hd, const struct fg_head_s3 *s3,
+		     size_t *nsigned)
+{
+	char date[17];
+	if (fg_sigv4_amz_date(s3->now, date) != 0)
+		return false;
+	if (!rh_put(hd, "x-amz-date: ", 12, date, 16, "", 0) ||
+	    !rh_put(hd, "x-amz-content-sha256: ", 22, s3->payload_hash,
+		    strlen(s3->payload_hash), "", 0))
+		return false;
+	if (s3->session_token &&
+	    !rh_put(hd, "x-amz-security-token: ", 22, s3->session_token,
+		    strlen(s3->session_token), "", 0))
+		return false;
+	*nsigned = 0;
+	for (size_t o = 0; o < hd->rh_len; o += strlen(hd->rh + o) + 1)
+		(*nsigned)++;
+	return true;
+}
+
+/* S3 mode: the Authorization line over the first nsigned lines of hd->rh,
+ * the Host the request goes with and the Content-Length the client
+ * signed, appended to hd->rh; the signature in s3->seed. */
+static bool s3_sign(struct fg_head *hd, const struct fg_head_s3 *s3,
+		    const char *method, size_t nsigned)
+{
+	struct fg_sigv4_header hs[FG_SIGV4_SIGNED_MAX + 2];
+	size_t n = 0;
+	char date[17];
+	if (fg_sigv4_amz_date(s3->now, date) != 0)
+		return false;
+	for (size_t o = 0, i = 0; i < nsigned && o < hd->rh_len; i++) {
+		const char *l = hd->rh + o;
+		size_t ln = strlen(l);
+		o += ln + 1;
+		if (n == FG_SIGV4_SIGNED_MAX)
+			return false;
+		const char *colon = memchr(l, ':', ln);
+		if (!colon)
+			return false;
+		const char *v = colon + 1;
+		while (*v == ' ' || *v == '\t')
+			v++;
+		hs[n++] = (struct fg_sigv4_header){ l, (size_t)(colon - l), v,
+						    (size_t)(l + ln - v) };
+	}
+	hs[n++] = (struct fg_sigv4_header){ "host", 4, s3->authority,
+					    strlen(s3->authority) };
+	if (s3->content_length)
+		hs[n++] = (struct fg_sigv4_header){ "content-length", 14,
+						    s3->content_length,
+						    strlen(s3->content_length) };
+	char auth[FG_SIGV4_AUTH_VALUE_MAX];
+	char seed[65];
+	if (fg_sigv4_sign(method, s3->path, s3->path_len, s3->query, s3->query_len,
+			  hs, n, s3->payload_hash, date, s3->creds, s3->cache,
+			  auth, sizeof(auth), seed) != 0)
+		return false;
+	if (s3->seed)
+		memcpy(s3->seed, seed, sizeof(seed));
+	return rh_put(hd, "Authorization: ", 15, auth, strlen(auth), "", 0);
+}
+
 /* The headers every request upstream carries: the client's as the policy
  * passes them (headers.h), then the gateway's own, appended to hd->rh;
  * false when a header could not be added. */
 static bool client_headers(struct fg_head *hd, struct MHD_Connection *c,
-			   unsigned flags, bool tls, const char *host)
+			   unsigned flags, bool tls, const char *host,
+			   const struct fg_head_s3 *s3, size_t *nsigned)
 {
 	char ip[64];
-	struct hdr_ctx h = { hd, flags,
+	struct hdr_ctx h = { hd, flags, s3 ? s3->signed_headers : NULL,
 		MHD_lookup_connection_value(c, MHD_HEADER_KIND, MHD_HTTP_HEADER_CONNECTION),
 		{ 0 }, 0, false };
 	MHD_get_connection_values(c, MHD_HEADER_KIND, add_header, &h);
+	if (s3 && !h.failed && !s3_lines(hd, s3, nsigned))
+		return false;
 	client_ip(c, ip, sizeof(ip));
 	struct fg_hdr_forward f = {
 		.xff = h.xff,
@@ -149,9 +221,13 @@ bool fg_head_build(struct fg_head *hd, const struct fg_head_in *in,
 		   struct fg_up_request *rq)
 {
 	hd->rh_len = 0;
-	bool ok = client_headers(hd, in->conn, in->hdr_flags, in->tls, in->host);
+	size_t nsigned = 0;
+	bool ok = client_headers(hd, in->conn, in->hdr_flags, in->tls, in->host,
+				 in->s3, &nsigned);
 	for (const char *const *l = in->extra; ok && l && *l; l++)
 		ok = append_line(hd, *l);
+	if (ok && in->s3)
+		ok = s3_sign(hd, in->s3, in->method, nsigned);
 	size_t nheaders;
 	if (!ok || !rh_headers(hd, &nheaders))
 		return false;

@@ -14,8 +14,33 @@
 #include <microhttpd.h>
 
 #include "upstream/backend.h"
+#include "base/sigv4.h"
 
 struct fg_config;
+
+/* S3 mode: how the request upstream is signed again (head.c). Lent by the
+ * request's owner for one fg_head_build(). */
+struct fg_head_s3 {
+	const char *signed_headers;   /* the client's SignedHeaders: which of
+					 its headers pass */
+	const char *payload_hash;     /* its x-amz-content-sha256 (or
+					 UNSIGNED-PAYLOAD), sent and signed */
+	const char *path;             /* the path and query as sent (in the
+					 URL too); the path canonical */
+	size_t path_len;
+	const char *query;
+	size_t query_len;
+	const char *authority;        /* the upstream's Host, as sent */
+	const char *content_length;   /* the client signed its Content-Length:
+					 this value (the body's, unchanged);
+					 NULL: it did not */
+	const struct fg_sigv4_creds *creds; /* the gateway's at the store */
+	const char *session_token;    /* theirs, or NULL */
+	int64_t now;                  /* seconds since the epoch */
+	struct fg_sigv4_cache *cache; /* the loop's */
+	char *seed;                   /* out, 65 bytes: the signature (the
+					 seed of a streaming-signed body) */
+};
 
 /* A loop's block for the request being made, reused (a list node and a
  * copy per line were a tenth of a GET's instructions): its header lines,
@@ -43,6 +68,7 @@ struct fg_head_in {
 	uint64_t length;              /* FG_UP_BODY_LENGTH */
 	const char *fixed_body;       /* the gateway's own question's */
 	size_t fixed_len;
+	const struct fg_head_s3 *s3;  /* S3 mode: signed again; else NULL */
 };
 
 /** The request as data in *rq, its headers in b (valid until b is built

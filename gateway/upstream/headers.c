@@ -76,6 +76,33 @@ bool fg_hdr_pass(const char *name, const char *connection, unsigned flags)
 	return true;
 }
 
+bool fg_hdr_in_signed(const char *list, const char *name, size_t len)
+{
+	for (const char *p = list; p && *p;) {
+		size_t n = strcspn(p, ";");
+		if (n == len && strncasecmp(p, name, n) == 0)
+			return true;
+		p += n;
+		if (*p == ';')
+			p++;
+	}
+	return false;
+}
+
+bool fg_hdr_s3_pass(const char *name, const char *connection,
+		    const char *signed_list)
+{
+	static const char *const own[] = {
+		"Authorization", "X-Amz-Date", "X-Amz-Security-Token",
+		"X-Amz-Content-Sha256",
+	};
+	for (size_t i = 0; i < NELEM(own); i++)
+		if (strcasecmp(name, own[i]) == 0)
+			return false;
+	return fg_hdr_in_signed(signed_list, name, strlen(name)) &&
+	       fg_hdr_pass(name, connection, 0);
+}
+
 int fg_hdr_xff_join(char *buf, size_t cap, size_t *len, const char *value)
 {
 	if (*len >= cap)

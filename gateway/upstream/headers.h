@@ -20,6 +20,9 @@ enum {
 	FG_HDR_SHALLOW = 1, /* the client's Depth gives way to "Depth: 0" */
 	FG_HDR_PROBE = 2,   /* the gateway's own question: no header that
 			       describes a body, and "Depth: 0" */
+	FG_HDR_S3 = 4,      /* S3 mode: only what the client signed passes
+			       (fg_hdr_s3_pass()), and the gateway signs
+			       again (head.c) */
 };
 
 /** Room for every X-Forwarded-For value of a request, joined. */
@@ -49,6 +52,20 @@ bool fg_hdr_is_xff(const char *name);
  *  `connection` is the request's Connection header (NULL: none), `flags`
  *  FG_HDR_*. X-Forwarded-For is not: see fg_hdr_xff_join(). */
 bool fg_hdr_pass(const char *name, const char *connection, unsigned flags);
+
+/**
+ * S3 mode: is the client's header `name` passed on? Only one it signed
+ * (`signed_list`, its SignedHeaders: lower-case names joined by ';') that
+ * the policy passes (fg_hdr_pass()) and that is not the client's own
+ * credential or signature material (Authorization, x-amz-date,
+ * x-amz-security-token, x-amz-content-sha256: the gateway writes its own).
+ */
+bool fg_hdr_s3_pass(const char *name, const char *connection,
+		    const char *signed_list);
+
+/** Is `name` (len bytes) one of the lower-case names of `list` (joined by
+ *  ';'), case ignored? */
+bool fg_hdr_in_signed(const char *list, const char *name, size_t len);
 
 /** Joins one more X-Forwarded-For value onto buf (`*len` bytes used of
  *  `cap`, NUL-terminated). 0, or -1 when it would not fit (the request

@@ -715,7 +715,8 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 	x->head = strcmp(spec->method, "HEAD") == 0;
 	x->chunked = spec->chunked;
 	x->body_length = spec->length;
-	x->has_body = !x->kept && !x->head && (spec->chunked || spec->length_given);
+	x->has_body = !x->kept && !spec->whole_body && !x->head &&
+		      (spec->chunked || spec->length_given);
 	struct fg_head_in in = {
 		.conn = x->conn,
 		.cfg = xs->host.cfg,
@@ -728,8 +729,9 @@ int fg_xfer_start(struct fg_xfer *x, const struct fg_xfer_spec *spec,
 		.body = !x->has_body ? FG_UP_BODY_NONE
 			: x->chunked ? FG_UP_BODY_CHUNKED : FG_UP_BODY_LENGTH,
 		.length = x->body_length,
-		.fixed_body = spec->kept_body,
-		.fixed_len = spec->kept_body_len,
+		.fixed_body = spec->kept_body ? spec->kept_body : spec->whole_body,
+		.fixed_len = spec->kept_body ? spec->kept_body_len : spec->whole_body_len,
+		.s3 = spec->s3,
 	};
 	struct fg_up_request rq;
 	if (!fg_head_build(&xs->head, &in, &rq))

@@ -20,6 +20,7 @@
 
 struct event_base;
 struct fg_config;
+struct fg_head_s3;
 struct fg_xfers;
 struct fg_xfer;
 
@@ -89,6 +90,12 @@ struct fg_xfer_spec {
 	 * fg_xfer_kept() */
 	const char *kept_body;     /* lives as long as the transfer */
 	size_t kept_body_len;
+	/* or a body the gateway read whole before its checks (S3's
+	 * DeleteObjects), sent as it came and answered as any other */
+	const char *whole_body;    /* lives as long as the transfer */
+	size_t whole_body_len;
+	/* S3 mode: signed again on the way (upstream/head.h) */
+	const struct fg_head_s3 *s3;
 };
 
 /** Starts the upstream request of transfer x on the loop's next turn,
