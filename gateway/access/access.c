@@ -530,6 +530,17 @@ bool fg_access_s3(struct fg_req *req, struct MHD_Connection *c,
 	} else {
 		snprintf(req->principal, sizeof(req->principal), "%s", pname);
 	}
+	if (strcmp(auth->payload_hash, FG_S3_STREAMING_PAYLOAD) == 0) {
+		size_t sl;
+		const char *secret = fg_s3key_secret(k, &sl);
+		if (fg_sigv4_signing_key(a->sigs, auth->key_id, secret, sl, auth->date,
+					 auth->region, auth->service,
+					 up->client_key) != 0) {
+			s3_refuse(c, FG_S3N_AUTH_HEADER_MALFORMED, NULL, ret);
+			goto out;
+		}
+		up->has_client_key = true;
+	}
 	const struct fg_s3upstream *u = fg_s3key_upstream(k);
 	if (!copy_creds(up, u ? u : req->gw->s3up)) {
 		*ret = fg_respond_error(c, FG_E_INTERNAL,

@@ -67,6 +67,7 @@ bool fg_access_proxy(struct fg_req *req, struct MHD_Connection *c,
 /* The store's credentials a request is signed with upstream: the
  * principal's own (the fourth field of its s3-credentials line), else the
  * gateway's (upstream-s3-credentials). Copies, wiped with the part. */
+#define FG_S3_STREAMING_PAYLOAD "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
 #define FG_S3_HEADERS_MAX 128 /* headers of an S3 request the gateway reads */
 
 struct fg_s3_store_creds {
@@ -74,6 +75,10 @@ struct fg_s3_store_creds {
 	char secret[FG_SIGV4_SECRET_MAX + 1];
 	char token[FG_SIGV4_TOKEN_MAX + 1];
 	bool has_token;
+	/* a streaming-signed body (STREAMING-AWS4-HMAC-SHA256-PAYLOAD): the
+	 * client's signing key its chunks are checked with */
+	bool has_client_key;
+	unsigned char client_key[32];
 };
 
 /**

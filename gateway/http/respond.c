@@ -28,8 +28,7 @@ static enum MHD_Result send_json_as_s3(struct MHD_Connection *c, unsigned status
 				       int error, json_t *obj, const char *allow,
 				       bool close)
 {
-	const struct fg_s3_errdef *d = error >= 0 ? fg_s3_fence_error((enum fg_error)error)
-						  : NULL;
+	struct fg_s3_errdef d = fg_s3_fence_error((enum fg_error)error);
 	const char *msg = json_string_value(json_object_get(obj, "message"));
 	json_t *tok = json_object_get(obj, "token");
 	json_t *cur = json_object_get(obj, "current");
@@ -38,10 +37,10 @@ static enum MHD_Result send_json_as_s3(struct MHD_Connection *c, unsigned status
 		.has_current = json_is_integer(cur),
 		.current = (uint64_t)json_integer_value(cur),
 	};
-	enum MHD_Result ret = send_s3(c, status, error, d ? d->code : "InternalError",
-				      msg ? msg : (d ? d->message : ""),
+	enum MHD_Result ret = send_s3(c, status, error, d.code,
+				      msg ? msg : d.message,
 				      json_is_integer(tok) ? &stale : NULL,
-				      d ? d->retry_after : false, allow, close);
+				      d.retry_after, allow, close);
 	json_decref(obj);
 	return ret;
 }
@@ -133,15 +132,13 @@ static enum MHD_Result send_s3(struct MHD_Connection *c, unsigned status,
 enum MHD_Result fg_respond_s3(struct MHD_Connection *c, enum fg_s3_native n,
 			      const char *message, bool close)
 {
-	const struct fg_s3_errdef *d = fg_s3_native_error(n);
-	if (!d)
-		return MHD_NO;
+	struct fg_s3_errdef d = fg_s3_native_error(n);
 	/* the nearest fencegate error, for the record's counts */
-	int e = d->status == 400 ? FG_E_BAD_REQUEST
-		: d->status == 403 && n != FG_S3N_ACCESS_DENIED ? FG_E_UNAUTHENTICATED
+	int e = d.status == 400 ? FG_E_BAD_REQUEST
+		: d.status == 403 && n != FG_S3N_ACCESS_DENIED ? FG_E_UNAUTHENTICATED
 		: FG_E_FORBIDDEN;
-	return send_s3(c, d->status, e, d->code, message ? message : d->message,
-		       NULL, d->retry_after, NULL, close);
+	return send_s3(c, d.status, e, d.code, message ? message : d.message,
+		       NULL, d.retry_after, NULL, close);
 }
 
 enum MHD_Result fg_respond_json(struct MHD_Connection *c, unsigned status,

@@ -133,6 +133,8 @@ struct fg_flow {
 					   (writeset.h); cleared once asked */
 	struct fg_s3part *s3;           /* S3 mode: allocated by s3_head(),
 					   freed by fg_proxy_finish() */
+	uint64_t decoded;               /* its streaming-signed body's
+					   x-amz-decoded-content-length */
 };
 
 /* A fenced write in flight: what its transfer's hooks reach. Allocated in
@@ -746,6 +748,14 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 	};
 	if (fg_xfer_start(x, &spec, pw ? &hooks : NULL) != 0)
 		goto error_write;
+	/* a streaming-signed body's chunks are signed again on the chain
+	 * the head's signature (just made) seeds; nothing went yet */
+	if (s3 && fg_s3part_streaming(s3) &&
+	    fg_s3part_chunk_start(s3, px->gw->cfg, req->flow->decoded, px->sigs) != 0) {
+		fg_xfer_end_now(x);
+		return fg_respond_error(c, FG_E_INTERNAL, "cannot sign the body's "
+					"chunks again", NULL);
+	}
 	if (pw)
 		fg_writes_kick(px->writes); /* its deadline is looked at */
 	req->flow->state = FLOW_STREAMING;
@@ -1334,6 +1344,18 @@ static enum MHD_Result s3_head(struct fg_req *req, struct MHD_Connection *c,
 	enum fg_s3_refusal r = fg_s3_classify(req->gw->cfg, &h, &s3->r);
 	if (r != FG_S3_OK)
 		return s3_refuse(c, r);
+	if (fg_s3part_streaming(s3)) {
+		/* its chunks are checked against this many bytes of data */
+		const char *d = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
+							    "x-amz-decoded-content-length");
+		char *end = NULL;
+		unsigned long long v = d && *d >= '0' && *d <= '9' ? strtoull(d, &end, 10) : 0;
+		if (!end || *end || s3->r.needs_body)
+			return fg_respond_s3(c, FG_S3N_INVALID_REQUEST,
+					     "a streaming-signed body needs "
+					     "x-amz-decoded-content-length", true);
+		fl->decoded = v;
+	}
 	if (s3->r.needs_body) {
 		if (req->body_length_given && req->body_length > FG_S3_DELETE_BODY_MAX)
 			return fg_respond_s3(c, FG_S3N_MALFORMED_XML,
@@ -1422,10 +1444,74 @@ static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
 
 /* STREAMING: the body goes up as it comes; once it is in, the answer is
  * given from the upstream's head (or from what ended the transfer). */
+/* A streaming-signed body's chunks that failed: the transfer ends before
+ * the upstream has the whole body, and the client is told why. */
+static enum MHD_Result chunk_failed(struct fg_req *req, struct MHD_Connection *c,
+				    enum fg_awschunk_err e)
+{
+	struct fg_s3part *s3 = req->flow->s3;
+	fg_xfer_end_now(req->flow->xfer);
+	req->flow->state = FLOW_ANSWERED;
+	fg_log_info("refused %s: a chunk of its streaming-signed body: %s",
+		    req->rec.method, fg_awschunk_message(s3->chunk));
+	return fg_respond_s3(c, e == FG_AWSCHUNK_BAD_SIGNATURE
+				? FG_S3N_SIGNATURE_DOES_NOT_MATCH : FG_S3N_INVALID_REQUEST,
+			     e == FG_AWSCHUNK_BAD_SIGNATURE
+				? "a chunk's signature does not match; the upload "
+				  "was ended before the store had all of it"
+				: fg_awschunk_message(s3->chunk), true);
+}
+
+/* Hands the transfer what the chunk checker emitted; true when it took
+ * all of it (else the connection is suspended until it has room). */
+static bool chunk_drain(struct fg_req *req)
+{
+	struct fg_s3part *s3 = req->flow->s3;
+	if (s3->out_len == 0)
+		return true;
+	size_t left = s3->out_len;
+	fg_xfer_feed(req->flow->xfer, s3->out, &left);
+	memmove(s3->out, s3->out + (s3->out_len - left), left);
+	s3->out_len = left;
+	return left == 0;
+}
+
+/* STREAMING, a streaming-signed body: the client's bytes go through the
+ * chunk checker, and only what it emits goes up. */
+static enum MHD_Result stream_chunks(struct fg_req *req, struct MHD_Connection *c,
+				     const char *upload, size_t *upload_size)
+{
+	struct fg_s3part *s3 = req->flow->s3;
+	if (!chunk_drain(req))
+		return MHD_YES; /* the rest of upload waits */
+	if (*upload_size) {
+		enum fg_awschunk_err e = fg_awschunk_feed(s3->chunk, upload, *upload_size);
+		req->rec.bytes_in += *upload_size;
+		*upload_size = 0;
+		if (e != FG_AWSCHUNK_OK)
+			return chunk_failed(req, c, e);
+		chunk_drain(req);
+		return MHD_YES;
+	}
+	if (!s3->chunk_ended) {
+		s3->chunk_ended = true;
+		enum fg_awschunk_err e = fg_awschunk_end(s3->chunk);
+		if (e != FG_AWSCHUNK_OK)
+			return chunk_failed(req, c, e);
+	}
+	if (!chunk_drain(req))
+		return MHD_YES; /* called again once the transfer took it */
+	if (!fg_xfer_body_end(req->flow->xfer))
+		return MHD_YES;
+	return respond(req, c);
+}
+
 static enum MHD_Result stream(struct fg_req *req, struct MHD_Connection *c,
 			      const char *upload, size_t *upload_size)
 {
 	struct fg_xfer *x = req->flow->xfer;
+	if (req->flow->s3 && req->flow->s3->chunk)
+		return stream_chunks(req, c, upload, upload_size);
 	if (*upload_size) {
 		req->rec.bytes_in += fg_xfer_feed(x, upload, upload_size);
 		return MHD_YES;

@@ -24,6 +24,8 @@ void fg_s3part_free(struct fg_s3part *p)
 	if (!p)
 		return;
 	OPENSSL_cleanse(&p->up, sizeof(p->up));
+	fg_awschunk_destroy(p->chunk);
+	free(p->out);
 	free(p->body);
 	free(p);
 }
@@ -184,6 +186,62 @@ bool fg_s3part_upstream(struct fg_s3part *p, const struct fg_config *cfg,
 		.seed = p->seed,
 	};
 	return true;
+}
+
+bool fg_s3part_streaming(const struct fg_s3part *p)
+{
+	return !p->auth.presigned &&
+	       strcmp(p->auth.payload_hash, FG_S3_STREAMING_PAYLOAD) == 0;
+}
+
+/* The re-signed bytes, kept until the transfer takes them. */
+static bool emit(void *arg, const char *data, size_t n)
+{
+	struct fg_s3part *p = arg;
+	if (p->out_len + n > p->out_cap) {
+		size_t cap = p->out_cap ? p->out_cap : 65536;
+		while (cap < p->out_len + n)
+			cap *= 2;
+		char *o = realloc(p->out, cap);
+		if (!o)
+			return false;
+		p->out = o;
+		p->out_cap = cap;
+	}
+	memcpy(p->out + p->out_len, data, n);
+	p->out_len += n;
+	return true;
+}
+
+int fg_s3part_chunk_start(struct fg_s3part *p, const struct fg_config *cfg,
+			  uint64_t decoded, struct fg_sigv4_cache *cache)
+{
+	const char *region = cfg->s3_region ? cfg->s3_region : "us-east-1";
+	char up_date[17], up_scope[FG_AWSCHUNK_SCOPE_MAX], cl_scope[FG_AWSCHUNK_SCOPE_MAX];
+	unsigned char up_key[32];
+	int rc = -1;
+	if (!p->up.has_client_key || fg_sigv4_amz_date(p->sign.now, up_date) != 0)
+		return -1;
+	snprintf(up_scope, sizeof(up_scope), "%.8s/%s/s3/aws4_request", up_date, region);
+	snprintf(cl_scope, sizeof(cl_scope), "%s/%s/%s/aws4_request", p->auth.date,
+		 p->auth.region, p->auth.service);
+	char day[9];
+	memcpy(day, up_date, 8);
+	day[8] = '\0';
+	if (fg_sigv4_signing_key(cache, p->up.key_id, p->up.secret,
+				 strlen(p->up.secret), day, region, "s3", up_key) != 0)
+		goto out;
+	struct fg_awschunk_config cc = {
+		.client = { p->up.client_key, p->auth.amz_date, cl_scope, p->auth.signature },
+		.upstream = { up_key, up_date, up_scope, p->seed },
+		.decoded_length = decoded,
+		.emit = emit,
+		.emit_arg = p,
+	};
+	rc = fg_awschunk_create(&cc, &p->chunk) == FG_AWSCHUNK_OK ? 0 : -1;
+out:
+	OPENSSL_cleanse(up_key, sizeof(up_key));
+	return rc;
 }
 
 bool fg_s3part_url(const struct fg_s3part *p, const struct fg_config *cfg,

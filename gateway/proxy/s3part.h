@@ -19,6 +19,7 @@
 #include <stddef.h>
 
 #include "access/access.h"
+#include "base/awschunk.h"
 #include "base/config.h"
 #include "base/s3ops.h"
 #include "base/sigv4.h"
@@ -44,6 +45,13 @@ struct fg_s3part {
 	char clen[24];                   /* the Content-Length it signed */
 	struct fg_head_s3 sign;
 	char seed[65];                   /* the gateway's seed signature */
+	/* a streaming-signed body: checked and signed again chunk by chunk
+	 * (base/awschunk.c); what it emitted that the transfer has not taken
+	 * yet waits in out (at most a chunk and its framing) */
+	struct fg_awschunk *chunk;
+	char *out;
+	size_t out_len, out_cap;
+	bool chunk_ended;               /* fg_awschunk_end() was called */
 };
 
 /** A part for one request (caller owns: fg_s3part_free()). NULL without
@@ -80,6 +88,18 @@ void fg_s3part_writeset(const struct fg_s3part *p, bool fenced_read,
 bool fg_s3part_upstream(struct fg_s3part *p, const struct fg_config *cfg,
 			bool length_given, uint64_t length, int64_t now,
 			struct fg_sigv4_cache *cache);
+
+/** Is the body streaming-signed (its chunks checked and signed again)? */
+bool fg_s3part_streaming(const struct fg_s3part *p);
+
+/**
+ * A streaming-signed body, once the request upstream was signed (p->seed):
+ * the chunk checker, on the client's chain and the gateway's, for
+ * `decoded` bytes of data (x-amz-decoded-content-length). 0, or -1 (bad
+ * settings, no memory).
+ */
+int fg_s3part_chunk_start(struct fg_s3part *p, const struct fg_config *cfg,
+			  uint64_t decoded, struct fg_sigv4_cache *cache);
 
 /** The URL of the request upstream (base, then p's path and query) into
  *  out[cap]; false when it does not fit. */
