@@ -6,7 +6,8 @@
  * being read (not yet verified) or the verified last data chunk waiting
  * for the final chunk; nothing reaches emit() before the client's
  * signature of it compared equal, and the bytes that complete the decoded
- * length reach it only in the same step as the final chunk. Per chunk the
+ * length reach it only at end(), together with the final chunk, once the
+ * final chunk verified and nothing came after it. Per chunk the
  * data is hashed once, as it arrives (the one hash serves both chains),
  * plus one HMAC per chain over a short string.
  */
@@ -37,7 +38,8 @@ enum state {
 	S_DATA,     /* the size's bytes of data */
 	S_DATA_CR,
 	S_DATA_LF,
-	S_DONE,     /* the final chunk verified and was emitted */
+	S_FINAL,    /* the final chunk verified; emitted at end() */
+	S_DONE,     /* ... and emitted */
 	S_FAILED,
 };
 
@@ -82,6 +84,7 @@ struct fg_awschunk {
 	char pending_size_text[SIZE_DIGITS_MAX];
 	size_t pending_size_len;
 	char pending_sig[FG_AWSCHUNK_SIG_LEN]; /* the upstream's */
+	char final_sig[FG_AWSCHUNK_SIG_LEN];   /* the upstream's */
 };
 
 const char *fg_awschunk_strerror(enum fg_awschunk_err e)
@@ -365,15 +368,10 @@ static enum fg_awschunk_err chunk_done(struct fg_awschunk *c)
 	memcpy(c->upstream.prev, up, FG_AWSCHUNK_SIG_LEN);
 
 	if (c->size == 0) {
-		if (c->pending &&
-		    !put_chunk(c, c->pending_size_text, c->pending_size_len,
-			       c->pending_sig, c->held, c->held_len))
-			return fail(c, FG_AWSCHUNK_EMIT, "receiver refused bytes");
-		c->pending = false;
-		c->held_len = 0;
-		if (!put_chunk(c, "0", 1, up, NULL, 0))
-			return fail(c, FG_AWSCHUNK_EMIT, "receiver refused bytes");
-		c->state = S_DONE;
+		/* it goes on at end(): a byte after it is still an error
+		 * the upstream must not have seen the body complete for */
+		memcpy(c->final_sig, up, FG_AWSCHUNK_SIG_LEN);
+		c->state = S_FINAL;
 		return FG_AWSCHUNK_OK;
 	}
 	c->decoded += c->size;
@@ -492,6 +490,7 @@ enum fg_awschunk_err fg_awschunk_feed(struct fg_awschunk *c, const void *data,
 			if ((e = chunk_done(c)) != FG_AWSCHUNK_OK)
 				return e;
 			break;
+		case S_FINAL:
 		case S_DONE:
 			return fail(c, FG_AWSCHUNK_FRAMING,
 				    "bytes after the final chunk");
@@ -508,5 +507,17 @@ enum fg_awschunk_err fg_awschunk_end(struct fg_awschunk *c)
 		return c->err;
 	if (c->state == S_DONE)
 		return FG_AWSCHUNK_OK;
-	return fail(c, FG_AWSCHUNK_TRUNCATED, "body ended before its final chunk");
+	if (c->state != S_FINAL)
+		return fail(c, FG_AWSCHUNK_TRUNCATED,
+			    "body ended before its final chunk");
+	if (c->pending &&
+	    !put_chunk(c, c->pending_size_text, c->pending_size_len,
+		       c->pending_sig, c->held, c->held_len))
+		return fail(c, FG_AWSCHUNK_EMIT, "receiver refused bytes");
+	c->pending = false;
+	c->held_len = 0;
+	if (!put_chunk(c, "0", 1, c->final_sig, NULL, 0))
+		return fail(c, FG_AWSCHUNK_EMIT, "receiver refused bytes");
+	c->state = S_DONE;
+	return FG_AWSCHUNK_OK;
 }

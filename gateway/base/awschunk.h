@@ -19,9 +19,10 @@
  * Invariants: a chunk is emitted, with the upstream's signature in place of
  * the client's, only once the client's signature of it verified; the last
  * data chunk (the one that completes x-amz-decoded-content-length) is
- * emitted only together with the final zero-length chunk, once that one
- * verified too, so the upstream never sees every declared byte of a body
- * that fails. The hex size is emitted as the client wrote it and a
+ * emitted only by fg_awschunk_end(), together with the final zero-length
+ * chunk, once that one verified and no byte followed it: the upstream
+ * never gets every declared byte of a body that fails in any way. The hex
+ * size is emitted as the client wrote it and a
  * signature is always 64 hex digits: the emitted body is exactly as long
  * as the client's. At most one chunk is held, and no chunk over the
  * caller's maximum is held: memory is bounded by that maximum.
@@ -97,7 +98,8 @@ enum fg_awschunk_err fg_awschunk_create(const struct fg_awschunk_config *cfg,
 
 /**
  * Takes the next n bytes of the client's body, split anywhere. Emits what
- * may be forwarded so far through cfg->emit, possibly nothing. Returns
+ * may be forwarded so far through cfg->emit, possibly nothing; never the
+ * last data chunk nor the final chunk (see fg_awschunk_end()). Returns
  * FG_AWSCHUNK_OK, or the error that ends the body: the first error is
  * kept, and every later feed() and end() returns it without emitting.
  */
@@ -105,13 +107,16 @@ enum fg_awschunk_err fg_awschunk_feed(struct fg_awschunk *c, const void *p,
 				      size_t n);
 
 /**
- * The client's body ended. FG_AWSCHUNK_OK only if its final chunk verified
- * and everything was emitted; the error that ended it, or
- * FG_AWSCHUNK_TRUNCATED when it stopped short.
+ * The client's body ended (its Content-Length, or its HTTP chunked framing,
+ * is all read). When its final chunk verified and nothing followed, emits
+ * the last data chunk and the final chunk and returns FG_AWSCHUNK_OK (or
+ * FG_AWSCHUNK_EMIT); else the error that ended the body, or
+ * FG_AWSCHUNK_TRUNCATED when it stopped short. Calling it again returns
+ * the same.
  */
 enum fg_awschunk_err fg_awschunk_end(struct fg_awschunk *c);
 
-/** Whether the final chunk verified and was emitted. */
+/** Whether fg_awschunk_end() emitted the verified final chunk. */
 bool fg_awschunk_done(const struct fg_awschunk *c);
 
 /** Bytes emitted so far (the re-signed body's length once done). */

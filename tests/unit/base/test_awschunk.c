@@ -5,8 +5,9 @@
  * Pins awschunk.h: AWS's documented example verifies, and signed again on
  * the same chain it comes out byte for byte; a body signed on the
  * gateway's chain verifies on that chain and is as long as the client's;
- * any split of the input gives the same output; a bad signature in any
- * chunk stops the body before that chunk, and before the last data chunk;
+ * any split of the input gives the same output; the last data chunk goes
+ * on only at end(), with the final chunk; a bad signature in any chunk
+ * stops the body before that chunk, and before the last data chunk;
  * the grammar is strict; the decoded length, the maximum chunk and the
  * empty body.
  *
@@ -366,6 +367,48 @@ static void test_every_split(void **state)
 	free(b.p);
 }
 
+/* feed() stops before the last data chunk, whole as the body may be;
+ * end() sends it with the final chunk, once. */
+static void test_last_chunk_waits_for_end(void **state)
+{
+	(void)state;
+	struct chain ex, gw;
+	example_chain(&ex);
+	gateway_chain(&gw);
+	size_t sizes[] = { 10, 20, 30 };
+	struct body b;
+	build(&b, &ex, sizes, 3, false);
+	struct sink s;
+	struct fg_awschunk *c = make(&ex, &gw, 60, 0, &s);
+	assert_int_equal(fg_awschunk_feed(c, b.p, b.len), FG_AWSCHUNK_OK);
+	assert_int_equal(s.len, b.at[2]);
+	assert_false(fg_awschunk_done(c));
+	assert_int_equal(fg_awschunk_end(c), FG_AWSCHUNK_OK);
+	assert_true(fg_awschunk_done(c));
+	assert_int_equal(s.len, b.len);
+	assert_int_equal(fg_awschunk_end(c), FG_AWSCHUNK_OK);
+	assert_int_equal(s.len, b.len);
+	/* and nothing more is taken */
+	assert_int_equal(fg_awschunk_feed(c, "0", 1), FG_AWSCHUNK_FRAMING);
+	assert_int_equal(s.len, b.len);
+	fg_awschunk_destroy(c);
+	free(s.p);
+
+	/* a single data chunk: nothing goes on before end() */
+	size_t one[] = { 60 };
+	struct body o;
+	build(&o, &ex, one, 1, false);
+	c = make(&ex, &gw, 60, 0, &s);
+	assert_int_equal(fg_awschunk_feed(c, o.p, o.len), FG_AWSCHUNK_OK);
+	assert_int_equal(s.len, 0);
+	assert_int_equal(fg_awschunk_end(c), FG_AWSCHUNK_OK);
+	assert_int_equal(s.len, o.len);
+	fg_awschunk_destroy(c);
+	free(s.p);
+	free(o.p);
+	free(b.p);
+}
+
 /* A wrong signature in chunk k: the body fails there, and what was
  * emitted is the chunks before k, but never the last data chunk. */
 static void test_bad_signature(void **state)
@@ -489,9 +532,8 @@ static void test_framing(void **state)
 		}
 	}
 
-	/* bytes after the final chunk: the body fails, and the store saw it
-	 * complete (every chunk verified first): the caller must cut the
-	 * request, which the error tells it */
+	/* bytes after the final chunk: the body fails, and the last data
+	 * chunk and the final chunk, held until end(), never went on */
 	size_t sizes[] = { 5 };
 	struct body b;
 	build(&b, &ex, sizes, 1, false);
@@ -506,6 +548,7 @@ static void test_framing(void **state)
 				 FG_AWSCHUNK_FRAMING);
 		assert_string_equal(fg_awschunk_message(c),
 				    "bytes after the final chunk");
+		assert_int_equal(s.len, 0);  /* the only chunk stayed back */
 		fg_awschunk_destroy(c);
 		free(s.p);
 		free(p);
@@ -723,6 +766,7 @@ int main(void)
 		cmocka_unit_test(test_aws_example),
 		cmocka_unit_test(test_round_trip),
 		cmocka_unit_test(test_every_split),
+		cmocka_unit_test(test_last_chunk_waits_for_end),
 		cmocka_unit_test(test_bad_signature),
 		cmocka_unit_test(test_framing),
 		cmocka_unit_test(test_length_mismatch),
