@@ -6,7 +6,9 @@
  * fuzzed.
  *
  * The body is `<hex-size>;chunk-signature=<64 hex>\r\n<data>\r\n`,
- * repeated, ending with `0;chunk-signature=<64 hex>\r\n\r\n`. Each chunk's
+ * repeated, ending with `0;chunk-signature=<64 hex>\r\n\r\n`, and nothing
+ * after it: the size 1 to 16 hex digits of either case, no leading zero,
+ * the signature 64 lowercase hex digits, no other extension. Each chunk's
  * signature is the hex HMAC-SHA256, under the signing key, of
  *
  *   "AWS4-HMAC-SHA256-PAYLOAD\n" <amz-date> "\n" <scope> "\n"
