@@ -378,18 +378,33 @@ const char *fg_fence_message(const struct fg_fence *f, char *buf, size_t cap)
 	const char *h = header_name(r->header);
 	switch (r->row) {
 	case FG_FENCE_TOKEN_REQUIRED:
-		snprintf(buf, cap, "this write changes what lock %s guards: "
-			 "it needs a %s header", r->lock, h);
+		if (r->header == FG_WS_SESSION_TOKEN)
+			snprintf(buf, cap, "this write changes what lock %s guards: "
+				 "it needs that lock's sequencer in its session token "
+				 "(AWS_SESSION_TOKEN; fencectl lock --s3) or a "
+				 "Fencing-Token header", r->lock);
+		else
+			snprintf(buf, cap, "this write changes what lock %s guards: "
+				 "it needs a %s header", r->lock, h);
 		return buf;
 	case FG_FENCE_TOKEN_REPEATED:
-		snprintf(buf, cap, "more than one %s header", h);
+		if (r->header == FG_WS_SESSION_TOKEN)
+			snprintf(buf, cap, "the session token's sequencers are not a "
+				 "comma-separated list of at most %d, or more than one "
+				 "Fencing-Token header came", FG_FENCE_SEQS_MAX);
+		else
+			snprintf(buf, cap, "more than one %s header", h);
 		return buf;
 	case FG_FENCE_NOT_SEQUENCER:
 		snprintf(buf, cap, "the %s is not a sequencer", h);
 		return buf;
 	case FG_FENCE_WRONG_LOCK:
-		snprintf(buf, cap, "the %s is for another lock than %s, "
-			 "which guards this path", h, r->lock);
+		if (r->header == FG_WS_SESSION_TOKEN)
+			snprintf(buf, cap, "no sequencer the request carries is for "
+				 "lock %s, which guards an object it changes", r->lock);
+		else
+			snprintf(buf, cap, "the %s is for another lock than %s, "
+				 "which guards this path", h, r->lock);
 		return buf;
 	case FG_FENCE_EXPIRING:
 		return "the lease ends before a write could finish";
