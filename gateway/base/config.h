@@ -86,6 +86,10 @@ struct fg_config {
 	char *redis_password;          /* read from the file by
 					  fg_config_load(); never logged */
 
+	char *s3_domain;               /* S3 mode: `Host: BUCKET.<s3-domain>`
+					  names the bucket; NULL: the path's
+					  first segment always does */
+
 	unsigned check_only;           /* --check-config: validate, start nothing */
 };
 
