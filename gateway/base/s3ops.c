@@ -17,6 +17,7 @@
 #include <libxml/parser.h>
 #include <libxml/parserInternals.h>
 #include <libxml/tree.h>
+#include <libxml/xmlerror.h>
 #include <openssl/sha.h>
 
 #include "fencegate/sequencer.h"
@@ -283,10 +284,15 @@ static int parse_query(const char *q, size_t n, unsigned *bits, bool *select2)
 				if (strcmp(name, subresources[k].name) == 0)
 					bit = subresources[k].bit;
 			*bits |= bit;
-			if (bit == Q_SELECT_TYPE && eq &&
-			    pct_decode(eq + 1, plen - nlen - 1, value, sizeof(value), &len) == 0 &&
-			    strcmp(value, "2") == 0)
-				*select2 = true;
+			if (bit == Q_SELECT_TYPE) {
+				/* a Select names type 2, once or always */
+				if (eq && pct_decode(eq + 1, plen - nlen - 1, value,
+						     sizeof(value), &len) == 0 &&
+				    strcmp(value, "2") == 0)
+					*select2 = true;
+				else
+					*bits |= Q_UNKNOWN;
+			}
 		}
 		i = end + 1;
 	}
@@ -644,10 +650,30 @@ enum fg_s3_refusal fg_s3_locks_build(const struct fg_config *cfg,
 
 /* ---- the DeleteObjects body ------------------------------------------ */
 
+/* libxml2 reports some errors (an encoding it cannot convert) on its
+ * generic channel even with XML_PARSE_NOERROR: a client's body must not
+ * write to the gateway's stderr. */
+static void quiet(void *ctx, const char *fmt, ...)
+{
+	(void)ctx;
+	(void)fmt;
+}
+
+static void quiet_structured(void *ctx, xmlErrorPtr err)
+{
+	(void)ctx;
+	(void)err;
+}
+
 void fg_s3ops_init(void)
 {
 	LIBXML_TEST_VERSION
 	xmlInitParser();
+	/* this thread's handlers, and every later thread's defaults */
+	xmlSetGenericErrorFunc(NULL, quiet);
+	xmlThrDefSetGenericErrorFunc(NULL, quiet);
+	xmlSetStructuredErrorFunc(NULL, quiet_structured);
+	xmlThrDefSetStructuredErrorFunc(NULL, quiet_structured);
 }
 
 /* A DOCTYPE stops the parse before its subset is read: no entity can be

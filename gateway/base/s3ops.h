@@ -217,9 +217,11 @@ enum fg_s3_refusal fg_s3_locks_build(const struct fg_config *cfg,
 				     struct fg_s3_locks *out);
 
 /**
- * Sets up libxml2 (xmlInitParser()). main() calls it once, before any
- * thread starts; the unit tests and fuzz harnesses call it first too.
- * Calling it again is harmless.
+ * Sets up libxml2: xmlInitParser(), and error handlers that drop every
+ * message (a client's body never writes to the gateway's stderr), for
+ * this thread and as the default of threads created later. main() calls
+ * it once, before any thread starts; the unit tests and fuzz harnesses
+ * call it first too. Calling it again is harmless.
  */
 void fg_s3ops_init(void);
 
