@@ -762,6 +762,11 @@ int fg_s3_delete_parse(const char *body, size_t len,
 
 	if (len == 0 || len > FG_S3_DELETE_BODY_MAX)
 		return FG_S3_MALFORMED_XML;
+	/* UTF-8 only: the store must read the very keys read here, and a
+	 * NUL (UTF-16, UTF-32) or a UTF-16 byte order mark says otherwise */
+	if (memchr(body, '\0', len) || (unsigned char)body[0] == 0xfe ||
+	    (unsigned char)body[0] == 0xff)
+		return FG_S3_MALFORMED_XML;
 	ctxt = xmlCreateMemoryParserCtxt(body, (int)len);
 	if (!ctxt)
 		return FG_S3_NO_MEMORY;
@@ -775,6 +780,11 @@ int fg_s3_delete_parse(const char *body, size_t len,
 	doc = ctxt->myDoc;
 	ctxt->myDoc = NULL;
 	if (!ctxt->wellFormed || !doc || doc->intSubset || doc->extSubset)
+		goto error_doc;
+	/* a declared encoding other than UTF-8, or XML 1.1 (other line
+	 * ends): a store may decode other keys */
+	if ((doc->encoding && strcasecmp((const char *)doc->encoding, "UTF-8") != 0) ||
+	    !doc->version || strcmp((const char *)doc->version, "1.0") != 0)
 		goto error_doc;
 
 	const xmlNode *root = NULL;

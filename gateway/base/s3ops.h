@@ -230,7 +230,8 @@ void fg_s3ops_init(void);
  * <Object><Key>K</Key>[<VersionId>V</VersionId>]</Object>... </Delete>,
  * with or without S3's namespace; whitespace and comments between
  * elements. Refused as FG_S3_MALFORMED_XML: over FG_S3_DELETE_BODY_MAX
- * bytes, any DOCTYPE (so no entity but XML's five and character
+ * bytes, anything but UTF-8 XML 1.0 (a NUL byte, a UTF-16 byte order
+ * mark, another declared encoding or version), any DOCTYPE (so no entity but XML's five and character
  * references), anything that does not parse, any other element or text,
  * no Object or more than FG_S3_DELETE_KEYS_MAX, an empty key or one over
  * FG_S3_KEY_MAX bytes. libxml2 never reaches the network or a file.

@@ -13,6 +13,7 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <openssl/evp.h>
@@ -844,6 +845,12 @@ static void test_delete_bodies_malformed(void **state)
 		"<Delete><Object><Key>a\x01</Key></Object></Delete>",
 		"<Delete><Object><Key>a</Object></Key></Delete>",
 		"<Delete><Object><Key>\xff</Key></Object></Delete>",
+		/* UTF-8 and XML 1.0 only */
+		"<?xml version=\"1.0\" encoding=\"ISO-8859-1\"?><Delete><Object><Key>\xe9</Key></Object></Delete>",
+		"<?xml version=\"1.0\" encoding=\"US-ASCII\"?><Delete><Object><Key>a</Key></Object></Delete>",
+		"<?xml version=\"1.0\" encoding=\"UTF-16\"?><Delete><Object><Key>a</Key></Object></Delete>",
+		"<?xml version=\"1.1\"?><Delete><Object><Key>a</Key></Object></Delete>",
+		"\xff\xfe<\x01",
 	};
 	struct fg_config cfg;
 	struct fg_s3_locks locks;
@@ -854,6 +861,12 @@ static void test_delete_bodies_malformed(void **state)
 		if (e != FG_S3_MALFORMED_XML)
 			fail_msg("body %zu (%s): %d, want MalformedXML", i, bad[i], e);
 	}
+	/* UTF-16 (NUL bytes): refused; the length is what counts */
+	static const char u16[] = "<\0D\0e\0l\0e\0t\0e\0/\0>\0";
+	assert_int_equal(delete_locks(&cfg, u16, sizeof(u16) - 1, &locks), FG_S3_MALFORMED_XML);
+	/* an explicit UTF-8 declaration, any case, is fine */
+	const char *decl = "<?xml version=\"1.0\" encoding=\"utf-8\"?><Delete><Object><Key>a</Key></Object></Delete>";
+	assert_int_equal(delete_locks(&cfg, decl, strlen(decl), &locks), FG_S3_OK);
 	/* a NULL body is an empty one */
 	assert_int_equal(delete_locks(&cfg, NULL, 0, &locks), FG_S3_MALFORMED_XML);
 	struct fg_s3_errdef d = fg_s3_refusal_answer(FG_S3_MALFORMED_XML);
@@ -1000,6 +1013,37 @@ static void test_delete_bounds(void **state)
 	fg_config_finish(&cfg);
 }
 
+/* libxml2 says nothing on stderr, whatever the body */
+static void test_delete_quiet(void **state)
+{
+	static const char *const noisy[] = {
+		"<?xml version=\"1.0\" encoding=\"UTF-16\"?><Delete/>",
+		"<?xml version=\"1.0\" encoding=\"nonesuch\"?><Delete/>",
+		"<?xml version=\"1.0\" encoding=\"SHIFT_JIS\"?><Delete>\x81\xff\xff</Delete>",
+		"<?xml version=\"1.0\" encoding=\"EUC-JP\"?><Delete>\x8e\xff</Delete>",
+		"\x4c\x6f\xa7\x94<Delete/>", /* EBCDIC's "<?xm" */
+		"<Delete><Object><Key>\xc3</Key></Object></Delete>",
+		"<Delete><Object><Key>&undefined;</Key></Object>",
+		"<!DOCTYPE x [<!ENTITY a SYSTEM \"file:///nonexistent\">]><x>&a;</x>",
+	};
+	(void)state;
+	fflush(stderr);
+	FILE *tmp = tmpfile();
+	assert_non_null(tmp);
+	int saved = dup(2);
+	assert_true(saved >= 0);
+	assert_true(dup2(fileno(tmp), 2) >= 0);
+	for (size_t i = 0; i < sizeof(noisy) / sizeof(noisy[0]); i++)
+		(void)fg_s3_delete_parse(noisy[i], strlen(noisy[i]), NULL, NULL);
+	fflush(stderr);
+	dup2(saved, 2);
+	close(saved);
+	assert_true(fseek(tmp, 0, SEEK_END) == 0);
+	long size = ftell(tmp);
+	fclose(tmp);
+	assert_int_equal(size, 0);
+}
+
 static int stop_at_two(void *arg, const char *key, size_t len)
 {
 	int *n = arg;
@@ -1098,6 +1142,7 @@ int main(void)
 		cmocka_unit_test(test_delete_bodies_attacks),
 		cmocka_unit_test(test_delete_bounds),
 		cmocka_unit_test(test_delete_callback_stops),
+		cmocka_unit_test(test_delete_quiet),
 		cmocka_unit_test(test_refusal_answers),
 		cmocka_unit_test(test_op_names),
 		cmocka_unit_test(test_s3_domain_setting),
