@@ -103,8 +103,10 @@ struct fg_s3_head {
 	const char *content_type;  /* Content-Type header */
 };
 
-/* A request classified. Buckets and keys are NUL-terminated; a key's
- * bytes are exactly S3's (it holds no NUL, so the terminator is safe). */
+/* A request classified, in the caller's memory (nothing in it is
+ * allocated; the raw_ pointers point into the head's target). Buckets and
+ * keys are NUL-terminated; a key's bytes are exactly S3's (it holds no
+ * NUL, so the terminator is safe). */
 struct fg_s3_req {
 	enum fg_s3_op op;
 	bool read;                 /* READ or SELECT: changes nothing */
@@ -166,8 +168,9 @@ enum fg_s3_refusal fg_s3_classify(const struct fg_config *cfg,
  * covering "/BUCKET/KEY" (KEY decoded, not resolved), else "BUCKET/KEY"
  * when that is a valid lock name, else "~s3/" + base64url(SHA-256(
  * "BUCKET/KEY")) without padding. FG_S3_OK, or FG_S3_BAD_LOCK_NAME when a
- * rule decided and its lock is no valid name (bucket_len <=
- * FG_S3_BUCKET_MAX and key_len <= FG_S3_KEY_MAX, else FG_S3_KEY_TOO_LONG).
+ * rule decided and its lock is no valid name; FG_S3_BAD_BUCKET for a
+ * bucket_len of 0 or over FG_S3_BUCKET_MAX, FG_S3_KEY_TOO_LONG for a
+ * key_len of 0 or over FG_S3_KEY_MAX.
  */
 enum fg_s3_refusal fg_s3_object_lock(const struct fg_config *cfg,
 				     const char *bucket, size_t bucket_len,
@@ -237,7 +240,8 @@ void fg_s3ops_init(void);
  * FG_S3_KEY_MAX bytes. libxml2 never reaches the network or a file.
  *
  * Only when the whole body is accepted, on_key(arg, key, len) is called
- * for each key in order (decoded: entities and CDATA; NUL-terminated);
+ * for each key in order (decoded: entities and CDATA; NUL-terminated; the
+ * bytes are the parser's, valid during the call only; on_key may be NULL);
  * a non-zero return stops the walk and is returned. Returns 0, or
  * FG_S3_MALFORMED_XML, FG_S3_NO_MEMORY, or on_key's value.
  */
