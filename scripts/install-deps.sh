@@ -10,6 +10,8 @@ pkgs=(
   libcurl4-openssl-dev libcmocka-dev uthash-dev libsystemd-dev
   # the answers of the gateway's own upstream client are read with it
   libhttp-parser-dev
+  # S3 mode's DeleteObjects bodies
+  libxml2-dev
   # the listener's TLS (libmicrohttpd's TLS is GnuTLS)
   libgnutls28-dev
   # run, test, demo

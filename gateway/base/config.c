@@ -103,6 +103,7 @@ static const struct setting settings[] = {
 	S(upstream_s3_credentials, "FILE       S3 mode: the gateway's own key id, secret and optional\n"
 	  "                      session token at the store, one a line (owner-only)"),
 	S(s3_region, "REGION     S3 mode: the region requests are signed for (us-east-1)"),
+	S(s3_domain, "DOMAIN     S3 mode: a Host BUCKET.DOMAIN names the bucket (virtual-host style)"),
 };
 
 const char fg_config_usage[] =
@@ -208,7 +209,8 @@ void fg_config_finish(struct fg_config *c)
 			   &c->tls_client_ca, &c->upstream_ca, &c->upstream_cert,
 			   &c->upstream_key, &c->redis_user,
 			   &c->redis_password_file, &c->s3_credentials,
-			   &c->upstream_s3_credentials, &c->s3_region };
+			   &c->upstream_s3_credentials, &c->s3_region,
+			   &c->s3_domain };
 	for (size_t i = 0; i < sizeof(files) / sizeof(files[0]); i++) {
 		free(*files[i]);
 		*files[i] = NULL;
@@ -552,6 +554,13 @@ int fg_config_set(struct fg_config *c, const char *name, const char *value,
 				say(err, n, "%s: at least one method is required", name);
 				return -1;
 			}
+		}
+		if (s->off == offsetof(struct fg_config, s3_domain) &&
+		    (value[0] == '\0' || value[0] == '.' || strlen(value) > 253 ||
+		     value[strlen(value) - 1] == '.' || strstr(value, "..") ||
+		     strspn(value, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789.-") != strlen(value))) {
+			say(err, n, "s3-domain: '%s' is not a DNS name", value);
+			return -1;
 		}
 		char **slot = (char **)((char *)c + s->off);
 		char *copy = strdup(value);

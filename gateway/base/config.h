@@ -94,6 +94,9 @@ struct fg_config {
 	char *s3_credentials;          /* FILE: the keys the gateway issues */
 	char *upstream_s3_credentials; /* FILE: the gateway's own at the store */
 	char *s3_region;               /* NULL: us-east-1 */
+	char *s3_domain;               /* S3 mode: `Host: BUCKET.<s3-domain>`
+					  names the bucket; NULL: the path's
+					  first segment always does */
 
 	unsigned check_only;           /* --check-config: validate, start nothing */
 };

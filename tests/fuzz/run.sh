@@ -31,6 +31,8 @@ harnesses=(
   "fuzz_authz -max_len=1024"
   "fuzz_h1resp -max_len=8192"
   "fuzz_awschunk -max_len=8192"
+  "fuzz_s3_target -max_len=8192"
+  "fuzz_s3_delete -max_len=65536"
 )
 
 # UBSan findings must stop the run; later flags win over the caller's.
