@@ -226,8 +226,9 @@ static char lower(char c)
 /* RFC 9110 tchar, in lower case (a signed header's name). */
 static bool lower_tchar(unsigned char c)
 {
-	return (c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') ||
-	       (c != 0 && strchr("!#$%&'*+-.^_`|~", c) != NULL);
+	if ((c >= 'a' && c <= 'z') || (c >= '0' && c <= '9') || c == '-')
+		return true;
+	return c != 0 && strchr("!#$%&'*+.^_`|~", c) != NULL;
 }
 
 /* Does the header name n[0..nl) equal the lower-case word w[0..wl)? */
@@ -478,7 +479,17 @@ static int put_query(struct sink *s, struct fg_sigv4_cache *c, const char *q,
 		}
 		i = j + 1;
 	}
-	qsort(c->params, np, sizeof(c->params[0]), qparam_cmp);
+	/* insertion sort: a handful of parameters is the rule, and it is stable
+	 * and allocates nothing; at most FG_SIGV4_PARAMS_MAX of them */
+	for (size_t k = 1; k < np; k++) {
+		struct qparam x = c->params[k];
+		size_t m = k;
+		while (m > 0 && qparam_cmp(&c->params[m - 1], &x) > 0) {
+			c->params[m] = c->params[m - 1];
+			m--;
+		}
+		c->params[m] = x;
+	}
 	for (size_t k = 0; k < np; k++) {
 		const struct qparam *p = &c->params[k];
 		if (k)
@@ -615,10 +626,24 @@ static int signature(struct fg_sigv4_cache *c, const unsigned char key[32],
 {
 	char sts[ALGORITHM_LEN + 1 + 16 + 1 + 8 + 1 + FG_SIGV4_REGION_MAX + 1 +
 		 FG_SIGV4_SERVICE_MAX + 1 + sizeof(TERMINATOR) + 1 + 64 + 1];
-	int n = snprintf(sts, sizeof(sts), ALGORITHM "\n%s\n%s/%s/%s/" TERMINATOR "\n%s",
-			 amz_date, date, region, service, creq_hex);
+	size_t rl = strnlen(region, FG_SIGV4_REGION_MAX + 1);
+	size_t sl = strnlen(service, FG_SIGV4_SERVICE_MAX + 1);
+	if (rl > FG_SIGV4_REGION_MAX || sl > FG_SIGV4_SERVICE_MAX)
+		return -1;
+	/* memcpy, not snprintf: this runs twice a request */
+	char *o = sts;
+	memcpy(o, ALGORITHM "\n", ALGORITHM_LEN + 1), o += ALGORITHM_LEN + 1;
+	memcpy(o, amz_date, 16), o += 16;
+	*o++ = '\n';
+	memcpy(o, date, 8), o += 8;
+	*o++ = '/';
+	memcpy(o, region, rl), o += rl;
+	*o++ = '/';
+	memcpy(o, service, sl), o += sl;
+	memcpy(o, "/" TERMINATOR "\n", sizeof(TERMINATOR) + 1), o += sizeof(TERMINATOR) + 1;
+	memcpy(o, creq_hex, 64), o += 64;
 	unsigned char mac[32];
-	if (n < 0 || (size_t)n >= sizeof(sts) || hmac(c, key, 32, sts, (size_t)n, mac))
+	if (hmac(c, key, 32, sts, (size_t)(o - sts), mac))
 		return -1;
 	to_hex(mac, 32, out);
 	return 0;
@@ -1262,7 +1287,15 @@ int fg_sigv4_sign(const char *method, const char *path, size_t path_len,
 				return -1;
 		cache->sorted[i] = (struct href){ h, i };
 	}
-	qsort(cache->sorted, nheaders, sizeof(cache->sorted[0]), href_cmp);
+	for (size_t k = 1; k < nheaders; k++) { /* insertion sort, as put_query */
+		struct href x = cache->sorted[k];
+		size_t m = k;
+		while (m > 0 && href_cmp(&cache->sorted[m - 1], &x) > 0) {
+			cache->sorted[m] = cache->sorted[m - 1];
+			m--;
+		}
+		cache->sorted[m] = x;
+	}
 	size_t ll = 0, distinct = 0;
 	for (size_t i = 0; i < nheaders; i++) {
 		const struct fg_sigv4_header *h = cache->sorted[i].h;
@@ -1310,12 +1343,33 @@ int fg_sigv4_sign(const char *method, const char *path, size_t path_len,
 	OPENSSL_cleanse(skey, sizeof(skey));
 	if (rc)
 		return -1;
-	int w = snprintf(auth_out, cap,
-			 ALGORITHM " Credential=%s/%s/%s/%s/" TERMINATOR
-				   ", SignedHeaders=%s, Signature=%s",
-			 creds->key_id, date, creds->region, creds->service, cache->list, sig);
-	if (w < 0 || (size_t)w >= cap)
-		return -1;
+	/* ALGORITHM Credential=ID/DATE/REGION/SERVICE/aws4_request,
+	 * SignedHeaders=LIST, Signature=SIG */
+	struct {
+		const char *s;
+		size_t n;
+	} part[] = {
+		{ ALGORITHM " Credential=", ALGORITHM_LEN + 12 },
+		{ creds->key_id, strlen(creds->key_id) },
+		{ "/", 1 },
+		{ date, 8 },
+		{ "/", 1 },
+		{ creds->region, strlen(creds->region) },
+		{ "/", 1 },
+		{ creds->service, strlen(creds->service) },
+		{ "/" TERMINATOR ", SignedHeaders=", sizeof(TERMINATOR) + 16 },
+		{ cache->list, ll },
+		{ ", Signature=", 12 },
+		{ sig, 64 },
+	};
+	size_t w = 0;
+	for (size_t k = 0; k < sizeof(part) / sizeof(part[0]); k++) {
+		if (part[k].n >= cap - w)
+			return -1;
+		memcpy(auth_out + w, part[k].s, part[k].n);
+		w += part[k].n;
+	}
+	auth_out[w] = '\0';
 	if (seed_hex)
 		memcpy(seed_hex, sig, 65);
 	return 0;
