@@ -15,7 +15,6 @@
 #include <stdlib.h>
 #include <string.h>
 
-#include <openssl/core_names.h>
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
@@ -55,8 +54,7 @@ struct fg_sigv4_cache {
 	struct slot slot[FG_SIGV4_CACHE_SLOTS];
 	uint64_t tick;
 	EVP_MD *sha256;
-	EVP_MD_CTX *md;
-	EVP_MAC_CTX *mac;
+	EVP_MD_CTX *md; /* the one SHA-256 context of every hash and HMAC */
 	struct qparam params[FG_SIGV4_PARAMS_MAX];
 	/* a query byte decodes to at most one byte and encodes to at most 3 */
 	char arena[3u * FG_SIGV4_QUERY_MAX + 16u];
@@ -69,20 +67,10 @@ struct fg_sigv4_cache *fg_sigv4_cache_create(void)
 	struct fg_sigv4_cache *c = calloc(1, sizeof(*c));
 	if (!c)
 		return NULL;
+	/* fetched once: an implicit fetch on every init is a lookup */
 	c->sha256 = EVP_MD_fetch(NULL, "SHA256", NULL);
 	c->md = EVP_MD_CTX_new();
-	EVP_MAC *mac = EVP_MAC_fetch(NULL, "HMAC", NULL);
-	if (mac)
-		c->mac = EVP_MAC_CTX_new(mac);
-	EVP_MAC_free(mac); /* the context holds its own reference */
-	if (!c->sha256 || !c->md || !c->mac)
-		goto error_cache;
-	char digest[] = "SHA256";
-	OSSL_PARAM p[] = {
-		OSSL_PARAM_construct_utf8_string(OSSL_MAC_PARAM_DIGEST, digest, 0),
-		OSSL_PARAM_construct_end(),
-	};
-	if (!EVP_MAC_CTX_set_params(c->mac, p))
+	if (!c->sha256 || !c->md)
 		goto error_cache;
 	return c;
 error_cache:
@@ -94,23 +82,49 @@ void fg_sigv4_cache_destroy(struct fg_sigv4_cache *c)
 {
 	if (!c)
 		return;
-	EVP_MAC_CTX_free(c->mac); /* OpenSSL wipes the key it holds */
-	EVP_MD_CTX_free(c->md);
+	EVP_MD_CTX_free(c->md); /* OpenSSL wipes the digest state it held */
 	EVP_MD_free(c->sha256);
 	OPENSSL_cleanse(c, sizeof(*c));
 	free(c);
 }
 
-/* HMAC-SHA256 of msg under key, into out[32]. 0 or -1. */
+/*
+ * HMAC-SHA256 (RFC 2104) of msg under key, into out[32]. 0 or -1.
+ * Written over the cache's one SHA-256 context rather than through
+ * EVP_MAC: OpenSSL 3's EVP_MAC_init() sets up three digest contexts per
+ * key, which cost more than the two hashes of a string to sign, and a
+ * request makes two of them.
+ */
 static int hmac(struct fg_sigv4_cache *c, const void *key, size_t klen,
 		const void *msg, size_t mlen, unsigned char out[32])
 {
-	size_t n = 0;
-	if (!EVP_MAC_init(c->mac, key, klen, NULL) ||
-	    !EVP_MAC_update(c->mac, msg, mlen) || !EVP_MAC_final(c->mac, out, &n, 32) ||
+	unsigned char k[64] = { 0 }, pad[64], inner[32];
+	unsigned int n = 0;
+	int rc = -1;
+	if (klen > sizeof(k)) {
+		if (!EVP_DigestInit_ex(c->md, c->sha256, NULL) ||
+		    !EVP_DigestUpdate(c->md, key, klen) || !EVP_DigestFinal_ex(c->md, k, &n))
+			goto done;
+	} else {
+		memcpy(k, key, klen);
+	}
+	for (size_t i = 0; i < 64; i++)
+		pad[i] = k[i] ^ 0x36;
+	if (!EVP_DigestInit_ex(c->md, c->sha256, NULL) || !EVP_DigestUpdate(c->md, pad, 64) ||
+	    !EVP_DigestUpdate(c->md, msg, mlen) || !EVP_DigestFinal_ex(c->md, inner, &n))
+		goto done;
+	for (size_t i = 0; i < 64; i++)
+		pad[i] = k[i] ^ 0x5c;
+	if (!EVP_DigestInit_ex(c->md, c->sha256, NULL) || !EVP_DigestUpdate(c->md, pad, 64) ||
+	    !EVP_DigestUpdate(c->md, inner, 32) || !EVP_DigestFinal_ex(c->md, out, &n) ||
 	    n != 32)
-		return -1;
-	return 0;
+		goto done;
+	rc = 0;
+done:
+	OPENSSL_cleanse(k, sizeof(k));
+	OPENSSL_cleanse(pad, sizeof(pad));
+	OPENSSL_cleanse(inner, sizeof(inner));
+	return rc;
 }
 
 static const char hexdig[] = "0123456789abcdef";
