@@ -30,6 +30,7 @@ harnesses=(
   "fuzz_authfile -max_len=8192"
   "fuzz_authz -max_len=1024"
   "fuzz_h1resp -max_len=8192"
+  "fuzz_sigv4 -max_len=8192"
 )
 
 # UBSan findings must stop the run; later flags win over the caller's.
