@@ -1389,6 +1389,45 @@ int fg_sigv4_sign(const char *method, const char *path, size_t path_len,
 	return 0;
 }
 
+#define EMPTY_SHA256_HEX "e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+int fg_sigv4_chunk_signature(struct fg_sigv4_cache *c, const unsigned char key[32],
+			     const char *amz_date, const char *region,
+			     const char *service, const char *prev,
+			     const unsigned char chunk_sha256[32], char out[65])
+{
+	size_t n, rl, sl;
+	int64_t t;
+	if (!c || !key || !chunk_sha256 || !out || !bounded_cstr(amz_date, 16, &n) ||
+	    !parse_amz_date(amz_date, n, &t) ||
+	    !bounded_cstr(region, FG_SIGV4_REGION_MAX, &rl) ||
+	    !bounded_cstr(service, FG_SIGV4_SERVICE_MAX, &sl) ||
+	    !bounded_cstr(prev, 64, &n) || n != 64)
+		return -1;
+	char sts[sizeof(ALGORITHM "-PAYLOAD\n") + 17 + 9 + FG_SIGV4_REGION_MAX + 1 +
+		 FG_SIGV4_SERVICE_MAX + sizeof(TERMINATOR) + 3 * 65 + 8];
+	char *o = sts;
+	memcpy(o, ALGORITHM "-PAYLOAD\n", ALGORITHM_LEN + 9), o += ALGORITHM_LEN + 9;
+	memcpy(o, amz_date, 16), o += 16;
+	*o++ = '\n';
+	memcpy(o, amz_date, 8), o += 8;
+	*o++ = '/';
+	memcpy(o, region, rl), o += rl;
+	*o++ = '/';
+	memcpy(o, service, sl), o += sl;
+	memcpy(o, "/" TERMINATOR "\n", sizeof(TERMINATOR) + 1), o += sizeof(TERMINATOR) + 1;
+	memcpy(o, prev, 64), o += 64;
+	*o++ = '\n';
+	memcpy(o, EMPTY_SHA256_HEX "\n", 65), o += 65;
+	to_hex(chunk_sha256, 32, o);
+	o += 64;
+	unsigned char mac[32];
+	if (hmac(c, key, 32, sts, (size_t)(o - sts), mac))
+		return -1;
+	to_hex(mac, 32, out);
+	return 0;
+}
+
 /* ---- results ----------------------------------------------------------- */
 
 static const struct {

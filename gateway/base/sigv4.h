@@ -12,7 +12,7 @@
  * FG_SIGV4_VALUE_MAX bytes. Nothing is allocated per call: the working
  * memory of a call is in the struct fg_sigv4_cache the caller hands in.
  *
- * The S3 rules followed (docs/s3.md says the same for operators):
+ * The S3 rules followed:
  *  - the canonical URI is the path as received, percent-decoded once and
  *    then UriEncoded once (A-Z a-z 0-9 - . _ ~ and '/' kept, every other
  *    byte %XX in upper case); `//`, `.` and `..` are kept as they are,
@@ -145,7 +145,7 @@ struct fg_sigv4_auth {
  */
 struct fg_sigv4_cache;
 
-/** A new empty cache (about 60 KiB, one allocation), or NULL. */
+/** A new empty cache (about 55 KiB, one allocation), or NULL. */
 struct fg_sigv4_cache *fg_sigv4_cache_create(void);
 
 /** Wipes and frees c. Accepts NULL. */
@@ -295,5 +295,21 @@ int fg_sigv4_signing_key(struct fg_sigv4_cache *cache, const char *key_id,
 			 const char *secret, size_t secret_len,
 			 const char *date, const char *region,
 			 const char *service, unsigned char key[32]);
+
+/**
+ * The signature of one chunk of a STREAMING-AWS4-HMAC-SHA256-PAYLOAD body:
+ * HMAC(key, "AWS4-HMAC-SHA256-PAYLOAD\n" amz_date "\n" date/region/
+ * service/aws4_request "\n" prev "\n" SHA-256("") "\n" chunk_sha256 in
+ * hex), where key is the request's signing key (fg_sigv4_signing_key),
+ * prev the previous chunk's signature (the seed signature for the first
+ * chunk; 64 hex digits) and chunk_sha256 the SHA-256 of the chunk's data
+ * (of nothing for the final zero-length chunk). Writes 64 hex digits and a
+ * NUL into out. Returns 0, or -1 for an argument that passes a bound.
+ */
+int fg_sigv4_chunk_signature(struct fg_sigv4_cache *cache,
+			     const unsigned char key[32], const char *amz_date,
+			     const char *region, const char *service,
+			     const char *prev, const unsigned char chunk_sha256[32],
+			     char out[65]);
 
 #endif

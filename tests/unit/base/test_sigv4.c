@@ -21,6 +21,8 @@
 
 #include <cmocka.h>
 
+#include <openssl/sha.h>
+
 #include "base/sigv4.h"
 
 #define AKID "AKIAIOSFODNN7EXAMPLE"
@@ -800,6 +802,55 @@ static void test_signing_key_cache_many_keys(void **s)
 					      "us-east-1", "s3", k2), -1);
 }
 
+/* The documented chunked upload: its seed signature (a PUT signed by
+ * fg_sigv4_sign) and the chain of its three chunk signatures. */
+static void test_chunked_upload_example(void **s)
+{
+	(void)s;
+	struct fg_sigv4_header h[] = {
+		H("Host", "s3.amazonaws.com"),
+		H("x-amz-date", "20130524T000000Z"),
+		H("x-amz-storage-class", "REDUCED_REDUNDANCY"),
+		H("x-amz-content-sha256", "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"),
+		H("Content-Encoding", "aws-chunked"),
+		H("x-amz-decoded-content-length", "66560"),
+		H("Content-Length", "66824"),
+	};
+	struct fg_sigv4_creds c = { AKID, SECRET, "us-east-1", "s3" };
+	char out[FG_SIGV4_AUTH_VALUE_MAX], seed[65];
+	static const char path[] = "/examplebucket/chunkObject.txt";
+	assert_int_equal(fg_sigv4_sign("PUT", path, sizeof(path) - 1, "", 0, h, 7,
+				       "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", "20130524T000000Z", &c,
+				       cache, out, sizeof(out), seed),
+			 0);
+	assert_string_equal(seed, "4f232c4386841ef735655705268965c44a0e4690baa4adea153f7db9fa80a0a9");
+	assert_non_null(strstr(out, "SignedHeaders=content-encoding;content-length;host;"
+				    "x-amz-content-sha256;x-amz-date;x-amz-decoded-content-length;"
+				    "x-amz-storage-class, "));
+
+	unsigned char key[32], d[32];
+	assert_int_equal(fg_sigv4_signing_key(cache, AKID, SECRET, strlen(SECRET), "20130524",
+					      "us-east-1", "s3", key), 0);
+	static unsigned char data[65536];
+	memset(data, 'a', sizeof(data));
+	char sig1[65], sig2[65], sig3[65];
+	SHA256(data, 65536, d);
+	assert_int_equal(fg_sigv4_chunk_signature(cache, key, "20130524T000000Z", "us-east-1", "s3",
+						  seed, d, sig1), 0);
+	assert_string_equal(sig1, "ad80c730a21e5b8d04586a2213dd63b9a0e99e0e2307b0ade35a65485a288648");
+	SHA256(data, 1024, d);
+	assert_int_equal(fg_sigv4_chunk_signature(cache, key, "20130524T000000Z", "us-east-1", "s3",
+						  sig1, d, sig2), 0);
+	assert_string_equal(sig2, "0055627c9e194cb4542bae2aa5492e3c1575bbb81b612b7d234b86a503ef5497");
+	SHA256(data, 0, d);
+	assert_int_equal(fg_sigv4_chunk_signature(cache, key, "20130524T000000Z", "us-east-1", "s3",
+						  sig2, d, sig3), 0);
+	assert_string_equal(sig3, "b6c6ea8a5354eaf15b3cb7646744f4275b71ea724fed81ceb9323e279d449df9");
+	/* a previous signature that is not 64 digits */
+	assert_int_equal(fg_sigv4_chunk_signature(cache, key, "20130524T000000Z", "us-east-1", "s3",
+						  "abc", d, sig3), -1);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -823,6 +874,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_amz_date, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_sign_refuses_what_passes_a_bound, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_signing_key_cache_many_keys, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_chunked_upload_example, setup, teardown),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
