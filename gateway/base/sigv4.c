@@ -1061,20 +1061,26 @@ static bool query_has(const char *q, size_t len, const char *w)
 	return false;
 }
 
-/* Is the lower-case word w in the signed list? */
-static bool is_signed(const struct fg_sigv4_auth *a, const char *w)
+bool fg_sigv4_signed(const struct fg_sigv4_auth *a, const char *name, size_t len)
 {
-	size_t i = 0, n = strlen(a->signed_headers);
+	if (!a || !name)
+		return false;
+	size_t i = 0, n = strnlen(a->signed_headers, sizeof(a->signed_headers));
 	const char *s = a->signed_headers;
 	while (i < n) {
 		size_t j = i;
 		while (j < n && s[j] != ';')
 			j++;
-		if (span_is(s + i, j - i, w))
+		if (name_is(name, len, s + i, j - i))
 			return true;
 		i = j + 1;
 	}
 	return false;
+}
+
+static bool is_signed(const struct fg_sigv4_auth *a, const char *w)
+{
+	return fg_sigv4_signed(a, w, strlen(w));
 }
 
 /* A header value trimmed of blanks at both ends. */

@@ -217,6 +217,14 @@ enum fg_sigv4_result fg_sigv4_verify(const struct fg_sigv4_request *req,
 				     struct fg_sigv4_auth *out);
 
 /**
+ * Is the header name[0..len) (any case) among those a's signature covers?
+ * The proxy forwards a client's header only when it is (contract v1.4:
+ * headers the client did not sign are not forwarded).
+ */
+bool fg_sigv4_signed(const struct fg_sigv4_auth *a, const char *name,
+		     size_t len);
+
+/**
  * UriEncode(in[0..len)) into out[0..cap): unreserved bytes kept, '/' kept
  * when keep_slash, every other byte %XX (upper case). Returns the length
  * written (out ends in NUL), or -1 when it does not fit in cap.

@@ -118,6 +118,12 @@ static void test_get_object_example_verifies(void **s)
 	assert_false(auth.presigned);
 	assert_false(auth.has_token);
 	assert_int_equal(auth.nsigned, 4);
+	assert_true(fg_sigv4_signed(&auth, "Range", 5));
+	assert_true(fg_sigv4_signed(&auth, "HOST", 4));
+	assert_true(fg_sigv4_signed(&auth, "x-amz-date", 10));
+	assert_false(fg_sigv4_signed(&auth, "x-amz-dat", 9));
+	assert_false(fg_sigv4_signed(&auth, "user-agent", 10));
+	assert_false(fg_sigv4_signed(&auth, "authorization", 13));
 
 	char out[1024];
 	struct fg_sigv4_request r = req_of("GET", "/test.txt", h, 5);
