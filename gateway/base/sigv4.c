@@ -1333,7 +1333,11 @@ int fg_sigv4_sign(const char *method, const char *path, size_t path_len,
 			cache->list[ll++] = lower(h->name[k]);
 	}
 	cache->list[ll] = '\0';
-	if (ll == 0)
+	/* SigV4 always signs host: a store refuses a request without it */
+	bool host = false;
+	for (size_t i = 0; i < nheaders; i++)
+		host |= NAME_IS(&headers[i], "host");
+	if (!host)
 		return -1;
 
 	struct canon_in in = {

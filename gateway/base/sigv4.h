@@ -283,7 +283,8 @@ struct fg_sigv4_creds {
  * FG_SIGV4_AUTH_VALUE_MAX is always enough) and, when seed_hex is not
  * NULL, the signature alone (64 hex digits and a NUL: the seed of a
  * STREAMING-AWS4-HMAC-SHA256-PAYLOAD body). Returns 0, or -1 for input
- * that passes a bound or does not parse (nothing useful written).
+ * that passes a bound or does not parse, or headers without host (nothing
+ * useful written).
  */
 int fg_sigv4_sign(const char *method, const char *path, size_t path_len,
 		  const char *query, size_t query_len,

@@ -764,9 +764,13 @@ static void test_sign_refuses_what_passes_a_bound(void **s)
 	static struct fg_sigv4_header many[FG_SIGV4_SIGNED_MAX + 1];
 	static char names[FG_SIGV4_SIGNED_MAX + 1][16];
 	for (size_t i = 0; i <= FG_SIGV4_SIGNED_MAX; i++) {
-		snprintf(names[i], sizeof(names[i]), "x-h%03zu", i);
+		snprintf(names[i], sizeof(names[i]), i ? "x-h%03zu" : "host", i);
 		many[i] = (struct fg_sigv4_header){ names[i], strlen(names[i]), "v", 1 };
 	}
+	/* no host */
+	assert_int_equal(fg_sigv4_sign("GET", "/k", 2, "", 0, many + 1, 3, EMPTY_SHA,
+				       "20130524T000000Z", &c, cache, value, sizeof(value), NULL),
+			 -1);
 	assert_int_equal(fg_sigv4_sign("GET", "/k", 2, "", 0, many, FG_SIGV4_SIGNED_MAX, EMPTY_SHA,
 				       "20130524T000000Z", &c, cache, value, sizeof(value), NULL),
 			 0);
