@@ -69,7 +69,8 @@ struct fg_s3keys;
  * by spaces or tabs, `#` starting a comment at a line's start or after a
  * space or tab, blank lines ignored. An access key id is 1..128 bytes of
  * [A-Za-z0-9._-], once in the file; a secret 16..128 bytes of printable
- * ASCII (0x21..0x7e); a principal a principal's name as
+ * ASCII (0x21..0x7e; not starting with '#', which starts a comment); a
+ * principal a principal's name as
  * in the auth-file (fg_auth_name_valid); the fourth field a path, read
  * here with fg_s3upstream_load() (a path named on several lines is read
  * once).
