@@ -33,8 +33,9 @@
  * loop's cache and the s3keys lookup (fg_s3keys_lookup in s3keys.h); a
  * result other than OK answered with fg_sigv4_result_s3(); the principal
  * from auth.key, the sequencers from auth.token; the client's headers
- * forwarded only when fg_sigv4_signed(), less Authorization and
- * x-amz-security-token; the path forwarded as fg_sigv4_canonical_path()
+ * forwarded only when fg_sigv4_signed(), less Authorization,
+ * x-amz-security-token, and host, x-amz-date and x-amz-content-sha256
+ * (given again below, so never twice); the path forwarded as fg_sigv4_canonical_path()
  * gives it; fg_sigv4_amz_date() of now; fg_sigv4_sign() over the headers
  * forwarded plus host, x-amz-date, x-amz-content-sha256 (the client's
  * value, auth.payload_hash) and the upstream's session token, if any.
