@@ -58,6 +58,8 @@ RGW_NAME = "client.rgw.x"
 BEAST_LINE = re.compile(
     r'beast: \S+: \S+ - (?P<user>\S+) \[[^\]]*\] '
     r'"(?P<method>\S+) (?P<target>\S+) [^"]*" (?P<status>\d+) ')
+# one variable of a request's environment (debug rgw 20)
+ENV_LINE = re.compile(r"^\S+ (\S+) 20 ([A-Z][A-Z0-9_]*)=(.*)$")
 
 BINARIES = ("monmaptool", "ceph-mon", "ceph-osd", "ceph", "radosgw",
             "radosgw-admin")
@@ -367,6 +369,48 @@ class Rgw:
             raise SetupError("radosgw did not log %s\n%s"
                              % (mark, self.log_tail()))
         return [r for r in reqs[n0:] if not r[1].startswith("/fg-log-mark-")]
+
+    def log_offset(self):
+        """Where radosgw's log ends now: request_envs(since=) starts there."""
+        try:
+            return os.path.getsize(os.path.join(self.dir, "log",
+                                                RGW_NAME + ".log"))
+        except FileNotFoundError:
+            return 0
+
+    def log_headers(self, on=True):
+        """With on, radosgw logs every request's headers (debug rgw 20,
+        set through its admin socket; request_envs() reads them); off, back
+        to the access lines alone."""
+        self._run([ceph_tool("ceph"), "--admin-daemon",
+                   os.path.join(self.dir, "run", RGW_NAME + ".asok"),
+                   "config", "set", "debug_rgw", "20/20" if on else "1/5"],
+                  slack(30.0), "ceph --admin-daemon config set")
+
+    def request_envs(self, since=0):
+        """What radosgw was given of each request it began since log
+        offset `since` while log_headers() was on, in log order: a dict of
+        its CGI-style variables (REQUEST_METHOD, REQUEST_URI, QUERY_STRING,
+        HTTP_AUTHORIZATION, HTTP_X_AMZ_SECURITY_TOKEN, ...). radosgw logs
+        them in one burst per request, from one thread."""
+        with open(os.path.join(self.dir, "log", RGW_NAME + ".log"),
+                  "rb") as f:
+            f.seek(since)
+            data = f.read().decode("utf-8", "replace")
+        out, open_by_thread = [], {}
+        for line in data.splitlines():
+            m = ENV_LINE.match(line)
+            parts = line.split(" ", 3)
+            thread = parts[1] if len(parts) > 1 else ""
+            if m:
+                env = open_by_thread.get(thread)
+                if env is None:
+                    env = open_by_thread[thread] = {}
+                    out.append(env)
+                env[m.group(2)] = m.group(3)
+            else:
+                open_by_thread.pop(thread, None)
+        return out
 
     def alive(self):
         return bool(self.procs) and \

@@ -249,6 +249,56 @@ class S3StoreTests(TestCase):
     def test_rclone(self):
         self.scenarios(s3clients.Rclone)
 
+    def signs_its_token(self, cls):
+        """Every request of a few scenarios carries the session token,
+        signed (in SignedHeaders, or in a presigned query, which signs
+        the whole query); returns the x-amz-content-sha256 kinds sent."""
+        c = cls(self.store.endpoint, ACCESS_KEY, SECRET, token=TOKEN,
+                workdir=self.work)
+        b = "s3-token-" + c.name
+        small, big = self.files()
+        c.mb(b).check()
+        since = self.store.log_offset()
+        self.store.log_headers(True)
+        try:
+            c.put(b, "one", small).check()
+            c.multipart(b, "big", big).check()
+            c.copy(b, "one", "two").check()
+            c.delete_many(b, ["m/a", "m/b"]).check()
+            c.ls(b).check()
+        finally:
+            self.store.log_headers(False)
+        envs = [e for e in self.store.request_envs(since)
+                if "REQUEST_METHOD" in e]
+        self.assertGreater(len(envs), 5, envs)
+        hashes = set()
+        for e in envs:
+            what = "%s: %s %s" % (c.name, e.get("REQUEST_METHOD"),
+                                  e.get("REQUEST_URI"))
+            self.assertEqual(e.get("HTTP_X_AMZ_SECURITY_TOKEN"), TOKEN, what)
+            auth = e.get("HTTP_AUTHORIZATION", "")
+            self.assertIn("AWS4-HMAC-SHA256 ", auth, what)
+            signed = auth.split("SignedHeaders=")[1].split(",")[0].split(";")
+            self.assertIn("x-amz-security-token", signed, what)
+            self.assertIn("host", signed, what)
+            h = e.get("HTTP_X_AMZ_CONTENT_SHA256", "")
+            hashes.add("hex" if len(h) == 64 else h)
+        print("\n%s: %d requests, each with its session token signed; "
+              "x-amz-content-sha256: %s" % (c.name, len(envs),
+                                            ", ".join(sorted(hashes))))
+
+    def test_aws_cli_signs_its_session_token(self):
+        self.signs_its_token(s3clients.AwsCli)
+
+    def test_boto3_signs_its_session_token(self):
+        self.signs_its_token(s3clients.Boto3)
+
+    def test_s3cmd_signs_its_session_token(self):
+        self.signs_its_token(s3clients.S3cmd)
+
+    def test_rclone_signs_its_session_token(self):
+        self.signs_its_token(s3clients.Rclone)
+
     def test_rclone_checks_its_bucket_with_a_create_bucket_unless_told_not_to(self):
         small, _ = self.files()
         for check, want in ((True, 1), (False, 0)):
