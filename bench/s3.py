@@ -57,7 +57,7 @@ import harness  # noqa: E402
 import rgw  # noqa: E402
 import s3clients  # noqa: E402
 from harness import SetupError  # noqa: E402
-from measure import Meter, cpu_ticks, kids, rss_kb, errs_of  # noqa: E402
+from measure import Meter, kids, rss_kb, errs_of  # noqa: E402
 from peers import ProxyNginx  # noqa: E402
 
 ACCESS_KEY = "AKIABENCHSTORE000001"     # the store's user

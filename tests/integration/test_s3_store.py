@@ -17,7 +17,6 @@ import time
 import urllib.parse
 import xml.etree.ElementTree as ET
 
-import harness
 import rgw
 import s3clients
 from harness import TestCase, slack
