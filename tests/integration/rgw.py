@@ -58,6 +58,8 @@ RGW_NAME = "client.rgw.x"
 BEAST_LINE = re.compile(
     r'beast: \S+: \S+ - (?P<user>\S+) \[[^\]]*\] '
     r'"(?P<method>\S+) (?P<target>\S+) [^"]*" (?P<status>\d+) ')
+# the path of requests_after()'s own requests
+LOG_MARK = "/fg-log-mark-"
 # one variable of a request's environment (debug rgw 20)
 ENV_LINE = re.compile(r"^\S+ (\S+) 20 ([A-Z][A-Z0-9_]*)=(.*)$")
 
@@ -353,7 +355,7 @@ class Rgw:
         line after its answer, so this sends one more (an anonymous GET of
         a marker path) and waits for its line."""
         self._marks = getattr(self, "_marks", 0) + 1
-        mark = "/fg-log-mark-%d" % self._marks
+        mark = "%s%d" % (LOG_MARK, self._marks)
         try:
             c = http.client.HTTPConnection("127.0.0.1", self.port,
                                            timeout=slack(10))
@@ -368,7 +370,7 @@ class Rgw:
         if not reqs:
             raise SetupError("radosgw did not log %s\n%s"
                              % (mark, self.log_tail()))
-        return [r for r in reqs[n0:] if not r[1].startswith("/fg-log-mark-")]
+        return [r for r in reqs[n0:] if not r[1].startswith(LOG_MARK)]
 
     def log_offset(self):
         """Where radosgw's log ends now: request_envs(since=) starts there."""
