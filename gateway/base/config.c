@@ -207,10 +207,8 @@ void fg_config_finish(struct fg_config *c)
 		free(c->redis_password);
 		c->redis_password = NULL;
 	}
-	for (size_t i = 0; i < c->nroutes; i++) {
-		free(c->routes[i].prefix);
-		free(c->routes[i].lock);
-	}
+	for (size_t i = 0; i < c->nroutes; i++)
+		fg_route_finish(&c->routes[i]);
 	free(c->routes);
 	c->upstream = c->key_file = c->access_log = NULL;
 	c->routes = NULL;
@@ -331,8 +329,9 @@ int fg_upstream_parse(const char *s, struct fg_upstream *out)
 	return 0;
 }
 
-/* `route /PREFIX LOCK`: exactly two words, a prefix starting with '/', a
- * valid lock name. */
+/* `route /PREFIX LOCK`: exactly two words, compiled (base/route.c): a
+ * prefix starting with '/', its captures whole segments, a lock that is a
+ * valid lock name whatever the captures it uses hold. */
 static int add_route(struct fg_config *c, const char *value, char *err, size_t n)
 {
 	const char *p = value, *w[3];
@@ -348,12 +347,8 @@ static int add_route(struct fg_config *c, const char *value, char *err, size_t n
 		p += len[words];
 		words++;
 	}
-	if (words != 2 || w[0][0] != '/' || len[0] > 1024) {
+	if (words != 2 || w[0][0] != '/' || len[0] > FG_ROUTE_PREFIX_MAX) {
 		say(err, n, "route: expected `route /PREFIX LOCK`, got '%s'", value);
-		return -1;
-	}
-	if (!fg_name_valid(w[1], len[1])) {
-		say(err, n, "route: '%.*s' is not a valid lock name", (int)len[1], w[1]);
 		return -1;
 	}
 	struct fg_route *r = realloc(c->routes, (c->nroutes + 1) * sizeof(*r));
@@ -362,26 +357,8 @@ static int add_route(struct fg_config *c, const char *value, char *err, size_t n
 		return -1;
 	}
 	c->routes = r;
-	char *prefix = strndup(w[0], len[0]), *lock = strndup(w[1], len[1]);
-	if (!prefix || !lock) {
-		free(prefix);
-		free(lock);
-		say(err, n, "out of memory");
+	if (fg_route_compile(&r[c->nroutes], w[0], len[0], w[1], len[1], err, n))
 		return -1;
-	}
-	/* Paths are matched resolved (decoded, slashes merged, dot segments
-	 * gone): so is the prefix, or it would never match. */
-	char resolved[FG_PATH_MAX];
-	size_t rlen;
-	if (fg_path_resolve(prefix, len[0], resolved, sizeof(resolved), &rlen)) {
-		say(err, n, "route: prefix '%s' is not a path inside the upstream", prefix);
-		free(prefix);
-		free(lock);
-		return -1;
-	}
-	memcpy(prefix, resolved, rlen + 1); /* never longer than as written */
-	r[c->nroutes].prefix = prefix;
-	r[c->nroutes].lock = lock;
 	c->nroutes++;
 	return 0;
 }

@@ -10,6 +10,7 @@
 #define FENCEGATE_CONFIG_H
 
 #include "fencegate/topo.h"
+#include "base/route.h" /* struct fg_route: a compiled `route` line */
 #include <stddef.h>
 
 #define FG_HOST_MAX 256
@@ -20,10 +21,6 @@
 #define FG_READYZ_REDIS 1u
 #define FG_READYZ_UPSTREAM 2u
 
-struct fg_route {
-	char *prefix; /* path prefix, starts with '/' */
-	char *lock;   /* the lock guarding every path under it */
-};
 
 /* The upstream URL, read once (fg_upstream_parse()). */
 struct fg_upstream {
@@ -69,7 +66,7 @@ struct fg_config {
 	char *write_methods;           /* space-separated; NULL: the defaults */
 	char *read_methods;            /* unfenced unless they carry a token;
 					  any other method is fenced */
-	struct fg_route *routes;
+	struct fg_route *routes;       /* in file order (route.h) */
 	size_t nroutes;
 
 	/* Who may (docs/security.md). Paths are read at start-up and again
