@@ -108,6 +108,9 @@ const char fg_config_usage[] =
 	"  --check-config      read and check the settings and every file they name,\n"
 	"                      print what is wrong and exit 2, or \"configuration ok\"\n"
 	"                      and exit 0; starts nothing (never listens, no Redis)\n"
+	"  --route-test PATH   (may be repeated; implies --check-config) print the\n"
+	"                      lock that guards PATH and the route rule that gives it;\n"
+	"                      exit 2 when PATH maps to no valid lock name\n"
 	"  --new-key NAME      (alone) print a new bearer key and its auth-file line, exit\n";
 
 static void say(char *err, size_t n, const char *fmt, ...)
@@ -757,6 +760,13 @@ enum fg_config_result fg_config_load(struct fg_config *c, int argc,
 		}
 		if (strcmp(argv[i], "--check-config") == 0)
 			c->check_only = 1;
+		if (strcmp(argv[i], "--route-test") == 0 ||
+		    strncmp(argv[i], "--route-test=", 13) == 0) {
+			/* a check of the routes is a check of the config */
+			c->check_only = 1;
+			if (!argv[i][12] && i + 1 < argc)
+				i++; /* its path, whatever it is */
+		}
 		if (strcmp(argv[i], "--config") == 0) {
 			if (i + 1 >= argc) {
 				note(err, n, "--config needs a file name");
@@ -782,6 +792,19 @@ enum fg_config_result fg_config_load(struct fg_config *c, int argc,
 		const char *eq = strchr(a, '=');
 		if (strcmp(a, "check-config") == 0)
 			continue;
+		if (strcmp(a, "route-test") == 0 || strncmp(a, "route-test=", 11) == 0) {
+			const char *path = a[10] ? a + 11 : i + 1 < argc ? argv[++i] : NULL;
+			if (!path) {
+				note(err, n, "--route-test needs a path");
+				rc = -1;
+			} else if (c->nroute_tests >= FG_ROUTE_TESTS_MAX) {
+				note(err, n, "--route-test: at most %d paths", FG_ROUTE_TESTS_MAX);
+				rc = -1;
+			} else {
+				c->route_test[c->nroute_tests++] = path;
+			}
+			continue;
+		}
 		if (eq) {
 			if ((size_t)(eq - a) >= sizeof(name)) {
 				note(err, n, "unknown flag '%.*s'", (int)(eq - argv[i]),

@@ -14,6 +14,7 @@
 #include <stddef.h>
 
 #define FG_HOST_MAX 256
+#define FG_ROUTE_TESTS_MAX 32
 #define FG_DEFAULT_WRITE_METHODS "PUT POST PATCH DELETE MKCOL COPY MOVE PROPPATCH"
 #define FG_DEFAULT_READ_METHODS "GET HEAD OPTIONS PROPFIND"
 
@@ -84,6 +85,10 @@ struct fg_config {
 					  fg_config_load(); never logged */
 
 	unsigned check_only;           /* --check-config: validate, start nothing */
+	const char *route_test[FG_ROUTE_TESTS_MAX]; /* --route-test PATH: the
+					  paths to show the lock of (into
+					  argv, not owned) */
+	unsigned nroute_tests;
 };
 
 enum fg_config_result {
