@@ -9,8 +9,9 @@
  *  - after 0, every setting is inside its documented range (the invariant
  *    of config.h), every route has a prefix starting with '/' and a valid
  *    lock name or a template of one (the prefix stored resolved:
- *    resolving it again changes nothing), the upstream is an http(s) URL, the method lists hold only
- *    [A-Z_-] and spaces and name at least one method;
+ *    resolving it again changes nothing), the upstream is an http(s)
+ *    URL, the method lists hold only [A-Z_-] and spaces and name at
+ *    least one method;
  *  - fg_config_finish() frees everything, whether the read succeeded or
  *    not (LeakSanitizer checks every input), and may be called twice;
  *  - fg_parse_hostport() on the input as a C string: when it accepts, the
