@@ -5,6 +5,9 @@ of a REST store (reststore.py) and of a WebDAV store (nginx), and the
 route endpoint and `--check-config --route-test` say which lock and rule a
 path gets."""
 
+import hashlib
+import os
+import secrets
 import subprocess
 import uuid
 
@@ -138,6 +141,42 @@ class RestRouteTests(TestCase):
         g = self.acquire_ok(r.json["lock"], ttl_ms=30000)
         r = self.write("PUT", "/orders/77/notes/1", {"t": "x"}, g["sequencer"])
         self.assertEqual(r.status, 201, r)
+
+
+class RouteEndpointAuthTests(TestCase):
+    """With an auth-file, the route endpoint answers any known principal,
+    whatever its rights, and no one else."""
+
+    uses_shared_env = False
+    KEY = secrets.token_urlsafe(32)
+
+    def setUp(self):
+        super().setUp()
+        auth = write_config("nobody sha256:%s\n"
+                            % hashlib.sha256(self.KEY.encode()).hexdigest())
+        os.chmod(auth, 0o600)
+        env = harness.Env(["--config", write_config(ORDERS + "\n"),
+                           "--auth-file", auth],
+                          origin=RestStore(), key_file=True)
+        self.log_paths += env.log_paths()
+        env.start()
+        self.addCleanup(self._stop_env, env)
+        self.gw = env.gw
+        self.redis = env.redis
+
+    def ask(self, headers=None):
+        return harness.http_request(self.gw.port, "GET",
+                                    "/_fence/v1/route?path=/orders/42/x",
+                                    headers=headers)
+
+    def test_any_known_principal_may_ask(self):
+        r = self.ask({"Authorization": "Bearer " + self.KEY})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json["lock"], "orders/42")
+        self.assert_error(self.ask(), 401, "unauthenticated")
+        self.assert_error(self.ask({"Authorization": "Bearer "
+                                    + secrets.token_urlsafe(32)}),
+                          401, "unauthenticated")
 
 
 class RouteTestFlagTests(TestCase):
