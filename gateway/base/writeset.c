@@ -3,8 +3,9 @@
  * each part of it (contract v1.1, "the write set").
  *
  * Invariant: every path the gateway interprets (the request path, the
- * Destination, a route prefix) is resolved here, once, the way the storage
- * resolves it before acting on it; the lock chosen for a path is the lock of
+ * Destination; a route prefix when the config is read, base/route.c) is
+ * resolved once, the way the storage resolves it before acting on it; the
+ * lock chosen for a path (by the route rules, base/route.c) is the lock of
  * the object the storage will touch. A request whose write set cannot be
  * covered by the locks it names is refused here, before any token is read.
  */
