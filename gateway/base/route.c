@@ -457,8 +457,9 @@ bool fg_route_inside(const struct fg_route *r, const char *dir, size_t n,
 {
 	struct span caps[FG_ROUTE_CAPS_MAX];
 	uint32_t fixed;
-	enum reach how = reach(r, dir, n, caps, &fixed);
-	if (how == R_NONE || (how == R_FULL && strlen(r->prefix) < n))
+	/* R_FULL: a rule that matches dir itself decides there, where the
+	 * caller asks for dir's own lock, or never wins inside it */
+	if (reach(r, dir, n, caps, &fixed) != R_OPEN)
 		return false;
 	known_start(r, dir, caps, fixed, out, exact);
 	return true;

@@ -99,10 +99,12 @@ bool fg_routes_subtree_guarded(const struct fg_route *routes, size_t nroutes,
 
 /**
  * Could rule r decide a path inside the subtree of the collection path
- * `dir` (it ends in '/'), or is it the rule of `dir` itself, its prefix
- * as long as dir or longer? Then out gets the lock name it gives there
- * (*exact true), or when that name depends on captures dir does not fix,
- * the literal start all of them share (*exact false; may be "").
+ * `dir` (it ends in '/') without matching `dir` itself (its prefix goes
+ * on past dir)? Then out gets the lock name it gives there (*exact true),
+ * or when that name depends on captures dir does not fix, the literal
+ * start all of them share (*exact false; may be ""). A rule that matches
+ * dir is not one: it either decides dir (the caller's lock of dir) or
+ * loses to that rule everywhere under it.
  */
 bool fg_route_inside(const struct fg_route *r, const char *dir, size_t n,
 		     char out[FG_NAME_MAX + 1], bool *exact);

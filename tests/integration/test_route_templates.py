@@ -12,6 +12,7 @@ import subprocess
 import uuid
 
 import harness
+import test_auth
 from harness import Gateway, TestCase
 from reststore import RestStore
 from storage import write_config
@@ -281,3 +282,31 @@ class TeamSubtreeTests(FenceCase):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(r.json["lock"], "teams/" + self.team)
         self.assertEqual(r.json["rule"], "/teams/{team}/ teams/{team}")
+
+
+class ProxyAuthTemplateTests(test_auth.AuthCase):
+    """With `proxy-auth required`, a read of a collection reaches every
+    lock a template inside it can give: `read:` on the lock the collection
+    fixes, or on every name the template can make."""
+
+    def setUp(self):
+        self.extra_flags = ("--proxy-auth", "required", "--config",
+                            write_config("route /docs/{team}/ team-{team}\n"))
+        super().setUp()
+
+    def read(self, who, path):
+        return self.gw.request("GET", path, headers={
+            "Fence-Authorization": "Bearer " + test_auth.KEYS[who]})
+
+    def test_a_collection_read_needs_read_on_what_templates_inside_give(self):
+        n = len(self.upstream.records)
+        # reader has read:docs/, but every team's lock is team-...
+        for path in ("/docs/", "/docs/a/", "/docs/a/x"):
+            with self.subTest(path=path):
+                self.assert_refused(self.read("reader", path), 403,
+                                    "forbidden")
+        self.assertIn("team-", self.read("reader", "/docs/").json["message"])
+        self.assertEqual(self.upstream.records[n:], [])
+        for path in ("/docs/", "/docs/a/", "/docs/a/x"):
+            with self.subTest(who="ops", path=path):
+                self.assertEqual(self.read("ops", path).status, 200)

@@ -412,6 +412,43 @@ static void test_subtree_in_writeset(void **state)
 	fg_config_finish(&c);
 }
 
+/* ---- the locks a collection read reaches (the access step) ---------- */
+
+static void test_inside(void **state)
+{
+	struct fg_config c;
+	char out[FG_NAME_MAX + 1];
+	bool exact;
+	(void)state;
+	with_routes(&c, "/docs/{team}/ team-{team}", "/docs/secret/ sec",
+		    "/ all", "/docs/{team}/x/{y}/ {team}.{y}",
+		    "/docs/{team}/y/ yy-{team}", NULL);
+#define IN(i, d) fg_route_inside(&c.routes[i], d, strlen(d), out, &exact)
+	/* a template inside whose capture the collection leaves open: the
+	 * start every name it gives shares */
+	assert_true(IN(0, "/docs/"));
+	assert_false(exact);
+	assert_string_equal(out, "team-");
+	/* fixed by the collection: the one lock */
+	assert_true(IN(4, "/docs/a/"));
+	assert_true(exact);
+	assert_string_equal(out, "yy-a");
+	/* it matches there: dir's own */
+	assert_false(IN(0, "/docs/a/"));
+	assert_false(IN(0, "/docs/a/b/"));
+	assert_false(IN(1, "/docs/secret/")); /* likewise */
+	assert_false(IN(0, "/other/"));
+	assert_true(IN(1, "/docs/"));
+	assert_true(exact);
+	assert_string_equal(out, "sec");
+	assert_false(IN(2, "/docs/"));      /* "/" is above it */
+	assert_true(IN(3, "/docs/a/"));
+	assert_false(exact);
+	assert_string_equal(out, "a.");
+#undef IN
+	fg_config_finish(&c);
+}
+
 /* ---- the one decision the route endpoint and --route-test show ------ */
 
 static void test_decide(void **state)
@@ -460,6 +497,7 @@ int main(void)
 		cmocka_unit_test(test_apply),
 		cmocka_unit_test(test_subtree_templates),
 		cmocka_unit_test(test_subtree_in_writeset),
+		cmocka_unit_test(test_inside),
 		cmocka_unit_test(test_decide),
 	};
 
