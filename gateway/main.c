@@ -59,6 +59,7 @@
 #include "proc/gateway.h"
 #include "proc/held.h"
 #include "base/log.h"
+#include "base/writeset.h"
 #include "http/front.h"
 #include "loop.h"
 #include "proc/metrics.h"
@@ -206,6 +207,37 @@ static void add_reason(char *r, size_t n, const char *why)
 		snprintf(r + len, n - len, "%s%s", len ? "\n" : "", why);
 }
 
+/* --route-test PATH: the lock each path gets, as the proxy decides it
+ * (fg_route_decide()). 0, or 2 when one maps to no valid lock name. */
+static int route_tests(const struct fg_config *cfg)
+{
+	int rc = 0;
+	for (unsigned i = 0; i < cfg->nroute_tests; i++) {
+		const char *path = cfg->route_test[i];
+		char lock[FG_NAME_MAX + 1];
+		const struct fg_route *rule;
+		enum fg_error e = (cfg->upstream_api_s3 ? fg_s3_route_decide : fg_route_decide)(
+			cfg, path, strlen(path), lock, &rule);
+		char how[FG_ROUTE_PREFIX_MAX + 4 * FG_NAME_MAX + 16];
+		if (rule)
+			snprintf(how, sizeof(how), "(rule %s)", rule->line);
+		else
+			snprintf(how, sizeof(how), "(default)");
+		if (e == FG_E_COUNT) {
+			printf("%s -> lock %s %s\n", path, lock, how);
+			continue;
+		}
+		rc = 2;
+		if (e == FG_E_BAD_LOCK_NAME)
+			printf("%s -> %s: no valid lock name %s\n", path,
+			       fg_errors[e].code, how);
+		else
+			printf("%s -> %s: not a path the gateway proxies\n", path,
+			       fg_errors[e].code);
+	}
+	return rc;
+}
+
 /* --check-config: the settings read (reasons: what was wrong with them),
  * then each file and address they name, as the start would read it.
  * Exit 0 or 2. */
@@ -254,7 +286,8 @@ static int check_config(struct fg_config *cfg, char *reasons, size_t n)
 		return 2;
 	}
 	printf("fencegate: configuration ok\n");
-	return fflush(stdout) == 0 ? 0 : 1;
+	int rc = route_tests(cfg);
+	return fflush(stdout) == 0 ? rc : 1;
 }
 
 /* SIGHUP: the files the settings name are read again (the access log

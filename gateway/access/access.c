@@ -339,10 +339,15 @@ static bool require_read(struct MHD_Connection *c, const struct fg_config *cfg,
 		return forbid(c, p, FG_RIGHT_READ, dir + 1, true, ret);
 	}
 	for (size_t i = 0; i < cfg->nroutes; i++) {
-		const struct fg_route *r = &cfg->routes[i];
-		if (strncmp(r->prefix, dir, n) == 0 &&
-		    !require(c, p, FG_RIGHT_READ, r->lock, ret))
-			return false;
+		/* a template's lock inside: the one it gives there, or every
+		 * lock its names start with when captures inside decide */
+		char inner[FG_NAME_MAX + 1];
+		bool exact;
+		if (!fg_route_inside(&cfg->routes[i], dir, n, inner, &exact))
+			continue;
+		if (exact ? !require(c, p, FG_RIGHT_READ, inner, ret)
+			  : !fg_principal_may_prefix(p, FG_RIGHT_READ, inner))
+			return exact ? false : forbid(c, p, FG_RIGHT_READ, inner, true, ret);
 	}
 	return true;
 }

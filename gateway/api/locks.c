@@ -26,10 +26,12 @@
 #include "http/respond.h"
 #include "http/req.h"
 #include "proc/gateway.h"
+#include "base/s3ops.h"
 #include "base/clock.h"
 #include "proc/held.h"
 #include "base/jsonio.h"
 #include "base/log.h"
+#include "base/writeset.h"
 #include "rt/rt.h"
 #include "proc/metrics.h"
 #include "rt/park.h"
@@ -844,6 +846,36 @@ static enum MHD_Result listed(struct fg_req *req, struct MHD_Connection *c)
 	return fg_respond_json(c, MHD_HTTP_OK, o);
 }
 
+/* ---- which lock guards a path ---------------------------------------- */
+
+/* GET /_fence/v1/route?path=P: the lock the proxy would check a request
+ * for P against, and the route rule that gives it; answered from
+ * fg_route_decide(), the one decision --route-test also shows. */
+static enum MHD_Result route_info(struct fg_req *req, struct MHD_Connection *c)
+{
+	enum MHD_Result ret;
+	if (!no_fields_or_respond(req, c, "route",
+		"; the path goes in the query string", &ret))
+		return ret;
+	const char *path = MHD_lookup_connection_value(c, MHD_GET_ARGUMENT_KIND, "path");
+	if (!path || !path[0])
+		return bad(c, "path is required (?path=/a/request/path)");
+	char lock[FG_NAME_MAX + 1];
+	const struct fg_route *rule;
+	enum fg_error e = (req->gw->cfg->upstream_api_s3 ? fg_s3_route_decide : fg_route_decide)(
+		req->gw->cfg, path, strlen(path), lock, &rule);
+	if (e != FG_E_COUNT)
+		return fg_respond_error(c, e, NULL, NULL);
+	json_t *shown = json_string(path);
+	if (!shown) /* what a JSON answer cannot quote */
+		return bad(c, "path is not UTF-8");
+	json_t *o = json_pack("{s:o, s:s, s:o}", "path", shown, "lock", lock,
+			      "rule", rule ? json_string(rule->line) : json_null());
+	if (!o)
+		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
+	return fg_respond_json(c, MHD_HTTP_OK, o);
+}
+
 /* ---- check, health --------------------------------------------------- */
 
 static enum MHD_Result check_reply(struct MHD_Connection *c, const char *reason)
@@ -1017,6 +1049,8 @@ static enum MHD_Result dispatch(struct fg_req *req, struct MHD_Connection *c)
 		return list(req, c);
 	case FG_APIOP_CHECK:
 		return check(req, c);
+	case FG_APIOP_ROUTE:
+		return route_info(req, c);
 	case FG_APIOP_HEALTH:
 		return health(req, c);
 	case FG_APIOP_LIVEZ:

@@ -59,6 +59,8 @@ enum fg_apiop {
 	FG_APIOP_INSPECT,     /* GET or HEAD a lock: inspect, or observe */
 	FG_APIOP_LIST,        /* GET or HEAD /_fence/v1/locks */
 	FG_APIOP_CHECK,       /* POST /_fence/v1/check */
+	FG_APIOP_ROUTE,       /* GET or HEAD /_fence/v1/route?path=P: which
+				 lock guards P */
 	FG_APIOP_HEALTH,      /* GET or HEAD of the four below */
 	FG_APIOP_LIVEZ,
 	FG_APIOP_READYZ,

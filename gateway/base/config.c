@@ -117,6 +117,9 @@ const char fg_config_usage[] =
 	"  --check-config      read and check the settings and every file they name,\n"
 	"                      print what is wrong and exit 2, or \"configuration ok\"\n"
 	"                      and exit 0; starts nothing (never listens, no Redis)\n"
+	"  --route-test PATH   (may be repeated; implies --check-config) print the\n"
+	"                      lock that guards PATH and the route rule that gives it;\n"
+	"                      exit 2 when PATH maps to no valid lock name\n"
 	"  --new-key NAME      (alone) print a new bearer key and its auth-file line, exit\n"
 	"  --new-s3-key NAME   (alone) print a new s3-credentials line for principal NAME,\n"
 	"                      exit\n";
@@ -220,10 +223,8 @@ void fg_config_finish(struct fg_config *c)
 		free(c->redis_password);
 		c->redis_password = NULL;
 	}
-	for (size_t i = 0; i < c->nroutes; i++) {
-		free(c->routes[i].prefix);
-		free(c->routes[i].lock);
-	}
+	for (size_t i = 0; i < c->nroutes; i++)
+		fg_route_finish(&c->routes[i]);
 	free(c->routes);
 	c->upstream = c->key_file = c->access_log = NULL;
 	c->routes = NULL;
@@ -344,8 +345,9 @@ int fg_upstream_parse(const char *s, struct fg_upstream *out)
 	return 0;
 }
 
-/* `route /PREFIX LOCK`: exactly two words, a prefix starting with '/', a
- * valid lock name. */
+/* `route /PREFIX LOCK`: exactly two words, compiled (base/route.c): a
+ * prefix starting with '/', its captures whole segments, a lock that is a
+ * valid lock name whatever the captures it uses hold. */
 static int add_route(struct fg_config *c, const char *value, char *err, size_t n)
 {
 	const char *p = value, *w[3];
@@ -361,12 +363,8 @@ static int add_route(struct fg_config *c, const char *value, char *err, size_t n
 		p += len[words];
 		words++;
 	}
-	if (words != 2 || w[0][0] != '/' || len[0] > 1024) {
+	if (words != 2 || w[0][0] != '/' || len[0] > FG_ROUTE_PREFIX_MAX) {
 		say(err, n, "route: expected `route /PREFIX LOCK`, got '%s'", value);
-		return -1;
-	}
-	if (!fg_name_valid(w[1], len[1])) {
-		say(err, n, "route: '%.*s' is not a valid lock name", (int)len[1], w[1]);
 		return -1;
 	}
 	struct fg_route *r = realloc(c->routes, (c->nroutes + 1) * sizeof(*r));
@@ -375,26 +373,8 @@ static int add_route(struct fg_config *c, const char *value, char *err, size_t n
 		return -1;
 	}
 	c->routes = r;
-	char *prefix = strndup(w[0], len[0]), *lock = strndup(w[1], len[1]);
-	if (!prefix || !lock) {
-		free(prefix);
-		free(lock);
-		say(err, n, "out of memory");
+	if (fg_route_compile(&r[c->nroutes], w[0], len[0], w[1], len[1], err, n))
 		return -1;
-	}
-	/* Paths are matched resolved (decoded, slashes merged, dot segments
-	 * gone): so is the prefix, or it would never match. */
-	char resolved[FG_PATH_MAX];
-	size_t rlen;
-	if (fg_path_resolve(prefix, len[0], resolved, sizeof(resolved), &rlen)) {
-		say(err, n, "route: prefix '%s' is not a path inside the upstream", prefix);
-		free(prefix);
-		free(lock);
-		return -1;
-	}
-	memcpy(prefix, resolved, rlen + 1); /* never longer than as written */
-	r[c->nroutes].prefix = prefix;
-	r[c->nroutes].lock = lock;
 	c->nroutes++;
 	return 0;
 }
@@ -822,6 +802,13 @@ enum fg_config_result fg_config_load(struct fg_config *c, int argc,
 		}
 		if (strcmp(argv[i], "--check-config") == 0)
 			c->check_only = 1;
+		if (strcmp(argv[i], "--route-test") == 0 ||
+		    strncmp(argv[i], "--route-test=", 13) == 0) {
+			/* a check of the routes is a check of the config */
+			c->check_only = 1;
+			if (!argv[i][12] && i + 1 < argc)
+				i++; /* its path, whatever it is */
+		}
 		if (strcmp(argv[i], "--config") == 0) {
 			if (i + 1 >= argc) {
 				note(err, n, "--config needs a file name");
@@ -847,6 +834,19 @@ enum fg_config_result fg_config_load(struct fg_config *c, int argc,
 		const char *eq = strchr(a, '=');
 		if (strcmp(a, "check-config") == 0)
 			continue;
+		if (strcmp(a, "route-test") == 0 || strncmp(a, "route-test=", 11) == 0) {
+			const char *path = a[10] ? a + 11 : i + 1 < argc ? argv[++i] : NULL;
+			if (!path) {
+				note(err, n, "--route-test needs a path");
+				rc = -1;
+			} else if (c->nroute_tests >= FG_ROUTE_TESTS_MAX) {
+				note(err, n, "--route-test: at most %d paths", FG_ROUTE_TESTS_MAX);
+				rc = -1;
+			} else {
+				c->route_test[c->nroute_tests++] = path;
+			}
+			continue;
+		}
 		if (eq) {
 			if ((size_t)(eq - a) >= sizeof(name)) {
 				note(err, n, "unknown flag '%.*s'", (int)(eq - argv[i]),

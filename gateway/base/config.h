@@ -10,9 +10,11 @@
 #define FENCEGATE_CONFIG_H
 
 #include "fencegate/topo.h"
+#include "base/route.h" /* struct fg_route: a compiled `route` line */
 #include <stddef.h>
 
 #define FG_HOST_MAX 256
+#define FG_ROUTE_TESTS_MAX 32
 #define FG_DEFAULT_WRITE_METHODS "PUT POST PATCH DELETE MKCOL COPY MOVE PROPPATCH"
 #define FG_DEFAULT_READ_METHODS "GET HEAD OPTIONS PROPFIND"
 
@@ -20,10 +22,6 @@
 #define FG_READYZ_REDIS 1u
 #define FG_READYZ_UPSTREAM 2u
 
-struct fg_route {
-	char *prefix; /* path prefix, starts with '/' */
-	char *lock;   /* the lock guarding every path under it */
-};
 
 /* The upstream URL, read once (fg_upstream_parse()). */
 struct fg_upstream {
@@ -69,7 +67,7 @@ struct fg_config {
 	char *write_methods;           /* space-separated; NULL: the defaults */
 	char *read_methods;            /* unfenced unless they carry a token;
 					  any other method is fenced */
-	struct fg_route *routes;
+	struct fg_route *routes;       /* in file order (route.h) */
 	size_t nroutes;
 
 	/* Who may (docs/security.md). Paths are read at start-up and again
@@ -99,6 +97,10 @@ struct fg_config {
 					  first segment always does */
 
 	unsigned check_only;           /* --check-config: validate, start nothing */
+	const char *route_test[FG_ROUTE_TESTS_MAX]; /* --route-test PATH: the
+					  paths to show the lock of (into
+					  argv, not owned) */
+	unsigned nroute_tests;
 };
 
 enum fg_config_result {

@@ -495,18 +495,15 @@ enum fg_s3_refusal fg_s3_classify(const struct fg_config *cfg,
 /*
  * The one question asked of the route rules: the lock of the rule that
  * covers path[0..len) (*rule not NULL: a rule decided; the return is 0, or
- * -1 when its lock is no valid name), or *rule NULL when none does.
- * fg_lock_for_path() says only whether a rule decided, so *rule is then
- * the first rule, never dereferenced here.
+ * -1 when its lock is no valid name), or *rule NULL when none does. The
+ * path is "/BUCKET/KEY" with KEY decoded and not resolved: route templates
+ * match it segment-wise and literally (base/route.h).
  */
 static int route_lock(const struct fg_config *cfg, const char *path,
 		      size_t len, char out[FG_NAME_MAX + 1],
 		      const struct fg_route **rule)
 {
-	bool route = false;
-	int r = fg_lock_for_path(cfg, path, len, out, &route);
-	*rule = route ? cfg->routes : NULL;
-	return r;
+	return fg_route_lock(cfg, path, len, out, rule);
 }
 
 static size_t route_path(char *buf, const char *bucket, size_t blen,
@@ -837,4 +834,37 @@ error_doc:
 	xmlFreeDoc(doc);
 	xmlFreeParserCtxt(ctxt);
 	return ret;
+}
+
+enum fg_error fg_s3_route_decide(const struct fg_config *cfg, const char *raw,
+				 size_t len, char out[FG_NAME_MAX + 1],
+				 const struct fg_route **rule)
+{
+	*rule = NULL;
+	if (len < 2 || raw[0] != '/' || memchr(raw, '?', len) || memchr(raw, '#', len))
+		return FG_E_BAD_PATH;
+	const char *b = raw + 1;
+	const char *slash = memchr(b, '/', len - 1);
+	size_t blen = slash ? (size_t)(slash - b) : len - 1;
+	if (!valid_bucket(b, blen))
+		return FG_E_BAD_PATH;
+	char key[FG_S3_KEY_MAX + 1];
+	size_t klen = 0;
+	if (slash && pct_decode(slash + 1, (size_t)(raw + len - slash - 1), key,
+				sizeof(key), &klen) != 0)
+		return FG_E_BAD_PATH;
+	char path[ROUTE_PATH_MAX];
+	size_t plen = route_path(path, b, blen, key, klen);
+	if (klen == 0) {
+		/* the bucket itself: what its route rules give "/BUCKET/" */
+		if (route_lock(cfg, path, plen, out, rule) != 0)
+			return FG_E_BAD_LOCK_NAME;
+		return FG_E_COUNT;
+	}
+	if (route_lock(cfg, path, plen, out, rule) != 0)
+		return FG_E_BAD_LOCK_NAME;
+	if (*rule)
+		return FG_E_COUNT;
+	return fg_s3_object_lock(cfg, b, blen, key, klen, out) == FG_S3_OK
+		? FG_E_COUNT : FG_E_BAD_LOCK_NAME;
 }

@@ -220,6 +220,19 @@ enum fg_s3_refusal fg_s3_locks_build(const struct fg_config *cfg,
 				     struct fg_s3_locks *out);
 
 /**
+ * GET /_fence/v1/route and --route-test in S3 mode: the lock guarding the
+ * path-style path raw[0..len) ("/BUCKET/KEY", KEY percent-encoded as a
+ * client sends it): a route rule's on "/BUCKET/KEY" (KEY decoded, not
+ * resolved), else the default of fg_s3_object_lock(); for "/BUCKET" or
+ * "/BUCKET/" what the rules give the bucket. As fg_route_decide():
+ * FG_E_COUNT with the lock in out and *rule the winning rule (NULL: the
+ * default), FG_E_BAD_PATH (no bucket, a bad escape), FG_E_BAD_LOCK_NAME.
+ */
+enum fg_error fg_s3_route_decide(const struct fg_config *cfg, const char *raw,
+				 size_t len, char out[FG_NAME_MAX + 1],
+				 const struct fg_route **rule);
+
+/**
  * Sets up libxml2: xmlInitParser(), and error handlers that drop every
  * message (a client's body never writes to the gateway's stderr), for
  * this thread and as the default of threads created later. main() calls

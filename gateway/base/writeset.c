@@ -3,8 +3,9 @@
  * each part of it (contract v1.1, "the write set").
  *
  * Invariant: every path the gateway interprets (the request path, the
- * Destination, a route prefix) is resolved here, once, the way the storage
- * resolves it before acting on it; the lock chosen for a path is the lock of
+ * Destination; a route prefix when the config is read, base/route.c) is
+ * resolved once, the way the storage resolves it before acting on it; the
+ * lock chosen for a path (by the route rules, base/route.c) is the lock of
  * the object the storage will touch. A request whose write set cannot be
  * covered by the locks it names is refused here, before any token is read.
  */
@@ -14,58 +15,52 @@
 
 #include "base/text.h"
 #include "base/jsonio.h"
+#include "base/route.h"
 #include "base/writeset.h"
 
 #define API_PREFIX "/_fence/"
 
-/* "/p/" covers "/p/..." and "/p" itself; a prefix without a trailing '/'
- * covers whatever starts with it. */
-static bool covers(const char *pre, size_t n, const char *path, size_t len)
+/* The lock API's paths are never the storage's, however they are spelled
+ * ("//_fence/", "/x/../_fence/", "/%5Ffence/"). */
+static bool under_api(const char *resolved)
 {
-	return (len >= n && memcmp(path, pre, n) == 0) ||
-	       (n > 1 && pre[n - 1] == '/' && len == n - 1 &&
-		memcmp(path, pre, len) == 0);
+	return strncmp(resolved, API_PREFIX, sizeof(API_PREFIX) - 1) == 0 ||
+	       strcmp(resolved, "/_fence") == 0;
 }
 
-static const struct fg_route *route_for(const struct fg_config *cfg,
-					const char *path, size_t len)
+int fg_route_lock(const struct fg_config *cfg, const char *path, size_t len,
+		  char out[FG_NAME_MAX + 1], const struct fg_route **rule)
 {
-	const struct fg_route *best = NULL;
-	size_t best_len = 0;
-	for (size_t i = 0; i < cfg->nroutes; i++) {
-		size_t n = strlen(cfg->routes[i].prefix);
-		if (n > best_len && covers(cfg->routes[i].prefix, n, path, len)) {
-			best = &cfg->routes[i];
-			best_len = n;
-		}
-	}
-	return best;
+	return fg_routes_lock(cfg->routes, cfg->nroutes, path, len, out, rule);
 }
 
+/* The route rules decide (base/route.c); this is the proxy's view. */
 int fg_lock_for_path(const struct fg_config *cfg, const char *path, size_t len,
 		     char out[FG_NAME_MAX + 1], bool *route)
 {
-	const struct fg_route *best = route_for(cfg, path, len);
-	const char *name = path;
-	size_t nlen = len;
-	if (best) {
-		name = best->lock;
-		nlen = strlen(name);
-	} else {
-		while (nlen > 0 && name[0] == '/') {
-			name++;
-			nlen--;
-		}
-		while (nlen > 0 && name[nlen - 1] == '/')
-			nlen--;
-	}
+	const struct fg_route *rule;
+	int rc = fg_route_lock(cfg, path, len, out, &rule);
 	if (route)
-		*route = best != NULL;
-	if (nlen > FG_NAME_MAX || !fg_name_valid(name, nlen))
-		return -1;
-	memcpy(out, name, nlen);
-	out[nlen] = '\0';
-	return 0;
+		*route = rule != NULL;
+	return rc;
+}
+
+enum fg_error fg_route_decide(const struct fg_config *cfg, const char *raw,
+			      size_t len, char out[FG_NAME_MAX + 1],
+			      const struct fg_route **rule)
+{
+	char path[FG_PATH_MAX];
+	size_t plen;
+	*rule = NULL;
+	/* (S3 mode: fg_s3_route_decide(), base/s3ops.c, decides instead) */
+	if (len == 0 || raw[0] != '/' || memchr(raw, '?', len) ||
+	    memchr(raw, '#', len) ||
+	    fg_path_resolve(raw, len, path, sizeof(path), &plen) ||
+	    under_api(path))
+		return FG_E_BAD_PATH;
+	if (fg_route_lock(cfg, path, plen, out, rule))
+		return FG_E_BAD_LOCK_NAME;
+	return FG_E_COUNT;
 }
 
 int fg_fence_lock_for(const struct fg_config *cfg, const char *raw_path,
@@ -81,19 +76,7 @@ int fg_fence_lock_for(const struct fg_config *cfg, const char *raw_path,
 bool fg_subtree_guarded(const struct fg_config *cfg, const char *path,
 			size_t len, const char *lock)
 {
-	const struct fg_route *best = route_for(cfg, path, len);
-	if (!best || strcmp(best->lock, lock) != 0)
-		return false;
-	/* A longer rule starting inside the subtree gives part of it to
-	 * another lock (a rule for the same lock is harmless). */
-	for (size_t i = 0; i < cfg->nroutes; i++) {
-		const char *pre = cfg->routes[i].prefix;
-		size_t n = strlen(pre);
-		if (n > len && memcmp(pre, path, len) == 0 &&
-		    strcmp(cfg->routes[i].lock, lock) != 0)
-			return false;
-	}
-	return true;
+	return fg_routes_subtree_guarded(cfg->routes, cfg->nroutes, path, len, lock);
 }
 
 int fg_dest_raw_path(const char *dest, const char *host, const char **path,
@@ -150,14 +133,6 @@ bool fg_method_is_write(const struct fg_config *cfg, const char *method)
 		return true;
 	return !listed(cfg->read_methods ? cfg->read_methods : FG_DEFAULT_READ_METHODS,
 		       method);
-}
-
-/* The lock API's paths are never the storage's, however they are spelled
- * ("//_fence/", "/x/../_fence/", "/%5Ffence/"). */
-static bool under_api(const char *resolved)
-{
-	return strncmp(resolved, API_PREFIX, sizeof(API_PREFIX) - 1) == 0 ||
-	       strcmp(resolved, "/_fence") == 0;
 }
 
 static bool is_collection(const char *path, size_t len)

@@ -21,10 +21,28 @@
 #include "base/path.h"
 
 /**
- * The lock guarding a resolved path: the longest route prefix that covers
- * it (a prefix "/p/" covers "/p/..." and "/p" itself), else the path
- * without its leading and trailing '/'. 0, or -1 when that is no valid
- * lock name. *route (may be NULL) tells whether a route rule decided.
+ * The lock guarding a path, under cfg's route rules (base/route.c).
+ *
+ * path: a resolved path (fg_path_resolve) in the default mode; in S3 mode
+ * "/BUCKET/KEY" with KEY percent-decoded but not resolved (any byte but
+ * NUL, "//", "." and ".." segments: matched segment-wise and literally,
+ * never normalised). Of the rules that match it, the one with the most
+ * literal (non-capture) bytes wins, then the first in the file.
+ *
+ * 0 with the lock name in out and *rule the winning rule (NULL when no
+ * rule matched: then the default, the path without its leading and
+ * trailing '/'); -1 when the resulting name is not a valid lock name
+ * (*rule still says whether a rule decided). Allocates nothing.
+ */
+int fg_route_lock(const struct fg_config *cfg, const char *path, size_t len,
+		  char out[FG_NAME_MAX + 1], const struct fg_route **rule);
+
+/**
+ * The lock guarding a resolved path: fg_route_lock() (base/route.h: the
+ * matching rule with the most literal bytes, then the first; a prefix
+ * "/p/" covers "/p/..." and "/p" itself), else the path without its
+ * leading and trailing '/'. 0, or -1 when that is no valid lock name.
+ * *route (may be NULL) tells whether a route rule decided.
  */
 int fg_lock_for_path(const struct fg_config *cfg, const char *path, size_t len,
 		     char out[FG_NAME_MAX + 1], bool *route);
@@ -34,9 +52,24 @@ int fg_fence_lock_for(const struct fg_config *cfg, const char *raw_path,
 		      size_t len, char out[FG_NAME_MAX + 1]);
 
 /**
+ * Which lock guards a request path as a client sends it (percent-encoded,
+ * no query), as the proxy decides it: the one decision the lock API's
+ * GET /_fence/v1/route and `--check-config --route-test` both answer
+ * from. FG_E_COUNT with the lock in out and *rule the winning rule (NULL:
+ * the default); FG_E_BAD_PATH when the proxy takes no such path (it does
+ * not start with '/', does not resolve, or is the lock API's);
+ * FG_E_BAD_LOCK_NAME when it maps to no valid lock name (*rule says
+ * whether a rule decided).
+ */
+enum fg_error fg_route_decide(const struct fg_config *cfg, const char *raw,
+			      size_t len, char out[FG_NAME_MAX + 1],
+			      const struct fg_route **rule);
+
+/**
  * Is the whole subtree under the resolved collection path `path` (it ends
- * in '/') guarded by the one lock `lock`? True when a route rule covers
- * the path and no other route rule with another lock starts inside it.
+ * in '/') guarded by the one lock `lock`? fg_route_subtree_guarded(): the
+ * rule that wins for the path gives `lock`, and no other rule that could
+ * win for a path inside it gives another.
  */
 bool fg_subtree_guarded(const struct fg_config *cfg, const char *path,
 			size_t len, const char *lock);

@@ -8,9 +8,10 @@
  *  - fg_config_read_file() returns 0, or -1 with a message;
  *  - after 0, every setting is inside its documented range (the invariant
  *    of config.h), every route has a prefix starting with '/' and a valid
- *    lock name (the prefix stored resolved: resolving it again changes
- *    nothing), the upstream is an http(s) URL, the method lists hold only
- *    [A-Z_-] and spaces and name at least one method;
+ *    lock name or a template of one (the prefix stored resolved:
+ *    resolving it again changes nothing), the upstream is an http(s)
+ *    URL, the method lists hold only [A-Z_-] and spaces and name at
+ *    least one method;
  *  - fg_config_finish() frees everything, whether the read succeeded or
  *    not (LeakSanitizer checks every input), and may be called twice;
  *  - fg_parse_hostport() on the input as a C string: when it accepts, the
@@ -135,8 +136,11 @@ static void check_config(const struct fg_config *c)
 			 strchr(c->routes[i].prefix, '%') != NULL);
 		if (!strchr(c->routes[i].prefix, '%'))
 			PROPERTY(alen == plen && memcmp(again, c->routes[i].prefix, plen) == 0);
+		/* a lock, or a template using the prefix's captures
+		 * (base/route.c checks it names a lock whatever they hold) */
 		PROPERTY(c->routes[i].lock &&
-			 fg_name_valid(c->routes[i].lock, strlen(c->routes[i].lock)));
+			 (fg_name_valid(c->routes[i].lock, strlen(c->routes[i].lock)) ||
+			  (strchr(c->routes[i].lock, '{') && c->routes[i].ncaps > 0)));
 	}
 }
 

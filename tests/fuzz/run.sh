@@ -25,6 +25,7 @@ harnesses=(
   "fuzz_json -max_len=4096"
   "fuzz_config -max_len=8192"
   "fuzz_path -max_len=8192"
+  "fuzz_route -max_len=4096"
   "fuzz_destination -max_len=8192"
   "fuzz_accesslog -max_len=8192"
   "fuzz_authfile -max_len=8192"

@@ -189,6 +189,10 @@ static void test_the_paths_without_a_name(void **state)
 		/* the check: observe: on the sequencer's lock */
 		{ "POST", "/_fence/v1/check", FG_EP_CHECK, FG_APIOP_CHECK, FG_APINEED_SEQUENCER, FG_RIGHT_OBSERVE, "", NULL },
 		{ "GET", "/_fence/v1/check", FG_EP_CHECK, FG_APIOP_NOT_ALLOWED, WHO, ANY, "", "POST" },
+		/* which lock guards a path: any known principal */
+		{ "GET", "/_fence/v1/route?path=/a/b", FG_EP_OTHER, FG_APIOP_ROUTE, WHO, FG_RIGHT_OBSERVE, "", NULL },
+		{ "HEAD", "/_fence/v1/route", FG_EP_OTHER, FG_APIOP_ROUTE, WHO, FG_RIGHT_OBSERVE, "", NULL },
+		{ "POST", "/_fence/v1/route", FG_EP_OTHER, FG_APIOP_NOT_ALLOWED, WHO, ANY, "", "GET" },
 		/* open, whatever the method; counted by the path alone */
 		{ "GET", "/_fence/v1/health", FG_EP_HEALTH, FG_APIOP_HEALTH, OPEN, ANY, "", NULL },
 		{ "GET", "/_fence/v1/health?verbose=1", FG_EP_HEALTH, FG_APIOP_HEALTH, OPEN, ANY, "", NULL },

@@ -478,7 +478,9 @@ static void test_route_locks(void **state)
 static void test_route_with_bad_lock(void **state)
 {
 	struct fg_config cfg;
-	struct fg_route r = { "/b/", "bad name" };
+	struct fg_route r = { .prefix = "/b/", .lock = "bad name", .line = "/b/ bad name",
+			      .literal = 3, .nprefix = 1, .nlock = 1,
+			      .pp = { { 0, 3, -1 } }, .lp = { { 0, 8, -1 } } };
 	struct fg_s3_locks locks;
 	char lock[FG_NAME_MAX + 1];
 	(void)state;
