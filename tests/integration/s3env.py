@@ -28,7 +28,7 @@ import urllib.parse
 import harness
 import matrix
 import rgw
-from harness import TestCase, http_request, slack
+from harness import TestCase, slack
 
 REGION = "us-east-1"
 # the keys the gateway issues to the tests' clients (s3-credentials) and
@@ -182,6 +182,27 @@ def streaming_length(n, chunk):
         left -= c
 
 
+def send(port, method, target, headers, body=b"", timeout=30.0):
+    """One request with exactly these headers (no Host, Accept-Encoding
+    or Content-Type of http.client's own), on a fresh connection."""
+    import http.client
+    import time
+    t0 = time.monotonic()
+    conn = http.client.HTTPConnection("127.0.0.1", port, timeout=slack(timeout))
+    try:
+        conn.putrequest(method, target, skip_host=True,
+                        skip_accept_encoding=True)
+        for k, v in headers.items():
+            conn.putheader(k, v)
+        conn.endheaders(body if body else None)
+        r = conn.getresponse()
+        payload = r.read()
+        return harness.Response(r.status, r.reason, r.getheaders(), payload,
+                                time.monotonic() - t0)
+    finally:
+        conn.close()
+
+
 # ---------------------------------------------------------------------------
 # the test base class
 
@@ -299,8 +320,7 @@ class S3Case(TestCase):
         path, _, query = target.partition("?")
         if sign_it:
             sign(method, path, query, h, ph, key=key, secret=secret, when=when)
-        return http_request(g.port, method, target, body=body or None,
-                            headers=h, timeout=timeout)
+        return send(g.port, method, target, h, body, timeout)
 
     def store_s3(self, method, target, body=b"", headers=None):
         """The same, straight to the store, signed as the gateway is."""
