@@ -70,6 +70,7 @@
 #include "base/record.h"
 #include "base/redirect.h"
 #include "fence/fence.h"
+#include "http/framing.h"
 #include "http/req.h"
 #include "http/respond.h"
 #include "proc/gateway.h"
@@ -1330,6 +1331,21 @@ static enum MHD_Result s3_head(struct fg_req *req, struct MHD_Connection *c,
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	struct fg_s3part *s3 = fl->s3;
 	enum MHD_Result ret;
+	/* what the checks are decided by, and what proves who signed, each
+	 * once: a store might act on the value the gateway did not look at */
+	static const char *const once[] = {
+		"Authorization", "x-amz-date", "x-amz-security-token",
+		"x-amz-content-sha256", "x-amz-copy-source",
+		"x-amz-decoded-content-length", "Fencing-Token",
+	};
+	for (size_t i = 0; i < sizeof(once) / sizeof(once[0]); i++) {
+		const char *v;
+		if (fg_header_count(c, once[i], &v) > 1) {
+			char msg[96];
+			snprintf(msg, sizeof(msg), "more than one %s header", once[i]);
+			return fg_respond_s3(c, FG_S3N_INVALID_REQUEST, msg, true);
+		}
+	}
 	if (!fg_access_s3(req, c, &s3->auth, &s3->up, &ret))
 		return ret;
 	struct fg_s3_head h = {
