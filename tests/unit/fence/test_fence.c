@@ -695,6 +695,106 @@ static void test_copy_checks_its_source_and_admits_its_destination(void **state)
 	done(&r);
 }
 
+/* S3 mode: a write set of session-token members, as proxy/s3part.c builds
+ * it (one member per lock the request changes). */
+static void s3_request(struct rq *r, const char *const *locks, int n)
+{
+	memset(r, 0, sizeof(*r));
+	fg_config_init(&r->cfg);
+	r->ws.write = true;
+	for (int i = 0; i < n; i++)
+		assert_true(fg_ws_add_member(&r->ws, locks[i], true, FG_WS_SESSION_TOKEN));
+	r->in.key = KEY;
+	r->in.key_len = KEY_LEN;
+	r->in.now = 1000;
+}
+
+static void test_session_token_members_take_the_sequencer_of_their_lock(void **state)
+{
+	struct rq r;
+	char a[FG_SEQ_MAX], b[FG_SEQ_MAX], list[2 * FG_SEQ_MAX + 4];
+	static const char *const locks[] = { "bkt/a", "bkt/b" };
+	(void)state;
+	seq("bkt/a", FG_MODE_EXCLUSIVE, 7, a);
+	seq("bkt/b", FG_MODE_EXCLUSIVE, 8, b);
+	/* in any order: each member finds its own */
+	snprintf(list, sizeof(list), "%s, %s", b, a);
+	s3_request(&r, locks, 2);
+	begin(&r);
+	fg_fence_sequencers(&r.f, list, strlen(list));
+	/* a write member that another follows is checked first */
+	wants_check(&r, "bkt/a", 7);
+	answer_check(&r, FG_CHECK_VALID, true, 7);
+	wants_admit(&r, 0, "bkt/a", 7);
+	answer_admit(&r, FG_ADMITTED, 5000, true, 7);
+	wants_admit(&r, 1, "bkt/b", 8);
+	answer_admit(&r, FG_ADMITTED, 5000, true, 8);
+	assert_int_equal(step(&r), FG_FENCE_ADMITTED);
+	done(&r);
+}
+
+static void test_session_token_rows(void **state)
+{
+	struct rq r;
+	char a[FG_SEQ_MAX], other[FG_SEQ_MAX], buf[FG_NAME_MAX + 200];
+	static const char *const locks[] = { "bkt/a", "bkt/b" };
+	(void)state;
+	seq("bkt/a", FG_MODE_EXCLUSIVE, 7, a);
+	seq("elsewhere", FG_MODE_EXCLUSIVE, 3, other);
+
+	/* none carried: token required, naming where it travels */
+	s3_request(&r, locks, 1);
+	begin(&r);
+	refused_by(&r, FG_FENCE_TOKEN_REQUIRED, 0, "bkt/a", 0);
+	assert_non_null(strstr(fg_fence_message(&r.f, buf, sizeof(buf)),
+			       "session token"));
+	done(&r);
+
+	/* one member's lock has none of its own: the wrong lock, after the
+	 * first sequencer's own lock was asked whether it is forged */
+	s3_request(&r, locks, 2);
+	begin(&r);
+	fg_fence_sequencers(&r.f, a, strlen(a));
+	wants_check(&r, "bkt/a", 7);
+	answer_check(&r, FG_CHECK_VALID, true, 7);
+	wants_check(&r, "bkt/a", 7);
+	answer_check(&r, FG_CHECK_VALID, true, 7);
+	refused_by(&r, FG_FENCE_WRONG_LOCK, 1, "bkt/b", 7);
+	done(&r);
+
+	/* an empty item, and one that is no sequencer */
+	s3_request(&r, locks, 1);
+	begin(&r);
+	char list[FG_SEQ_MAX + 8];
+	snprintf(list, sizeof(list), "%s,,", a);
+	fg_fence_sequencers(&r.f, list, strlen(list));
+	refused_by(&r, FG_FENCE_TOKEN_REPEATED, 0, "bkt/a", 0);
+	done(&r);
+
+	s3_request(&r, locks, 1);
+	begin(&r);
+	fg_fence_sequencers(&r.f, "fg1.nope", 8);
+	refused_by(&r, FG_FENCE_NOT_SEQUENCER, 0, "bkt/a", 0);
+	done(&r);
+
+	/* more than FG_FENCE_SEQS_MAX */
+	s3_request(&r, locks, 1);
+	begin(&r);
+	for (int i = 0; i < FG_FENCE_SEQS_MAX + 1; i++)
+		fg_fence_sequencers(&r.f, other, strlen(other));
+	refused_by(&r, FG_FENCE_TOKEN_REPEATED, 0, "bkt/a", 0);
+	done(&r);
+
+	/* a forged one among them */
+	char forged[FG_SEQ_MAX];
+	seq_with(OTHER_KEY, "bkt/a", FG_MODE_EXCLUSIVE, 7, forged);
+	s3_request(&r, locks, 1);
+	begin(&r);
+	fg_fence_sequencers(&r.f, forged, strlen(forged));
+	refused_by(&r, FG_FENCE_BAD_MAC, 0, "bkt/a", 0);
+	done(&r);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -718,6 +818,8 @@ int main(void)
 		cmocka_unit_test(test_move_destination_rows_come_after_the_first_check),
 		cmocka_unit_test(test_move_admission_is_all_or_none),
 		cmocka_unit_test(test_copy_checks_its_source_and_admits_its_destination),
+		cmocka_unit_test(test_session_token_members_take_the_sequencer_of_their_lock),
+		cmocka_unit_test(test_session_token_rows),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }
