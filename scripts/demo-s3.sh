@@ -12,6 +12,8 @@
 # Every process it starts is started in the foreground of a background job,
 # so that its PID is known, and stopped by that PID when it ends; nothing
 # of a MemStore cluster outlives its processes.
+# commands are shown as typed, their $VARIABLES unexpanded
+# shellcheck disable=SC2016
 set -euo pipefail
 cd "$(dirname "$0")/.."
 
@@ -240,6 +242,7 @@ echo "its configuration (the two credentials files are owner-only):"
 sed -e "s|$work/|./|" -e 's/^/  /' "$work/fencegate.conf"
 echo "aws: $awscli --endpoint-url $gw, AWS_CONFIG_FILE with 's3 = addressing_style = path',"
 echo "     the key of \`fencegate --new-s3-key demo\` ($demo_key) in its environment"
+echo "fencectl: build-release/fencectl/fencectl, FENCEGATE_URL=$gw"
 
 cd "$work"
 bucket=reports
@@ -276,16 +279,16 @@ cat a.out
 step "the store holds B's object"
 show aws s3 cp "s3://$bucket/report.txt" -
 
-step "fencegate's access log: the refusal of A's write (it never reached the store: upstream=None)"
+step "fencegate's access log: the refusal of A's write, which never reached the store (upstream_status null)"
 python3 - "$work/access.log" <<'PY2'
 import json, sys
 for line in open(sys.argv[1]):
     l = json.loads(line)
     if l.get("decision") == "stale_token":
-        print("%s %s %s -> %s  principal=%s lock=%s decision=%s token=%s current=%s upstream=%s" % (
+        print("%s %s %s -> %s  principal=%s lock=%s decision=%s token=%s current=%s upstream_status=%s" % (
             l["time"], l["method"], l["path"], l["status"], l["principal"],
             l["lock"], l["decision"], l["token"], l["current"],
-            l["upstream_status"]))
+            json.dumps(l["upstream_status"])))
 PY2
 
 echo
