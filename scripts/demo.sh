@@ -7,7 +7,8 @@
 # data intact, and what the audit log says of it; (3) fencectl running a
 # command under a lock whose lease is lost; (4) the metrics of it all;
 # (5) a gateway with an auth-file: a stranger refused, an operator breaking
-# a stuck lock, and the stale write refused after it.
+# a stuck lock, and the stale write refused after it; (6) S3 mode, with a
+# real radosgw and the aws cli (scripts/demo-s3.sh).
 # Everything it started is stopped (by PID) when it ends.
 set -euo pipefail
 cd "$(dirname "$0")/.."
@@ -216,6 +217,10 @@ echo "(token and current are the same: that grant was broken, so its own token n
 
 step "the storage still holds v1"
 show curl -s "$agw/jobs/deploy"
+
+echo
+echo "== 6. an S3 object store behind the fence"
+scripts/demo-s3.sh
 
 echo
 if [ -t 0 ]; then
