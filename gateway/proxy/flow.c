@@ -1460,22 +1460,30 @@ static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
 
 /* STREAMING: the body goes up as it comes; once it is in, the answer is
  * given from the upstream's head (or from what ended the transfer). */
-/* A streaming-signed body's chunks that failed: the transfer ends before
- * the upstream has the whole body, and the client is told why. */
-static enum MHD_Result chunk_failed(struct fg_req *req, struct MHD_Connection *c,
-				    enum fg_awschunk_err e)
+/* A streaming-signed body's chunks that failed: the transfer ends at once,
+ * before the upstream has the whole body; the rest of the body is read
+ * and dropped, and the client told why once it is in (an answer queued
+ * mid-body would wait behind the body). */
+static enum MHD_Result chunk_failed(struct fg_req *req, enum fg_awschunk_err e)
 {
 	struct fg_s3part *s3 = req->flow->s3;
 	fg_xfer_end_now(req->flow->xfer);
-	req->flow->state = FLOW_ANSWERED;
+	s3->chunk_err = e;
 	fg_log_info("refused %s: a chunk of its streaming-signed body: %s",
 		    req->rec.method, fg_awschunk_message(s3->chunk));
-	return fg_respond_s3(c, e == FG_AWSCHUNK_BAD_SIGNATURE
-				? FG_S3N_SIGNATURE_DOES_NOT_MATCH : FG_S3N_INVALID_REQUEST,
-			     e == FG_AWSCHUNK_BAD_SIGNATURE
-				? "a chunk's signature does not match; the upload "
-				  "was ended before the store had all of it"
-				: fg_awschunk_message(s3->chunk), true);
+	return MHD_YES;
+}
+
+static enum MHD_Result chunk_answer(struct fg_req *req, struct MHD_Connection *c)
+{
+	struct fg_s3part *s3 = req->flow->s3;
+	req->flow->state = FLOW_ANSWERED;
+	bool sig = s3->chunk_err == FG_AWSCHUNK_BAD_SIGNATURE;
+	return fg_respond_s3(c, sig ? FG_S3N_SIGNATURE_DOES_NOT_MATCH
+				    : FG_S3N_INVALID_REQUEST,
+			     sig ? "a chunk's signature does not match; the upload "
+				   "was ended before the store had all of it"
+				 : fg_awschunk_message(s3->chunk), true);
 }
 
 /* Hands the transfer what the chunk checker emitted; true when it took
@@ -1498,6 +1506,15 @@ static enum MHD_Result stream_chunks(struct fg_req *req, struct MHD_Connection *
 				     const char *upload, size_t *upload_size)
 {
 	struct fg_s3part *s3 = req->flow->s3;
+	if (s3->chunk_err != FG_AWSCHUNK_OK) {
+		/* failed: what still comes is dropped */
+		req->rec.bytes_in += *upload_size;
+		if (*upload_size) {
+			*upload_size = 0;
+			return MHD_YES;
+		}
+		return chunk_answer(req, c);
+	}
 	if (!chunk_drain(req))
 		return MHD_YES; /* the rest of upload waits */
 	if (*upload_size) {
@@ -1505,15 +1522,17 @@ static enum MHD_Result stream_chunks(struct fg_req *req, struct MHD_Connection *
 		req->rec.bytes_in += *upload_size;
 		*upload_size = 0;
 		if (e != FG_AWSCHUNK_OK)
-			return chunk_failed(req, c, e);
+			return chunk_failed(req, e);
 		chunk_drain(req);
 		return MHD_YES;
 	}
 	if (!s3->chunk_ended) {
 		s3->chunk_ended = true;
 		enum fg_awschunk_err e = fg_awschunk_end(s3->chunk);
-		if (e != FG_AWSCHUNK_OK)
-			return chunk_failed(req, c, e);
+		if (e != FG_AWSCHUNK_OK) {
+			chunk_failed(req, e);
+			return chunk_answer(req, c);
+		}
 	}
 	if (!chunk_drain(req))
 		return MHD_YES; /* called again once the transfer took it */

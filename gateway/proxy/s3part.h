@@ -52,6 +52,8 @@ struct fg_s3part {
 	char *out;
 	size_t out_len, out_cap;
 	bool chunk_ended;               /* fg_awschunk_end() was called */
+	enum fg_awschunk_err chunk_err; /* the chunks failed: answered once the
+					   rest of the body is dropped */
 };
 
 /** A part for one request (caller owns: fg_s3part_free()). NULL without

@@ -816,7 +816,8 @@ enum fg_xfer_stage fg_xfer_stage(const struct fg_xfer *x)
 
 void fg_xfer_end_now(struct fg_xfer *x)
 {
-	if (x->state == XS_RUNNING)
+	/* one not handed to its client yet never is */
+	if (x->state == XS_RUNNING || x->state == XS_READY)
 		ended(x->xs, x, TIMED_OUT);
 }
 

@@ -131,7 +131,8 @@ enum fg_xfer_stage {
 enum fg_xfer_stage fg_xfer_stage(const struct fg_xfer *x);
 
 /** Ends a transfer now, timed out (its connection to the upstream closed,
- *  its client's connection resumed). Not from inside curl's callbacks. */
+ *  its client's connection resumed); one started but not handed to its
+ *  client yet never is. Not from inside curl's callbacks. */
 void fg_xfer_end_now(struct fg_xfer *x);
 
 /** Hands part of the request body over: takes what fits in the
