@@ -289,10 +289,13 @@ class S3Case(TestCase):
 
     # -- names ---------------------------------------------------------
 
+    _buckets = 0    # one count for the whole run: tests of a class
+                    # share its store
+
     def bucket(self, tag=""):
         """A bucket name of this test's own (S3's rules: lower case)."""
-        self._counter += 1
-        return ("t%s%s%d" % (harness._RUN_TAG, tag, self._counter)).lower()[:40]
+        S3Case._buckets += 1
+        return ("t%s%s%d" % (harness._RUN_TAG, tag, S3Case._buckets)).lower()[:40]
 
     def sequencer(self, lock, ttl_ms=30000, gw=None, **fields):
         g = self.acquire_ok(lock, gw=gw, ttl_ms=ttl_ms, **fields)
