@@ -33,9 +33,9 @@ exits non-zero, the store is sent no write and holds what it held.
 What the clients send, as the tests pin it down:
 - aws cli's `s3 sync --delete` deletes with one DeleteObject per key, never
   a DeleteObjects; `s3api delete-objects` sends one DeleteObjects.
-- s3cmd's `cp` sends a PUT ?acl on the copy after the CopyObject (its
-  `--preserve` of the source's ACL): an object-metadata write of the copy's
-  key, fenced by the same lock.
+- s3cmd's `cp` reads the source's ACL (GET ?acl) and, after the
+  CopyObject, sets it on the copy (PUT ?acl): an object-metadata write of
+  the copy's key, fenced by the same lock.
 - rclone has no batch delete (a DeleteObject per key, sync included), and
   by default (no `no_check_bucket`) sends a CreateBucket (PUT /BUCKET)
   before its first upload: a whole-bucket write, which needs a route lock
@@ -76,13 +76,14 @@ SYNC_DELETES = {
 COPY_WRITES = {
     "awscli": [("PUT", "")],
     "boto3": [("PUT", "")],
-    # s3cmd cp copies, then sets the copy's ACL to the source's
+    # s3cmd cp copies, then sets the copy's ACL to the source's (it reads
+    # that first: a GET ?acl)
     "s3cmd": [("PUT", ""), ("PUT", "acl")],
     "rclone": [("PUT", "")],
 }
 
-# the text a client prints of a refusal: the S3 error code the gateway
-# answered, as each client reports it
+# the runner's boto3 session, given keys and token; here the default
+# credential chain (the environment) gives them
 BOTO3_ENV_SCRIPT_FROM = ('aws_access_key_id=a["key"], '
                          'aws_secret_access_key=a["secret"],\n'
                          '    aws_session_token=a["token"], '
@@ -345,6 +346,10 @@ class ClientsCase(s3env.S3Case):
                               l.get("upstream_status")),
                              (status, error, None), l)
         self.assertIn(code, res.stdout + res.stderr, res)
+        said = [l.strip() for l in (res.stdout + res.stderr).splitlines()
+                if code in l]
+        print("\n%s %s: exit %s; %s" % (res.client, res.what, res.rc,
+                                         said[0][:200]))
         self.assertEqual(self.store_writes(since), [])
         self.assertEqual(self.snapshot(bucket), before)
         return writes
