@@ -112,7 +112,6 @@ class Fenced:
         for name in locks:
             pre += [fencectl_exe(), "lock", name, "--s3", "--ttl", "60s",
                     "--"]
-        self.last_argv = pre + list(argv)
         return super().run(what, pre + list(argv), env_extra, timeout)
 
     def env(self):
