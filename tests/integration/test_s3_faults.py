@@ -103,6 +103,7 @@ class S3FaultTests(S3Case):
     """One gateway in front of radosgw, Redis bounded to 500 ms a call."""
 
     extra_config = ("redis-timeout-ms 500",)
+    gateway_count = 2   # a lease ended through the other one
 
     # -- helpers ---------------------------------------------------------
 
@@ -147,18 +148,23 @@ class S3FaultTests(S3Case):
                          "%s: the store holds %r" % (what, body[:80]))
 
     def end_lease(self, how, lock, g):
-        """Ends grant g (an acquire's answer) as `how` says; returns once
-        the lock says it ended."""
+        """Ends grant g (an acquire's answer) as `how` says, through this
+        gateway or, "... through the other gateway", the second one;
+        returns once the lock says it ended."""
+        gw = self.gw
+        if how.endswith(" through the other gateway"):
+            gw = self.env.gateways[1]
+            how = how[:-len(" through the other gateway")]
         if how == "release":
-            self.release_ok(lock, g["lease"])
+            self.release_ok(lock, g["lease"], gw=gw)
         elif how == "break":
-            r = self.gw.request("DELETE", harness.LOCKS + lock,
-                                headers={"Fence-Break": str(g["token"])})
+            r = gw.request("DELETE", harness.LOCKS + lock,
+                           headers={"Fence-Break": str(g["token"])})
             self.assertEqual(r.status, 204, r)
         elif how == "shorter renewal":
-            r = self.renew(lock, g["lease"], ttl_ms=300)
+            r = self.renew(lock, g["lease"], gw=gw, ttl_ms=300)
             self.assertEqual(r.status, 200, r)
-            wait_lock_free(self, lock, timeout=slack(5.0))
+            wait_lock_free(self, lock, timeout=slack(5.0), gw=gw)
         elif how == "expiry":
             wait_lock_free(self, lock, timeout=slack(10.0))
         else:
@@ -189,6 +195,13 @@ class S3FaultTests(S3Case):
                                               % a["token"]), 1, r)
                 self.assertEqual(r.body.count(b"<CurrentToken>%d</CurrentToken>"
                                               % n["token"]), 1, r)
+        with self.subTest(method="presigned PUT"):
+            target = s3env.presign("PUT", "/%s/obj" % b, self.host(),
+                                   token=a["sequencer"])
+            data = b"the paused client's presigned object\n"
+            r = s3env.send(self.gw.port, "PUT", target, {
+                "Host": self.host(), "Content-Length": str(len(data))}, data)
+            self.assertS3Error(r, 409, "FenceStaleToken")
         self.assert_stored(b, "obj", new, "after the stale writes")
         ups = self.store_s3("GET", "/%s?uploads" % b)
         self.assertEqual(ups.status, 200, ups)
@@ -198,7 +211,9 @@ class S3FaultTests(S3Case):
     # -- lease ends mid-body ---------------------------------------------------
 
     def test_put_object_cut_off_mid_body_by_every_end_of_its_lease_leaves_the_old_object(self):
-        for how in ("release", "break", "expiry", "shorter renewal"):
+        for how in ("release", "break", "expiry", "shorter renewal",
+                    "release through the other gateway",
+                    "shorter renewal through the other gateway"):
             with self.subTest(how=how):
                 b = self.fresh_bucket()
                 key = "big.bin"
@@ -239,7 +254,7 @@ class S3FaultTests(S3Case):
         return m.group(1).decode()
 
     def test_upload_part_cut_off_mid_body_is_not_part_of_the_upload(self):
-        for how in ("release", "break"):
+        for how in ("release", "break through the other gateway"):
             with self.subTest(how=how):
                 b = self.fresh_bucket()
                 key = "multi.bin"
