@@ -10,6 +10,7 @@ end of the lease comes while the body is still on its way."""
 
 import datetime
 import hashlib
+import os
 import re
 import threading
 import time
@@ -407,6 +408,40 @@ class S3FaultTests(S3Case):
         self.put_ok(b, key, after, g["sequencer"])
         self.assert_stored(b, key, after, "after Redis came back")
 
+    def test_s3_write_in_flight_when_redis_goes_down_is_cut_at_its_deadline(self):
+        # Redis cannot say the lease was renewed: the write ends by the
+        # deadline it was admitted with, and the old object stays
+        b = self.fresh_bucket()
+        key = "redis-gone.bin"
+        lock = "%s/%s" % (b, key)
+        old = b"the object before\n"
+        self.assertEqual(self.store_s3("PUT", "/%s/%s" % (b, key),
+                                       body=old).status, 200)
+        g = self.acquire_ok(lock, ttl_ms=2000)
+        log0 = os.path.getsize(self.gw.logpath)
+        up = SlowS3Write(self, "PUT", "/%s/%s" % (b, key),
+                         pattern(1024 * KIB, "redis-gone"), g["sequencer"])
+        self.addCleanup(up.close)
+        self.wait_upstream("the PutObject")
+        up.trickle()
+        self.redis.pause()
+        try:
+            def aborted():
+                with open(self.gw.logpath, "rb") as f:
+                    f.seek(log0)
+                    text = f.read().decode("utf-8", "replace")
+                return re.search(r"write to lock %s .*aborted upstream"
+                                 % re.escape(lock), text)
+            self.wait_for(aborted, slack(10.0),
+                          "the write to be aborted at its deadline")
+            up.stop()
+            self.assert_cut(up, "the PutObject Redis went down under")
+        finally:
+            self.redis.resume()
+        self.assert_stored(b, key, old, "after the deadline")
+        self.wait_for(lambda: self.health().status == 200, slack(5.0),
+                      "the gateway to find Redis again")
+
 
 class S3StoreDownTests(S3Case):
     """The store stopped: the class's radosgw is not used again."""
@@ -420,7 +455,18 @@ class S3StoreDownTests(S3Case):
         r = self.s3("PUT", "/%s/%s" % (b, key), body=b"before\n",
                     token=g["sequencer"])
         self.assertEqual(r.status, 200, r)
+        # a write in flight when the store dies
+        up = SlowS3Write(self, "PUT", "/%s/%s" % (b, key),
+                         pattern(1024 * KIB, "store-dies"), g["sequencer"])
+        self.addCleanup(up.close)
+        self.wait_for(lambda: harness.metric_value(
+            self.gw, "fencegate_upstream_transfers") >= 1, slack(5.0),
+            "the PutObject to be in flight upstream")
         self.store.stop()
+        up.finish()
+        r = up.rq.read_response(slack(10.0))
+        self.assertIsNotNone(r, "the write the store died under: no answer")
+        self.assertS3Error(r, 502, "FenceUpstreamUnavailable")
         for method, target, body in (
                 ("PUT", "/%s/%s" % (b, key), b"while the store is down\n"),
                 ("GET", "/%s/%s" % (b, key), b"")):
