@@ -101,7 +101,9 @@ class SlowS3Write:
 
 
 class S3FaultTests(S3Case):
-    """One gateway in front of radosgw, Redis bounded to 500 ms a call."""
+    """Two gateways on one Redis in front of radosgw (the writes go
+    through the first; a lease may end through the second), Redis calls
+    bounded to 500 ms."""
 
     extra_config = ("redis-timeout-ms 500",)
     gateway_count = 2   # a lease ended through the other one
