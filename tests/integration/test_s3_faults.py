@@ -8,6 +8,7 @@ back from the store itself.
 The bodies are sent by hand (storage.RawRequest, signed here) so that the
 end of the lease comes while the body is still on its way."""
 
+import base64
 import datetime
 import hashlib
 import os
@@ -330,6 +331,64 @@ class S3FaultTests(S3Case):
         self.wait_no_transfers("the streaming PutObject")
         self.assertEqual(self.store_get(b, key)[0], 404,
                          "the cut streaming upload created the object")
+
+    def delete_objects_body(self, keys):
+        return ("<Delete>%s</Delete>" % "".join(
+            "<Object><Key>%s</Key></Object>" % k for k in keys)).encode()
+
+    def slow_delete_objects(self, b, keys, seq, first):
+        body = self.delete_objects_body(keys)
+        md5 = base64.b64encode(hashlib.md5(body).digest()).decode()
+        return SlowS3Write(self, "POST", "/%s?delete" % b, body, seq,
+                           headers={"Content-MD5": md5}, first=first)
+
+    def test_delete_objects_whose_lease_ends_while_its_body_is_read_is_refused(self):
+        # DeleteObjects' body is read whole before the check: a lease that
+        # ends meanwhile refuses it, however right the rest of the body
+        for how in ("release", "expiry", "shorter renewal through the other gateway"):
+            with self.subTest(how=how):
+                b = self.fresh_bucket()
+                lock = "%s/doomed.txt" % b
+                self.assertEqual(self.store_s3("PUT", "/%s/doomed.txt" % b,
+                                               body=b"kept\n").status, 200)
+                g = self.acquire_ok(lock, ttl_ms=1500 if how == "expiry"
+                                    else 30000)
+                up = self.slow_delete_objects(b, ["doomed.txt"],
+                                              g["sequencer"], first=20)
+                self.addCleanup(up.close)
+                harness.wait_read_by_server(self.gw.port, [up.rq.sock],
+                                            slack(5.0))
+                self.end_lease(how, lock, g)
+                up.finish()
+                r = up.rq.read_response(slack(5.0))
+                self.assertIsNotNone(r, "no answer")
+                self.assertS3Error(r, 409, "FenceStaleToken")
+                self.assertEqual(self.store_get(b, "doomed.txt"),
+                                 (200, b"kept\n"))
+
+    def test_delete_objects_whose_client_leaves_mid_body_deletes_nothing(self):
+        b = self.fresh_bucket()
+        lock = "%s/stays.txt" % b
+        self.assertEqual(self.store_s3("PUT", "/%s/stays.txt" % b,
+                                       body=b"stays\n").status, 200)
+        g = self.acquire_ok(lock, ttl_ms=30000)
+        self.addCleanup(self.release, lock, g["lease"])
+        up = self.slow_delete_objects(b, ["stays.txt"], g["sequencer"],
+                                      first=30)
+        harness.wait_read_by_server(self.gw.port, [up.rq.sock], slack(5.0))
+        up.close()
+        self.assertTrue(self.gw.alive())
+        self.assertEqual(self.store_get(b, "stays.txt"), (200, b"stays\n"))
+        # the same holder's whole DeleteObjects goes through at once
+        body = self.delete_objects_body(["stays.txt"])
+        t0 = time.monotonic()
+        r = self.s3("POST", "/%s?delete" % b, body=body, token=g["sequencer"],
+                    headers={"Content-MD5": base64.b64encode(
+                        hashlib.md5(body).digest()).decode()},
+                    timeout=slack(5.0))
+        self.assertEqual(r.status, 200, r)
+        self.assertLess(time.monotonic() - t0, slack(2.0))
+        self.assertEqual(self.store_get(b, "stays.txt")[0], 404)
 
     # -- a client that leaves mid-body --------------------------------------
 
