@@ -296,41 +296,70 @@ class S3FaultTests(S3Case):
                 self.assertEqual(self.s3_error(c), "InvalidPart", c)
                 self.assertEqual(self.store_get(b, key)[0], 404)
 
-    def test_aws_chunked_put_whose_lease_ends_between_chunks_is_not_created(self):
-        b = self.fresh_bucket()
-        key = "streamed.bin"
-        lock = "%s/%s" % (b, key)
-        g = self.acquire_ok(lock, ttl_ms=3000)
-        chunk = 64 * KIB
-        data = pattern(8 * chunk, "chunked")
+    def streaming_put(self, b, key, seq, data, chunk):
+        """A STREAMING-AWS4-HMAC-SHA256-PAYLOAD PutObject's head sent on a
+        raw connection: (the request, its framed body, one chunk's size
+        framed)."""
         h = {"Host": self.host(),
              "Content-Length": str(s3env.streaming_length(len(data), chunk)),
              "Content-Encoding": "aws-chunked",
              "x-amz-decoded-content-length": str(len(data)),
-             "x-amz-security-token": g["sequencer"],
+             "x-amz-security-token": seq,
              "x-amz-content-sha256": STREAMING}
         when = datetime.datetime.now(datetime.timezone.utc)
         seed = s3env.sign("PUT", "/%s/%s" % (b, key), "", h, STREAMING,
                           when=when)
         framed = s3env.aws_chunked(data, chunk, seed, when)
         self.assertEqual(len(framed), int(h["Content-Length"]))
-        one = len(b"%x;chunk-signature=" % chunk) + 64 + 4 + chunk
         rq = RawRequest(self.gw.port, "PUT", "/%s/%s" % (b, key),
                         [(k, v) for k, v in h.items() if k != "Host"])
         self.addCleanup(rq.close)
-        # two whole chunks: the first verified one goes upstream
-        rq.send(framed[:2 * one])
-        self.wait_upstream("the streaming PutObject")
-        wait_lock_free(self, lock, timeout=slack(10.0))
-        # the next chunks come after the lease's end: the whole body, every
-        # chunk signed right, which would create the object were it passed
-        rq.send(framed[2 * one:])
-        r = rq.read_response(slack(5.0))
-        self.assertIsNotNone(r, "the cut streaming PutObject: no answer")
-        self.assertS3Error(r, 409, "FenceStaleToken")
-        self.wait_no_transfers("the streaming PutObject")
-        self.assertEqual(self.store_get(b, key)[0], 404,
-                         "the cut streaming upload created the object")
+        return rq, framed, len(b"%x;chunk-signature=" % chunk) + 64 + 4 + chunk
+
+    def test_aws_chunked_put_cut_between_chunks_is_not_created(self):
+        chunk = 64 * KIB
+        for how in ("expiry", "release through the other gateway",
+                    "the client leaves mid-chunk"):
+            with self.subTest(how=how):
+                b = self.fresh_bucket()
+                key = "streamed.bin"
+                lock = "%s/%s" % (b, key)
+                g = self.acquire_ok(lock, ttl_ms=3000 if how == "expiry"
+                                    else 30000)
+                data = pattern(8 * chunk, "chunked-" + how)
+                rq, framed, one = self.streaming_put(b, key, g["sequencer"],
+                                                     data, chunk)
+                # two whole chunks: the first, verified, goes upstream
+                rq.send(framed[:2 * one])
+                self.wait_upstream("the streaming PutObject")
+                if how == "the client leaves mid-chunk":
+                    rq.send(framed[2 * one:2 * one + one // 2])
+                    rq.close()
+                    self.wait_no_transfers("the abandoned streaming PutObject")
+                    self.assertEqual(self.store_get(b, key)[0], 404)
+                    # the same holder streams the object whole, at once
+                    t0 = time.monotonic()
+                    rq, framed, one = self.streaming_put(
+                        b, key, g["sequencer"], data, chunk)
+                    rq.send(framed)
+                    r = rq.read_response(slack(5.0))
+                    self.assertIsNotNone(r)
+                    self.assertEqual(r.status, 200, r)
+                    self.assertLess(time.monotonic() - t0, slack(2.0))
+                    self.assert_stored(b, key, data, "streamed whole")
+                    self.release_ok(lock, g["lease"])
+                    continue
+                self.end_lease(how, lock, g)
+                # the next chunks come after the lease's end: the whole
+                # body, every chunk signed right, which would create the
+                # object were it passed
+                rq.send(framed[2 * one:])
+                r = rq.read_response(slack(5.0))
+                self.assertIsNotNone(r, "the cut streaming PutObject: no answer")
+                self.assertS3Error(r, 409, "FenceStaleToken")
+                self.wait_no_transfers("the streaming PutObject")
+                self.assertEqual(self.store_get(b, key)[0], 404,
+                                 "the cut streaming upload created the object")
 
     def delete_objects_body(self, keys):
         return ("<Delete>%s</Delete>" % "".join(
