@@ -19,6 +19,7 @@ import urllib.parse
 import uuid
 
 import harness
+import rgw
 import s3env
 from harness import slack, wait_lock_free
 from s3env import S3Case
@@ -26,6 +27,9 @@ from storage import RawRequest
 
 KIB = 1024
 STREAMING = "STREAMING-AWS4-HMAC-SHA256-PAYLOAD"
+# radosgw's log line for a request it begins (debug_rgw 1)
+STORE_BEGUN = re.compile(
+    r"^(\S+) \S+ +\d+ ====== starting new request req=(\S+) ", re.M)
 
 
 def pattern(n, tag):
@@ -101,7 +105,53 @@ class SlowS3Write:
         self.rq.close()
 
 
-class S3FaultTests(S3Case):
+class FaultHelpers:
+    """What both classes share."""
+
+    def fresh_bucket(self):
+        """A bucket of this test's own, made at the store (S3Case.bucket()
+        counts per test, so two tests of a class would share names)."""
+        return self.make_bucket(self.bucket(uuid.uuid4().hex[:8]))
+
+    def store_mark(self):
+        """Where and when the store's log is now (wait_upstream's
+        `since`)."""
+        return self.store.rgw.log_offset(), time.time()
+
+    def wait_upstream(self, what, since):
+        """Waits until the store has begun a request after `since` that it
+        has not finished: the write this test sent then (nothing else
+        reaches this class's store while a test waits here). radosgw's
+        clock is coarse (a few ms): a request begun within 20 ms before
+        the mark counts, unless it is done."""
+        offset, t_mark = since
+        path = os.path.join(self.store.rgw.dir, "log", rgw.RGW_NAME + ".log")
+
+        def begun():
+            with open(path, "rb") as f:
+                f.seek(offset)
+                text = f.read().decode("utf-8", "replace")
+            for m in STORE_BEGUN.finditer(text):
+                t = datetime.datetime.strptime(m.group(1),
+                                               "%Y-%m-%dT%H:%M:%S.%f%z")
+                done = "====== req done req=%s " % m.group(2)
+                if t.timestamp() >= t_mark - 0.020 and \
+                        done not in text[m.end():]:
+                    return True
+            return False
+        self.wait_for(begun, slack(5.0), "%s to reach the store" % what)
+
+    def transfers(self):
+        return harness.metric_value(self.gw, "fencegate_upstream_transfers")
+
+    def wait_no_transfers(self, what):
+        """Waits until the gateway holds no transfer (from a request's
+        head to its answer's last byte)."""
+        self.wait_for(lambda: self.transfers() == 0, slack(5.0),
+                      "%s to end" % what)
+
+
+class S3FaultTests(FaultHelpers, S3Case):
     """Two gateways on one Redis in front of radosgw (the writes go
     through the first; a lease may end through the second), Redis calls
     bounded to 500 ms."""
@@ -110,24 +160,6 @@ class S3FaultTests(S3Case):
     gateway_count = 2   # a lease ended through the other one
 
     # -- helpers ---------------------------------------------------------
-
-    def fresh_bucket(self):
-        """A bucket of this test's own, made at the store (S3Case.bucket()
-        counts per test, so two tests of a class would share names)."""
-        return self.make_bucket(self.bucket(uuid.uuid4().hex[:8]))
-
-    def transfers(self):
-        return harness.metric_value(self.gw, "fencegate_upstream_transfers")
-
-    def wait_upstream(self, what):
-        """Waits until the write is in flight upstream (the only transfer
-        of this test's gateway while it runs)."""
-        self.wait_for(lambda: self.transfers() >= 1, slack(5.0),
-                      "%s to be in flight upstream" % what)
-
-    def wait_no_transfers(self, what):
-        self.wait_for(lambda: self.transfers() == 0, slack(5.0),
-                      "%s to end upstream" % what)
 
     def put_ok(self, bucket, key, data, seq):
         r = self.s3("PUT", "/%s/%s" % (bucket, key), body=data, token=seq)
@@ -228,10 +260,11 @@ class S3FaultTests(S3Case):
                 ttl = 3000 if how == "expiry" else 30000
                 g = self.acquire_ok(lock, ttl_ms=ttl)
                 body = pattern(1024 * KIB, "cut-" + how.replace(" ", "-"))
+                since = self.store_mark()
                 up = SlowS3Write(self, "PUT", "/%s/%s" % (b, key), body,
                                  g["sequencer"])
                 self.addCleanup(up.close)
-                self.wait_upstream("the PutObject")
+                self.wait_upstream("the PutObject", since)
                 # the body keeps coming through the end of the lease and the
                 # next holder's write
                 up.trickle()
@@ -272,10 +305,11 @@ class S3FaultTests(S3Case):
                 uid = self.upload_id(r)
                 q = urllib.parse.quote(uid, safe="")
                 body = pattern(1024 * KIB + 17, "part-" + how)
+                since = self.store_mark()
                 up = SlowS3Write(self, "PUT", "/%s/%s?partNumber=1&uploadId=%s"
                                  % (b, key, q), body, g["sequencer"])
                 self.addCleanup(up.close)
-                self.wait_upstream("the UploadPart")
+                self.wait_upstream("the UploadPart", since)
                 up.trickle()
                 up.stop()
                 self.end_lease(how, lock, g)
@@ -327,11 +361,12 @@ class S3FaultTests(S3Case):
                 g = self.acquire_ok(lock, ttl_ms=3000 if how == "expiry"
                                     else 30000)
                 data = pattern(8 * chunk, "chunked-" + how)
+                since = self.store_mark()
                 rq, framed, one = self.streaming_put(b, key, g["sequencer"],
                                                      data, chunk)
                 # two whole chunks: the first, verified, goes upstream
                 rq.send(framed[:2 * one])
-                self.wait_upstream("the streaming PutObject")
+                self.wait_upstream("the streaming PutObject", since)
                 if how == "the client leaves mid-chunk":
                     rq.send(framed[2 * one:2 * one + one // 2])
                     rq.close()
@@ -433,9 +468,10 @@ class S3FaultTests(S3Case):
                 g = self.acquire_ok(lock, ttl_ms=30000)
                 self.addCleanup(self.release, lock, g["lease"])
                 body = pattern(512 * KIB, "left-" + how)
+                since = self.store_mark()
                 up = SlowS3Write(self, "PUT", "/%s/%s" % (b, key), body,
                                  g["sequencer"], first=len(body) // 2)
-                self.wait_upstream("the half-sent PutObject")
+                self.wait_upstream("the half-sent PutObject", since)
                 if how == "reset":
                     up.rq.abort()
                 else:
@@ -511,10 +547,11 @@ class S3FaultTests(S3Case):
                                        body=old).status, 200)
         g = self.acquire_ok(lock, ttl_ms=2000)
         log0 = os.path.getsize(self.gw.logpath)
+        since = self.store_mark()
         up = SlowS3Write(self, "PUT", "/%s/%s" % (b, key),
                          pattern(1024 * KIB, "redis-gone"), g["sequencer"])
         self.addCleanup(up.close)
-        self.wait_upstream("the PutObject")
+        self.wait_upstream("the PutObject", since)
         up.trickle()
         self.redis.pause()
         try:
@@ -535,7 +572,7 @@ class S3FaultTests(S3Case):
                       "the gateway to find Redis again")
 
 
-class S3StoreDownTests(S3Case):
+class S3StoreDownTests(FaultHelpers, S3Case):
     """The store stopped: the class's radosgw is not used again."""
 
     def test_s3_write_with_the_store_down_gets_502_xml_and_refusals_still_speak_s3(self):
@@ -548,12 +585,11 @@ class S3StoreDownTests(S3Case):
                     token=g["sequencer"])
         self.assertEqual(r.status, 200, r)
         # a write in flight when the store dies
+        since = self.store_mark()
         up = SlowS3Write(self, "PUT", "/%s/%s" % (b, key),
                          pattern(1024 * KIB, "store-dies"), g["sequencer"])
         self.addCleanup(up.close)
-        self.wait_for(lambda: harness.metric_value(
-            self.gw, "fencegate_upstream_transfers") >= 1, slack(5.0),
-            "the PutObject to be in flight upstream")
+        self.wait_upstream("the PutObject", since)
         self.store.stop()
         up.finish()
         r = up.rq.read_response(slack(10.0))
