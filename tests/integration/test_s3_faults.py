@@ -1,9 +1,11 @@
 """test_s3_faults.py - the faults of contract v1.1 and v1.1.1 on S3,
 through the gateway in front of a real radosgw: a client paused past its
-lease, writes whose lease ends mid-body (release, break, expiry, a
-shorter renewal; PutObject, UploadPart, an aws-chunked body), a client
-that leaves mid-body, Redis down, the store down. Every outcome is read
-back from the store itself.
+lease; writes whose lease ends mid-body (release, break, expiry, a
+shorter renewal, through either gateway; PutObject, UploadPart, an
+aws-chunked body, DeleteObjects' body read before its check); a client
+that leaves mid-body; Redis down before a write and during one; the
+store down before a write and during one. Every outcome is read back
+from the store itself.
 
 The bodies are sent by hand (storage.RawRequest, signed here) so that the
 end of the lease comes while the body is still on its way."""
@@ -249,7 +251,8 @@ class S3FaultTests(FaultHelpers, S3Case):
     def test_put_object_cut_off_mid_body_by_every_end_of_its_lease_is_never_applied_and_the_next_holder_does_not_wait(self):
         for how in ("release", "break", "expiry", "shorter renewal",
                     "release through the other gateway",
-                    "shorter renewal through the other gateway"):
+                    "shorter renewal through the other gateway",
+                    "expiry while the client is paused"):
             with self.subTest(how=how):
                 b = self.fresh_bucket()
                 key = "big.bin"
@@ -257,7 +260,7 @@ class S3FaultTests(FaultHelpers, S3Case):
                 old = b"the object before\n"
                 self.assertEqual(self.store_s3("PUT", "/%s/%s" % (b, key),
                                                body=old).status, 200)
-                ttl = 3000 if how == "expiry" else 30000
+                ttl = 3000 if how.startswith("expiry") else 30000
                 g = self.acquire_ok(lock, ttl_ms=ttl)
                 body = pattern(1024 * KIB, "cut-" + how.replace(" ", "-"))
                 since = self.store_mark()
@@ -266,9 +269,13 @@ class S3FaultTests(FaultHelpers, S3Case):
                 self.addCleanup(up.close)
                 self.wait_upstream("the PutObject", since)
                 # the body keeps coming through the end of the lease and the
-                # next holder's write
-                up.trickle()
-                self.end_lease(how, lock, g)
+                # next holder's write, or the client stops sending, as if
+                # paused, until the rest of its body goes at once
+                if how == "expiry while the client is paused":
+                    self.end_lease("expiry", lock, g)
+                else:
+                    up.trickle()
+                    self.end_lease(how, lock, g)
                 self.assert_stored(b, key, old, how)
                 # the next holder writes at once: it does not wait for the
                 # old body, still on its way
