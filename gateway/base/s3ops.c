@@ -861,10 +861,11 @@ enum fg_error fg_s3_route_decide(const struct fg_config *cfg, const char *raw,
 			return FG_E_BAD_LOCK_NAME;
 		return FG_E_COUNT;
 	}
-	if (route_lock(cfg, path, plen, out, rule) != 0)
-		return FG_E_BAD_LOCK_NAME;
+	/* a rule's lock, or else the key's default (its hashed name when
+	 * BUCKET/KEY is none), as fg_s3_object_lock() gives the proxy */
+	int r = route_lock(cfg, path, plen, out, rule);
 	if (*rule)
-		return FG_E_COUNT;
+		return r == 0 ? FG_E_COUNT : FG_E_BAD_LOCK_NAME;
 	return fg_s3_object_lock(cfg, b, blen, key, klen, out) == FG_S3_OK
 		? FG_E_COUNT : FG_E_BAD_LOCK_NAME;
 }
