@@ -1444,22 +1444,36 @@ static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
 
 /* STREAMING: the body goes up as it comes; once it is in, the answer is
  * given from the upstream's head (or from what ended the transfer). */
-/* A streaming-signed body's chunks that failed: the transfer ends before
- * the upstream has the whole body, and the client is told why. */
-static enum MHD_Result chunk_failed(struct fg_req *req, struct MHD_Connection *c,
-				    enum fg_awschunk_err e)
+/* The refusal of a streaming-signed body whose chunk failed. */
+static enum MHD_Result chunk_refusal(struct fg_req *req, struct MHD_Connection *c)
 {
 	struct fg_s3part *s3 = req->flow->s3;
-	fg_xfer_end_now(req->flow->xfer);
 	req->flow->state = FLOW_ANSWERED;
-	fg_log_info("refused %s: a chunk of its streaming-signed body: %s",
-		    req->rec.method, fg_awschunk_message(s3->chunk));
-	return fg_respond_s3(c, e == FG_AWSCHUNK_BAD_SIGNATURE
+	return fg_respond_s3(c, s3->chunk_bad_signature
 				? FG_S3N_SIGNATURE_DOES_NOT_MATCH : FG_S3N_INVALID_REQUEST,
-			     e == FG_AWSCHUNK_BAD_SIGNATURE
+			     s3->chunk_bad_signature
 				? "a chunk's signature does not match; the upload "
 				  "was ended before the store had all of it"
 				: fg_awschunk_message(s3->chunk), true);
+}
+
+/* A streaming-signed body's chunks that failed: the transfer ends before
+ * the upstream has the whole body, and the client is told why. The answer
+ * waits until the client's body is in (upload_done): libmicrohttpd 0.9.75
+ * refuses a response queued while the body is still coming and closes the
+ * connection unanswered, so the rest is read and dropped first. */
+static enum MHD_Result chunk_failed(struct fg_req *req, struct MHD_Connection *c,
+				    enum fg_awschunk_err e, bool upload_done)
+{
+	struct fg_s3part *s3 = req->flow->s3;
+	fg_xfer_end_now(req->flow->xfer);
+	s3->chunk_failed = true;
+	s3->chunk_bad_signature = e == FG_AWSCHUNK_BAD_SIGNATURE;
+	fg_log_info("refused %s: a chunk of its streaming-signed body: %s",
+		    req->rec.method, fg_awschunk_message(s3->chunk));
+	if (!upload_done)
+		return MHD_YES;
+	return chunk_refusal(req, c);
 }
 
 /* Hands the transfer what the chunk checker emitted; true when it took
@@ -1482,6 +1496,13 @@ static enum MHD_Result stream_chunks(struct fg_req *req, struct MHD_Connection *
 				     const char *upload, size_t *upload_size)
 {
 	struct fg_s3part *s3 = req->flow->s3;
+	if (s3->chunk_failed) { /* the rest of the body is dropped */
+		if (*upload_size == 0)
+			return chunk_refusal(req, c);
+		req->rec.bytes_in += *upload_size;
+		*upload_size = 0;
+		return MHD_YES;
+	}
 	if (!chunk_drain(req))
 		return MHD_YES; /* the rest of upload waits */
 	if (*upload_size) {
@@ -1489,7 +1510,7 @@ static enum MHD_Result stream_chunks(struct fg_req *req, struct MHD_Connection *
 		req->rec.bytes_in += *upload_size;
 		*upload_size = 0;
 		if (e != FG_AWSCHUNK_OK)
-			return chunk_failed(req, c, e);
+			return chunk_failed(req, c, e, false);
 		chunk_drain(req);
 		return MHD_YES;
 	}
@@ -1497,7 +1518,7 @@ static enum MHD_Result stream_chunks(struct fg_req *req, struct MHD_Connection *
 		s3->chunk_ended = true;
 		enum fg_awschunk_err e = fg_awschunk_end(s3->chunk);
 		if (e != FG_AWSCHUNK_OK)
-			return chunk_failed(req, c, e);
+			return chunk_failed(req, c, e, true);
 	}
 	if (!chunk_drain(req))
 		return MHD_YES; /* called again once the transfer took it */

@@ -52,6 +52,10 @@ struct fg_s3part {
 	char *out;
 	size_t out_len, out_cap;
 	bool chunk_ended;               /* fg_awschunk_end() was called */
+	/* a chunk failed: the transfer upstream is ended, the rest of the
+	 * client's body is read and dropped, then the refusal is answered */
+	bool chunk_failed;
+	bool chunk_bad_signature;       /* (that refusal's kind) */
 };
 
 /** A part for one request (caller owns: fg_s3part_free()). NULL without
