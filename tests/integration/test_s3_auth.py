@@ -19,7 +19,9 @@ import urllib.parse
 import harness
 import s3env
 from harness import LOCKS, Gateway, TestCase, slack
-from test_s3_mode import S3Base, hashed_lock, md5_b64
+import json
+
+from test_s3_mode import DOMAIN, S3Base, hashed_lock, key_path, md5_b64
 
 ALICE_BEARER = secrets.token_urlsafe(32)
 GHOST_KEY = "FGTESTGHOSTKEY000001"
@@ -28,6 +30,10 @@ OLD_KEY = "FGTESTOLDKEY00000001"
 OLD_SECRET = "oldsecret0123456789abcdefghijklmnopqrstu"
 NEW_KEY = "FGTESTNEWKEY00000001"
 NEW_SECRET = "newsecret0123456789abcdefghijklmnopqrstu"
+BOB_KEY = "FGTESTBOBKEY00000001"
+BOB_SECRET = "bobsecret0123456789abcdefghijklmnopqrstu"
+BOB_STORE_KEY = "FGTESTBOBSTORE000001"
+BOB_STORE_SECRET = "bobstoresecret0123456789abcdefghijklmnop"
 
 
 def creds_text(*extra):
@@ -41,14 +47,22 @@ class S3AuthTests(S3Base):
     """An auth-file (alice: lock: on buckets rw-*, read: on ro-*; nothing
     on no-*), one route lock per bucket."""
 
-    routes = ("/{bucket}/ {bucket}",)
+    routes = ("/{bucket}/ {bucket}", "/rw-media/{user}/ rw-media/{user}")
+    extra_config = ("s3-domain " + DOMAIN,)
     auth_file_text = (
         "alice sha256:%s lock:rw- read:ro-\n"
         % hashlib.sha256(ALICE_BEARER.encode()).hexdigest())
-    credentials_text = creds_text("%s %s alice" % (OLD_KEY, OLD_SECRET))
 
     @classmethod
     def s3_config_lines(cls):
+        # bob's key signs upstream with the store's user bob (the fourth
+        # field); the store user is made when the store has started
+        bob_store = s3env.owner_only_file("%s\n%s\n" % (BOB_STORE_KEY,
+                                                         BOB_STORE_SECRET),
+                                          "bob-store-")
+        cls.bob_line = "%s %s alice %s" % (BOB_KEY, BOB_SECRET, bob_store)
+        cls.credentials_text = creds_text(
+            "%s %s alice" % (OLD_KEY, OLD_SECRET), cls.bob_line)
         lines = super().s3_config_lines()
         cls.creds_path = [l.split(" ", 1)[1] for l in lines
                           if l.startswith("s3-credentials ")][0]
@@ -226,6 +240,69 @@ class S3AuthTests(S3Base):
         self.assertEqual(r.status, 204, r)
         self.assertEqual(self.store_s3("HEAD", "/" + new).status, 404)
 
+    def test_route_rules_match_the_key_unresolved_and_by_virtual_host(self):
+        b = "rw-media"
+        self.make_bucket(b)
+        u1 = self.sequencer("rw-media/u1")
+        u2 = self.sequencer("rw-media/u2")
+        # "u1/../u2/f" is a key under u1/: its lock is u1's, not u2's
+        key = "u1/../u2/f"
+        r = self.s3("PUT", key_path(b, key), body=b"dots", token=u2)
+        self.assertFenceError(r, 403, "FenceWrongLock")
+        r = self.s3("PUT", key_path(b, key), body=b"dots", token=u1)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.store_get(b, key), (200, b"dots"))
+        self.assertFalse(self.store_has(b, "u2/f"))
+        # percent-decoded: u1%2Fg is u1/g
+        r = self.s3("PUT", "/rw-media/u1%2Fg", body=b"g", token=u2)
+        self.assertFenceError(r, 403, "FenceWrongLock")
+        r = self.s3("PUT", "/rw-media/u1%2Fg", body=b"g", token=u1)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.store_get(b, "u1/g"), (200, b"g"))
+        # by virtual host, the same rule
+        vhost = "%s.%s:%d" % (b, DOMAIN, self.gw.port)
+        r = self.s3("PUT", "/u2/v", body=b"v", headers={"Host": vhost},
+                    token=u1)
+        self.assertFenceError(r, 403, "FenceWrongLock")
+        r = self.s3("PUT", "/u2/v", body=b"v", headers={"Host": vhost},
+                    token=u2)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.store_get(b, "u2/v"), (200, b"v"))
+        # the bucket's own writes: a rule with another lock inside it
+        # leaves the bucket unguarded as a whole
+        r = self.s3("PUT", "/rw-media?versioning", token=self.sequencer(b),
+                    body=b"<VersioningConfiguration><Status>Enabled</Status>"
+                         b"</VersioningConfiguration>")
+        self.assertFenceError(r, 403, "FenceSubtreeUnguarded")
+        r = self.gw.request("GET", "/_fence/v1/route?path=" + urllib.parse.quote(
+            key_path(b, key), safe=""), headers={
+                "Authorization": "Bearer " + ALICE_BEARER})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json["lock"], "rw-media/u1", r.json)
+
+    def test_a_keys_own_store_credentials_sign_its_requests(self):
+        self.store.rgw.add_user("bob", BOB_STORE_KEY, BOB_STORE_SECRET)
+        b = "rw-" + self.bucket()
+        seq = self.sequencer(b)
+        r = self.s3("PUT", "/" + b, token=seq, key=BOB_KEY, secret=BOB_SECRET)
+        self.assertEqual(r.status, 200, r)
+        r = self.s3("PUT", "/%s/o" % b, body=b"bob's", token=seq,
+                    key=BOB_KEY, secret=BOB_SECRET)
+        self.assertEqual(r.status, 200, r)
+        stats = json.loads(self.store.rgw.admin("bucket", "stats",
+                                                "--bucket", b))
+        self.assertEqual(stats.get("owner"), "bob", stats)
+        # the gateway's own store user may not read bob's object
+        st, _ = self.store_get(b, "o")
+        self.assertEqual(st, 403)
+        # through the gateway with alice's usual key: signed as the
+        # gateway's user, so the store's rights apply
+        r = self.s3("GET", "/%s/o" % b)
+        self.assertEqual(r.status, 403, r)
+        self.assertEqual(self.s3_error(r), "AccessDenied", r)
+        r = self.s3("GET", "/%s/o" % b, key=BOB_KEY, secret=BOB_SECRET)
+        self.assertEqual((r.status, r.body), (200, b"bob's"), r)
+
     def reloads(self):
         with open(self.gw.logpath) as f:
             return len(re.findall(r"s3-credentials \S+ reloaded: ", f.read()))
@@ -239,7 +316,8 @@ class S3AuthTests(S3Base):
         self.assertEqual(r.status, 200, r)
         n0 = self.reloads()
         with open(self.creds_path, "w") as f:
-            f.write(creds_text("%s %s alice" % (NEW_KEY, NEW_SECRET)))
+            f.write(creds_text("%s %s alice" % (NEW_KEY, NEW_SECRET),
+                               self.bob_line))
         os.chmod(self.creds_path, 0o600)
         self.gw.proc.send_signal(signal.SIGHUP)
         self.wait_for(lambda: self.reloads() > n0, slack(10.0),

@@ -19,6 +19,7 @@ import xml.etree.ElementTree as ET
 
 import harness
 import s3env
+from harness import slack
 from s3env import S3_NS, S3Case
 
 DOMAIN = "s3.fence.test"
@@ -149,7 +150,7 @@ class S3ModeTests(S3Base):
     """Open mode (no auth-file), no route rules: every object's lock is
     its default; `s3-domain` set for virtual-host requests."""
 
-    extra_config = ("s3-domain " + DOMAIN,)
+    extra_config = ("s3-domain " + DOMAIN, "redis-timeout-ms 500")
 
     # -- identity --------------------------------------------------------
 
@@ -241,7 +242,11 @@ class S3ModeTests(S3Base):
         self.assertEqual(len(puts), 1, envs)
         e = puts[0]
         self.assertNotIn("HTTP_X_AMZ_SECURITY_TOKEN", e)
-        self.assertNotIn("X-Amz-Security-Token", e.get("QUERY_STRING", ""))
+        for p in ("X-Amz-Security-Token", "X-Amz-Signature",
+                  "X-Amz-Credential"):
+            self.assertNotIn(p, e.get("QUERY_STRING", ""), e)
+            self.assertNotIn(p, e.get("REQUEST_URI", ""), e)
+        self.assertIn(s3env.STORE_KEY, e.get("HTTP_AUTHORIZATION", ""), e)
         self.assertNotIn("fg1.", repr(e))
         # a presigned GET carrying the sequencer works too (a read)
         t = s3env.presign("GET", path, self.host(), token=seq)
@@ -278,6 +283,9 @@ class S3ModeTests(S3Base):
         self.assertNotIn("HTTP_FENCING_TOKEN", e)
         self.assertNotIn("fg1.", repr(e))
         self.assertIn(s3env.STORE_KEY, e.get("HTTP_AUTHORIZATION", ""), e)
+        self.assertEqual(e.get("HTTP_X_AMZ_CONTENT_SHA256"),
+                         hashlib.sha256(body).hexdigest(), e)
+        self.assertIn("HTTP_X_FORWARDED_FOR", e)
         # the store holds what was signed, and nothing that was not
         r = self.store_s3("HEAD", "/%s/h" % b)
         self.assertEqual(r.status, 200, r)
@@ -311,7 +319,8 @@ class S3ModeTests(S3Base):
     def test_odd_keys_are_stored_exactly_and_locked_by_their_names(self):
         b = self.make_bucket()
         keys = ["with space", "unicod\u00e9/\u00fc\u20ac", "a//b", "x/../y",
-                "./dot", "lit%2Fpct", "plus+sign", "tilde~ok-1.2_3", "d/e/f"]
+                "./dot", "lit%2Fpct", "plus+sign", "tilde~ok-1.2_3", "d/e/f",
+                "long/" + "L" * 300]
         for i, k in enumerate(keys):
             with self.subTest(key=k):
                 default = "%s/%s" % (b, k)
@@ -518,6 +527,61 @@ class S3ModeTests(S3Base):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(self.stored_keys(b), [])
 
+    def test_the_store_checks_the_kept_payload_hash(self):
+        b = self.make_bucket()
+        seq = self.sequencer("%s/ph" % b)
+        # a signed hash that is not the body's: the store refuses it
+        r = self.s3("PUT", "/%s/ph" % b, body=b"the body", token=seq,
+                    payload_hash=hashlib.sha256(b"another").hexdigest())
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(self.s3_error(r), "XAmzContentSHA256Mismatch", r)
+        self.assertFalse(self.store_has(b, "ph"))
+        # UNSIGNED-PAYLOAD passes as it came
+        r = self.s3("PUT", "/%s/ph" % b, body=b"unsigned body", token=seq,
+                    payload_hash="UNSIGNED-PAYLOAD")
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.store_get(b, "ph"), (200, b"unsigned body"))
+
+    def test_delete_objects_limits(self):
+        b = self.make_bucket()
+        keys = ["k%02d" % i for i in range(17)]
+        for k in keys:
+            self.store_put(b, k)
+        seqs = [self.sequencer("%s/%s" % (b, k)) for k in keys]
+        # more than 2 MiB: refused before anything
+        big = (b"<Delete>" + b"<!--" + b"x" * (2 << 20) + b"-->"
+               b"<Object><Key>k00</Key></Object></Delete>")
+        r = self.s3("POST", "/%s?delete" % b, body=big, token=seqs[0],
+                    headers={"Content-MD5": md5_b64(big)})
+        self.assertFenceError(r, 400, "MalformedXML")
+        # seventeen locks in one request
+        body = delete_body(keys)
+        r = self.s3("POST", "/%s?delete" % b, body=body,
+                    token=",".join(seqs[:16]),
+                    headers={"Content-MD5": md5_b64(body)})
+        self.assertFenceError(r, 400, "FenceBadRequest")
+        self.assertEqual(self.stored_keys(b), keys)
+        # sixteen, each named once by its sequencer
+        body = delete_body(keys[:16])
+        r = self.s3("POST", "/%s?delete" % b, body=body,
+                    token=",".join(seqs[:16]),
+                    headers={"Content-MD5": md5_b64(body)})
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.stored_keys(b), keys[16:])
+
+    def test_a_write_when_redis_does_not_answer_is_503_in_s3_xml(self):
+        b = self.make_bucket()
+        seq = self.sequencer("%s/r" % b)
+        self.redis.pause()
+        try:
+            r = self.s3("PUT", "/%s/r" % b, body=b"x", token=seq,
+                        timeout=slack(10.0))
+        finally:
+            self.redis.resume()
+        self.assertFenceError(r, 503, "FenceStoreUnavailable")
+        self.assertIsNotNone(r.header("Retry-After"), r.header_list)
+        self.assertFalse(self.store_has(b, "r"))
+
     def test_bucket_writes_without_a_guarding_route_are_refused(self):
         b = self.make_bucket()
         self.store_put(b, "k")
@@ -646,6 +710,11 @@ class S3ModeTests(S3Base):
         vhost = "%s.%s:%d" % (b, DOMAIN, self.gw.port)
         r = self.s3("PUT", "/vk", body=b"v", headers={"Host": vhost})
         self.assertFenceError(r, 428, "FenceTokenRequired")
+        nb = self.bucket("v")
+        r = self.s3("PUT", "/", headers={"Host": "%s.%s:%d" % (
+            nb, DOMAIN, self.gw.port)}, token=self.sequencer(nb))
+        self.assertFenceError(r, 403, "FenceSubtreeUnguarded")
+        self.assertEqual(self.store_s3("HEAD", "/" + nb).status, 404)
         r = self.s3("PUT", "/vk", body=b"v", headers={"Host": vhost},
                     token=self.sequencer("%s/other" % b))
         self.assertFenceError(r, 403, "FenceWrongLock")
