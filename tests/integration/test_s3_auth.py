@@ -131,6 +131,20 @@ class S3AuthTests(S3Base):
         self.assertEqual(r.status, 200, r)
         self.assertEqual(self.store_get(rw, "from-ro"),
                          (200, ("in " + ro).encode()))
+        # UploadPartCopy reads its source too
+        r = self.s3("POST", "/%s/mp?uploads" % rw, token=seq)
+        self.assertEqual(r.status, 200, r)
+        uid = re.search(rb"<UploadId>([^<]+)</UploadId>", r.body).group(1)
+        part = "/%s/mp?partNumber=1&uploadId=%s" % (
+            rw, urllib.parse.quote(uid.decode(), safe=""))
+        r = self.s3("PUT", part, token=seq,
+                    headers={"x-amz-copy-source": "/%s/k" % no,
+                             "Content-Length": "0"})
+        self.assertDenied(r, "read:")
+        r = self.s3("PUT", part, token=seq,
+                    headers={"x-amz-copy-source": "/%s/k" % ro,
+                             "Content-Length": "0"})
+        self.assertEqual(r.status, 200, r)
         # copying into a bucket alice may only read
         r = self.s3("PUT", "/%s/from-rw" % ro, token=seq,
                     headers={"x-amz-copy-source": "/%s/k" % rw})

@@ -502,6 +502,28 @@ class S3ModeTests(S3Base):
                     token="%s,%s" % (s1, s2))
         self.assertEqual(r.status, 200, r)
         self.assertEqual(self.stored_keys(b), [])
+        # keys as XML spells them (an entity, S3's namespace, as boto3
+        # sends): the key the store reads is the key whose lock is checked
+        self.store_put(b, "a&b")
+        self.store_put(b, "plain")
+        body = ('<?xml version="1.0" encoding="UTF-8"?><Delete xmlns='
+                '"http://s3.amazonaws.com/doc/2006-03-01/"><Object><Key>a&amp;b'
+                '</Key></Object><Object><Key>pl&#97;in</Key></Object>'
+                '<Quiet>true</Quiet></Delete>').encode()
+        h = {"Content-MD5": md5_b64(body)}
+        amp = self.sequencer(hashed_lock(b, "a&b"))
+        plain = self.sequencer("%s/plain" % b)
+        r = self.s3("POST", "/%s?delete" % b, body=body, headers=h,
+                    token=amp)
+        self.assertFenceError(r, 403, "FenceWrongLock")
+        r = self.s3("POST", "/%s?delete" % b, body=body, headers=h,
+                    token=plain)
+        self.assertFenceError(r, 403, "FenceWrongLock")
+        self.assertEqual(self.stored_keys(b), ["a&b", "plain"])
+        r = self.s3("POST", "/%s?delete" % b, body=body, headers=h,
+                    token=plain + "," + amp)
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(self.stored_keys(b), [])
 
     def test_delete_objects_bodies_that_do_not_parse_or_are_too_many(self):
         b = self.make_bucket()
