@@ -570,12 +570,23 @@ class S3ModeTests(S3Base):
         for k in keys:
             self.store_put(b, k)
         seqs = [self.sequencer("%s/%s" % (b, k)) for k in keys]
-        # more than 2 MiB: refused before anything
+        # more than 2 MiB: refused on its head, before its body is sent
+        # (the client waits with Expect: 100-continue, as SDKs do)
         big = (b"<Delete>" + b"<!--" + b"x" * (2 << 20) + b"-->"
                b"<Object><Key>k00</Key></Object></Delete>")
-        r = self.s3("POST", "/%s?delete" % b, body=big, token=seqs[0],
-                    headers={"Content-MD5": md5_b64(big)})
-        self.assertFenceError(r, 400, "MalformedXML")
+        h = {"Host": self.host(), "Content-Length": str(len(big)),
+             "Content-MD5": md5_b64(big), "x-amz-security-token": seqs[0],
+             "x-amz-content-sha256": hashlib.sha256(big).hexdigest()}
+        s3env.sign("POST", "/%s" % b, "delete", h, h["x-amz-content-sha256"])
+        h["Expect"] = "100-continue"
+        head = "POST /%s?delete HTTP/1.1\r\n%s\r\n" % (b, "".join(
+            "%s: %s\r\n" % kv for kv in h.items()))
+        raw = harness.raw_exchange(self.gw.port, head.encode(),
+                                   timeout=slack(10.0))
+        st, hdrs, rbody = harness.parse_raw(raw)
+        self.assertFenceError(harness.Response(st, "", list(hdrs.items()),
+                                               rbody, 0.0),
+                              400, "MalformedXML")
         # seventeen locks in one request
         body = delete_body(keys)
         r = self.s3("POST", "/%s?delete" % b, body=body,
