@@ -173,6 +173,11 @@ class S3ModeTests(S3Base):
         h["x-amz-meta-a"] = "2"
         self.assertS3Error(s3env.send(self.gw.port, "GET", path, h), 403,
                            "SignatureDoesNotMatch")
+        r = s3env.send(self.gw.port, "GET", path, {
+            "Host": self.host(), "x-amz-date": now().strftime("%Y%m%dT%H%M%SZ"),
+            "x-amz-content-sha256": s3env.EMPTY_SHA256,
+            "Authorization": "AWS4-HMAC-SHA256 Credential=nonsense"})
+        self.assertFenceError(r, 400, "AuthorizationHeaderMalformed")
         # clock skew: 16 minutes either way refused, 14 accepted
         for d in (-16 * 60, 16 * 60):
             r = self.s3("GET", path, when=now(d))
@@ -376,13 +381,30 @@ class S3ModeTests(S3Base):
             ("CompleteMultipartUpload", "POST", p + "?uploadId=nope",
              b"<CompleteMultipartUpload></CompleteMultipartUpload>", {}),
             ("AbortMultipartUpload", "DELETE", p + "?uploadId=nope", b"", {}),
+            ("PutObjectAcl", "PUT", p + "?acl", b"", {"x-amz-acl": "private"}),
+            ("PutObjectRetention", "PUT", p + "?retention",
+             b"<Retention><Mode>GOVERNANCE</Mode><RetainUntilDate>"
+             b"2030-01-01T00:00:00Z</RetainUntilDate></Retention>", {}),
+            ("PutObjectLegalHold", "PUT", p + "?legal-hold",
+             b"<LegalHold><Status>ON</Status></LegalHold>", {}),
+            ("RestoreObject", "POST", p + "?restore",
+             b"<RestoreRequest><Days>1</Days></RestoreRequest>", {}),
             ("DeleteObject", "DELETE", p, b"", {}),
+            ("DeleteObject versionId", "DELETE", p + "?versionId=null", b"",
+             {}),
         ]
 
     def test_every_object_write_needs_the_keys_current_sequencer(self):
         b = self.make_bucket()
         self.store_put(b, "src", b"source")
         self.store_put(b, "k", b"old")
+        g = self.acquire_ok("%s/k" % b, mode="shared", ttl_ms=30000)
+        r = self.s3("PUT", "/%s/k" % b, body=b"shared", token=g["sequencer"])
+        self.assertFenceError(r, 403, "FenceWrongMode")
+        r = self.s3("GET", "/%s/k" % b, headers={"Fencing-Token":
+                                                 g["sequencer"]})
+        self.assertEqual((r.status, r.body), (200, b"old"), r)
+        self.release_ok("%s/k" % b, g["lease"])
         stale, cur = self.stale_and_current("%s/k" % b)
         other = self.sequencer("%s/elsewhere" % b)
         for name, m, t, body, h in self.write_ops(b, "k", "src"):
@@ -634,6 +656,11 @@ class S3ModeTests(S3Base):
                            ("PUT", "/%s?versioning" % b, versioning),
                            ("PUT", "/%s?lifecycle" % b, lifecycle),
                            ("DELETE", "/%s?lifecycle" % b, b""),
+                           ("PUT", "/%s?policy" % b, b'{"Version":"2012-10-17"}'),
+                           ("DELETE", "/%s?policy" % b, b""),
+                           ("PUT", "/%s?cors" % b, b"<CORSConfiguration/>"),
+                           ("PUT", "/%s?tagging" % b, b"<Tagging/>"),
+                           ("POST", "/%s?fgunknownsub" % b, b"x"),
                            ("PUT", "/%s/k?fgunknownsub" % b, b"x"),
                            ("DELETE", "/%s/k?fgunknownsub=1" % b, b"")):
             with self.subTest(m=m, t=t):
@@ -641,6 +668,13 @@ class S3ModeTests(S3Base):
                             headers={"Content-MD5": md5_b64(body)}
                             if body else {})
                 self.assertFenceError(r, 403, "FenceSubtreeUnguarded")
+        # a browser POST upload changes the whole bucket
+        form = (b"--XX\r\nContent-Disposition: form-data; name=\"key\"\r\n\r\n"
+                b"k\r\n--XX\r\nContent-Disposition: form-data; name=\"file\"; "
+                b"filename=\"f\"\r\n\r\nposted\r\n--XX--\r\n")
+        r = self.s3("POST", "/" + b, body=form, token=kseq, headers={
+            "Content-Type": "multipart/form-data; boundary=XX"})
+        self.assertFenceError(r, 403, "FenceSubtreeUnguarded")
         self.assertEqual(self.store_s3("HEAD", "/" + b).status, 200)
         self.assertEqual(self.store_get(b, "k"), (200, b"old"))
         r = self.store_s3("GET", "/%s?versioning" % b)
@@ -663,6 +697,12 @@ class S3ModeTests(S3Base):
         self.assertEqual((r.status, r.body), (200, b"read me"), r)
         r = self.s3("GET", "/%s/r" % b)
         self.assertEqual((r.status, r.body), (200, b"read me"), r)
+        r = self.s3("GET", "/%s/r" % b, token="not-a-sequencer")
+        self.assertEqual((r.status, r.body), (200, b"read me"), r)
+        r = self.s3("HEAD", "/%s/r" % b, token=stale)
+        self.assertEqual(r.status, 200, r)
+        r = self.s3("GET", "/%s?versioning" % b, token=stale)
+        self.assertEqual(r.status, 200, r)
         # a Fencing-Token header does
         r = self.s3("GET", "/%s/r" % b, headers={"Fencing-Token": stale})
         self.assertStale(r, stale, cur)
@@ -723,6 +763,21 @@ class S3ModeTests(S3Base):
         self.assertEqual(r.status, 400, r)
         self.assertIn("application/json", r.header("Content-Type"))
         self.assertIn("error", r.json)
+
+    def test_no_secret_or_sequencer_is_logged(self):
+        b = self.make_bucket()
+        seq = self.sequencer("%s/l" % b)
+        stale, _ = self.stale_and_current("%s/l2" % b)
+        self.assertEqual(self.s3("PUT", "/%s/l" % b, body=b"x",
+                                 token=seq).status, 200)
+        self.s3("PUT", "/%s/l2" % b, body=b"x", token=stale)
+        self.s3("PUT", "/%s/l2" % b, body=b"x", headers={
+            "Fencing-Token": stale})
+        self.s3("GET", "/%s/l" % b, secret="wrong" + s3env.CLIENT_SECRET[5:])
+        with open(self.gw.logpath) as f:
+            log = f.read()
+        for s in (seq, stale, "fg1.", s3env.CLIENT_SECRET, s3env.STORE_SECRET):
+            self.assertNotIn(s, log)
 
     def test_route_endpoint_answers_the_s3_keys_lock(self):
         b = self.bucket()
