@@ -14,6 +14,7 @@ import base64
 import datetime
 import hashlib
 import re
+import socket
 import urllib.parse
 import xml.etree.ElementTree as ET
 
@@ -734,6 +735,47 @@ class S3ModeTests(S3Base):
                 self.assertFenceError(r, 403, "SignatureDoesNotMatch")
                 # the store never completes the object
                 self.assertFalse(self.store_has(b, "bad"))
+        self.assertEqual(self.stored_keys(b), [])
+        self.assert_alive()
+
+    def test_streaming_signed_upload_without_its_final_chunk_never_completes(self):
+        """Every declared byte but no final chunk, then the client leaves:
+        the last data chunk was never forwarded, so the store, which may
+        complete an object once it has every declared byte, has nothing."""
+        b = self.make_bucket()
+        data = b"q" * (65536 * 2 + 10)
+        seq = self.sequencer("%s/nf" % b)
+        when = now()
+        path = "/%s/nf" % b
+        h = {"Host": self.host(),
+             "Content-Length": str(s3env.streaming_length(len(data), 65536)),
+             "Content-Encoding": "aws-chunked",
+             "x-amz-decoded-content-length": str(len(data)),
+             "x-amz-content-sha256": "STREAMING-AWS4-HMAC-SHA256-PAYLOAD",
+             "x-amz-security-token": seq}
+        seed = s3env.sign("PUT", path, "", h,
+                          "STREAMING-AWS4-HMAC-SHA256-PAYLOAD", when=when)
+        body = s3env.aws_chunked(data, 65536, seed, when)
+        final = body.rindex(b"0;chunk-signature=")
+        head = "PUT %s HTTP/1.1\r\n%s\r\n" % (path, "".join(
+            "%s: %s\r\n" % kv for kv in h.items()))
+        n0 = len(self.store.rgw.requests())
+        sock = socket.create_connection(("127.0.0.1", self.gw.port),
+                                        timeout=slack(10.0))
+        try:
+            sock.sendall(head.encode() + body[:final])
+        finally:
+            sock.close()
+        # the client left; once the store has ended its PUT, no object
+        puts = []
+
+        def ended():
+            puts[:] = [r for r in self.store.rgw.requests_after(n0)
+                       if r[0] == "PUT" and r[1] == path]
+            return bool(puts)
+        self.wait_for(ended, slack(30.0), "the store ended the PUT")
+        self.assertNotEqual(puts[0][2], 200, puts)
+        self.assertFalse(self.store_has(b, "nf"))
         self.assertEqual(self.stored_keys(b), [])
         self.assert_alive()
 
