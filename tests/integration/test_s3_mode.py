@@ -298,15 +298,32 @@ class S3ModeTests(S3Base):
         self.assertEqual(r.header("x-amz-meta-colour"), "blue")
         self.assertEqual(r.header("Content-Type"), "text/x-fence")
         self.assertIsNone(r.header("Cache-Control"), r.header_list)
-        # a Fencing-Token header is not forwarded either
+        # a Fencing-Token header is not forwarded either, nor the v1
+        # credentials, signed or not; the gateway's X-Forwarded-* replace
+        # or extend the client's (v1.1), signed or not
         seq2 = self.sequencer("%s/h2" % b)
         r, envs = self.envs_of(lambda: self.s3(
-            "PUT", "/%s/h2" % b, body=b"x", headers={"Fencing-Token": seq2}))
+            "PUT", "/%s/h2" % b, body=b"x", headers={
+                "Fencing-Token": seq2, "Fence-Lease": "lease-secret",
+                "Destination-Fencing-Token": seq2,
+                "X-Forwarded-Host": "evil.example",
+                "X-Forwarded-Proto": "https",
+                "Forwarded": "for=6.6.6.6;host=evil.example",
+                "X-Forwarded-For": "6.6.6.6"}))
         self.assertEqual(r.status, 200, r)
         puts = [e for e in envs if e.get("REQUEST_METHOD") == "PUT"]
         self.assertEqual(len(puts), 1, envs)
-        self.assertNotIn("HTTP_FENCING_TOKEN", puts[0])
-        self.assertNotIn("fg1.", repr(puts[0]))
+        e = puts[0]
+        self.assertNotIn("HTTP_FENCING_TOKEN", e)
+        self.assertNotIn("HTTP_FENCE_LEASE", e)
+        self.assertNotIn("HTTP_DESTINATION_FENCING_TOKEN", e)
+        self.assertNotIn("fg1.", repr(e))
+        self.assertNotIn("lease-secret", repr(e))
+        self.assertNotIn("evil.example", repr(e))
+        self.assertNotEqual(e.get("HTTP_X_FORWARDED_PROTO"), "https", e)
+        self.assertEqual(e.get("HTTP_X_FORWARDED_FOR", "").replace(" ", ""),
+                         "6.6.6.6,127.0.0.1", e)
+        self.assertEqual(self.store_get(b, "h2"), (200, b"x"))
 
     def test_the_store_checks_signatures_on_host(self):
         """What makes the gateway's signing again necessary: the store
@@ -326,14 +343,14 @@ class S3ModeTests(S3Base):
         b = self.make_bucket()
         keys = ["with space", "unicod\u00e9/\u00fc\u20ac", "a//b", "x/../y",
                 "./dot", "lit%2Fpct", "plus+sign", "tilde~ok-1.2_3", "d/e/f",
-                "long/" + "L" * 300]
+                "long/" + "L" * 300, "q?x#y", "100%", "dir/", "-"]
         for i, k in enumerate(keys):
             with self.subTest(key=k):
                 default = "%s/%s" % (b, k)
                 lock = default if harness.valid_lock_name(default) and \
                     re.fullmatch(r"[A-Za-z0-9._~/-]+", default) \
                     else hashed_lock(b, k)
-                if k in ("tilde~ok-1.2_3", "d/e/f"):
+                if k in ("tilde~ok-1.2_3", "d/e/f", "-"):
                     self.assertEqual(lock, default)
                 else:
                     self.assertTrue(lock.startswith("~s3/"), lock)
@@ -709,7 +726,10 @@ class S3ModeTests(S3Base):
         self.assertStale(r, stale, cur)
         r = self.s3("GET", "/%s/r" % b, headers={"Fencing-Token": cur})
         self.assertEqual((r.status, r.body), (200, b"read me"), r)
-        # a listing is a read
+        # listings are reads
+        r = self.s3("GET", "/", token=stale)
+        self.assertEqual(r.status, 200, r)
+        self.assertIn(("<Name>%s</Name>" % b).encode(), r.body)
         r = self.s3("GET", "/%s?list-type=2" % b)
         self.assertEqual(r.status, 200, r)
         self.assertIn(b"<Key>r</Key>", r.body)
