@@ -221,6 +221,18 @@ class S3ModeTests(S3Base):
                           when=now(-600))
         r = s3env.send(self.gw.port, "GET", t, {"Host": self.host()})
         self.assertFenceError(r, 403, "AccessDenied")
+        # signed 20 minutes ago for an hour: still good (a presigned URL
+        # is used after it is made); dated 20 minutes ahead: refused
+        t = s3env.presign("GET", path, self.host(), expires=3600,
+                          when=now(-1200))
+        r = s3env.send(self.gw.port, "GET", t, {"Host": self.host()})
+        self.assertEqual((r.status, r.body), (200, b"presigned body"), r)
+        t = s3env.presign("GET", path, self.host(), expires=3600,
+                          when=now(1200))
+        r = s3env.send(self.gw.port, "GET", t, {"Host": self.host()})
+        self.assertEqual(r.status, 403, r)
+        self.assertIn(self.s3_error(r), ("RequestTimeTooSkewed",
+                                         "AccessDenied"), r)
         # a wrong presigned signature
         t = s3env.presign("GET", path, self.host(),
                           secret=s3env.CLIENT_SECRET[::-1])
