@@ -880,9 +880,16 @@ class S3ModeTests(S3Base):
                     token=self.sequencer("%s/other" % b))
         self.assertFenceError(r, 403, "FenceWrongLock")
         seq = self.sequencer("%s/vk" % b)
-        r = self.s3("PUT", "/vk", body=b"virtual", headers={"Host": vhost},
-                    token=seq)
+        r, envs = self.envs_of(lambda: self.s3(
+            "PUT", "/vk", body=b"virtual", headers={"Host": vhost},
+            token=seq))
         self.assertEqual(r.status, 200, r)
+        # the store is asked path-style, under its own Host
+        puts = [e for e in envs if e.get("REQUEST_METHOD") == "PUT"]
+        self.assertEqual(len(puts), 1, envs)
+        self.assertEqual(puts[0].get("REQUEST_URI"), "/%s/vk" % b, puts[0])
+        self.assertEqual(puts[0].get("HTTP_HOST"),
+                         "127.0.0.1:%d" % self.store.port, puts[0])
         self.assertEqual(self.store_get(b, "vk"), (200, b"virtual"))
         r = self.s3("GET", "/vk", headers={"Host": vhost})
         self.assertEqual((r.status, r.body), (200, b"virtual"), r)
