@@ -506,6 +506,48 @@ static void test_route_with_bad_lock(void **state)
 	fg_config_finish(&cfg);
 }
 
+/* fg_s3_route_decide(), what the route endpoint and --route-test answer:
+ * the lock the proxy checks, the hashed default included. */
+static void test_route_decide(void **state)
+{
+	struct fg_config cfg;
+	char lock[FG_NAME_MAX + 1], h[64];
+	const struct fg_route *rule;
+	(void)state;
+	with_routes(&cfg, "/b/private/ priv", NULL);
+	assert_int_equal(fg_s3_route_decide(&cfg, "/b/k", 4, lock, &rule), FG_E_COUNT);
+	assert_string_equal(lock, "b/k");
+	assert_null(rule);
+	/* no valid BUCKET/KEY name: its hashed lock, as the proxy's */
+	static const char *const odd[] = { "/b/a//b", "/b/a%20b", "/b/x/../y", "/b/%FF" };
+	static const char *const keys[] = { "b/a//b", "b/a b", "b/x/../y", "b/\xff" };
+	for (size_t i = 0; i < sizeof(odd) / sizeof(odd[0]); i++) {
+		assert_int_equal(fg_s3_route_decide(&cfg, odd[i], strlen(odd[i]), lock, &rule),
+				 FG_E_COUNT);
+		hashed(keys[i], strlen(keys[i]), h);
+		assert_string_equal(lock, h);
+		assert_null(rule);
+	}
+	/* a rule covers the key whatever its bytes */
+	assert_int_equal(fg_s3_route_decide(&cfg, "/b/private/a%20b", 16, lock, &rule),
+			 FG_E_COUNT);
+	assert_string_equal(lock, "priv");
+	assert_non_null(rule);
+	fg_config_finish(&cfg);
+
+	/* a rule that gives no valid name stays bad_lock_name */
+	struct fg_route r = { .prefix = "/b/", .lock = "bad name", .line = "/b/ bad name",
+			      .literal = 3, .nprefix = 1, .nlock = 1,
+			      .pp = { { 0, 3, -1 } }, .lp = { { 0, 8, -1 } } };
+	fg_config_init(&cfg);
+	cfg.routes = &r;
+	cfg.nroutes = 1;
+	assert_int_equal(fg_s3_route_decide(&cfg, "/b/k", 4, lock, &rule), FG_E_BAD_LOCK_NAME);
+	cfg.routes = NULL;
+	cfg.nroutes = 0;
+	fg_config_finish(&cfg);
+}
+
 /* ---- reads, copies, multipart ----------------------------------------- */
 
 static void test_read_locks(void **state)
@@ -1132,6 +1174,7 @@ int main(void)
 		cmocka_unit_test(test_no_bucket),
 		cmocka_unit_test(test_odd_keys),
 		cmocka_unit_test(test_default_and_hashed_locks),
+		cmocka_unit_test(test_route_decide),
 		cmocka_unit_test(test_route_locks),
 		cmocka_unit_test(test_route_with_bad_lock),
 		cmocka_unit_test(test_read_locks),
