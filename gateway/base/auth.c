@@ -30,6 +30,7 @@
 #include <openssl/rand.h>
 #include <openssl/sha.h>
 
+#include "base/text.h"
 #include "base/auth.h"
 #include "fencegate/sequencer.h" /* fg_b64url_encode */
 
@@ -128,17 +129,6 @@ static bool b64token_char(unsigned char c)
 {
 	return is_alnum(c) || c == '-' || c == '.' || c == '_' || c == '~' ||
 	       c == '+' || c == '/';
-}
-
-static int hex_value(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
 }
 
 bool fg_auth_name_valid(const char *name, size_t len)
@@ -258,8 +248,8 @@ static int parse_credential(const char *s, size_t len, unsigned no,
 		return -1;
 	}
 	for (size_t k = 0; k < DIGEST_LEN; k++) {
-		int hi = hex_value((unsigned char)s[2 * k]);
-		int lo = hex_value((unsigned char)s[2 * k + 1]);
+		int hi = fg_hexval((unsigned char)s[2 * k]);
+		int lo = fg_hexval((unsigned char)s[2 * k + 1]);
 		if (hi < 0 || lo < 0) {
 			say(err, errlen, "line %u: the credential of '%s' has a character "
 			    "after sha256: that is not a hex digit", no, who);

@@ -18,6 +18,7 @@
 #include <openssl/evp.h>
 #include <openssl/hmac.h>
 
+#include "base/text.h"
 #include "base/awschunk.h"
 
 #define SIZE_DIGITS_MAX 16
@@ -108,17 +109,6 @@ const char *fg_awschunk_strerror(enum fg_awschunk_err e)
 static bool is_lower_hex(char ch)
 {
 	return (ch >= '0' && ch <= '9') || (ch >= 'a' && ch <= 'f');
-}
-
-static int hex_value(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
 }
 
 static void to_hex(const unsigned char *b, size_t n, char *out)
@@ -307,7 +297,7 @@ static enum fg_awschunk_err size_done(struct fg_awschunk *c)
 			    "chunk size has a leading zero");
 	uint64_t v = 0;
 	for (size_t i = 0; i < c->size_len; i++)
-		v = v << 4 | (uint64_t)hex_value(c->size_text[i]);
+		v = v << 4 | (uint64_t)fg_hexval((unsigned char)c->size_text[i]);
 	/* (16 digits cannot overflow 64 bits; a 17th was refused) */
 	if (v > c->max_chunk)
 		return fail(c, FG_AWSCHUNK_TOO_BIG, "chunk over the maximum size");
@@ -409,7 +399,7 @@ enum fg_awschunk_err fg_awschunk_feed(struct fg_awschunk *c, const void *data,
 			if (ch == ';') {
 				if ((e = size_done(c)) != FG_AWSCHUNK_OK)
 					return e;
-			} else if (hex_value(ch) < 0) {
+			} else if (fg_hexval((unsigned char)ch) < 0) {
 				return fail(c, FG_AWSCHUNK_FRAMING,
 					    "chunk size is not hex");
 			} else if (c->size_len == SIZE_DIGITS_MAX) {

@@ -9,6 +9,7 @@
 #include <stdio.h>
 #include <string.h>
 
+#include "base/text.h"
 #include "base/jsonio.h"
 
 json_t *fg_json_body(const char *body, size_t len, bool allow_empty,
@@ -217,17 +218,6 @@ int fg_parse_u64(const char *s, uint64_t max, uint64_t *out)
 	return 0;
 }
 
-static int hexval(char ch)
-{
-	if (ch >= '0' && ch <= '9')
-		return ch - '0';
-	if (ch >= 'a' && ch <= 'f')
-		return ch - 'a' + 10;
-	if (ch >= 'A' && ch <= 'F')
-		return ch - 'A' + 10;
-	return -1;
-}
-
 int fg_pct_decode(const char *raw, size_t len, char *out, size_t cap,
 		  size_t *outlen)
 {
@@ -237,7 +227,7 @@ int fg_pct_decode(const char *raw, size_t len, char *out, size_t cap,
 		if (ch == '%') {
 			if (i + 2 >= len)
 				return -1;
-			int hi = hexval(raw[i + 1]), lo = hexval(raw[i + 2]);
+			int hi = fg_hexval((unsigned char)raw[i + 1]), lo = fg_hexval((unsigned char)raw[i + 2]);
 			if (hi < 0 || lo < 0)
 				return -1;
 			ch = (char)(hi * 16 + lo);

@@ -21,6 +21,7 @@
 #include <openssl/sha.h>
 
 #include "fencegate/sequencer.h"
+#include "base/text.h"
 #include "base/s3ops.h"
 #include "base/writeset.h"
 
@@ -108,17 +109,6 @@ struct fg_s3_errdef fg_s3_refusal_answer(enum fg_s3_refusal r)
 
 /* ---- bytes ----------------------------------------------------------- */
 
-static int hexval(char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* Percent-decodes s[0..n) into out[cap] (NUL-terminated): 0, -1 for a
  * bad escape or a NUL, -2 when it needs more than cap - 1 bytes. '+' is
  * not a space: S3 keeps it in a path. */
@@ -129,8 +119,8 @@ static int pct_decode(const char *s, size_t n, char *out, size_t cap,
 	for (size_t i = 0; i < n; i++) {
 		char c = s[i];
 		if (c == '%') {
-			int hi = i + 2 < n ? hexval(s[i + 1]) : -1;
-			int lo = i + 2 < n ? hexval(s[i + 2]) : -1;
+			int hi = i + 2 < n ? fg_hexval((unsigned char)s[i + 1]) : -1;
+			int lo = i + 2 < n ? fg_hexval((unsigned char)s[i + 2]) : -1;
 			if (hi < 0 || lo < 0)
 				return -1;
 			c = (char)(hi << 4 | lo);

@@ -18,6 +18,7 @@
 #include <openssl/crypto.h>
 #include <openssl/evp.h>
 
+#include "base/text.h"
 #include "base/sigv4.h"
 
 #define ALGORITHM "AWS4-HMAC-SHA256"
@@ -216,17 +217,6 @@ static bool unreserved(unsigned char c)
 	       c == '~';
 }
 
-static int hexval(unsigned char c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 static bool blank(char c)
 {
 	return c == ' ' || c == '\t';
@@ -273,8 +263,8 @@ static long pct_decode(const char *s, size_t n, char *out, size_t cap)
 		unsigned char c = (unsigned char)s[i];
 		if (c == '%') {
 			int h, l;
-			if (n - i < 3 || (h = hexval((unsigned char)s[i + 1])) < 0 ||
-			    (l = hexval((unsigned char)s[i + 2])) < 0)
+			if (n - i < 3 || (h = fg_hexval((unsigned char)s[i + 1])) < 0 ||
+			    (l = fg_hexval((unsigned char)s[i + 2])) < 0)
 				return -2;
 			c = (unsigned char)(h << 4 | l);
 			i += 2;
@@ -385,8 +375,8 @@ static int put_path(struct sink *s, const char *p, size_t n)
 		unsigned char c = (unsigned char)p[i];
 		if (c == '%') {
 			int h, l;
-			if (n - i < 3 || (h = hexval((unsigned char)p[i + 1])) < 0 ||
-			    (l = hexval((unsigned char)p[i + 2])) < 0)
+			if (n - i < 3 || (h = fg_hexval((unsigned char)p[i + 1])) < 0 ||
+			    (l = fg_hexval((unsigned char)p[i + 2])) < 0)
 				return -2;
 			c = (unsigned char)(h << 4 | l);
 			i += 2;
@@ -420,8 +410,8 @@ static int arena_canon(struct fg_sigv4_cache *c, size_t *at, const char *raw,
 		unsigned char ch = (unsigned char)raw[i];
 		if (ch == '%') {
 			int h, l;
-			if (n - i < 3 || (h = hexval((unsigned char)raw[i + 1])) < 0 ||
-			    (l = hexval((unsigned char)raw[i + 2])) < 0)
+			if (n - i < 3 || (h = fg_hexval((unsigned char)raw[i + 1])) < 0 ||
+			    (l = fg_hexval((unsigned char)raw[i + 2])) < 0)
 				return -2;
 			ch = (unsigned char)(h << 4 | l);
 			i += 2;
@@ -881,7 +871,7 @@ static bool parse_signature(const char *s, size_t n, struct fg_sigv4_auth *a)
 	if (n != 64)
 		return false;
 	for (size_t i = 0; i < 64; i++) {
-		if (hexval((unsigned char)s[i]) < 0)
+		if (fg_hexval((unsigned char)s[i]) < 0)
 			return false;
 		a->signature[i] = lower(s[i]);
 	}

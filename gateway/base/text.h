@@ -1,6 +1,7 @@
 /*
  * text.h - the string helpers of the request path: a bounded copy, an
- * unsigned number's digits, a header value's number, and room in a
+ * unsigned number's digits, a hex digit's value, a header value's number,
+ * and room in a
  * growing block of text. Private to the gateway.
  *
  * Every request used to make several of these with snprintf(), which
@@ -17,6 +18,18 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+
+/* The value of a hex digit of either case, or -1. */
+static inline int fg_hexval(unsigned char c)
+{
+	if (c >= '0' && c <= '9')
+		return c - '0';
+	if (c >= 'a' && c <= 'f')
+		return c - 'a' + 10;
+	if (c >= 'A' && c <= 'F')
+		return c - 'A' + 10;
+	return -1;
+}
 
 /* Copies src into dst (cap >= 1 bytes), cut short to fit; returns the
  * length written. */
