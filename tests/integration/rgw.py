@@ -349,6 +349,17 @@ class Rgw:
                         int(m.group("status")), m.group("user")))
         return out
 
+    def _all_logged(self, nlines):
+        """Has every request radosgw began logged its line (nlines of
+        them in hand)?"""
+        try:
+            with open(os.path.join(self.dir, "log", RGW_NAME + ".log"),
+                      "rb") as f:
+                begun = f.read().count(b"====== starting new request")
+        except FileNotFoundError:
+            return False
+        return nlines >= begun
+
     def requests_after(self, n0):
         """The requests finished since requests()[n0], once every request
         answered before this call is in the log: radosgw writes a request's
@@ -370,6 +381,15 @@ class Rgw:
         if not reqs:
             raise SetupError("radosgw did not log %s\n%s"
                              % (mark, self.log_tail()))
+        # radosgw logs from each request's own thread, so the line of one
+        # answered before the marker may still come after the marker's:
+        # wait (bounded) until every request begun has its line; one that
+        # never gets a line (a connection cut mid-body) ends the wait at
+        # its bound, not the test
+        settled = wait_until(lambda: (lambda r: r if self._all_logged(len(r))
+                                      else None)(self.requests()), slack(1.0))
+        if settled:
+            reqs = settled
         return [r for r in reqs[n0:] if not r[1].startswith(LOG_MARK)]
 
     def log_offset(self):

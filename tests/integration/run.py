@@ -66,7 +66,9 @@ import busy  # noqa: E402
 import harness  # noqa: E402
 import matrix  # noqa: E402
 
-TEST_TIMEOUT = 120.0   # a test running longer than this gets its processes killed
+TEST_TIMEOUT = 120.0   # a test running longer than this gets its processes
+                       # killed; a class may set its own (test_timeout: a real
+                       # client's whole scenario list, say)
 
 # Port blocks: below the kernel's ephemeral range (32768 and up on Linux),
 # so that no outgoing connection of anyone takes a port between its
@@ -102,13 +104,14 @@ class Result(unittest.TestResult):
                 % (test.id(), r))
         self._current_failed = False
         self._t0 = time.monotonic()
-        self._watchdog = threading.Timer(TEST_TIMEOUT, self._timeout, [test])
+        bound = getattr(type(test), "test_timeout", TEST_TIMEOUT)
+        self._watchdog = threading.Timer(bound, self._timeout, [test, bound])
         self._watchdog.daemon = True
         self._watchdog.start()
 
-    def _timeout(self, test):
+    def _timeout(self, test, bound):
         sys.stdout.write("\n!!! %s ran over %.0f s: killing its processes\n"
-                         % (test.id(), TEST_TIMEOUT))
+                         % (test.id(), bound))
         sys.stdout.flush()
         harness.kill_all_now()
 

@@ -185,6 +185,10 @@ RUNNERS = {"awscli": AwsCli, "boto3": Boto3, "s3cmd": S3cmd,
 # the shared part of both classes
 
 class ClientsCase(s3env.S3Case):
+    # one test runs a real client through a scenario (a sync of 300 files,
+    # a 12 MiB multipart upload): a minute or more on a loaded machine
+    test_timeout = 300.0
+
     access_log = None
     work = None
 

@@ -36,6 +36,10 @@ TREE_FILES = 100            # the gateway tests sync 300 (test_s3_clients.py)
 
 
 class S3StoreTests(TestCase):
+    # one test runs a real client's whole scenario list: minutes on a
+    # loaded machine, each client command a second of its own
+    test_timeout = 300.0
+
     axes = ()                   # radosgw and the clients: no fencegate
     uses_shared_env = False
     store = None
