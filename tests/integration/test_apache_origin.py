@@ -72,7 +72,7 @@ class ApacheOriginTests(TestCase):
         # its 404 says it did not exist yet. (Apache's threads log in the
         # order they finish, not the order they were sent: the entries are
         # compared as a set, and the statuses tell the order.)
-        hits = self.logged(r.test_id, "COPY")
+        hits = self.logged(r.test_id, "COPY", 2)
         self.assertEqual(sorted((e.method, e.status, str(e.destination))
                                 for e in hits),
                          sorted([("PROPFIND", 404, "None"),
@@ -85,20 +85,22 @@ class ApacheOriginTests(TestCase):
         self.assertEqual(r.status, 201, r)
         self.assertEqual(self.apache.read(moved), b"source\n")
         self.assertFalse(self.apache.exists(dst))
-        hits = self.logged(r.test_id, "MOVE")
+        hits = self.logged(r.test_id, "MOVE", 3)
         self.assertEqual(sorted((e.method, e.status, str(e.destination))
                                 for e in hits),
                          sorted([("PROPFIND", 207, "None"),
                                  ("PROPFIND", 404, "None"),
                                  ("MOVE", 201, self.upstream_uri(moved))]))
 
-    def logged(self, test_id, method):
-        """Apache's entries for a request once `method` is among them."""
+    def logged(self, test_id, method, count):
+        """Apache's entries for a request once `method` is among them and
+        all `count` have come (each of Apache's threads logs when it is
+        done: the probe's line may come after the write's)."""
         out = []
 
         def seen():
             out[:] = self.apache.log_for(test_id=test_id)
-            return any(e.method == method for e in out)
+            return any(e.method == method for e in out) and len(out) >= count
         wait_until(seen, slack(2.0), 0.02)
         return out
 
