@@ -18,19 +18,9 @@ from typing import (Any, Callable, Dict, Iterator, List, Optional, Sequence,
 
 from . import _core
 from ._core import Answer, now
+from ._client_common import read_key
 from ._http import Transport
 from .errors import FenceError, LeaseLost, NotAcquired, Unavailable
-
-
-def _read_key(key: Optional[str], key_file: Optional[str]) -> Optional[str]:
-    if key is not None and key_file is not None:
-        raise ValueError("give key or key_file, not both")
-    if key_file is not None:
-        with open(key_file, encoding="ascii") as f:
-            key = f.read().strip()
-    if key is not None and not key:
-        raise ValueError("the key is empty")
-    return key
 
 
 class Lease:
@@ -293,7 +283,7 @@ class Client:
                  timeout: float = _core.DEFAULT_TIMEOUT,
                  owner: Optional[str] = None) -> None:
         self.gateways = _core.parse_gateways(gateways)
-        self.key = _read_key(key, key_file)
+        self.key = read_key(key, key_file)
         self.ssl_context = _core.make_ssl_context(ca, cert, cert_key,
                                                   ssl_context)
         self.timeout = timeout
