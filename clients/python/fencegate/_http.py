@@ -38,6 +38,7 @@ class Transport:
         self._current = 0
         self._mu = threading.Lock()
         self._local = threading.local()
+        self._all: List[Dict[int, http.client.HTTPConnection]] = []
         self._parsed = [urllib.parse.urlsplit(g) for g in gateways]
 
     @property
@@ -48,6 +49,8 @@ class Transport:
         c = getattr(self._local, "conns", None)
         if c is None:
             c = self._local.conns = {}
+            with self._mu:
+                self._all.append(c)
         return c
 
     def _conn(self, i: int, timeout: float
@@ -76,9 +79,15 @@ class Transport:
             c.close()
 
     def close(self) -> None:
-        """Closes this thread's connections."""
-        for i in list(self._conns()):
-            self._drop(i)
+        """Closes every thread's idle connections (call it once nothing
+        else uses the client)."""
+        with self._mu:
+            every = list(self._all)
+        for conns in every:
+            for i in list(conns):
+                c = conns.pop(i, None)
+                if c is not None:
+                    c.close()
 
     def _once(self, i: int, method: str, path: str, body: Optional[bytes],
               headers: Dict[str, str], timeout: float) -> Answer:

@@ -53,6 +53,7 @@ class Lease:
         self._backoff = 0.0
         self._last = ""
         self._released = False
+        self._release_done = threading.Event()
 
     def __repr__(self) -> str:
         # never the lease itself, nor the sequencer
@@ -116,11 +117,18 @@ class Lease:
         """Gives the lock back (once; later calls do nothing). Raises
         nothing for a lease already gone; `lost` tells."""
         with self._mu:
-            if self._released:
-                return
+            first = not self._released
             self._released = True
-        self.client._renewer.forget(self)
-        self.client._release(self)
+        if not first:
+            # another thread (the renewer at max_hold) is giving it back:
+            # the caller returns once that is done
+            self._release_done.wait(self.client.timeout * 3)
+            return
+        try:
+            self.client._renewer.forget(self)
+            self.client._release(self)
+        finally:
+            self._release_done.set()
 
     resign = release
 
