@@ -163,9 +163,13 @@ class AsyncClient:
         self.timeout = timeout
         self.owner = owner
         self._current = 0
-        self._http = httpx.AsyncClient(
-            verify=self.ssl_context if self.ssl_context is not None
-            else True, timeout=timeout, trust_env=False)
+        verify: Union[bool, ssl.SSLContext] = True
+        if self.ssl_context is not None:
+            verify = self.ssl_context
+        elif not any(g.startswith("https:") for g in self.gateways):
+            verify = False   # plain http: no CA bundle to load
+        self._http = httpx.AsyncClient(verify=verify, timeout=timeout,
+                                       trust_env=False)
         self._leases: List[AsyncLease] = []
         self._task: Optional["asyncio.Task[None]"] = None
         self._wake: Optional[asyncio.Event] = None
@@ -384,11 +388,14 @@ class AsyncClient:
             if work:
                 continue
             self._wake.clear()
+            # a timer rather than wait_for: a cancellation then reaches
+            # this task at once
+            h = asyncio.get_running_loop().call_later(
+                max(0.0, wake - now()), self._wake.set)
             try:
-                await asyncio.wait_for(self._wake.wait(),
-                                       max(0.0, wake - now()))
-            except asyncio.TimeoutError:
-                pass
+                await self._wake.wait()
+            finally:
+                h.cancel()
 
     async def _renew_call(self, ls: AsyncLease, ttl_ms: int,
                           value: Optional[str]) -> Answer:
