@@ -11,22 +11,26 @@ from fencegate import LeaseLost
 from .fgenv import Case, unique, var
 
 
-def store_client():
-    return boto3.session.Session(
+def store_client(case):
+    c = boto3.session.Session(
         aws_access_key_id=var("FG_TEST_S3_STORE_KEY_ID"),
         aws_secret_access_key=var("FG_TEST_S3_STORE_SECRET"),
         region_name=var("FG_TEST_S3_REGION")).client(
             "s3", endpoint_url=var("FG_TEST_S3_STORE"),
             config=botocore.config.Config(s3={"addressing_style": "path"},
                                           retries={"max_attempts": 1}))
+    case.addCleanup(c.close)
+    return c
 
 
 class TestBoto3(Case):
     def s3(self, session):
-        return session.client(
+        c = session.client(
             "s3", endpoint_url=var("FG_TEST_S3_GATEWAY"),
             config=botocore.config.Config(s3={"addressing_style": "path"},
                                           retries={"max_attempts": 1}))
+        self.addCleanup(c.close)
+        return c
 
     def test_put_object_with_the_lease_credentials(self):
         bucket = var("FG_TEST_S3_BUCKET")
@@ -41,7 +45,7 @@ class TestBoto3(Case):
             creds = lease.s3_credentials(var("FG_TEST_S3_KEY_ID"),
                                          var("FG_TEST_S3_SECRET"))
             self.assertEqual(creds.get_frozen_credentials().token, old)
-        got = store_client().get_object(Bucket=bucket, Key=key)
+        got = store_client(self).get_object(Bucket=bucket, Key=key)
         self.assertEqual(got["Body"].read(), b"via boto3")
         # the lease is gone: the same client fails before sending
         with self.assertRaises(LeaseLost):
@@ -57,5 +61,5 @@ class TestBoto3(Case):
                 self.s3(raw).put_object(Bucket=bucket, Key=key, Body=b"x")
             self.assertEqual(cm.exception.response["Error"]["Code"],
                              "FenceStaleToken")
-        got = store_client().get_object(Bucket=bucket, Key=key)
+        got = store_client(self).get_object(Bucket=bucket, Key=key)
         self.assertEqual(got["Body"].read(), b"via boto3")
