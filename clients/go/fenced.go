@@ -10,6 +10,7 @@ package fencegate
 
 import (
 	"fmt"
+	"io"
 	"net/http"
 	"os"
 	"strings"
@@ -85,4 +86,18 @@ func S3SessionToken(existing, sequencer string) (string, error) {
 		return "", fmt.Errorf("fencegate: the session token would be %d bytes, over %d", len(v), maxS3SessionToken)
 	}
 	return v, nil
+}
+
+// ResponseError reads the answer of a request through the gateway's proxy:
+// nil for a 2xx; for any other status an *APIError with the gateway's
+// code (stale_token, token_required, ...; Code "" when the answer is not
+// the gateway's own JSON, such as the store's own error). It reads and
+// closes the body only when it returns an error.
+func ResponseError(resp *http.Response) error {
+	if resp.StatusCode >= 200 && resp.StatusCode < 300 {
+		return nil
+	}
+	defer resp.Body.Close()
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, maxAnswer))
+	return apiError(&answer{status: resp.StatusCode, body: b})
 }
