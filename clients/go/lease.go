@@ -535,8 +535,9 @@ func (l *Lease) renewLoop() {
 // result.
 func (l *Lease) Release(ctx context.Context) error {
 	before := l.check()
+	// the renewer stops at this; a renewal in flight is cut off, and one
+	// answered after the release changes nothing (the lease is lost)
 	l.lose(ReasonReleased, nil)
-	<-l.renewDone
 	err := l.giveBack(ctx, before != nil, before != nil && before.Reason == ReasonRevoked)
 	var lost *LeaseLostError
 	if before != nil && before.Reason != ReasonReleased {
