@@ -114,6 +114,7 @@ type Lease struct {
 	stopRenew context.CancelFunc
 	renewDone chan struct{}
 	noRenew   atomic.Bool // test hook: the renewer renews no more
+	failed    atomic.Int64 // renewals that failed, for the tests' reports
 
 	relOnce sync.Once
 	relErr  error
@@ -508,6 +509,7 @@ func (l *Lease) renewLoop() {
 		l.mu.Lock()
 		l.lastErr = err
 		l.mu.Unlock()
+		l.failed.Add(1)
 		failures++
 		var wait time.Duration
 		if transient(err) && n > 1 {

@@ -220,15 +220,24 @@ func TestRedisStallShorterThanLease(t *testing.T) {
 		t.Fatal(err)
 	}
 	defer l.Release(context.Background())
-	control(t, "/redis/stall?ms=3000")
-	// the stall, then a lease length's worth of renewals after it
+	// the stall begins just before the next renewal is due, and outlasts
+	// the gateways' redis-timeout (2 s): that renewal fails, a later one
+	// succeeds before the lease's end
+	due := l.Deadline().Add(-ttl).Add(ttl / 3)
+	time.Sleep(time.Until(due) - 100*time.Millisecond)
+	control(t, "/redis/stall?ms=2600")
 	select {
 	case <-l.Done():
-		t.Fatalf("lost over a 3 s stall of a 9 s lease: %v", l.Err())
-	case <-time.After(3*time.Second + ttl):
+		t.Fatalf("lost over a 2.6 s stall of a 9 s lease: %v", l.Err())
+	case <-time.After(2600*time.Millisecond + ttl):
 	}
 	if err := l.Err(); err != nil {
 		t.Fatal(err)
+	}
+	if n := l.failed.Load(); n < 1 {
+		t.Fatalf("no renewal failed: the stall missed the renewals")
+	} else {
+		t.Logf("%d renewal(s) failed during the stall", n)
 	}
 	hc := &http.Client{Transport: l.RoundTripper(nil)}
 	resp, err := put(ctx, hc, gw[0], "/"+name, "after the stall")
@@ -277,6 +286,7 @@ func TestRedisRestartedEmptyLosesLease(t *testing.T) {
 			time.Sleep(200 * time.Millisecond)
 			continue
 		}
+		t.Logf("loss: %v; the old sequencer's write: %d %v", l.Err(), st, err)
 		if st != 409 && st != 403 {
 			t.Fatalf("the old sequencer after the restart: %d %v, want a refusal", st, err)
 		}
