@@ -23,6 +23,8 @@ pkgs=(
   apache2 litmus
   # the clients of docs/clients.md, run by tests/integration/test_clients.py
   rclone
+  # the Go client library (clients/go) builds and tests with Debian's Go
+  golang-go
   # S3 mode: a real S3 store (radosgw on a one-OSD MemStore cluster,
   # tests/integration/rgw.py) and the S3 clients driven by s3clients.py
   ceph-mon ceph-osd radosgw ceph-common awscli python3-boto3 s3cmd
