@@ -118,7 +118,7 @@ type Lease struct {
 
 	relOnce sync.Once
 	relErr  error
-	maxHold *time.Timer
+	maxHold *time.Timer // under mu
 }
 
 // grant is the acquire's answer.
@@ -270,10 +270,12 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lea
 		return nil, ctx.Err()
 	}
 	if o.MaxHold > 0 {
+		l.mu.Lock()
 		l.maxHold = time.AfterFunc(o.MaxHold, func() {
 			l.lose(ReasonMaxHold, nil)
 			l.giveBackNow()
 		})
+		l.mu.Unlock()
 	}
 	go l.renewLoop()
 	return l, nil
@@ -393,12 +395,12 @@ func (l *Lease) lose(r LossReason, cause error) *LeaseLostError {
 	if l.lost == nil {
 		l.lost = &LeaseLostError{Name: l.name, Reason: r, Cause: cause}
 	}
-	e := l.lost
+	e, mh := l.lost, l.maxHold
 	l.mu.Unlock()
 	l.cancel()
 	l.stopRenew()
-	if l.maxHold != nil {
-		l.maxHold.Stop()
+	if mh != nil {
+		mh.Stop()
 	}
 	return e
 }

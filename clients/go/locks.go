@@ -259,10 +259,12 @@ type CheckResult struct {
 	Valid bool `json:"valid"`
 	// Reason is "stale", "expired", "forged" or "malformed" when not valid.
 	Reason string `json:"reason"`
-	// Name, Token and Mode are the grant's, when valid.
-	Name  string `json:"name"`
+	// Name is the sequencer's lock, when valid.
+	Name string `json:"name"`
+	// Token is the grant's token, when valid.
 	Token uint64 `json:"token"`
-	Mode  string `json:"mode"`
+	// Mode is the grant's mode, when valid.
+	Mode string `json:"mode"`
 }
 
 // Check asks whether sequencer belongs to the grant that holds its lock
