@@ -113,7 +113,7 @@ type Lease struct {
 	renewCtx  context.Context
 	stopRenew context.CancelFunc
 	renewDone chan struct{}
-	noRenew   atomic.Bool // test hook: the renewer renews no more
+	noRenew   atomic.Bool  // test hook: the renewer renews no more
 	failed    atomic.Int64 // renewals that failed, for the tests' reports
 
 	relOnce sync.Once
