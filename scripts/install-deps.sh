@@ -23,9 +23,14 @@ pkgs=(
   apache2 litmus
   # the clients of docs/clients.md, run by tests/integration/test_clients.py
   rclone
+  # the Go client library (clients/go) builds and tests with Debian's Go
+  golang-go
   # S3 mode: a real S3 store (radosgw on a one-OSD MemStore cluster,
   # tests/integration/rgw.py) and the S3 clients driven by s3clients.py
   ceph-mon ceph-osd radosgw ceph-common awscli python3-boto3 s3cmd
+  # the Python client library (clients/python): its optional requests,
+  # httpx (asyncio) and boto3 integrations, and the pip install test
+  python3-requests python3-httpx python3-pip
   # systemd-analyze rates and verifies deploy/fencegate.service in the tests
   systemd
   # promtool checks the metrics exposition in the tests

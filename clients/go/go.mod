@@ -1,0 +1,3 @@
+module github.com/fencegate/fencegate/clients/go
+
+go 1.19

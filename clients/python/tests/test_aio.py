@@ -1,0 +1,102 @@
+"""test_aio.py - fencegate.aio: `async with`, the asyncio renewer and
+Event, release of a cancelled task's lock."""
+
+import asyncio
+import unittest
+
+import httpx
+
+from fencegate import LeaseLost, NotAcquired, StaleToken, error_for
+from fencegate.aio import AsyncClient
+
+from . import fgenv
+from .fgenv import raw_put, store_get, unique
+
+
+class TestAsync(unittest.IsolatedAsyncioTestCase):
+    async def asyncSetUp(self):
+        # the test loop runs in debug mode: its notes on slow steps (a
+        # loaded machine) would break unittest's one line per test
+        asyncio.get_running_loop().slow_callback_duration = 60
+        self.gws = fgenv.gateways()
+        self.c = AsyncClient(self.gws)
+        self.other = AsyncClient(self.gws)
+
+    async def asyncTearDown(self):
+        await self.c.aclose()
+        await self.other.aclose()
+
+    async def test_cancelled_task_releases(self):
+        name = unique()
+        inside = asyncio.Event()
+        ran_after = []
+
+        async def holder():
+            async with self.c.lock(name, ttl=30):
+                inside.set()
+                await asyncio.sleep(300)
+                ran_after.append(1)
+
+        t = asyncio.ensure_future(holder())
+        await asyncio.wait_for(inside.wait(), 30)
+        self.assertTrue((await self.c.inspect(name))["held"])
+        t.cancel()
+        with self.assertRaises(asyncio.CancelledError):
+            await t
+        self.assertEqual(ran_after, [])
+        st = await self.other.inspect(name)
+        self.assertFalse(st["held"])
+
+    async def test_timed_out_acquire_never_runs_the_body(self):
+        name = unique()
+        async with self.c.lock(name, ttl=10):
+            ran = []
+            with self.assertRaises(NotAcquired):
+                async with self.other.lock(name, wait=0.3):
+                    ran.append(1)
+            self.assertEqual(ran, [])
+
+    async def test_renews_and_stamps_httpx(self):
+        name = unique()
+        url = self.gws[1] + "/" + name
+        async with self.c.lock(name, ttl=0.6) as lease:
+            # three TTLs: only the renewer task keeps it
+            with self.assertRaises(asyncio.TimeoutError):
+                await asyncio.wait_for(lease.lost.wait(), 1.8)
+            async with httpx.AsyncClient(auth=lease.httpx_auth()) as h:
+                r = await h.put(url, content=b"async put")
+                self.assertIn(r.status_code, (201, 204), r.text)
+        self.assertEqual(store_get(name), (200, b"async put"))
+
+    async def test_paused_renewals_signal_loss_before_the_write(self):
+        name = unique()
+        url = self.gws[0] + "/" + name
+        with self.assertRaises(LeaseLost):
+            async with self.c.lock(name, ttl=1) as la:
+                self.c._pause_renewals(True)
+                async with self.other.lock(name, ttl=10, wait=20) as lb:
+                    with self.assertRaises(LeaseLost):
+                        la.check()
+                    await asyncio.wait_for(la.lost.wait(),
+                                           10 * fgenv.SLACK)
+                    async with httpx.AsyncClient(
+                            auth=lb.httpx_auth()) as h:
+                        r = await h.put(url, content=b"from b")
+                        self.assertIn(r.status_code, (201, 204))
+                    async with httpx.AsyncClient(
+                            auth=la.httpx_auth()) as h:
+                        with self.assertRaises(LeaseLost):
+                            await h.put(url, content=b"late a")
+                    st, body = raw_put(self.gws[0], name, b"late a",
+                                       la.sequencer)
+                    self.assertIsInstance(error_for(st, body), StaleToken)
+        self.c._pause_renewals(False)
+        self.assertEqual(store_get(name), (200, b"from b"))
+
+    async def test_max_hold(self):
+        name = unique()
+        async with self.c.lock(name, ttl=10, max_hold=0.3,
+                               raise_on_loss=False) as lease:
+            await asyncio.wait_for(lease.lost.wait(), 10 * fgenv.SLACK)
+            self.assertIn("max_hold", lease.reason)
+        self.assertFalse((await self.other.inspect(name))["held"])

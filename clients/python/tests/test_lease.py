@@ -1,0 +1,111 @@
+"""test_lease.py - scoped use, the loss signal, release at the end of the
+scope whatever ended it, and max_hold, against the real gateways."""
+
+import threading
+import time
+
+from fencegate import LeaseLost, NotAcquired, StaleToken, error_for
+
+from . import fgenv
+from .fgenv import Case, raw_put, store_get, unique, wait_until
+
+
+class TestScope(Case):
+    def test_timed_out_acquire_never_runs_the_body(self):
+        c, other = self.client(), self.client()
+        name = unique()
+        with c.lock(name, ttl=10):
+            ran = []
+            t0 = time.monotonic()
+            with self.assertRaises(NotAcquired) as cm:
+                with other.lock(name, ttl=10, wait=0.5):
+                    ran.append(1)
+            self.assertEqual(ran, [])
+            self.assertEqual(cm.exception.code, "lock_held")
+            self.assertGreaterEqual(time.monotonic() - t0, 0.45)
+            with self.assertRaises(NotAcquired):
+                with other.lock(name, ttl=10, wait=0):
+                    ran.append(2)
+            self.assertEqual(ran, [])
+        self.assertFalse(c.inspect(name)["held"])
+
+    def test_exception_and_interrupt_release(self):
+        c = self.client()
+        name = unique()
+        for exc in (ValueError, KeyboardInterrupt):
+            with self.assertRaises(exc):
+                with c.lock(name, ttl=30) as lease:
+                    self.assertTrue(c.inspect(name)["held"])
+                    raise exc()
+            self.assertFalse(c.inspect(name)["held"])
+            with self.assertRaises(LeaseLost):
+                lease.check()
+
+    def test_renews_past_its_ttl(self):
+        c = self.client()
+        name = unique()
+        with c.lock(name, ttl=0.6) as lease:
+            token = lease.token
+            # three TTLs: only renewals keep it
+            self.assertFalse(lease.lost.wait(1.8))
+            st = c.inspect(name)
+            self.assertTrue(st["held"])
+            self.assertEqual(st["token"], token)
+            lease.check()
+
+    def test_max_hold_ends_the_hold(self):
+        c = self.client()
+        name = unique()
+        with self.assertRaises(LeaseLost):
+            with c.lock(name, ttl=10, max_hold=0.5) as lease:
+                self.assertTrue(lease.lost.wait(10 * fgenv.SLACK))
+                self.assertIn("max_hold", lease.reason)
+                wait_until(lambda: not c.inspect(name)["held"], 10,
+                           "the lock released at max_hold")
+                with self.assertRaises(LeaseLost):
+                    lease.check()
+        # said not to raise: the scope ends quietly
+        with c.lock(name, ttl=10, max_hold=0.3,
+                    raise_on_loss=False) as lease:
+            self.assertTrue(lease.lost.wait(10 * fgenv.SLACK))
+        self.assertFalse(c.inspect(name)["held"])
+
+
+class TestPausedHolder(Case):
+    def test_loss_signalled_before_the_next_write_which_is_refused(self):
+        gw = self.gws[0]
+        a, b = self.client(), self.client()
+        name = unique()
+        with self.assertRaises(LeaseLost):
+            with a.lock(name, ttl=1) as la:
+                sa = la.requests_session()
+                self.addCleanup(sa.close)
+                r = sa.put(gw + "/" + name, data=b"from a")
+                self.assertIn(r.status_code, (201, 204))
+                old = la.sequencer
+                # the holder stops renewing, as a paused process would
+                a._renewer.pause()
+                try:
+                    with b.lock(name, ttl=10, wait=20) as lb:
+                        # b was granted once a's lease ended at the
+                        # gateway: a knows that already
+                        self.assertGreater(lb.token, la.token)
+                        with self.assertRaises(LeaseLost):
+                            la.check()
+                        self.assertTrue(la.lost.is_set())
+                        sb = lb.requests_session()
+                        self.addCleanup(sb.close)
+                        r = sb.put(gw + "/" + name, data=b"from b")
+                        self.assertIn(r.status_code, (201, 204))
+                        # a's next write never leaves
+                        with self.assertRaises(LeaseLost):
+                            sa.put(gw + "/" + name, data=b"late a")
+                        # and the gateway refuses it anyway
+                        st, body = raw_put(gw, name, b"late a", old)
+                        self.assertEqual(st, 409)
+                        self.assertIsInstance(error_for(st, body),
+                                              StaleToken)
+                        self.assertEqual(store_get(name), (200, b"from b"))
+                finally:
+                    a._renewer.resume()
+        self.assertEqual(store_get(name), (200, b"from b"))
