@@ -6,8 +6,8 @@
 //     the ttl_ms it answered. The gateway's expiry is counted from a later
 //     moment (when it handled the request), so the local end never comes
 //     after the real one.
-//   - One goroutine renews a lease, on one schedule: a third of the TTL
-//     after the last renewal was sent; on failures it asks the next
+//   - One schedule renews a lease (a timer, whose function renews and arms
+//     it again): a third of the TTL after the last renewal was sent; on failures it asks the next
 //     gateway at once, and once every gateway failed in a round it backs
 //     off (at most the renewal interval), until the lease's end.
 //   - The loss is signalled once, at once: the lease's context is
@@ -112,7 +112,12 @@ type Lease struct {
 
 	renewCtx  context.Context
 	stopRenew context.CancelFunc
-	renewDone chan struct{}
+	stepping  sync.Mutex  // held by the renewer's step while it runs
+	timer     *time.Timer // the renewal schedule, under mu
+	stopped   bool        // the schedule ended, under mu
+	next      time.Time   // the next renewal, under mu
+	failures  int         // renewals failed in a row, under mu
+	backoff   time.Duration
 	noRenew   atomic.Bool  // test hook: the renewer renews no more
 	failed    atomic.Int64 // renewals that failed, for the tests' reports
 
@@ -243,7 +248,7 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lea
 		return nil, err
 	}
 	l := &Lease{c: c, name: name, lease: g.Lease, token: g.Token, mode: g.Mode,
-		sequencer: g.Sequencer, opts: o, renewDone: make(chan struct{})}
+		sequencer: g.Sequencer, opts: o}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.renewCtx, l.stopRenew = context.WithCancel(context.Background())
 	l.ttl = time.Duration(g.TTLms) * time.Millisecond
@@ -277,7 +282,7 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lea
 		})
 		l.mu.Unlock()
 	}
-	go l.renewLoop()
+	l.startRenewer()
 	return l, nil
 }
 
@@ -398,7 +403,7 @@ func (l *Lease) lose(r LossReason, cause error) *LeaseLostError {
 	e, mh := l.lost, l.maxHold
 	l.mu.Unlock()
 	l.cancel()
-	l.stopRenew()
+	l.stopRenewer()
 	if mh != nil {
 		mh.Stop()
 	}
@@ -457,77 +462,121 @@ func definite(err error) bool {
 	return false
 }
 
-// renewLoop is the lease's one renewer (see the invariants at the top).
-func (l *Lease) renewLoop() {
-	defer close(l.renewDone)
+// startRenewer arms the lease's one renewal schedule: a timer whose
+// function (step) renews and arms it again. No goroutine waits between
+// renewals, and stopping is only stopping the timer.
+func (l *Lease) startRenewer() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.next = l.deadline.Add(-l.ttl).Add(interval(l.ttl))
+	l.armLocked()
+}
+
+// armLocked sets the timer for the next renewal, or for the lease's end if
+// that comes first (l.mu held).
+func (l *Lease) armLocked() {
+	if l.stopped {
+		return
+	}
+	at := l.next
+	if l.noRenew.Load() || l.deadline.Before(at) {
+		at = l.deadline
+	}
+	d := time.Until(at)
+	if l.timer == nil {
+		l.timer = time.AfterFunc(d, l.step)
+	} else {
+		l.timer.Reset(d)
+	}
+}
+
+// stopRenewer stops the schedule for good and cuts off a renewal in
+// flight.
+func (l *Lease) stopRenewer() {
+	l.mu.Lock()
+	l.stopped = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Unlock()
+	l.stopRenew()
+}
+
+// step is the renewer (see the invariants at the top). Only one runs at a
+// time: the timer is armed again only at its end.
+func (l *Lease) step() {
+	l.stepping.Lock()
+	defer l.stepping.Unlock()
 	c := l.c
 	n := len(c.gateways)
 	l.mu.Lock()
-	next := l.deadline.Add(-l.ttl).Add(interval(l.ttl))
-	l.mu.Unlock()
-	var backoff time.Duration
-	failures := 0
-	for {
-		l.mu.Lock()
-		deadline, ttl, last := l.deadline, l.ttl, l.lastErr
+	if l.stopped {
 		l.mu.Unlock()
-		now := time.Now()
-		if !now.Before(deadline) {
-			l.lose(ReasonExpired, last)
-			return
-		}
-		wake := next
-		if l.noRenew.Load() || deadline.Before(wake) {
-			wake = deadline
-		}
-		if wake.After(now) {
-			t := time.NewTimer(wake.Sub(now))
-			select {
-			case <-l.renewCtx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			continue
-		}
-		at := int(c.current.Load())
-		// an answer after the lease's end is of no use
-		rctx, cancel := context.WithDeadline(l.renewCtx, deadline)
-		s, newTTL, err := l.renewAt(rctx, at, nil)
-		cancel()
-		if l.renewCtx.Err() != nil {
-			return
-		}
-		if err == nil {
-			l.extend(s, newTTL)
-			next = s.Add(interval(newTTL))
-			failures, backoff = 0, 0
-			continue
-		}
-		if definite(err) {
-			l.lose(ReasonRevoked, err)
-			return
-		}
-		l.mu.Lock()
-		l.lastErr = err
-		l.mu.Unlock()
-		l.failed.Add(1)
-		failures++
-		var wait time.Duration
-		if transient(err) && n > 1 {
-			c.moveOn(at)
-		}
-		// the next gateway is asked at once until every one failed in
-		// this round; then the back-off
-		if !transient(err) || failures%n == 0 {
-			backoff = nextBackoff(backoff)
-			wait = backoff
-			if i := interval(ttl); wait > i {
-				wait = i
-			}
-		}
-		next = time.Now().Add(wait)
+		return
 	}
+	deadline, ttl, last := l.deadline, l.ttl, l.lastErr
+	now := time.Now()
+	if !now.Before(deadline) {
+		l.mu.Unlock()
+		l.lose(ReasonExpired, last)
+		return
+	}
+	if l.noRenew.Load() || now.Before(l.next) {
+		l.armLocked()
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+
+	at := int(c.current.Load())
+	// an answer after the lease's end is of no use
+	rctx, cancel := context.WithDeadline(l.renewCtx, deadline)
+	s, newTTL, err := l.renewAt(rctx, at, nil)
+	cancel()
+	if l.renewCtx.Err() != nil {
+		return
+	}
+	if err != nil && definite(err) {
+		l.lose(ReasonRevoked, err)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		l.ttl = newTTL
+		l.deadline = s.Add(newTTL)
+		l.lastErr = nil
+		l.next = s.Add(interval(newTTL))
+		l.failures, l.backoff = 0, 0
+		l.armLocked()
+		return
+	}
+	l.lastErr = err
+	l.failed.Add(1)
+	l.failures++
+	var wait time.Duration
+	if transient(err) && n > 1 {
+		c.moveOn(at)
+	}
+	// the next gateway is asked at once until every one failed in this
+	// round; then the back-off
+	if !transient(err) || l.failures%n == 0 {
+		l.backoff = nextBackoff(l.backoff)
+		wait = l.backoff
+		if i := interval(ttl); wait > i {
+			wait = i
+		}
+	}
+	l.next = time.Now().Add(wait)
+	l.armLocked()
+}
+
+// freeze stops the lease's renewer as if the whole process stood still
+// (tests): nothing of it runs after freeze returns.
+func (l *Lease) freeze() {
+	l.stopRenewer()
+	l.stepping.Lock() // a step in flight ends first
+	l.stepping.Unlock()
 }
 
 // Release gives the lock back (one hold) and ends the lease: its Context

@@ -264,8 +264,7 @@ func TestUnitRoundTripperRefusesPastTheEnd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.stopRenew()
-	<-l.renewDone
+	l.freeze()
 	count := &countingTransport{base: http.DefaultTransport}
 	hc := &http.Client{Transport: l.RoundTripper(count)}
 	if resp, err := hc.Get(f.srv.URL + "/x"); err != nil {
