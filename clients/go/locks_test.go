@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -213,6 +214,17 @@ func TestAuthKeyAndClientCert(t *testing.T) {
 		case <-l.Done():
 			t.Fatalf("lost (key %v): %v", cfg.Key != "", l.Err())
 		case <-time.After(1500 * time.Millisecond): // renewed twice at least
+		}
+		// a fenced write through the TLS gateway, on the client's own
+		// transport (its TLS settings)
+		hc := &http.Client{Transport: l.RoundTripper(nil)}
+		resp, err := put(ctx, hc, gw, "/"+name, "through TLS")
+		if err != nil || ResponseError(resp) != nil {
+			t.Fatalf("fenced write through TLS: %v %v", err, ResponseError(resp))
+		}
+		resp.Body.Close()
+		if code, body := storeGet(t, "/"+name); code != 200 || body != "through TLS" {
+			t.Fatalf("the store holds %d %q", code, body)
 		}
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)

@@ -318,3 +318,44 @@ func TestUnitErrors(t *testing.T) {
 		t.Fatalf("bad URL: %v", err)
 	}
 }
+
+// A client's key goes with fenced requests as Fence-Authorization (for
+// proxy-auth), and with lock calls as Authorization.
+func TestUnitKeyHeaders(t *testing.T) {
+	var seen http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Header.Clone()
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == "POST" {
+			io.WriteString(w, `{"name":"a","lease":"L","token":1,"mode":"exclusive","ttl_ms":30000,"sequencer":"fg1.s","holds":1}`)
+			return
+		}
+		w.WriteHeader(204)
+	}))
+	defer srv.Close()
+	c, err := New(Config{Gateways: []string{srv.URL}, Key: "k3y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Lock(context.Background(), "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen.Get("Authorization") != "Bearer k3y" {
+		t.Fatal("the lock call carried no Authorization")
+	}
+	resp, err := (&http.Client{Transport: l.RoundTripper(nil)}).Get(srv.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if seen.Get("Fence-Authorization") != "Bearer k3y" || seen.Get("Fencing-Token") != "fg1.s" {
+		t.Fatal("the fenced request lacks Fence-Authorization or Fencing-Token")
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if seen.Get("Fence-Lease") != "L" {
+		t.Fatal("the release carried no Fence-Lease")
+	}
+}
