@@ -162,7 +162,7 @@ func TestUnitRenewalRetriesAcrossGateways(t *testing.T) {
 
 // A 410 to a renewal ends the lease at once and nothing is renewed after.
 func TestUnitRenewalStopsAtLoss(t *testing.T) {
-	f := newFake(t, 300)
+	f := newFake(t, 900)
 	f.renew = func(n int) int {
 		if n >= 2 {
 			return 410
@@ -170,7 +170,7 @@ func TestUnitRenewalStopsAtLoss(t *testing.T) {
 		return 200
 	}
 	c := fakeClient(t, f.srv.URL)
-	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 300 * time.Millisecond})
+	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 900 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestUnitRenewalStopsAtLoss(t *testing.T) {
 	if !errors.As(l.Err(), &lost) || lost.Reason != ReasonRevoked {
 		t.Fatalf("loss: %v", l.Err())
 	}
-	time.Sleep(400 * time.Millisecond) // more than a renewal interval
+	time.Sleep(time.Second) // more than three renewal intervals
 	if n := f.count("PATCH"); n != 2 {
 		t.Fatalf("%d renewals, want 2 (none after the 410)", n)
 	}
@@ -239,10 +239,10 @@ func TestUnitReleaseRetries(t *testing.T) {
 // A grant that came after a long wait in the queue is confirmed by a
 // renewal at once, and its end is counted from that renewal.
 func TestUnitLateGrantConfirmed(t *testing.T) {
-	f := newFake(t, 600)
-	f.delay = 400 * time.Millisecond
+	f := newFake(t, 1500)
+	f.delay = 700 * time.Millisecond
 	c := fakeClient(t, f.srv.URL)
-	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 600 * time.Millisecond, Wait: time.Second})
+	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 1500 * time.Millisecond, Wait: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,7 +250,7 @@ func TestUnitLateGrantConfirmed(t *testing.T) {
 	if f.count("PATCH") != 1 {
 		t.Fatalf("%d confirmations", f.count("PATCH"))
 	}
-	if time.Until(l.Deadline()) < 400*time.Millisecond {
+	if time.Until(l.Deadline()) < 1000*time.Millisecond {
 		t.Fatalf("the end was not moved by the confirmation")
 	}
 }
@@ -258,9 +258,9 @@ func TestUnitLateGrantConfirmed(t *testing.T) {
 // The transport refuses once the lease is past its end, even when the
 // renewer has not run (a frozen process), and leaves the request alone.
 func TestUnitRoundTripperRefusesPastTheEnd(t *testing.T) {
-	f := newFake(t, 200)
+	f := newFake(t, 1000)
 	c := fakeClient(t, f.srv.URL)
-	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 200 * time.Millisecond})
+	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
