@@ -255,12 +255,11 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lea
 	l.deadline = sent.Add(l.ttl)
 
 	// a grant that waited in the queue was made some time after its
-	// request was sent: its end is known only from a renewal sent now
+	// request was sent (maybe more than a TTL after): its end is known only
+	// from a renewal sent now
 	if time.Since(sent) > l.ttl/3 {
 		at := int(c.current.Load())
-		rctx, cancel := context.WithDeadline(ctx, l.deadline)
-		s, ttl, rerr := l.renewAt(rctx, at, nil)
-		cancel()
+		s, ttl, rerr := l.renewAt(ctx, at, nil)
 		if rerr != nil {
 			l.giveBackNow()
 			if ctx.Err() != nil {

@@ -255,6 +255,22 @@ func TestUnitLateGrantConfirmed(t *testing.T) {
 	}
 }
 
+// A grant answered more than a TTL after its acquire was sent (a long
+// wait in the queue) is confirmed, not given up.
+func TestUnitGrantAfterMoreThanATTL(t *testing.T) {
+	f := newFake(t, 1000)
+	f.delay = 1500 * time.Millisecond
+	c := fakeClient(t, f.srv.URL)
+	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: time.Second, Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	if l.Err() != nil || f.count("PATCH") != 1 || time.Until(l.Deadline()) < 500*time.Millisecond {
+		t.Fatalf("after a late grant: %v, %d confirmations, %v left", l.Err(), f.count("PATCH"), time.Until(l.Deadline()))
+	}
+}
+
 // The transport refuses once the lease is past its end, even when the
 // renewer has not run (a frozen process), and leaves the request alone.
 func TestUnitRoundTripperRefusesPastTheEnd(t *testing.T) {
