@@ -619,8 +619,8 @@ func (l *Lease) giveBack(ctx context.Context, quiet, gone bool) error {
 
 func (l *Lease) sendRelease(ctx context.Context, quiet bool) error {
 	var backoff time.Duration
-	n := len(l.c.gateways)
-	for tries := 1; ; tries++ {
+	for {
+		// do asks every gateway in turn before it gives up
 		_, err := l.c.do(ctx, &call{method: "DELETE", path: lockPath(l.name), lease: l.lease})
 		if err == nil {
 			return nil
@@ -644,9 +644,7 @@ func (l *Lease) sendRelease(ctx context.Context, quiet bool) error {
 		if !time.Now().Before(l.Deadline()) {
 			return nil // the lease ran out: the lock is free
 		}
-		if tries%n == 0 {
-			backoff = nextBackoff(backoff)
-		}
+		backoff = nextBackoff(backoff)
 		if !sleep(ctx, backoff) {
 			return fmt.Errorf("fencegate: releasing lock %q: %w", l.name, err)
 		}
