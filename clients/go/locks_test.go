@@ -58,7 +58,7 @@ func TestElection(t *testing.T) {
 	select {
 	case r := <-elected:
 		t.Fatalf("a second leader while the first leads: %v", r.err)
-	case <-time.After(500 * time.Millisecond):
+	case <-time.After(500 * time.Millisecond): // the window a wrong election would show in
 	}
 	if err := la.Resign(ctx); err != nil {
 		t.Fatal(err)

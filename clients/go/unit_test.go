@@ -144,7 +144,7 @@ func TestUnitRenewalRetriesAcrossGateways(t *testing.T) {
 	select {
 	case <-l.Done():
 		t.Fatalf("lost: %v", l.Err())
-	case <-time.After(2 * time.Second):
+	case <-time.After(2 * time.Second): // more than three lease lengths
 	}
 	if good.count("PATCH") < 3 {
 		t.Fatalf("the answering gateway got %d renewals", good.count("PATCH"))
