@@ -246,3 +246,34 @@ func TestAuthKeyAndClientCert(t *testing.T) {
 		t.Fatalf("unknown key: %v", err)
 	}
 }
+
+// A campaign whose context ends before it is elected returns the
+// context's error, and its place in the queue goes with it.
+func TestCampaignCancelled(t *testing.T) {
+	a := newClient(t, Config{})
+	b := newClient(t, Config{})
+	name := uniqueName(t, "app/", "")
+	ctx := testCtx(t, 60*time.Second)
+	la, err := a.Campaign(ctx, name, "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Resign(context.Background())
+	short, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	defer cancel()
+	if _, err := b.Campaign(short, name, "b", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled campaign: %v", err)
+	}
+	for end := time.Now().Add(bounded(time.Second)); ; time.Sleep(50 * time.Millisecond) {
+		st, err := a.Inspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Waiters == 0 && st.Token == la.Token() {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the cancelled campaign is still queued: %+v", st)
+		}
+	}
+}
