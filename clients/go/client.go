@@ -260,3 +260,7 @@ func lockPath(name string) string {
 }
 
 func ms(d time.Duration) int64 { return int64(d / time.Millisecond) }
+
+// CloseIdleConnections closes the client's idle connections to its
+// gateways (the client stays usable).
+func (c *Client) CloseIdleConnections() { c.hc.CloseIdleConnections() }

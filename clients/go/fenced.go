@@ -17,14 +17,15 @@ import (
 )
 
 // RoundTripper gives a transport that sends each request through base
-// (http.DefaultTransport when nil) with header Fencing-Token set to the
+// (when nil, the client's own transport, with its Config.TLS) with header
+// Fencing-Token set to the
 // lease's sequencer, and Fence-Authorization set to the client's key when
 // it has one (for a gateway with proxy-auth required). Once the lease is
 // lost it sends nothing and returns the lease's *LeaseLostError
 // (ErrLeaseLost), which http.Client wraps in a *url.Error.
 func (l *Lease) RoundTripper(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
-		base = http.DefaultTransport
+		base = l.c.hc.Transport
 	}
 	return &fencedTransport{l: l, base: base, header: "Fencing-Token"}
 }
@@ -34,7 +35,7 @@ func (l *Lease) RoundTripper(base http.RoundTripper) http.RoundTripper {
 // Destination-Fencing-Token. Stack it on the path lease's RoundTripper.
 func (l *Lease) DestinationRoundTripper(base http.RoundTripper) http.RoundTripper {
 	if base == nil {
-		base = http.DefaultTransport
+		base = l.c.hc.Transport
 	}
 	return &fencedTransport{l: l, base: base, header: "Destination-Fencing-Token"}
 }

@@ -6,8 +6,8 @@
 //     the ttl_ms it answered. The gateway's expiry is counted from a later
 //     moment (when it handled the request), so the local end never comes
 //     after the real one.
-//   - One goroutine renews a lease, on one schedule: a third of the TTL
-//     after the last renewal was sent; on failures it asks the next
+//   - One schedule renews a lease (a timer, whose function renews and arms
+//     it again): a third of the TTL after the last renewal was sent; on failures it asks the next
 //     gateway at once, and once every gateway failed in a round it backs
 //     off (at most the renewal interval), until the lease's end.
 //   - The loss is signalled once, at once: the lease's context is
@@ -112,7 +112,12 @@ type Lease struct {
 
 	renewCtx  context.Context
 	stopRenew context.CancelFunc
-	renewDone chan struct{}
+	stepping  sync.Mutex  // held by the renewer's step while it runs
+	timer     *time.Timer // the renewal schedule, under mu
+	stopped   bool        // the schedule ended, under mu
+	next      time.Time   // the next renewal, under mu
+	failures  int         // renewals failed in a row, under mu
+	backoff   time.Duration
 	noRenew   atomic.Bool  // test hook: the renewer renews no more
 	failed    atomic.Int64 // renewals that failed, for the tests' reports
 
@@ -157,19 +162,24 @@ func sleep(ctx context.Context, d time.Duration) bool {
 	}
 }
 
-func acquireBody(name string, o *LockOptions, wait time.Duration) map[string]any {
-	b := map[string]any{"ttl_ms": ms(o.TTL), "wait_ms": ms(wait)}
+// acquireJSON is an acquire's body: a struct, as marshalling one costs
+// less than a map.
+type acquireJSON struct {
+	TTLms       int64  `json:"ttl_ms"`
+	WaitMs      int64  `json:"wait_ms"`
+	Mode        string `json:"mode,omitempty"`
+	Owner       string `json:"owner,omitempty"`
+	Value       string `json:"value,omitempty"`
+	LockDelayMs int64  `json:"lock_delay_ms,omitempty"`
+}
+
+func acquireBody(o *LockOptions, wait time.Duration) *acquireJSON {
+	b := &acquireJSON{TTLms: ms(o.TTL), WaitMs: ms(wait), Owner: o.Owner, Value: o.Value}
 	if o.Shared {
-		b["mode"] = "shared"
-	}
-	if o.Owner != "" {
-		b["owner"] = o.Owner
-	}
-	if o.Value != "" {
-		b["value"] = o.Value
+		b.Mode = "shared"
 	}
 	if o.LockDelay > 0 {
-		b["lock_delay_ms"] = ms(o.LockDelay)
+		b.LockDelayMs = ms(o.LockDelay)
 	}
 	return b
 }
@@ -191,7 +201,7 @@ func (c *Client) acquire(ctx context.Context, name string, o *LockOptions) (*gra
 		}
 		chunk = chunk.Truncate(time.Millisecond)
 		a, err := c.do(ctx, &call{method: "POST", path: lockPath(name),
-			body: acquireBody(name, o, chunk), wait: chunk})
+			body: acquireBody(o, chunk), wait: chunk})
 		if err == nil {
 			var g grant
 			if json.Unmarshal(a.body, &g) != nil || g.Lease == "" || g.Sequencer == "" || g.TTLms <= 0 {
@@ -243,19 +253,18 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lea
 		return nil, err
 	}
 	l := &Lease{c: c, name: name, lease: g.Lease, token: g.Token, mode: g.Mode,
-		sequencer: g.Sequencer, opts: o, renewDone: make(chan struct{})}
+		sequencer: g.Sequencer, opts: o}
 	l.ctx, l.cancel = context.WithCancel(context.Background())
 	l.renewCtx, l.stopRenew = context.WithCancel(context.Background())
 	l.ttl = time.Duration(g.TTLms) * time.Millisecond
 	l.deadline = sent.Add(l.ttl)
 
 	// a grant that waited in the queue was made some time after its
-	// request was sent: its end is known only from a renewal sent now
+	// request was sent (maybe more than a TTL after): its end is known only
+	// from a renewal sent now
 	if time.Since(sent) > l.ttl/3 {
 		at := int(c.current.Load())
-		rctx, cancel := context.WithDeadline(ctx, l.deadline)
-		s, ttl, rerr := l.renewAt(rctx, at, nil)
-		cancel()
+		s, ttl, rerr := l.renewAt(ctx, at, nil)
 		if rerr != nil {
 			l.giveBackNow()
 			if ctx.Err() != nil {
@@ -277,7 +286,7 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lea
 		})
 		l.mu.Unlock()
 	}
-	go l.renewLoop()
+	l.startRenewer()
 	return l, nil
 }
 
@@ -398,7 +407,7 @@ func (l *Lease) lose(r LossReason, cause error) *LeaseLostError {
 	e, mh := l.lost, l.maxHold
 	l.mu.Unlock()
 	l.cancel()
-	l.stopRenew()
+	l.stopRenewer()
 	if mh != nil {
 		mh.Stop()
 	}
@@ -457,77 +466,121 @@ func definite(err error) bool {
 	return false
 }
 
-// renewLoop is the lease's one renewer (see the invariants at the top).
-func (l *Lease) renewLoop() {
-	defer close(l.renewDone)
+// startRenewer arms the lease's one renewal schedule: a timer whose
+// function (step) renews and arms it again. No goroutine waits between
+// renewals, and stopping is only stopping the timer.
+func (l *Lease) startRenewer() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.next = l.deadline.Add(-l.ttl).Add(interval(l.ttl))
+	l.armLocked()
+}
+
+// armLocked sets the timer for the next renewal, or for the lease's end if
+// that comes first (l.mu held).
+func (l *Lease) armLocked() {
+	if l.stopped {
+		return
+	}
+	at := l.next
+	if l.noRenew.Load() || l.deadline.Before(at) {
+		at = l.deadline
+	}
+	d := time.Until(at)
+	if l.timer == nil {
+		l.timer = time.AfterFunc(d, l.step)
+	} else {
+		l.timer.Reset(d)
+	}
+}
+
+// stopRenewer stops the schedule for good and cuts off a renewal in
+// flight.
+func (l *Lease) stopRenewer() {
+	l.mu.Lock()
+	l.stopped = true
+	if l.timer != nil {
+		l.timer.Stop()
+	}
+	l.mu.Unlock()
+	l.stopRenew()
+}
+
+// step is the renewer (see the invariants at the top). Only one runs at a
+// time: the timer is armed again only at its end.
+func (l *Lease) step() {
+	l.stepping.Lock()
+	defer l.stepping.Unlock()
 	c := l.c
 	n := len(c.gateways)
 	l.mu.Lock()
-	next := l.deadline.Add(-l.ttl).Add(interval(l.ttl))
-	l.mu.Unlock()
-	var backoff time.Duration
-	failures := 0
-	for {
-		l.mu.Lock()
-		deadline, ttl, last := l.deadline, l.ttl, l.lastErr
+	if l.stopped {
 		l.mu.Unlock()
-		now := time.Now()
-		if !now.Before(deadline) {
-			l.lose(ReasonExpired, last)
-			return
-		}
-		wake := next
-		if l.noRenew.Load() || deadline.Before(wake) {
-			wake = deadline
-		}
-		if wake.After(now) {
-			t := time.NewTimer(wake.Sub(now))
-			select {
-			case <-l.renewCtx.Done():
-				t.Stop()
-				return
-			case <-t.C:
-			}
-			continue
-		}
-		at := int(c.current.Load())
-		// an answer after the lease's end is of no use
-		rctx, cancel := context.WithDeadline(l.renewCtx, deadline)
-		s, newTTL, err := l.renewAt(rctx, at, nil)
-		cancel()
-		if l.renewCtx.Err() != nil {
-			return
-		}
-		if err == nil {
-			l.extend(s, newTTL)
-			next = s.Add(interval(newTTL))
-			failures, backoff = 0, 0
-			continue
-		}
-		if definite(err) {
-			l.lose(ReasonRevoked, err)
-			return
-		}
-		l.mu.Lock()
-		l.lastErr = err
-		l.mu.Unlock()
-		l.failed.Add(1)
-		failures++
-		var wait time.Duration
-		if transient(err) && n > 1 {
-			c.moveOn(at)
-		}
-		// the next gateway is asked at once until every one failed in
-		// this round; then the back-off
-		if !transient(err) || failures%n == 0 {
-			backoff = nextBackoff(backoff)
-			wait = backoff
-			if i := interval(ttl); wait > i {
-				wait = i
-			}
-		}
-		next = time.Now().Add(wait)
+		return
 	}
+	deadline, ttl, last := l.deadline, l.ttl, l.lastErr
+	now := time.Now()
+	if !now.Before(deadline) {
+		l.mu.Unlock()
+		l.lose(ReasonExpired, last)
+		return
+	}
+	if l.noRenew.Load() || now.Before(l.next) {
+		l.armLocked()
+		l.mu.Unlock()
+		return
+	}
+	l.mu.Unlock()
+
+	at := int(c.current.Load())
+	// an answer after the lease's end is of no use
+	rctx, cancel := context.WithDeadline(l.renewCtx, deadline)
+	s, newTTL, err := l.renewAt(rctx, at, nil)
+	cancel()
+	if l.renewCtx.Err() != nil {
+		return
+	}
+	if err != nil && definite(err) {
+		l.lose(ReasonRevoked, err)
+		return
+	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if err == nil {
+		l.ttl = newTTL
+		l.deadline = s.Add(newTTL)
+		l.lastErr = nil
+		l.next = s.Add(interval(newTTL))
+		l.failures, l.backoff = 0, 0
+		l.armLocked()
+		return
+	}
+	l.lastErr = err
+	l.failed.Add(1)
+	l.failures++
+	var wait time.Duration
+	if transient(err) && n > 1 {
+		c.moveOn(at)
+	}
+	// the next gateway is asked at once until every one failed in this
+	// round; then the back-off
+	if !transient(err) || l.failures%n == 0 {
+		l.backoff = nextBackoff(l.backoff)
+		wait = l.backoff
+		if i := interval(ttl); wait > i {
+			wait = i
+		}
+	}
+	l.next = time.Now().Add(wait)
+	l.armLocked()
+}
+
+// freeze stops the lease's renewer as if the whole process stood still
+// (tests): nothing of it runs after freeze returns.
+func (l *Lease) freeze() {
+	l.stopRenewer()
+	l.stepping.Lock() // a step in flight ends first
+	l.stepping.Unlock()
 }
 
 // Release gives the lock back (one hold) and ends the lease: its Context
@@ -571,8 +624,8 @@ func (l *Lease) giveBack(ctx context.Context, quiet, gone bool) error {
 
 func (l *Lease) sendRelease(ctx context.Context, quiet bool) error {
 	var backoff time.Duration
-	n := len(l.c.gateways)
-	for tries := 1; ; tries++ {
+	for {
+		// do asks every gateway in turn before it gives up
 		_, err := l.c.do(ctx, &call{method: "DELETE", path: lockPath(l.name), lease: l.lease})
 		if err == nil {
 			return nil
@@ -596,9 +649,7 @@ func (l *Lease) sendRelease(ctx context.Context, quiet bool) error {
 		if !time.Now().Before(l.Deadline()) {
 			return nil // the lease ran out: the lock is free
 		}
-		if tries%n == 0 {
-			backoff = nextBackoff(backoff)
-		}
+		backoff = nextBackoff(backoff)
 		if !sleep(ctx, backoff) {
 			return fmt.Errorf("fencegate: releasing lock %q: %w", l.name, err)
 		}

@@ -95,8 +95,7 @@ func TestFrozenHolderRefusedAtNextWrite(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	la.stopRenew() // frozen: not even the renewer's deadline runs
-	<-la.renewDone
+	la.freeze() // frozen: not even the renewer's deadline runs
 	// B gets the lock once A's lease ended at the gateway
 	lb, err := b.Lock(ctx, name, &LockOptions{Wait: 30 * time.Second})
 	if err != nil {

@@ -8,6 +8,7 @@ import (
 	"crypto/tls"
 	"crypto/x509"
 	"errors"
+	"net/http"
 	"os"
 	"testing"
 	"time"
@@ -57,7 +58,7 @@ func TestElection(t *testing.T) {
 	select {
 	case r := <-elected:
 		t.Fatalf("a second leader while the first leads: %v", r.err)
-	case <-time.After(500 * time.Millisecond):
+	case <-time.After(500 * time.Millisecond): // the window a wrong election would show in
 	}
 	if err := la.Resign(ctx); err != nil {
 		t.Fatal(err)
@@ -205,14 +206,25 @@ func TestAuthKeyAndClientCert(t *testing.T) {
 		{Gateways: []string{gw}, TLS: tlsConfig(t, true)},
 	} {
 		c := newClient(t, cfg)
-		l, err := c.Lock(ctx, name, &LockOptions{TTL: 600 * time.Millisecond})
+		l, err := c.Lock(ctx, name, &LockOptions{TTL: 1200 * time.Millisecond})
 		if err != nil {
 			t.Fatalf("lock (key %v): %v", cfg.Key != "", err)
 		}
 		select {
 		case <-l.Done():
 			t.Fatalf("lost (key %v): %v", cfg.Key != "", l.Err())
-		case <-time.After(1500 * time.Millisecond): // renewed twice at least
+		case <-time.After(2500 * time.Millisecond): // renewed, more than once
+		}
+		// a fenced write through the TLS gateway, on the client's own
+		// transport (its TLS settings)
+		hc := &http.Client{Transport: l.RoundTripper(nil)}
+		resp, err := put(ctx, hc, gw, "/"+name, "through TLS")
+		if err != nil || ResponseError(resp) != nil {
+			t.Fatalf("fenced write through TLS: %v %v", err, ResponseError(resp))
+		}
+		resp.Body.Close()
+		if code, body := storeGet(t, "/"+name); code != 200 || body != "through TLS" {
+			t.Fatalf("the store holds %d %q", code, body)
 		}
 		if err := l.Release(ctx); err != nil {
 			t.Fatal(err)
@@ -232,5 +244,36 @@ func TestAuthKeyAndClientCert(t *testing.T) {
 	wrong := newClient(t, Config{Gateways: []string{gw}, Key: "not-a-key-of-this-gateway", TLS: tlsConfig(t, false)})
 	if _, err := wrong.Inspect(ctx, name); !errors.Is(err, ErrUnauthorized) {
 		t.Fatalf("unknown key: %v", err)
+	}
+}
+
+// A campaign whose context ends before it is elected returns the
+// context's error, and its place in the queue goes with it.
+func TestCampaignCancelled(t *testing.T) {
+	a := newClient(t, Config{})
+	b := newClient(t, Config{})
+	name := uniqueName(t, "app/", "")
+	ctx := testCtx(t, 60*time.Second)
+	la, err := a.Campaign(ctx, name, "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer la.Resign(context.Background())
+	short, cancel := context.WithTimeout(ctx, 700*time.Millisecond)
+	defer cancel()
+	if _, err := b.Campaign(short, name, "b", nil); !errors.Is(err, context.DeadlineExceeded) {
+		t.Fatalf("cancelled campaign: %v", err)
+	}
+	for end := time.Now().Add(bounded(time.Second)); ; time.Sleep(50 * time.Millisecond) {
+		st, err := a.Inspect(ctx, name)
+		if err != nil {
+			t.Fatal(err)
+		}
+		if st.Waiters == 0 && st.Token == la.Token() {
+			break
+		}
+		if time.Now().After(end) {
+			t.Fatalf("the cancelled campaign is still queued: %+v", st)
+		}
 	}
 }

@@ -144,7 +144,7 @@ func TestUnitRenewalRetriesAcrossGateways(t *testing.T) {
 	select {
 	case <-l.Done():
 		t.Fatalf("lost: %v", l.Err())
-	case <-time.After(2 * time.Second):
+	case <-time.After(2 * time.Second): // more than three lease lengths
 	}
 	if good.count("PATCH") < 3 {
 		t.Fatalf("the answering gateway got %d renewals", good.count("PATCH"))
@@ -162,7 +162,7 @@ func TestUnitRenewalRetriesAcrossGateways(t *testing.T) {
 
 // A 410 to a renewal ends the lease at once and nothing is renewed after.
 func TestUnitRenewalStopsAtLoss(t *testing.T) {
-	f := newFake(t, 300)
+	f := newFake(t, 900)
 	f.renew = func(n int) int {
 		if n >= 2 {
 			return 410
@@ -170,7 +170,7 @@ func TestUnitRenewalStopsAtLoss(t *testing.T) {
 		return 200
 	}
 	c := fakeClient(t, f.srv.URL)
-	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 300 * time.Millisecond})
+	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 900 * time.Millisecond})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -179,7 +179,7 @@ func TestUnitRenewalStopsAtLoss(t *testing.T) {
 	if !errors.As(l.Err(), &lost) || lost.Reason != ReasonRevoked {
 		t.Fatalf("loss: %v", l.Err())
 	}
-	time.Sleep(400 * time.Millisecond) // more than a renewal interval
+	time.Sleep(time.Second) // more than three renewal intervals
 	if n := f.count("PATCH"); n != 2 {
 		t.Fatalf("%d renewals, want 2 (none after the 410)", n)
 	}
@@ -239,10 +239,10 @@ func TestUnitReleaseRetries(t *testing.T) {
 // A grant that came after a long wait in the queue is confirmed by a
 // renewal at once, and its end is counted from that renewal.
 func TestUnitLateGrantConfirmed(t *testing.T) {
-	f := newFake(t, 600)
-	f.delay = 400 * time.Millisecond
+	f := newFake(t, 1500)
+	f.delay = 700 * time.Millisecond
 	c := fakeClient(t, f.srv.URL)
-	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 600 * time.Millisecond, Wait: time.Second})
+	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 1500 * time.Millisecond, Wait: 2 * time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
@@ -250,22 +250,37 @@ func TestUnitLateGrantConfirmed(t *testing.T) {
 	if f.count("PATCH") != 1 {
 		t.Fatalf("%d confirmations", f.count("PATCH"))
 	}
-	if time.Until(l.Deadline()) < 400*time.Millisecond {
+	if time.Until(l.Deadline()) < 1000*time.Millisecond {
 		t.Fatalf("the end was not moved by the confirmation")
+	}
+}
+
+// A grant answered more than a TTL after its acquire was sent (a long
+// wait in the queue) is confirmed, not given up.
+func TestUnitGrantAfterMoreThanATTL(t *testing.T) {
+	f := newFake(t, 1000)
+	f.delay = 1500 * time.Millisecond
+	c := fakeClient(t, f.srv.URL)
+	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: time.Second, Wait: 5 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	if l.Err() != nil || f.count("PATCH") != 1 || time.Until(l.Deadline()) < 500*time.Millisecond {
+		t.Fatalf("after a late grant: %v, %d confirmations, %v left", l.Err(), f.count("PATCH"), time.Until(l.Deadline()))
 	}
 }
 
 // The transport refuses once the lease is past its end, even when the
 // renewer has not run (a frozen process), and leaves the request alone.
 func TestUnitRoundTripperRefusesPastTheEnd(t *testing.T) {
-	f := newFake(t, 200)
+	f := newFake(t, 1000)
 	c := fakeClient(t, f.srv.URL)
-	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 200 * time.Millisecond})
+	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: time.Second})
 	if err != nil {
 		t.Fatal(err)
 	}
-	l.stopRenew()
-	<-l.renewDone
+	l.freeze()
 	count := &countingTransport{base: http.DefaultTransport}
 	hc := &http.Client{Transport: l.RoundTripper(count)}
 	if resp, err := hc.Get(f.srv.URL + "/x"); err != nil {
@@ -317,5 +332,46 @@ func TestUnitErrors(t *testing.T) {
 	if _, err := New(Config{Gateways: []string{"http://user:secret@x:1", "ftp://x"}}); err == nil ||
 		strings.Contains(err.Error(), "secret") {
 		t.Fatalf("bad URL: %v", err)
+	}
+}
+
+// A client's key goes with fenced requests as Fence-Authorization (for
+// proxy-auth), and with lock calls as Authorization.
+func TestUnitKeyHeaders(t *testing.T) {
+	var seen http.Header
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		seen = r.Header.Clone()
+		w.Header().Set("Content-Type", "application/json")
+		if r.Method == "POST" {
+			io.WriteString(w, `{"name":"a","lease":"L","token":1,"mode":"exclusive","ttl_ms":30000,"sequencer":"fg1.s","holds":1}`)
+			return
+		}
+		w.WriteHeader(204)
+	}))
+	defer srv.Close()
+	c, err := New(Config{Gateways: []string{srv.URL}, Key: "k3y"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Lock(context.Background(), "a", nil)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if seen.Get("Authorization") != "Bearer k3y" {
+		t.Fatal("the lock call carried no Authorization")
+	}
+	resp, err := (&http.Client{Transport: l.RoundTripper(nil)}).Get(srv.URL + "/x")
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	if seen.Get("Fence-Authorization") != "Bearer k3y" || seen.Get("Fencing-Token") != "fg1.s" {
+		t.Fatal("the fenced request lacks Fence-Authorization or Fencing-Token")
+	}
+	if err := l.Release(context.Background()); err != nil {
+		t.Fatal(err)
+	}
+	if seen.Get("Fence-Lease") != "L" {
+		t.Fatal("the release carried no Fence-Lease")
 	}
 }
