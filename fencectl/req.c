@@ -276,6 +276,8 @@ void fg_req_complete(struct fg_req *r, CURLcode result)
 	if (result != CURLE_OK)
 		return;
 	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
+	if (r->status)
+		r->answered = true;
 	if (r->resp_len > 0) {
 		json_t *j = json_loadb(r->resp, r->resp_len, 0, NULL);
 		if (j && json_is_object(j))

@@ -20,6 +20,7 @@
 #ifndef FENCECTL_REQ_H
 #define FENCECTL_REQ_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <curl/curl.h>
@@ -76,6 +77,8 @@ struct fg_req {
 	char errbuf[CURL_ERROR_SIZE];
 	CURLcode result;
 	long status;		/* 0: no HTTP answer */
+	bool answered;		/* some gateway gave an HTTP answer (any
+				 * status) to this call */
 	json_t *json;		/* the answer, when it is a JSON object */
 	uint64_t sent_ms;	/* monotonic: when the call started */
 	uint64_t done_ms;	/* monotonic: when it ended */

@@ -95,6 +95,9 @@ int fg_take_option(struct fg_take *t, int id, const char *name,
 		return 0;
 	case FG_TAKE_OPT_CONFLICT_EXIT:
 		return read_exit_code(t, name, value, msg, msglen);
+	case FG_TAKE_OPT_UNREACHABLE:
+		return fg_cli_duration(name, value, 1, 86400000,
+				       &t->unreachable_ms, msg, msglen);
 	case FG_TAKE_OPT_SHARED:
 		a->shared = true;
 		return 0;
@@ -182,6 +185,9 @@ int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
 	uint64_t deadline = t->wait_ms == FG_WAIT_FOREVER ||
 			    t->wait_ms > UINT64_MAX - start ?
 			    UINT64_MAX : start + t->wait_ms;
+	uint64_t unreachable = t->unreachable_ms ? t->unreachable_ms :
+			       FG_UNREACHABLE_DEFAULT_MS;
+	uint64_t unreach_since = 0;	/* 0: some gateway answered last */
 	uint64_t backoff = 0;
 	bool noted = false;
 	char why[512], d[32];
@@ -215,6 +221,7 @@ int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
 		}
 		enum fg_outcome o = fg_req_outcome(&r);
 		uint64_t sent = r.sent_ms;
+		bool r_answered = r.answered;
 		/* a refusal for lock-delay alone says when the lock can be
 		 * granted (the lock is free, nobody holds it) */
 		uint64_t delay = 0;
@@ -256,6 +263,7 @@ int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
 		now = fg_now_ms();
 		switch (o) {
 		case FG_HELD:
+			unreach_since = 0;
 			if (now >= deadline || t->wait_ms == 0) {
 				if (t->wait_ms == 0 && delay > 0)
 					fg_say("lock '%s' is in lock-delay: it "
@@ -287,9 +295,31 @@ int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
 				       FG_EXIT_NOT_OBTAINED :
 				       FG_EXIT_UNAVAILABLE;
 			}
-			if (!noted && !t->quiet)
-				fg_say("lock '%s': %s; still trying", t->name,
-				       why);
+			if (o == FG_UNAVAILABLE && !r_answered) {
+				/* no gateway answered at all: bounded */
+				if (!unreach_since)
+					unreach_since = now;
+				if (now - unreach_since >= unreachable) {
+					fg_say("cannot take lock '%s': no "
+					       "gateway answered for %s "
+					       "(--unreachable); the last: %s",
+					       t->name, fg_duration_format(
+						unreachable, d, sizeof(d)),
+					       why);
+					return FG_EXIT_UNAVAILABLE;
+				}
+				if (!noted && !t->quiet)
+					fg_say("lock '%s': no gateway answers "
+					       "(%s); still trying, each in "
+					       "turn, for at most %s", t->name,
+					       why, fg_duration_format(
+						unreachable, d, sizeof(d)));
+			} else {
+				unreach_since = 0;
+				if (!noted && !t->quiet)
+					fg_say("lock '%s': %s; still trying",
+					       t->name, why);
+			}
 			noted = true;
 			backoff = next_backoff(backoff);
 			break;
@@ -307,6 +337,9 @@ int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
 			now = fg_now_ms();
 			if (deadline != UINT64_MAX && now + b > deadline)
 				b = deadline > now ? deadline - now : 0;
+			if (unreach_since && now + b > unreach_since + unreachable)
+				b = unreach_since + unreachable > now ?
+				    unreach_since + unreachable - now : 0;
 			*sig = fg_sig_sleep(sigfd, b);
 			if (*sig)
 				return 128 + *sig;

@@ -18,11 +18,13 @@
 #include "req.h"
 
 #define FG_WAIT_FOREVER UINT64_MAX
+#define FG_UNREACHABLE_DEFAULT_MS 30000
 
 struct fg_take {
 	const char *name;
 	struct fg_acquire_args args;
 	uint64_t wait_ms;	/* FG_WAIT_FOREVER: as long as it takes */
+	uint64_t unreachable_ms; /* --unreachable; 0: the default */
 	bool confirm;		/* see fg_take() */
 	bool quiet;		/* no "still trying" notes while waiting */
 	bool conflict_exit_set;	/* -E given */
@@ -40,6 +42,7 @@ enum {
 	FG_TAKE_OPT_LOCK_DELAY,
 	FG_TAKE_OPT_NO_WAIT,
 	FG_TAKE_OPT_CONFLICT_EXIT,
+	FG_TAKE_OPT_UNREACHABLE,
 	FG_TAKE_OPT_END,	/* a subcommand's own options from here */
 };
 
@@ -48,7 +51,8 @@ enum {
 #define FG_TAKE_WAIT_OPTS \
 	{ "wait", 'w', true, FG_TAKE_OPT_WAIT }, \
 	{ "no-wait", 'n', false, FG_TAKE_OPT_NO_WAIT }, \
-	{ "conflict-exit-code", 'E', true, FG_TAKE_OPT_CONFLICT_EXIT }
+	{ "conflict-exit-code", 'E', true, FG_TAKE_OPT_CONFLICT_EXIT }, \
+	{ "unreachable", 0, true, FG_TAKE_OPT_UNREACHABLE }
 
 /* The table rows of all of them, for a subcommand that takes them all. */
 #define FG_TAKE_OPTS \
