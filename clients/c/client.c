@@ -357,8 +357,12 @@ int64_t fg_client_tick(struct fg_client *c, uint64_t now)
 	}
 	body = renew_body(c->lease, c->ttl_ms, NULL);
 	path = strdup(c->path);
-	/* an answer after the lease's end is of no use */
-	timeout = c->deadline - now;
+	/* an answer after the lease's end is of no use, and every gateway
+	 * gets its share of what is left, so that one that takes the
+	 * connection but never answers cannot use it all */
+	timeout = (c->deadline - now) / c->net.n;
+	if (timeout < 200)
+		timeout = c->deadline - now < 200 ? c->deadline - now : 200;
 	if (timeout > c->net.timeout_ms)
 		timeout = c->net.timeout_ms;
 	pthread_mutex_unlock(&c->mu);

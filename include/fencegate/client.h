@@ -15,7 +15,8 @@
  * renewing request was sent, on CLOCK_MONOTONIC; the gateway's wall
  * clock is never compared with this machine's. A renewal that fails for
  * a transient reason (no connection, a timeout, a 5xx) is tried again on
- * every gateway in turn, after a short back-off, until the lease's own
+ * every gateway in turn (each attempt bounded by its share of what is
+ * left of the lease), after a short back-off, until the lease's own
  * end; a definite answer about the lease (409, 410, 400, 403) ends it at
  * once. The lease is lost then, or when its end passes with no renewal
  * having succeeded, or when max_hold_ms has passed.
