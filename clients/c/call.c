@@ -5,6 +5,9 @@
  * and every header line built here that holds a secret (the key, a lease)
  * is wiped before it is freed.
  */
+#include <errno.h>
+#include <fcntl.h>
+#include <poll.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -27,6 +30,7 @@ static const struct {
 	{ FG_CLIENT_INVALID, "invalid" },
 	{ FG_CLIENT_PROTOCOL, "protocol" },
 	{ FG_CLIENT_TLS, "tls" },
+	{ FG_CLIENT_CANCELLED, "cancelled" },
 	{ FG_CLIENT_BAD_LOCK_NAME, "bad_lock_name" },
 	{ FG_CLIENT_BAD_REQUEST, "bad_request" },
 	{ FG_CLIENT_BAD_PATH, "bad_path" },
@@ -201,19 +205,40 @@ static int append_secret(struct curl_slist **l, const char *head,
 	return e;
 }
 
-static bool tls_failure(CURLcode r)
+/* A program the client runs (fencectl's command) must not inherit a
+ * connection to the gateway. */
+static int on_socket(void *arg, curl_socket_t fd, curlsocktype purpose)
 {
-	return r == CURLE_PEER_FAILED_VERIFICATION ||
-	       r == CURLE_SSL_CONNECT_ERROR || r == CURLE_SSL_CERTPROBLEM ||
-	       r == CURLE_SSL_CACERT_BADFILE || r == CURLE_SSL_CIPHER;
+	(void)arg;
+	(void)purpose;
+	int flags = fcntl(fd, F_GETFD);
+	if (flags < 0 || fcntl(fd, F_SETFD, flags | FD_CLOEXEC) < 0)
+		return CURL_SOCKOPT_ERROR;
+	return CURL_SOCKOPT_OK;
+}
+
+static bool tls_failure(const struct fg__answer *a, const char *url)
+{
+	CURLcode r = a->result;
+
+	if (r == CURLE_PEER_FAILED_VERIFICATION ||
+	    r == CURLE_SSL_CONNECT_ERROR || r == CURLE_SSL_CERTPROBLEM ||
+	    r == CURLE_SSL_CACERT_BADFILE || r == CURLE_SSL_CIPHER)
+		return true;
+	/* a TLS alert ("certificate required") surfaces with TLS 1.3 only
+	 * at the first read: still the handshake failing, which asking
+	 * again cannot mend */
+	return (r == CURLE_RECV_ERROR || r == CURLE_SEND_ERROR) && url &&
+	       strncmp(url, "https://", 8) == 0 &&
+	       strstr(a->errbuf, " alert ") != NULL;
 }
 
 /* The error of one attempt's answer. */
-static int error_of(const struct fg__answer *a)
+static int error_of(const struct fg__answer *a, const char *url)
 {
 	if (a->result == CURLE_OUT_OF_MEMORY)
 		return FG_CLIENT_NOMEM;
-	if (tls_failure(a->result))
+	if (tls_failure(a, url))
 		return FG_CLIENT_TLS;
 	if (a->result != CURLE_OK)
 		return FG_CLIENT_UNAVAILABLE;
@@ -242,7 +267,9 @@ static void setup(struct fg__net *net, CURL *h, const char *method,
 		curl_easy_setopt(h, CURLOPT_HTTPGET, 1L);
 	}
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, hdr);
-	curl_easy_setopt(h, CURLOPT_USERAGENT, "libfencegate-client");
+	curl_easy_setopt(h, CURLOPT_USERAGENT, net->user_agent ?
+			 net->user_agent : "libfencegate-client");
+	curl_easy_setopt(h, CURLOPT_SOCKOPTFUNCTION, on_socket);
 	/* lock names are paths: dot segments are the gateway's to refuse */
 	curl_easy_setopt(h, CURLOPT_PATH_AS_IS, 1L);
 #if LIBCURL_VERSION_NUM >= 0x075500
@@ -273,14 +300,87 @@ static void setup(struct fg__net *net, CURL *h, const char *method,
 	}
 }
 
+/* One transfer; cut short when cancel says so (then true). */
+static bool perform(CURL *h, const struct fg__cancel *cancel, CURLcode *res)
+{
+	if (!cancel || !cancel->fn) {
+		*res = curl_easy_perform(h);
+		return false;
+	}
+	CURLM *m = curl_multi_init();
+	bool cut = false;
+
+	*res = CURLE_OUT_OF_MEMORY;
+	if (!m || curl_multi_add_handle(m, h) != CURLM_OK) {
+		curl_multi_cleanup(m);
+		return false;
+	}
+	for (;;) {
+		int running, left;
+		CURLMsg *msg;
+		bool done = false;
+
+		curl_multi_perform(m, &running);
+		while ((msg = curl_multi_info_read(m, &left)) != NULL)
+			if (msg->msg == CURLMSG_DONE) {
+				*res = msg->data.result;
+				done = true;
+			}
+		if (done)
+			break;
+		struct curl_waitfd w = { .fd = cancel->fd,
+					 .events = CURL_WAIT_POLLIN };
+		curl_multi_poll(m, &w, 1, 1000, NULL);
+		if ((w.revents & CURL_WAIT_POLLIN) && cancel->fn(cancel->arg)) {
+			cut = true;
+			break;
+		}
+	}
+	curl_multi_remove_handle(m, h);
+	curl_multi_cleanup(m);
+	return cut;
+}
+
+int fg__sleep(uint64_t ms, const struct fg__cancel *cancel)
+{
+	uint64_t end = fg__now_ms() + ms;
+
+	for (;;) {
+		uint64_t now = fg__now_ms();
+		if (now >= end)
+			return 0;
+		uint64_t left = end - now;
+		if (!cancel || !cancel->fn) {
+			struct timespec ts = { (time_t)(left / 1000),
+					       (long)(left % 1000) * 1000000L };
+			nanosleep(&ts, NULL);
+			continue;
+		}
+		struct pollfd p = { .fd = cancel->fd, .events = POLLIN };
+		int n = poll(&p, 1, left > 60000 ? 60000 : (int)left);
+		if (n > 0 && cancel->fn(cancel->arg))
+			return FG_CLIENT_CANCELLED;
+	}
+}
+
 int fg__call(struct fg__net *net, CURL *h, const char *method,
 	     const char *path, const char *body, const char *lease,
 	     const char *extra, uint64_t timeout_ms, struct fg__answer *a)
+{
+	return fg__call_c(net, h, method, path, body, lease, extra, timeout_ms,
+			  NULL, a);
+}
+
+int fg__call_c(struct fg__net *net, CURL *h, const char *method,
+	       const char *path, const char *body, const char *lease,
+	       const char *extra, uint64_t timeout_ms,
+	       const struct fg__cancel *cancel, struct fg__answer *a)
 {
 	struct curl_slist *hdr = NULL;
 	size_t first = atomic_load(&net->current) % net->n;
 	int err = FG_CLIENT_NOMEM;
 	bool answered = false;
+	size_t tried = 0;
 
 	memset(a, 0, sizeof(*a));
 	if (!timeout_ms)
@@ -304,10 +404,14 @@ int fg__call(struct fg__net *net, CURL *h, const char *method,
 		snprintf(url, ulen, "%s%s", net->gw[at], path);
 		fg__answer_finish(a);
 		setup(net, h, method, url, body, hdr, timeout_ms, a);
+		tried++;
 		a->sent_ms = fg__now_ms();
-		a->result = curl_easy_perform(h);
+		if (perform(h, cancel, &a->result)) {
+			free(url);
+			err = FG_CLIENT_CANCELLED;
+			goto out;
+		}
 		a->done_ms = fg__now_ms();
-		free(url);
 		if (a->result == CURLE_OK) {
 			curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &a->status);
 			if (a->len) {
@@ -318,22 +422,51 @@ int fg__call(struct fg__net *net, CURL *h, const char *method,
 					json_decref(j);
 			}
 		}
-		err = error_of(a);
+		err = error_of(a, url);
 		if (a->result == CURLE_OK)
 			answered = true;
+		bool final = (a->result == CURLE_OK && a->status < 500) ||
+			     err == FG_CLIENT_NOMEM || err == FG_CLIENT_TLS ||
+			     i + 1 == net->n;
+		if (net->on_attempt) {
+			struct fg_client_attempt at_ = {
+				.method = method, .url = url,
+				.status = a->status,
+				.error = a->result == CURLE_OK ? NULL :
+					 a->errbuf[0] ? a->errbuf :
+					 curl_easy_strerror(a->result),
+				.ms = a->done_ms - a->sent_ms,
+				.next = !final,
+			};
+			net->on_attempt(net->on_attempt_arg, &at_);
+		}
+		free(url);
 		if (a->result == CURLE_OK && a->status < 500) {
 			atomic_store(&net->current, at);
 			break;
 		}
-		if (err == FG_CLIENT_NOMEM)
+		if (final)
 			break;
 	}
 out:
 	a->answered = answered;
+	a->tried = tried;
 	free_headers(hdr);
 	/* the handle keeps pointers to the list and the buffer: drop them */
 	curl_easy_setopt(h, CURLOPT_HTTPHEADER, NULL);
 	curl_easy_setopt(h, CURLOPT_ERRORBUFFER, NULL);
+	return err;
+}
+
+int fg__probe(struct fg__net *net, CURL *h, const struct fg__cancel *cancel,
+	      struct fg__answer *a)
+{
+	int err = fg__call_c(net, h, "GET", "/_fence/v1/livez", NULL, NULL,
+			     NULL, 0, cancel, a);
+
+	if (err == FG_CLIENT_CANCELLED || !(err == FG_CLIENT_UNAVAILABLE &&
+					    !a->answered))
+		return err == FG_CLIENT_CANCELLED ? err : 0;
 	return err;
 }
 
@@ -342,7 +475,14 @@ void fg__error_set(struct fg_client_error *e, int err,
 {
 	const char *code = a ? fg__json_str(a->json, "error") : NULL;
 	const char *msg = a ? fg__json_str(a->json, "message") : NULL;
+	uint64_t ra = 0;
 
+	e->coded = code != NULL;
+	e->transport = a ? (int)a->result : 0;
+	e->tried = a ? a->tried : 0;
+	e->has_retry_after = a && fg__json_uint(a->json, "retry_after_ms",
+						&ra) == 0;
+	e->retry_after_ms = ra;
 	e->err = err;
 	e->status = a ? a->status : 0;
 	snprintf(e->code, sizeof(e->code), "%s", code ? code :

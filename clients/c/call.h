@@ -30,6 +30,16 @@ struct fg__net {
 	char *auth_header;		/* "Authorization: Bearer KEY"; secret */
 	char *cacert, *cert, *cert_key;
 	uint64_t timeout_ms, connect_ms;
+	char *user_agent;
+	void (*on_attempt)(void *arg, const struct fg_client_attempt *a);
+	void *on_attempt_arg;
+};
+
+/* A call that a caller can cut short (see fg_client_acquire_opts). */
+struct fg__cancel {
+	int fd;
+	bool (*fn)(void *arg);
+	void *arg;
 };
 
 /* The answer of one call: the last attempt's. */
@@ -38,6 +48,7 @@ struct fg__answer {
 	long status;		/* 0: no HTTP answer */
 	json_t *json;		/* owned; the answer when it is an object */
 	bool answered;		/* some gateway answered (below 500 or not) */
+	size_t tried;		/* gateways tried */
 	uint64_t sent_ms;	/* monotonic: when the last attempt began */
 	uint64_t done_ms;
 	char errbuf[CURL_ERROR_SIZE];
@@ -56,6 +67,27 @@ struct fg__answer {
 int fg__call(struct fg__net *net, CURL *h, const char *method,
 	     const char *path, const char *body, const char *lease,
 	     const char *extra, uint64_t timeout_ms, struct fg__answer *a);
+
+/** fg__call() that cancel (NULL: none) can cut short: then
+ *  FG_CLIENT_CANCELLED. */
+int fg__call_c(struct fg__net *net, CURL *h, const char *method,
+	       const char *path, const char *body, const char *lease,
+	       const char *extra, uint64_t timeout_ms,
+	       const struct fg__cancel *cancel, struct fg__answer *a);
+
+/**
+ * Before a call that asks a gateway to wait: GET /_fence/v1/livez on each
+ * gateway in turn from the current one (each bounded by the client's
+ * timeout) until one answers, which becomes the current one: a stopped or
+ * wedged gateway takes connections but would hold the call for all of its
+ * wait. 0, or the last attempt's error in *a (none answered) or
+ * FG_CLIENT_CANCELLED.
+ */
+int fg__probe(struct fg__net *net, CURL *h, const struct fg__cancel *cancel,
+	      struct fg__answer *a);
+
+/** Sleeps ms, or less when cancel says stop: then FG_CLIENT_CANCELLED. */
+int fg__sleep(uint64_t ms, const struct fg__cancel *cancel);
 
 void fg__answer_finish(struct fg__answer *a);
 

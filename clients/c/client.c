@@ -38,6 +38,7 @@ struct fg_client {
 	char *path;		/* the lock's URL path */
 	char *lease;		/* secret */
 	char *sequencer;
+	char *grant_json;	/* holds the lease: wiped */
 	atomic_uint_fast64_t token;
 	atomic_bool lost;
 	uint64_t ttl_ms;
@@ -47,6 +48,11 @@ struct fg_client {
 	uint64_t backoff;
 	fg_client_lost_cb *on_lost;
 	void *on_lost_arg;
+	void (*on_renewal)(struct fg_client *c,
+			   const struct fg_client_renewal *r, void *arg);
+	void *on_renewal_arg;
+	unsigned failures;	/* renewals failed in a row */
+	struct fg_client_error renew_err;	/* the tick's last failure */
 
 	pthread_mutex_t thr_mu;	/* the renewer thread's flags */
 	pthread_cond_t thr_cv;
@@ -143,6 +149,9 @@ int fg_client_create(const struct fg_client_opts *o, struct fg_client **out)
 	c->net.connect_ms = o->connect_timeout_ms ? o->connect_timeout_ms :
 			    c->net.timeout_ms < CONNECT_MAX_MS ?
 			    c->net.timeout_ms : CONNECT_MAX_MS;
+	c->net.user_agent = dup_or_null(o->user_agent, &bad);
+	c->net.on_attempt = o->on_attempt;
+	c->net.on_attempt_arg = o->on_attempt_arg;
 	c->net.cacert = dup_or_null(o->cacert, &bad);
 	c->net.cert = dup_or_null(o->cert, &bad);
 	c->net.cert_key = dup_or_null(o->cert_key, &bad);
@@ -182,8 +191,10 @@ static void clear_lease(struct fg_client *c)
 	c->path = NULL;
 	free(c->sequencer);
 	c->sequencer = NULL;
+	free_secret(&c->grant_json);
 	atomic_store(&c->token, 0);
 	c->on_lost = NULL;
+	c->on_renewal = NULL;
 }
 
 void fg_client_destroy(struct fg_client *c)
@@ -198,6 +209,7 @@ void fg_client_destroy(struct fg_client *c)
 		free(c->net.gw[i]);
 	free_secret(&c->net.auth_header);
 	free(c->net.cacert);
+	free(c->net.user_agent);
 	free(c->net.cert);
 	free(c->net.cert_key);
 	if (c->easy)
@@ -235,6 +247,21 @@ uint64_t fg_client_token(const struct fg_client *c)
 const char *fg_client_sequencer(const struct fg_client *c)
 {
 	return c->holding ? c->sequencer : NULL;
+}
+
+const char *fg_client_lease(const struct fg_client *c)
+{
+	return c->holding ? c->lease : NULL;
+}
+
+const char *fg_client_grant_json(const struct fg_client *c)
+{
+	return c->holding ? c->grant_json : NULL;
+}
+
+size_t fg_client_gateway_index(const struct fg_client *c)
+{
+	return atomic_load(&((struct fg_client *)c)->net.current) % c->net.n;
 }
 
 /*
@@ -382,6 +409,7 @@ int64_t fg_client_tick(struct fg_client *c, uint64_t now)
 
 	pthread_mutex_lock(&c->mu);
 	uint64_t after = fg__now_ms();
+	struct fg_client_renewal rn = { .ok = err == FG_CLIENT_OK };
 	if (err == FG_CLIENT_OK) {
 		uint64_t ttl;
 		if (fg__json_uint(a.json, "ttl_ms", &ttl) == 0 && ttl > 0)
@@ -389,6 +417,26 @@ int64_t fg_client_tick(struct fg_client *c, uint64_t now)
 		c->deadline = a.sent_ms + c->ttl_ms;
 		c->next_renew = a.sent_ms + interval(c->ttl_ms);
 		c->backoff = 0;
+		rn.failures = c->failures;
+		c->failures = 0;
+	} else {
+		fg__error_set(&c->renew_err, err, &a, "renew");
+		rn.failures = ++c->failures;
+		rn.error = &c->renew_err;
+	}
+	rn.ttl_ms = c->ttl_ms;
+	rn.left_ms = c->deadline > after ? c->deadline - after : 0;
+	if (c->on_renewal) {
+		/* told outside mu: it may read the flag or the token */
+		void (*cb)(struct fg_client *, const struct fg_client_renewal *,
+			   void *) = c->on_renewal;
+		void *cb_arg = c->on_renewal_arg;
+		pthread_mutex_unlock(&c->mu);
+		cb(c, &rn, cb_arg);
+		pthread_mutex_lock(&c->mu);
+	}
+	if (err == FG_CLIENT_OK) {
+		/* done above */
 	} else if (definite(&a)) {
 		fg__answer_finish(&a);
 		lose_unlock(c, FG_CLIENT_LOSS_ANSWER);
@@ -435,21 +483,14 @@ static char *acquire_body(const struct fg_client_acquire_opts *o,
 	    (o->value && json_object_set_new(j, "value",
 			json_string(o->value)) < 0) ||
 	    (o->lock_delay_set && json_object_set_new(j, "lock_delay_ms",
-			json_integer((json_int_t)o->lock_delay_ms)) < 0))
+			json_integer((json_int_t)o->lock_delay_ms)) < 0) ||
+	    (o->lease && json_object_set_new(j, "lease",
+			json_string(o->lease)) < 0))
 		goto out;
 	s = json_dumps(j, JSON_COMPACT);
 out:
 	json_decref(j);
 	return s;
-}
-
-static void sleep_ms(uint64_t ms)
-{
-	struct timespec ts = { .tv_sec = (time_t)(ms / 1000),
-			       .tv_nsec = (long)(ms % 1000) * 1000000L };
-
-	while (nanosleep(&ts, &ts) < 0 && errno == EINTR)
-		;
 }
 
 /* Takes the grant of a 200 into the client; mu not held. */
@@ -468,7 +509,8 @@ static int install(struct fg_client *c, const char *path,
 	c->lease = strdup(lease);
 	c->sequencer = strdup(seq);
 	c->path = strdup(path);
-	if (!c->lease || !c->sequencer || !c->path) {
+	c->grant_json = json_dumps(a->json, JSON_COMPACT);
+	if (!c->lease || !c->sequencer || !c->path || !c->grant_json) {
 		clear_lease(c);
 		pthread_mutex_unlock(&c->mu);
 		return FG_CLIENT_NOMEM;
@@ -484,6 +526,9 @@ static int install(struct fg_client *c, const char *path,
 	c->backoff = 0;
 	c->on_lost = o->on_lost;
 	c->on_lost_arg = o->on_lost_arg;
+	c->on_renewal = o->on_renewal;
+	c->on_renewal_arg = o->on_renewal_arg;
+	c->failures = 0;
 	pthread_mutex_unlock(&c->mu);
 	return FG_CLIENT_OK;
 }
@@ -565,6 +610,8 @@ int fg_client_acquire(struct fg_client *c, const char *name,
 			       FG_CLIENT_UNREACHABLE_DEFAULT_MS;
 	uint64_t unreach_since = 0, backoff = 0;
 	bool told = false;
+	struct fg__cancel cancel = { o->cancel_fd, o->cancel, o->cancel_arg };
+	const struct fg__cancel *cn = o->cancel ? &cancel : NULL;
 	char *path;
 	int err;
 
@@ -586,9 +633,21 @@ int fg_client_acquire(struct fg_client *c, const char *name,
 			err = fail(c, FG_CLIENT_NOMEM, NULL, NULL);
 			break;
 		}
-		err = fg__call(&c->net, c->easy, "POST", path, body, NULL,
-			       NULL, c->net.timeout_ms + chunk, &a);
+		/* a call that waits goes to a gateway that answers */
+		err = chunk ? fg__probe(&c->net, c->easy, cn, &a) : 0;
+		if (err == 0) {
+			if (chunk)
+				fg__answer_finish(&a);
+			err = fg__call_c(&c->net, c->easy, "POST", path, body,
+					 NULL, NULL, c->net.timeout_ms + chunk,
+					 cn, &a);
+		}
 		free(body);
+		if (err == FG_CLIENT_CANCELLED) {
+			fail(c, err, NULL, "cancelled");
+			fg__answer_finish(&a);
+			break;
+		}
 		if (err == FG_CLIENT_OK) {
 			uint64_t took = a.done_ms - a.sent_ms;
 			err = install(c, path, o, &a);
@@ -655,7 +714,11 @@ int fg_client_acquire(struct fg_client *c, const char *name,
 			if (unreach_since && unreach_since + unreachable < now + b)
 				b = unreach_since + unreachable > now ?
 				    unreach_since + unreachable - now : 0;
-			sleep_ms(b);
+			if (fg__sleep(b, cn) == FG_CLIENT_CANCELLED) {
+				err = fail(c, FG_CLIENT_CANCELLED, NULL,
+					   "cancelled");
+				break;
+			}
 		}
 	}
 	free(path);

@@ -74,6 +74,7 @@ enum fg_client_err {
 	FG_CLIENT_PROTOCOL = -6,	/* an answer the client does not
 					 * understand */
 	FG_CLIENT_TLS = -7,		/* TLS failed, or its files are bad */
+	FG_CLIENT_CANCELLED = -8,	/* the acquire's cancel hook said stop */
 	/* the contract's codes (docs/api.md, Error codes) */
 	FG_CLIENT_BAD_LOCK_NAME = -20,
 	FG_CLIENT_BAD_REQUEST = -21,
@@ -110,6 +111,21 @@ struct fg_client_error {
 	char code[40];		/* the answer's "error" ("lease_expired"), or
 				 * the client's own name ("unavailable") */
 	char message[512];	/* the gateway's message, or what failed */
+	bool coded;		/* code came from the answer's "error" */
+	int transport;		/* libcurl's CURLcode; 0: an HTTP answer */
+	size_t tried;		/* gateways tried by the call */
+	bool has_retry_after;	/* a lock-delay refusal said when */
+	uint64_t retry_after_ms;
+};
+
+/** One HTTP attempt, as told to on_attempt (for a program's own log). */
+struct fg_client_attempt {
+	const char *method;
+	const char *url;	/* as configured, userinfo included */
+	long status;		/* 0: no answer */
+	const char *error;	/* libcurl's text when no answer, else NULL */
+	uint64_t ms;
+	bool next;		/* the call passes to the next gateway now */
 };
 
 /** The code string of err ("stale_token", "not_acquired"). Static. */
@@ -132,6 +148,11 @@ struct fg_client_opts {
 					 * beyond the wait it asks for;
 					 * 0: 10000 */
 	uint64_t connect_timeout_ms;	/* 0: the smaller of timeout and 5000 */
+	const char *user_agent;		/* NULL: "libfencegate-client" */
+	/* told of every attempt, on the thread that made it; NULL: none.
+	 * It must not call into the client. */
+	void (*on_attempt)(void *arg, const struct fg_client_attempt *a);
+	void *on_attempt_arg;
 };
 
 /** Makes a client: 0 with *out, or an error (bad options, no memory). */
@@ -149,6 +170,16 @@ enum fg_client_loss {
 	FG_CLIENT_LOSS_ANSWER = 1,	/* a renewal was answered 409/410/... */
 	FG_CLIENT_LOSS_EXPIRED = 2,	/* its end passed with no renewal */
 	FG_CLIENT_LOSS_MAX_HOLD = 3,	/* max_hold_ms passed (given back) */
+};
+
+/** What a renewal attempt came to (the on_renewal hook's argument). */
+struct fg_client_renewal {
+	bool ok;
+	unsigned failures;	/* failed in a row: before this success, or
+				 * with this failure */
+	uint64_t ttl_ms;	/* the lease's length as now known */
+	uint64_t left_ms;	/* until the lease's end as now known */
+	const struct fg_client_error *error;	/* on failure */
 };
 
 /** Told of a loss, once, on the thread that found it (the tick's caller or
@@ -181,6 +212,20 @@ struct fg_client_acquire_opts {
 	void (*on_unreachable)(struct fg_client *c, const char *why,
 			       void *arg);
 	void *on_unreachable_arg;
+	/* told of every renewal's outcome, on the renewing thread; it must
+	 * not call into the client. NULL: not told */
+	void (*on_renewal)(struct fg_client *c,
+			   const struct fg_client_renewal *r, void *arg);
+	void *on_renewal_arg;
+	/* re-entry: the lease of a grant that holds the lock; NULL: new */
+	const char *lease;
+	/* a wait that can be cut short: when cancel_fd becomes readable,
+	 * cancel(cancel_arg) is asked, and true ends the acquire with
+	 * FG_CLIENT_CANCELLED (the call's connection closed: the gateway
+	 * takes the waiter out of its queue). cancel NULL: not used */
+	int cancel_fd;
+	bool (*cancel)(void *arg);
+	void *cancel_arg;
 };
 
 /**
@@ -214,6 +259,16 @@ bool fg_client_holding(const struct fg_client *c);
 
 /** The grant's fencing token; 0 when none is held. Any thread. */
 uint64_t fg_client_token(const struct fg_client *c);
+
+/** The grant's lease (a secret: the only proof of ownership; valid until
+ *  release); NULL when none. For a program that hands it on itself. */
+const char *fg_client_lease(const struct fg_client *c);
+
+/** The grant's whole answer, JSON text (it holds the lease); NULL. */
+const char *fg_client_grant_json(const struct fg_client *c);
+
+/** The index (in the order given) of the gateway asked first now. */
+size_t fg_client_gateway_index(const struct fg_client *c);
 
 /** The grant's sequencer (valid until release); NULL when none. */
 const char *fg_client_sequencer(const struct fg_client *c);
