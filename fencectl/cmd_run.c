@@ -136,7 +136,7 @@ static void print_s3(const char *sequencer)
  * gives it back. */
 static int run_locked(struct run *r, char **cmd)
 {
-	const struct fg_client *cl = &r->cli->client;
+	const struct fg_conn *cl = &r->cli->client;
 	const char *name = r->take.name;
 	struct fg_grant g;
 	sigset_t saved;
@@ -171,7 +171,7 @@ static int run_locked(struct run *r, char **cmd)
 		set_env("FENCE_LOCK", g.name);
 		set_env("FENCE_TOKEN", token);
 		set_env("FENCE_SEQUENCER", g.sequencer);
-		set_env("FENCEGATE_URL", fg_client_base(cl));
+		set_env("FENCEGATE_URL", fg_conn_base(cl));
 		if (r->s3) {
 			char buf[8192];
 			const char *t = s3_session_token(g.sequencer, buf, sizeof(buf));

@@ -269,14 +269,14 @@ static void renewed(struct sv *v, CURLcode result)
 		lose(v, why);
 		return;
 	} else {
-		const struct fg_client *cl = v->s->client;
+		const struct fg_conn *cl = v->s->client;
 		fg_req_describe(r, v->last_error, sizeof(v->last_error));
 		fg_note("renewing the lease on lock '%s' at %s failed: %s",
-			v->s->name, fg_client_base(cl), v->last_error);
+			v->s->name, fg_conn_base(cl), v->last_error);
 		v->failures++;
 		uint64_t wait = 0;
 		if (o == FG_UNAVAILABLE && cl->gw->n > 1)
-			fg_client_next(cl);
+			fg_conn_next(cl);
 		/* the next gateway is asked at once, until every one of them
 		 * has failed in this round; then the back-off */
 		if (o != FG_UNAVAILABLE || v->failures % cl->gw->n == 0) {

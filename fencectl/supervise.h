@@ -52,7 +52,7 @@
 #include "req.h"
 
 struct fg_supervise {
-	const struct fg_client *client;
+	const struct fg_conn *client;
 	const char *name;		/* the lock */
 	struct fg_grant *grant;		/* its lease; ttl_ms and valid_from_ms
 					 * follow the renewals */

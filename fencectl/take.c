@@ -117,7 +117,7 @@ int fg_take_option(struct fg_take *t, int id, const char *name,
 	return 1;
 }
 
-int fg_give_back(const struct fg_client *cl, const char *name,
+int fg_give_back(const struct fg_conn *cl, const char *name,
 		 const char *lease, char *why, size_t whylen)
 {
 	struct fg_req r;
@@ -142,7 +142,7 @@ int fg_give_back(const struct fg_client *cl, const char *name,
  * Renews g at once and moves its start to this renewal's. 0 on success;
  * FG_LEASE_GONE or another outcome; a signal number through *sig.
  */
-static enum fg_outcome confirm(const struct fg_client *cl, const char *name,
+static enum fg_outcome confirm(const struct fg_conn *cl, const char *name,
 			       struct fg_grant *g, int sigfd, int *sig,
 			       char *why, size_t whylen)
 {
@@ -178,7 +178,7 @@ int fg_take_status(const struct fg_take *t, int rc)
 	return rc;
 }
 
-int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
+int fg_take(const struct fg_conn *cl, const struct fg_take *t, int sigfd,
 	    struct fg_grant *g, int *sig)
 {
 	uint64_t start = fg_now_ms();

@@ -86,7 +86,7 @@ void fg_take_default_owner(struct fg_take *t);
  * arriving on sigfd (-1: none) stops it: *sig is set and 128 + *sig is
  * returned, with no grant held.
  */
-int fg_take(const struct fg_client *cl, const struct fg_take *t, int sigfd,
+int fg_take(const struct fg_conn *cl, const struct fg_take *t, int sigfd,
 	    struct fg_grant *g, int *sig);
 
 /**
@@ -100,7 +100,7 @@ int fg_take_status(const struct fg_take *t, int rc);
  * Gives a lease back, once, bounded by the client's timeout. 0, or the
  * outcome's exit status; *why (buf) says what went wrong.
  */
-int fg_give_back(const struct fg_client *cl, const char *name,
+int fg_give_back(const struct fg_conn *cl, const char *name,
 		 const char *lease, char *why, size_t whylen);
 
 #endif
