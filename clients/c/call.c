@@ -480,6 +480,7 @@ void fg__error_set(struct fg_client_error *e, int err,
 	e->coded = code != NULL;
 	e->transport = a ? (int)a->result : 0;
 	e->tried = a ? a->tried : 0;
+	e->answered = a && a->answered;
 	e->has_retry_after = a && fg__json_uint(a->json, "retry_after_ms",
 						&ra) == 0;
 	e->retry_after_ms = ra;

@@ -145,6 +145,7 @@ int fg_client_create(const struct fg_client_opts *o, struct fg_client **out)
 		fg_client_destroy(c);
 		return FG_CLIENT_INVALID;
 	}
+	atomic_store(&c->net.current, o->first_gateway % c->net.n);
 	c->net.timeout_ms = o->timeout_ms ? o->timeout_ms : DEFAULT_TIMEOUT_MS;
 	c->net.connect_ms = o->connect_timeout_ms ? o->connect_timeout_ms :
 			    c->net.timeout_ms < CONNECT_MAX_MS ?
@@ -423,6 +424,7 @@ int64_t fg_client_tick(struct fg_client *c, uint64_t now)
 		fg__error_set(&c->renew_err, err, &a, "renew");
 		rn.failures = ++c->failures;
 		rn.error = &c->renew_err;
+		rn.final = definite(&a);
 	}
 	rn.ttl_ms = c->ttl_ms;
 	rn.left_ms = c->deadline > after ? c->deadline - after : 0;
@@ -679,6 +681,11 @@ int fg_client_acquire(struct fg_client *c, const char *name,
 				  next_backoff(backoff) : 0;
 			unreach_since = 0;
 		} else if (transient(err) && o->wait_ms && now < deadline) {
+			if (o->on_retry) {
+				struct fg_client_error e;
+				fg__error_set(&e, err, &a, "acquire");
+				o->on_retry(c, &e, o->on_retry_arg);
+			}
 			if (!a.answered) {
 				if (!unreach_since)
 					unreach_since = now;

@@ -114,6 +114,7 @@ struct fg_client_error {
 	bool coded;		/* code came from the answer's "error" */
 	int transport;		/* libcurl's CURLcode; 0: an HTTP answer */
 	size_t tried;		/* gateways tried by the call */
+	bool answered;		/* some gateway gave an HTTP answer */
 	bool has_retry_after;	/* a lock-delay refusal said when */
 	uint64_t retry_after_ms;
 };
@@ -149,6 +150,7 @@ struct fg_client_opts {
 					 * 0: 10000 */
 	uint64_t connect_timeout_ms;	/* 0: the smaller of timeout and 5000 */
 	const char *user_agent;		/* NULL: "libfencegate-client" */
+	size_t first_gateway;		/* index asked first (0: the first) */
 	/* told of every attempt, on the thread that made it; NULL: none.
 	 * It must not call into the client. */
 	void (*on_attempt)(void *arg, const struct fg_client_attempt *a);
@@ -179,6 +181,7 @@ struct fg_client_renewal {
 				 * with this failure */
 	uint64_t ttl_ms;	/* the lease's length as now known */
 	uint64_t left_ms;	/* until the lease's end as now known */
+	bool final;		/* this answer ends the lease (409, 410...) */
 	const struct fg_client_error *error;	/* on failure */
 };
 
@@ -212,6 +215,11 @@ struct fg_client_acquire_opts {
 	void (*on_unreachable)(struct fg_client *c, const char *why,
 			       void *arg);
 	void *on_unreachable_arg;
+	/* told of every failure a wait goes on after (no gateway answered,
+	 * a 5xx, a full queue), with what it was; NULL: not told */
+	void (*on_retry)(struct fg_client *c, const struct fg_client_error *e,
+			 void *arg);
+	void *on_retry_arg;
 	/* told of every renewal's outcome, on the renewing thread; it must
 	 * not call into the client. NULL: not told */
 	void (*on_renewal)(struct fg_client *c,
