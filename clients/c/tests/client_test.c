@@ -6,7 +6,7 @@
  *
  * Prints `ok NAME` or `FAIL NAME: reason` per test and exits non-zero when
  * one failed; an unset FG_TEST_* variable fails the run (no test is ever
- * skipped). Waits are bounded waits on a condition, with bounds generous
+ * skipped; FG_TEST_ONLY, a list of names, runs only those). Waits are bounded waits on a condition, with bounds generous
  * enough for a loaded machine.
  */
 #include <pthread.h>
@@ -698,6 +698,77 @@ fail:
 	return rc;
 }
 
+static bool always(void *arg)
+{
+	(void)arg;
+	return true;
+}
+
+static void *poke(void *arg)
+{
+	int *fd = arg;
+	sleep_ms(300);
+	ssize_t w = write(*fd, "x", 1);
+	(void)w;
+	return NULL;
+}
+
+static int test_reentry_and_a_cancelled_wait(void)
+{
+	struct fg_client *a = client_of(gateways), *b = client_of(gateways),
+		*w = client_of(gateways);
+	struct fg_client_state s = { 0 };
+	char name[128];
+	int p[2] = { -1, -1 }, rc = -1;
+	pthread_t t;
+	bool poking = false;
+
+	unique(name, sizeof(name), "app");
+	CHECK(a && b && w && pipe(p) == 0, "no client");
+	CHECK(fg_client_acquire(a, name, NULL) == 0, "acquire");
+	struct fg_client_acquire_opts re = { .lease = fg_client_lease(a) };
+	CHECK(fg_client_acquire(b, name, &re) == 0, "re-entry: %s",
+	      fg_client_last_error(b)->message);
+	CHECK(fg_client_token(b) == fg_client_token(a), "re-entry's token");
+	CHECK(fg_client_release(b, 0) == 0, "one hold given back");
+	CHECK(fg_client_inspect(w, name, &s) == 0 && s.held, "not held");
+	fg_client_state_finish(&s);
+	/* a wait cut short by its cancel fd */
+	struct fg_client_acquire_opts co = { .wait_ms = 20000, .cancel_fd = p[0],
+					     .cancel = always };
+	CHECK(pthread_create(&t, NULL, poke, &p[1]) == 0, "thread");
+	poking = true;
+	uint64_t t0 = fg_client_now_ms();
+	int e = fg_client_acquire(w, name, &co);
+	uint64_t took = fg_client_now_ms() - t0;
+	pthread_join(t, NULL);
+	poking = false;
+	CHECK(e == FG_CLIENT_CANCELLED, "cancelled wait: %d", e);
+	CHECK(took >= 250 && took < 5000, "cut after %llu ms",
+	      (unsigned long long)took);
+	/* its place in the queue goes with its connection */
+	uint64_t end = fg_client_now_ms() + 5000;
+	do {
+		fg_client_state_finish(&s);
+		CHECK(fg_client_inspect(b, name, &s) == 0, "inspect");
+	} while (s.waiters && fg_client_now_ms() < end && (sleep_ms(20), 1));
+	CHECK(s.waiters == 0, "the cancelled waiter is still queued");
+	CHECK(fg_client_release(a, 0) == 0, "release");
+	rc = 0;
+fail:
+	if (poking)
+		pthread_join(t, NULL);
+	if (p[0] >= 0) {
+		close(p[0]);
+		close(p[1]);
+	}
+	fg_client_state_finish(&s);
+	fg_client_destroy(a);
+	fg_client_destroy(b);
+	fg_client_destroy(w);
+	return rc;
+}
+
 /* Last: an empty Redis loses every lock. */
 static int test_redis_restarted_empty_is_a_loss(void)
 {
@@ -761,11 +832,13 @@ int main(void)
 		  test_tick_driven_without_a_thread },
 		{ "unreachable_gateways_bound_a_wait",
 		  test_unreachable_gateways_bound_a_wait },
+		{ "reentry_and_a_cancelled_wait",
+		  test_reentry_and_a_cancelled_wait },
 		{ "redis_restarted_empty_is_a_loss",
 		  test_redis_restarted_empty_is_a_loss },
 	};
 	const char *only = getenv("FG_TEST_ONLY");
-	int missing = 0, failed = 0;
+	int missing = 0, failed = 0, ran = 0;
 
 	setvbuf(stdout, NULL, _IOLBF, 0);
 	gateways = need("FG_TEST_GATEWAYS", &missing);
@@ -795,6 +868,7 @@ int main(void)
 		if (only && !strstr(only, tests[i].name))
 			continue;
 		reason[0] = '\0';
+		ran++;
 		if (tests[i].fn() == 0) {
 			printf("ok %s\n", tests[i].name);
 		} else {
@@ -803,5 +877,9 @@ int main(void)
 		}
 	}
 	curl_global_cleanup();
+	if (!ran) {
+		printf("FAIL selection: FG_TEST_ONLY names no test\n");
+		return 1;
+	}
 	return failed ? 1 : 0;
 }
