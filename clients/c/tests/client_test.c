@@ -6,8 +6,9 @@
  *
  * Prints `ok NAME` or `FAIL NAME: reason` per test and exits non-zero when
  * one failed; an unset FG_TEST_* variable fails the run (no test is ever
- * skipped; FG_TEST_ONLY, a list of names, runs only those). Waits are bounded waits on a condition, with bounds generous
- * enough for a loaded machine.
+ * skipped; FG_TEST_ONLY, a list of names, runs only those). Waits are
+ * bounded waits on a condition, with bounds generous enough for a loaded
+ * machine.
  */
 #include <pthread.h>
 #include <stdarg.h>
