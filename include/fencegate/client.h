@@ -35,6 +35,14 @@
  *  - fg_client_start_renewer(): one pthread that calls the tick for the
  *    client, until fg_client_stop_renewer() or fg_client_destroy().
  *
+ * Waiting. fg_client_acquire() blocks for as long as its wait: calls of
+ * at most 300 s each (the gateway's bound), each first finding a gateway
+ * that answers (GET livez, so that a stopped one cannot hold the wait),
+ * asked again after 5xx or no answer with a back-off of 250 ms doubling
+ * to 5 s; while no gateway answers at all, for at most unreachable_ms. A
+ * cancel fd cuts it short. An event loop tries once (wait_ms 0) or waits
+ * on a thread of its own.
+ *
  * Threads. fg_client_lease_lost(), fg_client_stamp(), fg_client_token()
  * and fg_client_tick() may be called from any thread at any time. Every
  * other call belongs to one thread at a time (the caller's).
