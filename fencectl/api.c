@@ -7,6 +7,7 @@
 #include <string.h>
 
 #include "api.h"
+#include "take.h"
 
 static int set(json_t *o, const char *key, json_t *v)
 {
@@ -58,26 +59,9 @@ error:
 	return NULL;
 }
 
-int fg_api_grant(const struct fg_req *r, struct fg_grant *g)
-{
-	memset(g, 0, sizeof(*g));
-	g->name = fg_req_str(r, "name");
-	g->lease = fg_req_str(r, "lease");
-	g->sequencer = fg_req_str(r, "sequencer");
-	g->mode = fg_req_str(r, "mode");
-	if (!g->name || !g->lease || !g->sequencer || !g->mode ||
-	    fg_req_uint(r, "token", &g->token) < 0 ||
-	    fg_req_uint(r, "ttl_ms", &g->ttl_ms) < 0 || g->ttl_ms == 0) {
-		memset(g, 0, sizeof(*g));
-		return -1;
-	}
-	g->answer = json_incref(r->json);
-	g->valid_from_ms = r->sent_ms;
-	return 0;
-}
-
 void fg_grant_finish(struct fg_grant *g)
 {
+	fg_hold_free(g->hold);
 	json_decref(g->answer);
 	memset(g, 0, sizeof(*g));
 }

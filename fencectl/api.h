@@ -14,6 +14,8 @@
 
 #include "req.h"
 
+struct fg_hold;
+
 /* The contract's bounds (docs/api.md, Limits). */
 #define FG_TTL_MIN_MS 100
 #define FG_TTL_MAX_MS 3600000
@@ -38,8 +40,8 @@ struct fg_grant {
 	const char *mode;
 	uint64_t token;
 	uint64_t ttl_ms;
-	uint64_t valid_from_ms;	/* monotonic: the lease's current term began
-				 * no earlier than this */
+	struct fg_hold *hold;	/* the lease as the client library holds it
+				 * (take.h; owned); NULL: none */
 };
 
 /** Acquire body asking to wait wait_ms. NULL when out of memory; caller
@@ -51,14 +53,8 @@ json_t *fg_api_acquire_body(const struct fg_acquire_args *a, uint64_t wait_ms);
 json_t *fg_api_renew_body(const char *lease, uint64_t ttl_ms,
 			  const char *value);
 
-/**
- * Takes the grant out of a finished acquire call: on success g->answer
- * holds a reference to r->json, and g->valid_from_ms is when r was sent.
- * -1 when the answer lacks a field of a grant.
- */
-int fg_api_grant(const struct fg_req *r, struct fg_grant *g);
-
-/** Releases what g holds; accepts a zeroed g. */
+/** Frees what g holds (its lease forgotten, not released); accepts a
+ *  zeroed g. */
 void fg_grant_finish(struct fg_grant *g);
 
 #endif

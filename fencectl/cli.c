@@ -129,7 +129,7 @@ static int readable(const char *opt, const char *path, char *msg,
 	return 0;
 }
 
-static int check_tls(const struct fg_client *cl, char *msg, size_t msglen)
+static int check_tls(const struct fg_conn *cl, char *msg, size_t msglen)
 {
 	if (!cl->cacert && !cl->cert && !cl->cert_key)
 		return 0;

@@ -48,7 +48,7 @@ enum {
 	{ NULL, 0, false, 0 }
 
 struct fg_cli {
-	struct fg_client client;
+	struct fg_conn client;
 	struct fg_gateways gateways;	/* client.gw points here; owned */
 	bool gateway_given;	/* --gateway: FENCEGATE_URL is not read */
 	bool verbose;

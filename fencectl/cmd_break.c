@@ -67,7 +67,7 @@ static int on_option(void *ctx, int id, const char *name, const char *value,
  * FG_EXIT_NOTHING when the lock is free, or another exit status after a
  * message.
  */
-static int current_token(const struct fg_client *cl, const char *name,
+static int current_token(const struct fg_conn *cl, const char *name,
 			 uint64_t *token)
 {
 	struct fg_req r;
@@ -106,7 +106,7 @@ static int current_token(const struct fg_client *cl, const char *name,
 static int break_token(struct fg_cli *cli, const char *name, uint64_t token,
 		       bool learnt)
 {
-	const struct fg_client *cl = &cli->client;
+	const struct fg_conn *cl = &cli->client;
 	struct fg_req r;
 	char why[512], header[64];
 	int rc;

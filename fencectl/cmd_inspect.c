@@ -119,7 +119,7 @@ static enum fg_outcome get_state(const struct fg_cli *cli, const char *name,
 				 const char *query, uint64_t wait_ms,
 				 json_t **st, char *why, size_t whylen)
 {
-	const struct fg_client *cl = &cli->client;
+	const struct fg_conn *cl = &cli->client;
 	struct fg_req r;
 
 	*st = NULL;
@@ -259,7 +259,7 @@ static const struct fg_opt check_opts[] = {
 int fg_cmd_check(struct fg_cli *cli, int argc, char **argv)
 {
 	struct read_cmd c = { .cli = cli };
-	const struct fg_client *cl = &cli->client;
+	const struct fg_conn *cl = &cli->client;
 	struct fg_args a;
 	struct fg_req r;
 	char msg[512];

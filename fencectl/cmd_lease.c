@@ -161,7 +161,7 @@ int fg_cmd_acquire(struct fg_cli *cli, int argc, char **argv)
 static int lease_call(struct lease_cmd *c, const char *method, json_t *body,
 		      const char *header_lease, const char *verb)
 {
-	const struct fg_client *cl = &c->cli->client;
+	const struct fg_conn *cl = &c->cli->client;
 	struct fg_req r;
 	char why[512];
 	int rc;

@@ -136,7 +136,7 @@ static void print_s3(const char *sequencer)
  * gives it back. */
 static int run_locked(struct run *r, char **cmd)
 {
-	const struct fg_client *cl = &r->cli->client;
+	const struct fg_conn *cl = &r->cli->client;
 	const char *name = r->take.name;
 	struct fg_grant g;
 	sigset_t saved;
@@ -159,7 +159,7 @@ static int run_locked(struct run *r, char **cmd)
 	while ((sig = fg_sig_next(sigfd, &si)) != 0 && !fg_sig_ends(sig))
 		;
 	if (sig) {
-		fg_give_back(cl, name, g.lease, why, sizeof(why));
+		fg_take_give_back(&g, why, sizeof(why));
 		rc = 128 + sig;
 		goto out_grant;
 	}
@@ -171,7 +171,7 @@ static int run_locked(struct run *r, char **cmd)
 		set_env("FENCE_LOCK", g.name);
 		set_env("FENCE_TOKEN", token);
 		set_env("FENCE_SEQUENCER", g.sequencer);
-		set_env("FENCEGATE_URL", fg_client_base(cl));
+		set_env("FENCEGATE_URL", fg_conn_base(cl));
 		if (r->s3) {
 			char buf[8192];
 			const char *t = s3_session_token(g.sequencer, buf, sizeof(buf));
@@ -188,7 +188,6 @@ static int run_locked(struct run *r, char **cmd)
 	}
 
 	struct fg_supervise s = {
-		.client = cl,
 		.name = name,
 		.grant = &g,
 		.kill_after_ms = r->kill_after_ms,
@@ -204,7 +203,7 @@ static int run_locked(struct run *r, char **cmd)
 	 * is nothing to release, and a gateway that could not be reached
 	 * would only hold up the exit */
 	if (!out.lost) {
-		int rel = fg_give_back(cl, name, g.lease, why, sizeof(why));
+		int rel = fg_take_give_back(&g, why, sizeof(why));
 		if (rel != FG_EXIT_OK) {
 			fg_say("could not release lock '%s': %s", name, why);
 			/* holding was the whole task: its end must be told */
@@ -251,7 +250,6 @@ static int run_cmd(struct fg_cli *cli, int argc, char **argv, bool elect)
 		.take = {
 			.args = { .lock_delay_ms = -1 },
 			.wait_ms = FG_WAIT_FOREVER,
-			.confirm = true,
 		},
 		.kill_after_ms = DEFAULT_KILL_AFTER_MS,
 	};

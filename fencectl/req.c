@@ -90,7 +90,7 @@ int fg_req_add_header(struct fg_req *r, const char *line)
 
 /* The client's TLS settings. Verification is never turned off: a
  * gateway whose certificate does not verify is not talked to. */
-static void set_tls(CURL *e, const struct fg_client *cl)
+static void set_tls(CURL *e, const struct fg_conn *cl)
 {
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYPEER, 1L);
 	curl_easy_setopt(e, CURLOPT_SSL_VERIFYHOST, 2L);
@@ -110,17 +110,17 @@ static void set_tls(CURL *e, const struct fg_client *cl)
 	}
 }
 
-const char *fg_client_base(const struct fg_client *cl)
+const char *fg_conn_base(const struct fg_conn *cl)
 {
 	return cl->gw->url[cl->gw->current];
 }
 
-void fg_client_next(const struct fg_client *cl)
+void fg_conn_next(const struct fg_conn *cl)
 {
 	cl->gw->current = (cl->gw->current + 1) % cl->gw->n;
 }
 
-int fg_req_init(struct fg_req *r, const struct fg_client *cl,
+int fg_req_init(struct fg_req *r, const struct fg_conn *cl,
 		const char *method, char *path, json_t *body, const char *lease,
 		uint64_t timeout_ms)
 {
@@ -276,6 +276,8 @@ void fg_req_complete(struct fg_req *r, CURLcode result)
 	if (result != CURLE_OK)
 		return;
 	curl_easy_getinfo(r->easy, CURLINFO_RESPONSE_CODE, &r->status);
+	if (r->status)
+		r->answered = true;
 	if (r->resp_len > 0) {
 		json_t *j = json_loadb(r->resp, r->resp_len, 0, NULL);
 		if (j && json_is_object(j))
@@ -417,25 +419,51 @@ static const char *error_code(const struct fg_req *r)
 	return json_is_string(e) ? json_string_value(e) : NULL;
 }
 
+static const char *message_of(const struct fg_req *r)
+{
+	json_t *m = r->json ? json_object_get(r->json, "message") : NULL;
+	return json_is_string(m) ? json_string_value(m) : NULL;
+}
+
 /*
  * A TLS alert from the gateway ("tlsv13 alert certificate required",
  * "sslv3 alert bad certificate") surfaces with TLS 1.3 only when the
  * first answer is read, as a receive error: it is still the handshake
  * failing, which asking again cannot mend, not the gateway going away.
  */
-static bool tls_alert(const struct fg_req *r)
+static bool tls_alert(const struct fg_result *x)
 {
-	return (r->result == CURLE_RECV_ERROR ||
-		r->result == CURLE_SEND_ERROR) &&
-	       strncmp(r->url, "https://", 8) == 0 &&
-	       strstr(r->errbuf, " alert ") != NULL;
+	return (x->result == CURLE_RECV_ERROR ||
+		x->result == CURLE_SEND_ERROR) && x->url &&
+	       strncmp(x->url, "https://", 8) == 0 && x->errtext &&
+	       strstr(x->errtext, " alert ") != NULL;
+}
+
+static void result_of(const struct fg_req *r, struct fg_result *x)
+{
+	x->result = r->result;
+	x->status = r->status;
+	x->code = error_code(r);
+	x->message = message_of(r);
+	x->errtext = r->errbuf[0] ? r->errbuf : NULL;
+	x->url = r->url;
+	x->tried = r->tried;
+	x->retry_after = -1;
 }
 
 enum fg_outcome fg_req_outcome(const struct fg_req *r)
 {
-	const char *code = error_code(r);
+	struct fg_result x;
 
-	switch (r->result) {
+	result_of(r, &x);
+	return fg_result_outcome(&x);
+}
+
+enum fg_outcome fg_result_outcome(const struct fg_result *r)
+{
+	const char *code = r->code;
+
+	switch ((CURLcode)r->result) {
 	case CURLE_OK:
 		break;
 	case CURLE_OUT_OF_MEMORY:
@@ -475,16 +503,9 @@ enum fg_outcome fg_req_outcome(const struct fg_req *r)
 	return FG_UNEXPECTED;
 }
 
-static const char *message_of(const struct fg_req *r)
-{
-	json_t *m = r->json ? json_object_get(r->json, "message") : NULL;
-	return json_is_string(m) ? json_string_value(m) : NULL;
-}
-
 /* 401 in plain words: what was presented, and what to do about it. */
-static void describe_unknown(const struct fg_req *r, char *buf, size_t len)
+static void describe_unknown(const struct fg_conn *cl, char *buf, size_t len)
 {
-	const struct fg_client *cl = r->cl;
 
 	if (cl && cl->key && cl->cert)
 		snprintf(buf, len, "the gateway does not accept this key "
@@ -507,12 +528,11 @@ static void describe_unknown(const struct fg_req *r, char *buf, size_t len)
 }
 
 /* The TLS failures, with the setting that mends each. */
-static void describe_tls(const struct fg_req *r, enum fg_outcome o,
-			 char *buf, size_t len)
+static void describe_tls(const struct fg_conn *cl, const struct fg_result *r,
+			 enum fg_outcome o, char *buf, size_t len)
 {
-	const struct fg_client *cl = r->cl;
-	const char *why = r->errbuf[0] ? r->errbuf :
-			  curl_easy_strerror(r->result);
+	const char *why = r->errtext ? r->errtext :
+			  curl_easy_strerror((CURLcode)r->result);
 
 	if (o == FG_TLS_UNVERIFIED && cl && cl->cacert)
 		snprintf(buf, len, "cannot verify the gateway's certificate "
@@ -538,32 +558,43 @@ static void describe_tls(const struct fg_req *r, enum fg_outcome o,
 
 const char *fg_req_describe(const struct fg_req *r, char *buf, size_t len)
 {
-	enum fg_outcome o = fg_req_outcome(r);
-	const char *msg = message_of(r);
+	struct fg_result x;
 	curl_off_t after = -1;
+
+	result_of(r, &x);
+	if (fg_result_outcome(&x) == FG_THROTTLED &&
+	    curl_easy_getinfo(r->easy, CURLINFO_RETRY_AFTER, &after) == CURLE_OK)
+		x.retry_after = (long)after;
+	return fg_result_describe(r->cl, &x, buf, len);
+}
+
+const char *fg_result_describe(const struct fg_conn *cl,
+			       const struct fg_result *r, char *buf,
+			       size_t len)
+{
+	enum fg_outcome o = fg_result_outcome(r);
+	const char *msg = r->message;
+	long after = r->retry_after;
 	char shown[512];
 
 	switch (o) {
 	case FG_TLS_UNVERIFIED:
 	case FG_TLS_FAILED:
 	case FG_TLS_FILES:
-		describe_tls(r, o, buf, len);
+		describe_tls(cl, r, o, buf, len);
 		return buf;
 	case FG_UNAUTHENTICATED:
-		describe_unknown(r, buf, len);
+		describe_unknown(cl, buf, len);
 		return buf;
 	case FG_FORBIDDEN:
 		snprintf(buf, len, "the principal lacks the right: %s",
 			 msg ? msg : "(the gateway did not say which)");
 		return buf;
 	case FG_THROTTLED:
-		if (curl_easy_getinfo(r->easy, CURLINFO_RETRY_AFTER,
-				      &after) != CURLE_OK)
-			after = -1;
 		if (after > 0)
 			snprintf(buf, len, "the gateway refuses calls from "
-				 "this address for %" CURL_FORMAT_CURL_OFF_T
-				 "s, after too many unknown keys from it; "
+				 "this address for %lds, after too many unknown "
+				 "keys from it; "
 				 "check the key (--key-file) and try again "
 				 "later", after);
 		else
@@ -587,11 +618,11 @@ const char *fg_req_describe(const struct fg_req *r, char *buf, size_t len)
 	buf += n;
 	len -= (size_t)n;
 	if (r->result != CURLE_OK) {
-		snprintf(buf, len, "%s", r->errbuf[0] ? r->errbuf :
-			 curl_easy_strerror(r->result));
+		snprintf(buf, len, "%s", r->errtext ? r->errtext :
+			 curl_easy_strerror((CURLcode)r->result));
 		return start;
 	}
-	const char *code = error_code(r);
+	const char *code = r->code;
 	if (code && msg)
 		snprintf(buf, len, "%ld %s: %s", r->status, code, msg);
 	else if (code)

@@ -20,6 +20,7 @@
 #ifndef FENCECTL_REQ_H
 #define FENCECTL_REQ_H
 
+#include <stdbool.h>
 #include <stdint.h>
 
 #include <curl/curl.h>
@@ -27,7 +28,7 @@
 
 #include "gateways.h"
 
-struct fg_client {
+struct fg_conn {
 	struct fg_gateways *gw;		/* at least one; current moves to the
 					 * one that answered */
 	uint64_t connect_timeout_ms;
@@ -62,7 +63,7 @@ enum fg_outcome {
 };
 
 struct fg_req {
-	const struct fg_client *cl;	/* borrowed: outlives the call */
+	const struct fg_conn *cl;	/* borrowed: outlives the call */
 	CURL *easy;
 	struct curl_slist *headers;
 	const char *method;
@@ -76,6 +77,8 @@ struct fg_req {
 	char errbuf[CURL_ERROR_SIZE];
 	CURLcode result;
 	long status;		/* 0: no HTTP answer */
+	bool answered;		/* some gateway gave an HTTP answer (any
+				 * status) to this call */
 	json_t *json;		/* the answer, when it is a JSON object */
 	uint64_t sent_ms;	/* monotonic: when the call started */
 	uint64_t done_ms;	/* monotonic: when it ended */
@@ -83,21 +86,21 @@ struct fg_req {
 };
 
 /** The gateway calls go to first. */
-const char *fg_client_base(const struct fg_client *cl);
+const char *fg_conn_base(const struct fg_conn *cl);
 
 /** Calls go first to the gateway after the current one from now on. */
-void fg_client_next(const struct fg_client *cl);
+void fg_conn_next(const struct fg_conn *cl);
 
 /**
  * Prepares a call: method (a string constant) on path (below the gateway's
  * URL, from lockurl.h with base ""), with body (borrowed; JSON, or NULL for
  * none) and a Fence-Lease header when lease is not NULL, and the client's
- * identity (see struct fg_client). timeout_ms bounds each attempt (0: the
+ * identity (see struct fg_conn). timeout_ms bounds each attempt (0: the
  * client's timeout). path is owned by r from here on, and freed by
  * fg_req_finish() even when this fails. 0, or -1 when out of memory (r
  * can still be finished).
  */
-int fg_req_init(struct fg_req *r, const struct fg_client *cl,
+int fg_req_init(struct fg_req *r, const struct fg_conn *cl,
 		const char *method, char *path, json_t *body, const char *lease,
 		uint64_t timeout_ms);
 
@@ -139,6 +142,27 @@ void fg_req_note(const struct fg_req *r);
  * the key itself. Written into buf[len], which is returned.
  */
 const char *fg_req_describe(const struct fg_req *r, char *buf, size_t len);
+
+/** What an answer was, however it was had (a call of this file, or of
+ *  the client library): what fg_result_outcome() and
+ *  fg_result_describe() read. */
+struct fg_result {
+	int result;		/* CURLcode */
+	long status;		/* 0: no HTTP answer */
+	const char *code;	/* the answer's "error", or NULL */
+	const char *message;	/* the answer's "message", or NULL */
+	const char *errtext;	/* curl's error text, or NULL */
+	const char *url;	/* the gateway tried last (+ path), or NULL */
+	size_t tried;		/* gateways tried */
+	long retry_after;	/* seconds; -1: not known */
+};
+
+enum fg_outcome fg_result_outcome(const struct fg_result *x);
+
+/** fg_req_describe() of x: for people, never a key. */
+const char *fg_result_describe(const struct fg_conn *cl,
+			       const struct fg_result *x, char *buf,
+			       size_t len);
 
 /** The exit status for an outcome that ends a subcommand. */
 int fg_outcome_exit(enum fg_outcome o);

@@ -1,8 +1,8 @@
 /*
  * supervise.c - the command, its lease and the signals (see supervise.h).
- * Invariant: while the command runs, at most one renewal is in flight, and
- * every deadline the loop keeps (the next renewal, the lease's end, the
- * SIGKILL) is in the timeout it sleeps with; the loop returns only once
+ * Invariant: the lease is renewed by the client library's renewer thread
+ * alone (take.h), which tells a loss through a pipe this loop polls; every
+ * deadline the loop keeps (the SIGKILL) is in the timeout it sleeps with; the loop returns only once
  * the command has been reaped, and after a lost lease only once nothing
  * the command left behind is still running.
  */
@@ -25,10 +25,8 @@
 #include "msg.h"
 #include "sigs.h"
 #include "supervise.h"
+#include "take.h"
 
-#define RENEW_MIN_INTERVAL_MS 50
-#define BACKOFF_MIN_MS 250
-#define BACKOFF_MAX_MS 5000
 #define POLL_MAX_MS 60000
 #define MAX_SIGNALLED 256
 
@@ -41,14 +39,7 @@ struct sv {
 	pid_t target;		/* pid, or -pgid with own_group */
 	bool exited;
 	int status;		/* wait status, once exited */
-	CURLM *multi;
-	struct fg_req renew;
-	bool renewing;
-	uint64_t deadline;	/* the lease's end */
-	uint64_t next_renew;
-	uint64_t backoff;
-	unsigned failures;	/* renewals failed in a row */
-	char last_error[512];
+	bool renewer;		/* the renewer thread runs */
 	bool lost;
 	uint64_t kill_at;
 	bool killed;
@@ -59,12 +50,6 @@ struct sv {
 	} sent[MAX_SIGNALLED];	/* left-behind processes, and what they got */
 	size_t nsent;
 };
-
-static uint64_t interval(const struct sv *v)
-{
-	uint64_t i = v->g->ttl_ms / 3;
-	return i < RENEW_MIN_INTERVAL_MS ? RENEW_MIN_INTERVAL_MS : i;
-}
 
 static const char *target_text(const struct sv *v, char *buf, size_t len)
 {
@@ -175,21 +160,11 @@ static void stop_left_behind(struct sv *v, int sig)
 			       "behind", fg_sig_name(sig), (long)p[i]);
 }
 
-static void stop_renewal(struct sv *v)
-{
-	if (!v->renewing)
-		return;
-	curl_multi_remove_handle(v->multi, v->renew.easy);
-	fg_req_finish(&v->renew);
-	v->renewing = false;
-}
-
 /* The lease is gone: the command must stop (SIGTERM now, SIGKILL later). */
 static void lose(struct sv *v, const char *why)
 {
 	char t[64];
 
-	stop_renewal(v);
 	v->lost = true;
 	if (v->hold) {
 		fg_say("lease on lock '%s' lost (%s)", v->s->name, why);
@@ -207,95 +182,6 @@ static void lose(struct sv *v, const char *why)
 	kill(v->target, SIGTERM);
 	v->kill_at = fg_now_ms() + v->s->kill_after_ms;
 	stop_left_behind(v, SIGTERM);
-}
-
-static void start_renewal(struct sv *v, uint64_t now)
-{
-	json_t *body = fg_api_renew_body(v->g->lease, v->g->ttl_ms, NULL);
-	uint64_t left = v->deadline - now;
-	uint64_t timeout = v->s->client->timeout_ms;
-
-	/* an answer after the lease's end is no use: stop waiting there */
-	if (timeout > left)
-		timeout = left;
-	if (!body || fg_req_init(&v->renew, v->s->client, "PATCH",
-				 fg_lockurl_lock("", v->s->name, NULL),
-				 body, NULL, timeout) < 0 ||
-	    curl_multi_add_handle(v->multi, v->renew.easy) != CURLM_OK) {
-		json_decref(body);
-		fg_req_finish(&v->renew);
-		snprintf(v->last_error, sizeof(v->last_error),
-			 "out of memory");
-		v->next_renew = now + BACKOFF_MIN_MS;
-		return;
-	}
-	json_decref(body);
-	fg_req_started(&v->renew);
-	v->renewing = true;
-}
-
-static void renewed(struct sv *v, CURLcode result)
-{
-	struct fg_req *r = &v->renew;
-	uint64_t now = fg_now_ms();
-	char why[512], d[32];
-
-	curl_multi_remove_handle(v->multi, r->easy);
-	fg_req_complete(r, result);
-	fg_req_note(r);
-	v->renewing = false;
-	enum fg_outcome o = fg_req_outcome(r);
-
-	if (o == FG_OK) {
-		uint64_t ttl;
-		if (fg_req_uint(r, "ttl_ms", &ttl) == 0 && ttl > 0)
-			v->g->ttl_ms = ttl;
-		v->g->valid_from_ms = r->sent_ms;
-		v->deadline = r->sent_ms + v->g->ttl_ms;
-		v->next_renew = r->sent_ms + interval(v);
-		if (v->failures)
-			fg_say("renewed the lease on lock '%s' again, after "
-			       "%u failed attempt%s", v->s->name, v->failures,
-			       v->failures == 1 ? "" : "s");
-		v->failures = 0;
-		v->backoff = 0;
-		fg_note("renewed the lease on lock '%s' (%" PRIu64 "ms)",
-			v->s->name, v->g->ttl_ms);
-	} else if (o == FG_LEASE_GONE || o == FG_REFUSED) {
-		const char *code = fg_req_str(r, "error");
-		snprintf(why, sizeof(why), "renew answered %ld %s", r->status,
-			 code ? code : "");
-		fg_req_finish(r);
-		lose(v, why);
-		return;
-	} else {
-		const struct fg_client *cl = v->s->client;
-		fg_req_describe(r, v->last_error, sizeof(v->last_error));
-		fg_note("renewing the lease on lock '%s' at %s failed: %s",
-			v->s->name, fg_client_base(cl), v->last_error);
-		v->failures++;
-		uint64_t wait = 0;
-		if (o == FG_UNAVAILABLE && cl->gw->n > 1)
-			fg_client_next(cl);
-		/* the next gateway is asked at once, until every one of them
-		 * has failed in this round; then the back-off */
-		if (o != FG_UNAVAILABLE || v->failures % cl->gw->n == 0) {
-			v->backoff = v->backoff < BACKOFF_MIN_MS ?
-				     BACKOFF_MIN_MS :
-				     v->backoff * 2 > BACKOFF_MAX_MS ?
-				     BACKOFF_MAX_MS : v->backoff * 2;
-			wait = v->backoff < interval(v) ? v->backoff :
-			       interval(v);
-		}
-		v->next_renew = now + wait;
-		if (v->failures == 1 && now < v->deadline)
-			fg_say("renewing the lease on lock '%s' failed (%s); "
-			       "retrying, the lease runs out in %s",
-			       v->s->name, v->last_error,
-			       fg_duration_format(v->deadline - now, d,
-						  sizeof(d)));
-	}
-	fg_req_finish(r);
 }
 
 static void on_signals(struct sv *v)
@@ -331,14 +217,8 @@ static int next_timeout(const struct sv *v, uint64_t now)
 {
 	uint64_t due = now + POLL_MAX_MS;
 
-	if (!v->lost) {
-		if (v->deadline < due)
-			due = v->deadline;
-		if (!v->renewing && v->next_renew < due)
-			due = v->next_renew;
-	} else if (!v->killed && v->kill_at < due) {
+	if (v->lost && !v->killed && v->kill_at < due)
 		due = v->kill_at;
-	}
 	return due > now ? (int)(due - now) : 0;
 }
 
@@ -426,19 +306,18 @@ int fg_supervise(const struct fg_supervise *s, struct fg_supervised *out)
 	v.s = s;
 	v.hold = !s->argv;
 	v.g = s->grant;
-	v.deadline = v.g->valid_from_ms + v.g->ttl_ms;
-	v.next_renew = v.g->valid_from_ms + interval(&v);
 
-	/* made after the fork: the command inherits none of its sockets */
+	/* made after the fork: the command inherits none of its sockets,
+	 * and no thread of fencectl's is copied into the fork */
 	rc = v.hold ? 0 : start(&v);
 	if (rc)
 		return rc;
-	v.multi = curl_multi_init();
-	if (!v.multi && v.hold) {
+	v.renewer = fg_hold_start(v.g->hold) == 0;
+	if (!v.renewer && v.hold) {
 		fg_say("out of memory");
 		return FG_EXIT_SOFTWARE;
 	}
-	if (!v.multi) {
+	if (!v.renewer) {
 		fg_say("out of memory; stopping %s",
 		       target_text(&v, t, sizeof(t)));
 		kill(v.target, SIGTERM);
@@ -449,19 +328,9 @@ int fg_supervise(const struct fg_supervise *s, struct fg_supervised *out)
 	for (;;) {
 		uint64_t now = fg_now_ms();
 
-		if (!v.lost && !v.exited && v.multi) {
-			if (now >= v.deadline) {
-				snprintf(why, sizeof(why), "no renewal "
-					 "succeeded within its %s lease%s%s",
-					 fg_duration_format(v.g->ttl_ms, d,
-							    sizeof(d)),
-					 v.last_error[0] ? "; last error: " : "",
-					 v.last_error);
-				lose(&v, why);
-			} else if (!v.renewing && now >= v.next_renew) {
-				start_renewal(&v, now);
-			}
-		}
+		if (!v.lost && !v.exited && v.renewer &&
+		    fg_hold_lost(v.g->hold, why, sizeof(why)))
+			lose(&v, why);
 		if (v.lost && !v.killed && now >= v.kill_at) {
 			if (!v.exited) {
 				fg_say("%s still running %s after SIGTERM; "
@@ -478,27 +347,16 @@ int fg_supervise(const struct fg_supervise *s, struct fg_supervised *out)
 		if (v.exited && !(v.lost && v.children_left))
 			break;
 
-		struct curl_waitfd w = { .fd = s->sigfd,
-					 .events = CURL_WAIT_POLLIN };
-		int timeout = next_timeout(&v, now);
-		if (v.multi) {
-			int running, left;
-			CURLMsg *msg;
-
-			curl_multi_poll(v.multi, &w, 1, timeout, NULL);
-			curl_multi_perform(v.multi, &running);
-			while ((msg = curl_multi_info_read(v.multi, &left)))
-				if (msg->msg == CURLMSG_DONE && v.renewing)
-					renewed(&v, msg->data.result);
-		} else {
-			struct pollfd p = { .fd = s->sigfd, .events = POLLIN };
-			poll(&p, 1, timeout);
-		}
+		struct pollfd p[2] = {
+			{ .fd = s->sigfd, .events = POLLIN },
+			{ .fd = fg_hold_event_fd(v.g->hold), .events = POLLIN },
+		};
+		poll(p, v.lost ? 1 : 2, next_timeout(&v, now));
 		on_signals(&v);
 	}
 
-	stop_renewal(&v);
-	curl_multi_cleanup(v.multi);
+	if (v.renewer)
+		fg_hold_stop(v.g->hold);
 	out->lost = v.lost;
 	if (v.hold)
 		return v.lost ? FG_EXIT_LEASE_LOST : 128 + v.ended_by;

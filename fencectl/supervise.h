@@ -2,24 +2,24 @@
  * supervise.h - running a command under a lease: the command, the lease's
  * renewals and the signals, in one single-threaded loop.
  *
- * The loop waits in curl_multi_poll() on the renewal's socket and the
- * signalfd (sigs.h), with a timeout that is the next thing due: a
- * renewal, the lease's end, the SIGKILL after --kill-after. Nothing in it
- * blocks: a renewal is one non-blocking transfer, a signal is one read, a
- * child that ends is one waitpid(WNOHANG). Waiting costs nothing.
+ * The loop waits in poll() on the signalfd (sigs.h) and the lease's event
+ * pipe, with a timeout that is the next thing due (the SIGKILL after
+ * --kill-after). Nothing in it blocks: a signal is one read, a child that
+ * ends is one waitpid(WNOHANG). Waiting costs nothing.
  *
- * Renewal: every third of the lease (at least 50 ms apart); after a
- * failure that is not an answer about the lease (no answer, a timeout,
- * 5xx), again after a back-off of 250 ms doubling to 5 s, but never later
- * than a third of the lease. Each renewal's own timeout ends where the
- * lease would. The lease's end is counted on the monotonic clock from the
- * moment the last successful renewal (or the grant) was sent: the gateway
- * extended it no earlier than that.
+ * Renewal is the client library's (libfencegate-client, through take.h):
+ * its renewer thread renews every third of the lease, tries a renewal
+ * that failed for want of an answer (no answer, a timeout, 5xx) again on
+ * every gateway in turn, after a back-off of 250 ms doubling to 5 s but
+ * never later than a third of the lease, each attempt bounded by what is
+ * left of the lease; the lease's end is counted on the monotonic clock
+ * from the moment the last successful renewal (or the grant) was sent.
+ * The loop here only learns of a loss, through a pipe it polls.
  *
- * The lease is lost when a renewal is answered 410, or 400 (it can never
- * succeed), or when its end comes with no renewal having succeeded. Then
- * the command gets SIGTERM, and SIGKILL --kill-after later if it is still
- * running.
+ * The lease is lost when a renewal is answered 409, 410, 400 or 403 (it
+ * can never succeed), or when its end comes with no renewal having
+ * succeeded. Then the command gets SIGTERM, and SIGKILL --kill-after
+ * later if it is still running.
  *
  * The command runs in fencectl's process group (unless own_group), like
  * flock(1) and `consul lock`: it can read the terminal, and Ctrl-C, Ctrl-\
@@ -52,10 +52,8 @@
 #include "req.h"
 
 struct fg_supervise {
-	const struct fg_client *client;
 	const char *name;		/* the lock */
-	struct fg_grant *grant;		/* its lease; ttl_ms and valid_from_ms
-					 * follow the renewals */
+	struct fg_grant *grant;		/* its lease, held by grant->hold */
 	uint64_t kill_after_ms;
 	bool own_group;
 	char **argv;			/* the command, NULL-terminated; NULL:

@@ -673,6 +673,53 @@ class GatewayDownTests(FencectlTestCase):
             self.assertEqual(rc, EXIT_UNAVAILABLE, "%s: %s" % (args, err))
             self.assertIn("127.0.0.1", err)
 
+    def test_a_wait_with_no_gateway_answering_ends_at_unreachable(self):
+        self.gw.kill()
+        name = self.lock_name()
+        t0 = time.monotonic()
+        rc, out, err = self.fc("lock", name, "--unreachable", "2s", "--",
+                               "true", timeout=slack(15.0))
+        took = time.monotonic() - t0
+        self.assertEqual(rc, EXIT_UNAVAILABLE, err)
+        self.assertGreater(took, 1.9)
+        self.assertLess(took, 2.0 + slack(3.0))
+        # said at once, and once, then the end
+        self.assertEqual(err.count("no gateway answers"), 1, err)
+        self.assertIn("still trying, each in turn, for at most 2s", err)
+        self.assertIn("no gateway answered for 2s (--unreachable)", err)
+        # -w ends the wait first when it is the shorter bound
+        t0 = time.monotonic()
+        rc, out, err = self.fc("lock", name, "-w", "1s", "--", "true",
+                               timeout=slack(15.0))
+        took = time.monotonic() - t0
+        self.assertEqual(rc, EXIT_UNAVAILABLE, err)
+        self.assertLess(took, 1.0 + slack(3.0))
+        self.assertIn("for at most 30s", err)   # the default
+        # -n: one try, as before
+        rc, out, err = self.fc("lock", name, "-n", "--unreachable", "5s",
+                               "--", "true")
+        self.assertEqual(rc, EXIT_UNAVAILABLE, err)
+        self.assertNotIn("still trying", err)
+
+    def test_a_gateway_that_comes_up_within_unreachable_is_used(self):
+        port = self.gw.port
+        self.gw.stop()
+        name = self.lock_name()
+        bg = self.start("lock", name, "--unreachable", "60s", "--", "sh",
+                        "-c", "echo $FENCE_TOKEN %s"
+                        % publish(self.path("token")))
+        self.wait_for(lambda: "no gateway answers" in bg.err(),
+                      slack(10.0), "fencectl to say no gateway answers")
+        self.assertIsNone(bg.proc.poll(), bg.err())
+        g = harness.Gateway(self.env.redis.port, self.env.upstream.port,
+                            port=port)
+        self.log_paths.append(g.logpath)
+        self.addCleanup(self._stop_gateway, g)
+        g.start()
+        self.assertEqual(bg.wait(slack(20.0)), 0, bg.err())
+        self.assertRegex(self.read("token") or "", r"^\d+\n$")
+        self.assertEqual(bg.err().count("still trying"), 1, bg.err())
+
     def test_a_gateway_that_never_answers_is_bounded_by_timeout(self):
         import socket
         with socket.socket() as s:

@@ -1,0 +1,886 @@
+/*
+ * client_test.c - libfencegate-client against real gateways (the
+ * environment of tests/clients/env.py: two open gateways on one Redis in
+ * front of nginx WebDAV, a TLS gateway with an auth-file, a control
+ * endpoint that stalls or restarts Redis and stops or starts a gateway).
+ *
+ * Prints `ok NAME` or `FAIL NAME: reason` per test and exits non-zero when
+ * one failed; an unset FG_TEST_* variable fails the run (no test is ever
+ * skipped; FG_TEST_ONLY, a list of names, runs only those). Waits are
+ * bounded waits on a condition, with bounds generous enough for a loaded
+ * machine.
+ */
+#include <pthread.h>
+#include <stdarg.h>
+#include <stdio.h>
+#include <stdlib.h>
+#include <string.h>
+#include <time.h>
+#include <unistd.h>
+
+#include <curl/curl.h>
+
+#include "fencegate/client.h"
+
+static const char *gateways, *gw0, *gw1, *store, *dead, *auth_gw, *ca, *key,
+	*other_key, *client_cert, *client_key, *control;
+static char gw0_buf[256], gw1_buf[256];
+static char reason[1024];
+static unsigned counter;
+
+#define CHECK(cond, ...) do { \
+	if (!(cond)) { \
+		snprintf(reason, sizeof(reason), __VA_ARGS__); \
+		goto fail; \
+	} \
+} while (0)
+
+static void sleep_ms(uint64_t ms)
+{
+	struct timespec ts = { (time_t)(ms / 1000), (long)(ms % 1000) * 1000000L };
+	while (nanosleep(&ts, &ts) < 0)
+		;
+}
+
+/* A lock (and store path) no other test or run uses. */
+static void unique(char *buf, size_t len, const char *dir)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_REALTIME, &ts);
+	snprintf(buf, len, "%s/c-%ld-%u-%lx.txt", dir, (long)getpid(),
+		 ++counter, (unsigned long)ts.tv_nsec);
+}
+
+/* ---- plain HTTP, for the store and the control ---------------------- */
+
+struct buf {
+	char *p;
+	size_t n;
+};
+
+static size_t on_data(char *d, size_t s, size_t n, void *arg)
+{
+	struct buf *b = arg;
+	char *p = realloc(b->p, b->n + s * n + 1);
+	if (!p)
+		return 0;
+	memcpy(p + b->n, d, s * n);
+	b->p = p;
+	b->n += s * n;
+	p[b->n] = '\0';
+	return s * n;
+}
+
+/* One request; the status (0: none) and the body into *out (freed by the
+ * caller; may be NULL). hdr: one header line or NULL. */
+static long http(const char *method, const char *url, const char *body,
+		 const char *hdr, char **out)
+{
+	CURL *h = curl_easy_init();
+	struct curl_slist *l = NULL;
+	struct buf b = { 0 };
+	long status = 0;
+
+	if (hdr)
+		l = curl_slist_append(l, hdr);
+	l = curl_slist_append(l, "Expect:");
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	if (body) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	if (curl_easy_perform(h) == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(l);
+	curl_easy_cleanup(h);
+	if (out)
+		*out = b.p ? b.p : strdup("");
+	else
+		free(b.p);
+	return status;
+}
+
+static long control_post(const char *what)
+{
+	char url[512];
+	snprintf(url, sizeof(url), "%s%s", control, what);
+	return http("POST", url, "", NULL, NULL);
+}
+
+/* What the store holds at /name (NULL when not 200). */
+static char *stored(const char *name)
+{
+	char url[512], *body;
+	snprintf(url, sizeof(url), "%s/%s", store, name);
+	if (http("GET", url, NULL, NULL, &body) != 200) {
+		free(body);
+		return NULL;
+	}
+	return body;
+}
+
+/* A PUT of body to gateway/name, stamped by c (or with `seq` as the
+ * Fencing-Token when c is NULL). The status, or a negative client error
+ * when the stamp was refused. */
+static long fenced_put(struct fg_client *c, const char *gw, const char *name,
+		       const char *body, const char *seq)
+{
+	CURL *h = curl_easy_init();
+	struct curl_slist *l = curl_slist_append(NULL, "Expect:");
+	char url[512], line[600];
+	struct buf b = { 0 };
+	long status = 0;
+
+	snprintf(url, sizeof(url), "%s/%s", gw, name);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	if (c) {
+		int e = fg_client_stamp(c, h, &l);
+		if (e) {
+			status = e;
+			goto out;
+		}
+	} else {
+		snprintf(line, sizeof(line), "Fencing-Token: %s", seq);
+		l = curl_slist_append(l, line);
+		curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
+	}
+	if (curl_easy_perform(h) == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+out:
+	free(b.p);
+	curl_slist_free_all(l);
+	curl_easy_cleanup(h);
+	return status;
+}
+
+static struct fg_client *client_of(const char *gws)
+{
+	struct fg_client_opts o = { .gateways = gws, .timeout_ms = 10000 };
+	struct fg_client *c = NULL;
+
+	if (fg_client_create(&o, &c) != 0)
+		return NULL;
+	return c;
+}
+
+/* Waits (at most ms) for the client's loss flag. */
+static bool wait_lost(struct fg_client *c, uint64_t ms)
+{
+	uint64_t end = fg_client_now_ms() + ms;
+	while (!fg_client_lease_lost(c) && fg_client_now_ms() < end)
+		sleep_ms(10);
+	return fg_client_lease_lost(c);
+}
+
+struct lost_rec {
+	pthread_mutex_t mu;
+	int calls;
+	enum fg_client_loss why;
+	bool flag_at_call;	/* the flag was set when the callback ran */
+};
+
+static void on_lost(struct fg_client *c, enum fg_client_loss why, void *arg)
+{
+	struct lost_rec *r = arg;
+	pthread_mutex_lock(&r->mu);
+	r->calls++;
+	r->why = why;
+	r->flag_at_call = fg_client_lease_lost(c);
+	pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- the tests ----------------------------------------------------- */
+
+static int test_paused_holder_is_fenced(void)
+{
+	struct fg_client *a = client_of(gateways), *b = client_of(gateways);
+	struct lost_rec rec = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	struct fg_client_acquire_opts oa = { .ttl_ms = 1000, .on_lost = on_lost,
+					     .on_lost_arg = &rec };
+	struct fg_client_acquire_opts ob = { .ttl_ms = 5000, .wait_ms = 10000 };
+	char name[128], seq[512];
+	char *got = NULL;
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(a && b, "no client");
+	CHECK(fg_client_acquire(a, name, &oa) == 0, "acquire: %s",
+	      fg_client_last_error(a)->message);
+	snprintf(seq, sizeof(seq), "%s", fg_client_sequencer(a));
+	CHECK(fenced_put(a, gw0, name, "from a", NULL) / 100 == 2,
+	      "a's first write was not stored");
+	/* a's process pauses (no tick runs) past its lease; b takes over */
+	sleep_ms(1300);
+	CHECK(fg_client_acquire(b, name, &ob) == 0, "b's acquire: %s",
+	      fg_client_last_error(b)->message);
+	CHECK(fenced_put(b, gw1, name, "from b", NULL) / 100 == 2,
+	      "b's write was not stored");
+	/* a resumes: its loop ticks first, and learns of the loss */
+	CHECK(fg_client_tick(a, fg_client_now_ms()) == -1, "tick after loss");
+	CHECK(fg_client_lease_lost(a), "a's loss flag is not set");
+	CHECK(rec.calls == 1 && rec.why == FG_CLIENT_LOSS_EXPIRED &&
+	      rec.flag_at_call, "callback: %d calls, why %d", rec.calls,
+	      rec.why);
+	long st = fenced_put(a, gw0, name, "late a", NULL);
+	CHECK(st == FG_CLIENT_LEASE_LOST, "a's stamp was not refused (%ld)", st);
+	/* a write sent anyway with a's old sequencer is refused */
+	st = fenced_put(NULL, gw0, name, "late a", seq);
+	CHECK(st == 409, "a's stale write got %ld, not 409", st);
+	got = stored(name);
+	CHECK(got && strcmp(got, "from b") == 0, "the store holds '%s'",
+	      got ? got : "(nothing)");
+	CHECK(fg_client_release(a, 0) == FG_CLIENT_LEASE_LOST,
+	      "a's release did not report the loss");
+	CHECK(fg_client_release(b, 0) == 0, "b's release");
+	rc = 0;
+fail:
+	free(got);
+	fg_client_destroy(a);
+	fg_client_destroy(b);
+	return rc;
+}
+
+static int test_acquire_timeout_is_not_acquired(void)
+{
+	struct fg_client *a = client_of(gateways), *b = client_of(gateways);
+	struct fg_client_acquire_opts ob = { .wait_ms = 700 };
+	char name[128];
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(a && b, "no client");
+	CHECK(fg_client_acquire(a, name, NULL) == 0, "acquire");
+	uint64_t t0 = fg_client_now_ms();
+	int e = fg_client_acquire(b, name, &ob);
+	uint64_t took = fg_client_now_ms() - t0;
+	CHECK(e == FG_CLIENT_NOT_ACQUIRED, "b's acquire: %d (%s)", e,
+	      fg_client_code(e));
+	CHECK(took >= 600, "gave up after %llu ms", (unsigned long long)took);
+	CHECK(!fg_client_holding(b) && fg_client_sequencer(b) == NULL,
+	      "b holds something");
+	CHECK(fg_client_acquire(b, name, NULL) == FG_CLIENT_NOT_ACQUIRED,
+	      "a try-once acquire of a held lock");
+	CHECK(fg_client_release(a, 0) == 0, "release");
+	rc = 0;
+fail:
+	fg_client_destroy(a);
+	fg_client_destroy(b);
+	return rc;
+}
+
+static int test_renewal_fails_over(void)
+{
+	struct fg_client *c = client_of(gateways), *peek = client_of(gw1);
+	struct fg_client_acquire_opts o = { .ttl_ms = 3000 };
+	struct fg_client_state s = { 0 };
+	char name[128];
+	bool stopped = false;
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(c && peek, "no client");
+	CHECK(fg_client_acquire(c, name, &o) == 0, "acquire: %s",
+	      fg_client_last_error(c)->message);
+	CHECK(fg_client_start_renewer(c) == 0, "renewer");
+	CHECK(control_post("/gateway/0/stop") == 200, "stopping gateway 0");
+	stopped = true;
+	/* more than two leases, every renewal through the second gateway */
+	sleep_ms(7000);
+	CHECK(!fg_client_lease_lost(c), "the lease was lost");
+	CHECK(fg_client_inspect(peek, name, &s) == 0, "inspect");
+	CHECK(s.held && s.token == fg_client_token(c), "not held under our token");
+	CHECK(fg_client_release(c, 0) == 0, "release: %s",
+	      fg_client_last_error(c)->message);
+	rc = 0;
+fail:
+	if (stopped && control_post("/gateway/0/start") != 200 && rc == 0) {
+		snprintf(reason, sizeof(reason), "gateway 0 did not start");
+		rc = -1;
+	}
+	fg_client_state_finish(&s);
+	fg_client_destroy(c);
+	fg_client_destroy(peek);
+	return rc;
+}
+
+static int test_redis_stall_shorter_than_the_lease(void)
+{
+	struct fg_client *c = client_of(gateways);
+	struct lost_rec rec = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	struct fg_client_acquire_opts o = { .ttl_ms = 8000, .on_lost = on_lost,
+					    .on_lost_arg = &rec };
+	char name[128];
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(c, "no client");
+	CHECK(fg_client_acquire(c, name, &o) == 0, "acquire");
+	CHECK(fg_client_start_renewer(c) == 0, "renewer");
+	sleep_ms(2000);
+	CHECK(control_post("/redis/stall?ms=3000") == 200, "stall");
+	/* past the stall and a whole lease after the last renewal before it */
+	sleep_ms(9000);
+	CHECK(!fg_client_lease_lost(c) && rec.calls == 0, "the lease was lost");
+	CHECK(fenced_put(c, gw0, name, "after the stall", NULL) / 100 == 2,
+	      "a write after the stall was not stored");
+	CHECK(fg_client_release(c, 0) == 0, "release: %s",
+	      fg_client_last_error(c)->message);
+	rc = 0;
+fail:
+	fg_client_destroy(c);
+	return rc;
+}
+
+static int test_release_after_loss_reports_it(void)
+{
+	struct fg_client *c = client_of(gateways);
+	struct fg_client_acquire_opts o = { .ttl_ms = 300 };
+	char name[128];
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(c, "no client");
+	CHECK(fg_client_acquire(c, name, &o) == 0, "acquire");
+	sleep_ms(700);	/* no tick: the lease runs out */
+	int e = fg_client_release(c, 0);
+	CHECK(e == FG_CLIENT_LEASE_LOST, "release: %d", e);
+	CHECK(strcmp(fg_client_last_error(c)->code, "lease_lost") == 0,
+	      "code %s", fg_client_last_error(c)->code);
+	CHECK(fg_client_acquire(c, name, &o) == 0, "acquire again");
+	CHECK(!fg_client_lease_lost(c), "the new lease starts lost");
+	sleep_ms(700);
+	CHECK(fg_client_release(c, FG_CLIENT_RELEASE_IGNORE_LOST) == 0,
+	      "release asked not to report the loss");
+	rc = 0;
+fail:
+	fg_client_destroy(c);
+	return rc;
+}
+
+static int test_max_hold_ends_the_hold(void)
+{
+	struct fg_client *c = client_of(gateways), *peek = client_of(gateways);
+	struct lost_rec rec = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	struct fg_client_acquire_opts o = { .ttl_ms = 10000, .max_hold_ms = 800,
+					    .on_lost = on_lost,
+					    .on_lost_arg = &rec };
+	struct fg_client_state s = { 0 };
+	char name[128];
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(c && peek, "no client");
+	uint64_t t0 = fg_client_now_ms();
+	CHECK(fg_client_acquire(c, name, &o) == 0, "acquire");
+	CHECK(fg_client_start_renewer(c) == 0, "renewer");
+	CHECK(wait_lost(c, 8000), "the hold did not end");
+	uint64_t took = fg_client_now_ms() - t0;
+	CHECK(took >= 750, "ended after %llu ms", (unsigned long long)took);
+	pthread_mutex_lock(&rec.mu);
+	int calls = rec.calls;
+	enum fg_client_loss why = rec.why;
+	pthread_mutex_unlock(&rec.mu);
+	CHECK(calls == 1 && why == FG_CLIENT_LOSS_MAX_HOLD, "callback %d/%d",
+	      calls, why);
+	CHECK(fenced_put(c, gw0, name, "x", NULL) == FG_CLIENT_LEASE_LOST,
+	      "stamped after the hold ended");
+	/* given back: free long before its 10 s TTL */
+	uint64_t end = fg_client_now_ms() + 5000;
+	do {
+		fg_client_state_finish(&s);
+		CHECK(fg_client_inspect(peek, name, &s) == 0, "inspect");
+	} while (s.held && fg_client_now_ms() < end && (sleep_ms(20), 1));
+	CHECK(!s.held, "the lock is still held");
+	CHECK(fg_client_release(c, 0) == FG_CLIENT_LEASE_LOST, "release");
+	rc = 0;
+fail:
+	fg_client_state_finish(&s);
+	fg_client_destroy(c);
+	fg_client_destroy(peek);
+	return rc;
+}
+
+static int test_stamped_put_is_stored(void)
+{
+	struct fg_client *c = client_of(gateways);
+	char name[128], url[512];
+	CURL *h = curl_easy_init();
+	struct curl_slist *l = NULL;
+	char *got = NULL;
+	long status = 0;
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(c && h, "no client");
+	CHECK(fg_client_stamp(c, h, &l) == FG_CLIENT_INVALID,
+	      "stamped with no lease");
+	CHECK(fg_client_acquire(c, name, NULL) == 0, "acquire");
+	/* an old token in the list is replaced, other lines are kept */
+	l = curl_slist_append(l, "fencing-token: fg1.old");
+	l = curl_slist_append(l, "Content-Type: text/plain");
+	l = curl_slist_append(l, "Expect:");
+	CHECK(fg_client_stamp(c, h, &l) == 0, "stamp");
+	int n = 0, ours = 0;
+	for (struct curl_slist *p = l; p; p = p->next, n++)
+		if (strncmp(p->data, "Fencing-Token: fg1.", 19) == 0 &&
+		    strcmp(p->data + 15, fg_client_sequencer(c)) == 0)
+			ours++;
+	CHECK(n == 3 && ours == 1, "the list has %d lines, %d of ours", n, ours);
+	CHECK(fg_client_stamp(c, h, &l) == 0, "stamp again");
+	snprintf(url, sizeof(url), "%s/%s", gw0, name);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, "stamped body");
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+	CHECK(curl_easy_perform(h) == CURLE_OK, "PUT failed");
+	curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	CHECK(status == 201 || status == 204, "PUT answered %ld", status);
+	got = stored(name);
+	CHECK(got && strcmp(got, "stamped body") == 0, "the store holds '%s'",
+	      got ? got : "(nothing)");
+	CHECK(fg_client_release(c, 0) == 0, "release");
+	rc = 0;
+fail:
+	free(got);
+	curl_slist_free_all(l);
+	curl_easy_cleanup(h);
+	fg_client_destroy(c);
+	return rc;
+}
+
+struct observer {
+	struct fg_client *c;
+	const char *name;
+	uint64_t after;
+	struct fg_client_state s;
+	int err;
+};
+
+static void *observe(void *arg)
+{
+	struct observer *o = arg;
+	o->err = fg_client_observe(o->c, o->name, o->after, 20000, &o->s);
+	return NULL;
+}
+
+static int test_election(void)
+{
+	struct fg_client *a = client_of(gateways), *b = client_of(gateways);
+	struct fg_client_state s = { 0 };
+	struct observer ob = { 0 };
+	char name[128];
+	pthread_t t;
+	bool started = false;
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(a && b, "no client");
+	CHECK(fg_client_campaign(a, name, "http://a", NULL) == 0, "campaign");
+	CHECK(fg_client_inspect(b, name, &s) == 0 && s.held && s.value &&
+	      strcmp(s.value, "http://a") == 0, "the leader's value");
+	fg_client_state_finish(&s);
+	CHECK(fg_client_proclaim(a, "http://a2") == 0, "proclaim");
+	CHECK(fg_client_inspect(b, name, &s) == 0 && s.value &&
+	      strcmp(s.value, "http://a2") == 0, "the proclaimed value");
+	fg_client_state_finish(&s);
+	ob = (struct observer){ .c = b, .name = name,
+				.after = fg_client_token(a) };
+	CHECK(pthread_create(&t, NULL, observe, &ob) == 0, "thread");
+	started = true;
+	sleep_ms(300);
+	CHECK(fg_client_resign(a) == 0, "resign");
+	pthread_join(t, NULL);
+	started = false;
+	CHECK(ob.err == 0 && !ob.s.held, "the observer saw %d, held %d", ob.err,
+	      ob.s.held);
+	struct fg_client_acquire_opts wait = { .wait_ms = 5000 };
+	CHECK(fg_client_campaign(b, name, "http://b", &wait) == 0,
+	      "b's campaign");
+	CHECK(fg_client_inspect(a, name, &s) == 0 && s.value &&
+	      strcmp(s.value, "http://b") == 0, "b's value");
+	CHECK(fg_client_resign(b) == 0, "b resigns");
+	rc = 0;
+fail:
+	if (started)
+		pthread_join(t, NULL);
+	fg_client_state_finish(&ob.s);
+	fg_client_state_finish(&s);
+	fg_client_destroy(a);
+	fg_client_destroy(b);
+	return rc;
+}
+
+static int test_tls_key_and_client_cert(void)
+{
+	struct fg_client_opts ok = { .gateways = auth_gw, .key = key, .cacert = ca };
+	struct fg_client_opts cert = { .gateways = auth_gw, .cacert = ca,
+				       .cert = client_cert,
+				       .cert_key = client_key };
+	struct fg_client_opts other = { .gateways = auth_gw, .key = other_key,
+					.cacert = ca };
+	struct fg_client_opts noca = { .gateways = auth_gw, .key = key };
+	struct fg_client_opts nokey = { .gateways = auth_gw, .cacert = ca };
+	struct fg_client *c1 = NULL, *c2 = NULL, *c3 = NULL, *c4 = NULL, *c5 = NULL;
+	char name[128];
+	int rc = -1, e;
+
+	unique(name, sizeof(name), "app");
+	CHECK(fg_client_create(&ok, &c1) == 0 && fg_client_create(&cert, &c2) == 0 &&
+	      fg_client_create(&other, &c3) == 0 &&
+	      fg_client_create(&noca, &c4) == 0 &&
+	      fg_client_create(&nokey, &c5) == 0, "no client");
+	CHECK((e = fg_client_acquire(c1, name, NULL)) == 0, "key: %s",
+	      fg_client_last_error(c1)->message);
+	CHECK(fg_client_release(c1, 0) == 0, "key release");
+	CHECK((e = fg_client_acquire(c2, name, NULL)) == 0, "cert: %s",
+	      fg_client_last_error(c2)->message);
+	CHECK(fg_client_release(c2, 0) == 0, "cert release");
+	e = fg_client_acquire(c3, name, NULL);
+	CHECK(e == FG_CLIENT_FORBIDDEN &&
+	      fg_client_last_error(c3)->status == 403 &&
+	      strcmp(fg_client_last_error(c3)->code, "forbidden") == 0,
+	      "another principal's key: %d %s", e, fg_client_code(e));
+	e = fg_client_acquire(c4, name, NULL);
+	CHECK(e == FG_CLIENT_TLS, "no CA: %d %s", e, fg_client_code(e));
+	e = fg_client_acquire(c5, name, NULL);
+	CHECK(e == FG_CLIENT_UNAUTHENTICATED, "no key: %d %s", e,
+	      fg_client_code(e));
+	rc = 0;
+fail:
+	fg_client_destroy(c1);
+	fg_client_destroy(c2);
+	fg_client_destroy(c3);
+	fg_client_destroy(c4);
+	fg_client_destroy(c5);
+	return rc;
+}
+
+static int test_typed_errors(void)
+{
+	struct fg_client *c = client_of(gateways), *d = client_of(dead);
+	struct fg_client_list l = { 0 };
+	char name[128];
+	int rc = -1, e;
+
+	unique(name, sizeof(name), "app");
+	CHECK(c && d, "no client");
+	e = fg_client_acquire(c, "a//b", NULL);
+	CHECK(e == FG_CLIENT_BAD_LOCK_NAME &&
+	      fg_client_last_error(c)->status == 400 &&
+	      strcmp(fg_client_last_error(c)->code, "bad_lock_name") == 0 &&
+	      fg_client_last_error(c)->message[0], "bad name: %d", e);
+	CHECK(fg_client_release(c, 0) == FG_CLIENT_INVALID, "release of nothing");
+	CHECK(fg_client_acquire(c, name, NULL) == 0, "acquire");
+	CHECK(fg_client_acquire(c, name, NULL) == FG_CLIENT_INVALID,
+	      "a second acquire on one client");
+	e = fg_client_break(c, name, fg_client_token(c) - 1);
+	CHECK(e == FG_CLIENT_STALE_TOKEN, "break with an old token: %d", e);
+	CHECK(fg_client_ls(c, "app/", NULL, 1000, &l) == 0, "ls: %s",
+	      fg_client_last_error(c)->message);
+	bool listed = false;
+	for (size_t i = 0; i < l.n; i++)
+		if (strcmp(l.locks[i].name, name) == 0 && l.locks[i].held &&
+		    l.locks[i].token == fg_client_token(c))
+			listed = true;
+	CHECK(listed || l.cursor, "ls does not list the lock");
+	CHECK(fg_client_break(c, name, fg_client_token(c)) == 0, "break");
+	e = fg_client_release(c, 0);
+	CHECK(e == FG_CLIENT_LEASE_LOST, "release after a break: %d", e);
+	e = fg_client_acquire(d, name, NULL);
+	CHECK(e == FG_CLIENT_UNAVAILABLE &&
+	      fg_client_last_error(d)->status == 0, "no gateway: %d", e);
+	CHECK(fg_client_err_of_code("stale_token") == FG_CLIENT_STALE_TOKEN &&
+	      fg_client_err_of_code("token_required") ==
+	      FG_CLIENT_TOKEN_REQUIRED &&
+	      fg_client_err_of_code("nonsense") == FG_CLIENT_PROTOCOL &&
+	      strcmp(fg_client_code(FG_CLIENT_WRONG_LOCK), "wrong_lock") == 0,
+	      "the code table");
+	/* an unfenced write, typed from its answer */
+	char url[512], *body = NULL;
+	snprintf(url, sizeof(url), "%s/%s", gw0, name);
+	long st = http("PUT", url, "x", NULL, &body);
+	bool typed = body && strstr(body, "\"token_required\"");
+	free(body);
+	CHECK(st == 428 && typed, "an unfenced write: %ld", st);
+	rc = 0;
+fail:
+	fg_client_list_finish(&l);
+	fg_client_destroy(c);
+	fg_client_destroy(d);
+	return rc;
+}
+
+static int test_tick_driven_without_a_thread(void)
+{
+	struct fg_client *c = client_of(gateways);
+	struct fg_client_acquire_opts o = { .ttl_ms = 1200 };
+	char name[128];
+	int rc = -1, ticks = 0;
+
+	unique(name, sizeof(name), "app");
+	CHECK(c, "no client");
+	CHECK(fg_client_tick(c, fg_client_now_ms()) == -1, "tick with nothing held");
+	CHECK(fg_client_acquire(c, name, &o) == 0, "acquire");
+	uint64_t end = fg_client_now_ms() + 4000;
+	while (fg_client_now_ms() < end) {
+		int64_t ms = fg_client_tick(c, fg_client_now_ms());
+		CHECK(ms >= 0 && ms <= 1200, "tick said %lld ms", (long long)ms);
+		ticks++;
+		sleep_ms((uint64_t)ms);
+	}
+	/* three leases long, every renewal made by the ticks alone */
+	CHECK(!fg_client_lease_lost(c), "the lease was lost");
+	CHECK(ticks >= 5, "%d ticks", ticks);
+	CHECK(fenced_put(c, gw1, name, "ticked", NULL) / 100 == 2,
+	      "a write under the ticked lease");
+	CHECK(fg_client_release(c, 0) == 0, "release: %s",
+	      fg_client_last_error(c)->message);
+	rc = 0;
+fail:
+	fg_client_destroy(c);
+	return rc;
+}
+
+struct told {
+	int n;
+	char why[256];
+};
+
+static void on_unreachable(struct fg_client *c, const char *why, void *arg)
+{
+	struct told *t = arg;
+	(void)c;
+	t->n++;
+	snprintf(t->why, sizeof(t->why), "%s", why);
+}
+
+static int test_unreachable_gateways_bound_a_wait(void)
+{
+	char both[600];
+	struct fg_client *d = client_of(dead), *f = NULL;
+	struct told t = { 0 };
+	struct fg_client_acquire_opts o = { .wait_ms = 60000,
+					    .unreachable_ms = 1000,
+					    .on_unreachable = on_unreachable,
+					    .on_unreachable_arg = &t };
+	char name[128];
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(d, "no client");
+	uint64_t t0 = fg_client_now_ms();
+	int e = fg_client_acquire(d, name, &o);
+	uint64_t took = fg_client_now_ms() - t0;
+	CHECK(e == FG_CLIENT_UNAVAILABLE, "acquire: %d", e);
+	CHECK(took >= 900 && took < 6000, "gave up after %llu ms",
+	      (unsigned long long)took);
+	CHECK(t.n == 1 && t.why[0], "told %d times", t.n);
+	/* a dead gateway first: the next is used, and remembered */
+	snprintf(both, sizeof(both), "%s,%s", dead, gw0);
+	CHECK((f = client_of(both)), "no client");
+	CHECK(fg_client_acquire(f, name, NULL) == 0, "failover acquire: %s",
+	      fg_client_last_error(f)->message);
+	CHECK(fg_client_release(f, 0) == 0, "release");
+	rc = 0;
+fail:
+	fg_client_destroy(d);
+	fg_client_destroy(f);
+	return rc;
+}
+
+static bool always(void *arg)
+{
+	(void)arg;
+	return true;
+}
+
+static void *poke(void *arg)
+{
+	int *fd = arg;
+	sleep_ms(300);
+	ssize_t w = write(*fd, "x", 1);
+	(void)w;
+	return NULL;
+}
+
+static int test_reentry_and_a_cancelled_wait(void)
+{
+	struct fg_client *a = client_of(gateways), *b = client_of(gateways),
+		*w = client_of(gateways);
+	struct fg_client_state s = { 0 };
+	char name[128];
+	int p[2] = { -1, -1 }, rc = -1;
+	pthread_t t;
+	bool poking = false;
+
+	unique(name, sizeof(name), "app");
+	CHECK(a && b && w && pipe(p) == 0, "no client");
+	CHECK(fg_client_acquire(a, name, NULL) == 0, "acquire");
+	struct fg_client_acquire_opts re = { .lease = fg_client_lease(a) };
+	CHECK(fg_client_acquire(b, name, &re) == 0, "re-entry: %s",
+	      fg_client_last_error(b)->message);
+	CHECK(fg_client_token(b) == fg_client_token(a), "re-entry's token");
+	CHECK(fg_client_release(b, 0) == 0, "one hold given back");
+	CHECK(fg_client_inspect(w, name, &s) == 0 && s.held, "not held");
+	fg_client_state_finish(&s);
+	/* a wait cut short by its cancel fd */
+	struct fg_client_acquire_opts co = { .wait_ms = 20000, .cancel_fd = p[0],
+					     .cancel = always };
+	CHECK(pthread_create(&t, NULL, poke, &p[1]) == 0, "thread");
+	poking = true;
+	uint64_t t0 = fg_client_now_ms();
+	int e = fg_client_acquire(w, name, &co);
+	uint64_t took = fg_client_now_ms() - t0;
+	pthread_join(t, NULL);
+	poking = false;
+	CHECK(e == FG_CLIENT_CANCELLED, "cancelled wait: %d", e);
+	CHECK(took >= 250 && took < 5000, "cut after %llu ms",
+	      (unsigned long long)took);
+	/* its place in the queue goes with its connection */
+	uint64_t end = fg_client_now_ms() + 5000;
+	do {
+		fg_client_state_finish(&s);
+		CHECK(fg_client_inspect(b, name, &s) == 0, "inspect");
+	} while (s.waiters && fg_client_now_ms() < end && (sleep_ms(20), 1));
+	CHECK(s.waiters == 0, "the cancelled waiter is still queued");
+	CHECK(fg_client_release(a, 0) == 0, "release");
+	rc = 0;
+fail:
+	if (poking)
+		pthread_join(t, NULL);
+	if (p[0] >= 0) {
+		close(p[0]);
+		close(p[1]);
+	}
+	fg_client_state_finish(&s);
+	fg_client_destroy(a);
+	fg_client_destroy(b);
+	fg_client_destroy(w);
+	return rc;
+}
+
+/* Last: an empty Redis loses every lock. */
+static int test_redis_restarted_empty_is_a_loss(void)
+{
+	struct fg_client *c = client_of(gateways);
+	struct lost_rec rec = { .mu = PTHREAD_MUTEX_INITIALIZER };
+	struct fg_client_acquire_opts o = { .ttl_ms = 3000, .on_lost = on_lost,
+					    .on_lost_arg = &rec };
+	char name[128];
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(c, "no client");
+	CHECK(fg_client_acquire(c, name, &o) == 0, "acquire");
+	CHECK(fg_client_start_renewer(c) == 0, "renewer");
+	CHECK(control_post("/redis/restart") == 200, "restart");
+	CHECK(wait_lost(c, 15000), "no loss");
+	pthread_mutex_lock(&rec.mu);
+	int calls = rec.calls;
+	bool flag = rec.flag_at_call;
+	pthread_mutex_unlock(&rec.mu);
+	CHECK(calls == 1 && flag, "callback: %d calls", calls);
+	CHECK(fenced_put(c, gw0, name, "x", NULL) == FG_CLIENT_LEASE_LOST,
+	      "stamped after the loss");
+	CHECK(fg_client_release(c, 0) == FG_CLIENT_LEASE_LOST, "release");
+	rc = 0;
+fail:
+	fg_client_destroy(c);
+	return rc;
+}
+
+static const char *need(const char *var, int *missing)
+{
+	const char *v = getenv(var);
+	if (!v || !*v) {
+		printf("FAIL environment: %s is not set\n", var);
+		(*missing)++;
+	}
+	return v;
+}
+
+int main(void)
+{
+	static const struct {
+		const char *name;
+		int (*fn)(void);
+	} tests[] = {
+		{ "paused_holder_is_fenced", test_paused_holder_is_fenced },
+		{ "acquire_timeout_is_not_acquired",
+		  test_acquire_timeout_is_not_acquired },
+		{ "renewal_fails_over", test_renewal_fails_over },
+		{ "redis_stall_shorter_than_the_lease",
+		  test_redis_stall_shorter_than_the_lease },
+		{ "release_after_loss_reports_it",
+		  test_release_after_loss_reports_it },
+		{ "max_hold_ends_the_hold", test_max_hold_ends_the_hold },
+		{ "stamped_put_is_stored", test_stamped_put_is_stored },
+		{ "election", test_election },
+		{ "tls_key_and_client_cert", test_tls_key_and_client_cert },
+		{ "typed_errors", test_typed_errors },
+		{ "tick_driven_without_a_thread",
+		  test_tick_driven_without_a_thread },
+		{ "unreachable_gateways_bound_a_wait",
+		  test_unreachable_gateways_bound_a_wait },
+		{ "reentry_and_a_cancelled_wait",
+		  test_reentry_and_a_cancelled_wait },
+		{ "redis_restarted_empty_is_a_loss",
+		  test_redis_restarted_empty_is_a_loss },
+	};
+	const char *only = getenv("FG_TEST_ONLY");
+	int missing = 0, failed = 0, ran = 0;
+
+	setvbuf(stdout, NULL, _IOLBF, 0);
+	gateways = need("FG_TEST_GATEWAYS", &missing);
+	store = need("FG_TEST_STORE", &missing);
+	dead = need("FG_TEST_DEAD", &missing);
+	auth_gw = need("FG_TEST_AUTH_GATEWAY", &missing);
+	ca = need("FG_TEST_CA", &missing);
+	key = need("FG_TEST_KEY", &missing);
+	other_key = need("FG_TEST_OTHER_KEY", &missing);
+	client_cert = need("FG_TEST_CLIENT_CERT", &missing);
+	client_key = need("FG_TEST_CLIENT_KEY", &missing);
+	control = need("FG_TEST_CONTROL", &missing);
+	if (missing)
+		return 1;
+	size_t n0 = strcspn(gateways, ",");
+	if (!gateways[n0] || n0 >= sizeof(gw0_buf)) {
+		printf("FAIL environment: FG_TEST_GATEWAYS names one gateway\n");
+		return 1;
+	}
+	snprintf(gw0_buf, sizeof(gw0_buf), "%.*s", (int)n0, gateways);
+	snprintf(gw1_buf, sizeof(gw1_buf), "%.*s",
+		 (int)strcspn(gateways + n0 + 1, ","), gateways + n0 + 1);
+	gw0 = gw0_buf;
+	gw1 = gw1_buf;
+	curl_global_init(CURL_GLOBAL_DEFAULT);
+	for (size_t i = 0; i < sizeof(tests) / sizeof(tests[0]); i++) {
+		if (only && !strstr(only, tests[i].name))
+			continue;
+		reason[0] = '\0';
+		ran++;
+		if (tests[i].fn() == 0) {
+			printf("ok %s\n", tests[i].name);
+		} else {
+			printf("FAIL %s: %s\n", tests[i].name, reason);
+			failed++;
+		}
+	}
+	curl_global_cleanup();
+	if (!ran) {
+		printf("FAIL selection: FG_TEST_ONLY names no test\n");
+		return 1;
+	}
+	return failed ? 1 : 0;
+}
