@@ -132,6 +132,13 @@ if [ ${#builds[@]} -gt 0 ]; then
   pids+=($!)
 fi
 if [ $plain_ok = 1 ]; then
+  # the client libraries' own suites (Python, Go, C), in their own runners,
+  # against one real environment (tests/clients/env.py)
+  run_part "client libraries" "$log/clients" python3 tests/clients/run.py \
+    --fencegate "$top/build-test/gateway/fencegate" \
+    --fencectl "$top/build-test/fencectl/fencectl" \
+    --c-test "$top/build-test/clients/c/tests/client_test" &
+  pids+=($!)
   run_part "chaos (plain)" "$log/chaos" python3 tests/chaos/run.py \
     --bin "$top/build-test/gateway/fencegate" ${CHAOS_SEED:+--seed "$CHAOS_SEED"} &
   pids+=($!)
@@ -152,6 +159,7 @@ done
 for pid in "${pids[@]}"; do wait "$pid"; done
 
 [ ${#builds[@]} -gt 0 ] && report_part "integration (every cell)" "$log/it" '^(ok|PASS) '
+[ $plain_ok = 1 ] && report_part "client libraries" "$log/clients" '^(ok |.* \.\.\. ok$|--- PASS: |=== RUN )'
 [ $plain_ok = 1 ] && report_part "chaos (plain)" "$log/chaos" '^ok '
 [ $fuzz_ok = 1 ] && report_part fuzz "$log/fuzz" '^[0-9]+ passed, [0-9]+ failed'
 part_time "tests (all parts at once)" $((SECONDS - t))
