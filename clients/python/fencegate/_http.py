@@ -58,9 +58,10 @@ class Transport:
         conns = self._conns()
         c = conns.get(i)
         if c is not None:
-            c.timeout = timeout
-            if c.sock is not None:
-                c.sock.settimeout(timeout)
+            if c.timeout != timeout:
+                c.timeout = timeout
+                if c.sock is not None:
+                    c.sock.settimeout(timeout)
             return c, True
         u = self._parsed[i]
         if u.scheme == "https":

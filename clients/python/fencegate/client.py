@@ -195,6 +195,7 @@ class _Renewer:
         self.thread: Optional[threading.Thread] = None
         self.stopped = False
         self._paused = False
+        self.wake_at = 0.0        # when the thread wakes by itself next
 
     def add(self, lease: Lease) -> None:
         with self.cond:
@@ -204,13 +205,20 @@ class _Renewer:
                 self.thread = threading.Thread(
                     target=self._run, name="fencegate-renewer", daemon=True)
                 self.thread.start()
-            self.cond.notify_all()
+            first = lease.next_renew if lease.hold_end is None else \
+                min(lease.next_renew, lease.hold_end)
+            # woken only when this lease is due before the thread would
+            # wake anyway: a short hold costs the thread nothing
+            if first < self.wake_at:
+                self.cond.notify_all()
 
     def forget(self, lease: Lease) -> None:
+        # no wake-up: the thread finds the lease gone when it looks
         with self.cond:
-            if lease in self.leases:
+            try:
                 self.leases.remove(lease)
-            self.cond.notify_all()
+            except ValueError:
+                pass
 
     def pause(self) -> None:
         """Test hook: send no renewal until resume(), as when none can get
@@ -256,7 +264,9 @@ class _Renewer:
                         if not self._paused:
                             wake = min(wake, ls.next_renew)
                 if not (ends or holds or due):
+                    self.wake_at = wake
                     self.cond.wait(max(0.0, wake - t))
+                    self.wake_at = 0.0
                     continue
             for ls in ends:
                 ls._lose("no renewal succeeded within its %gs lease%s" % (
