@@ -382,7 +382,7 @@ class Client:
                 if over:
                     raise NotAcquired(
                         "lock '%s' was not granted%s" % (
-                            name, "" if wait == 0 else
+                            name, "" if not wait else
                             " within %gs" % wait),
                         status=409, code="lock_held",
                         body=a.json if isinstance(a.json, dict) else None)
@@ -503,9 +503,9 @@ class Client:
 
     # -- the rest of the API -----------------------------------------------
 
-    def _ok(self, a: Answer, what: str) -> Any:
+    def _ok(self, a: Answer, what: str) -> Dict[str, Any]:
         if 200 <= a.status < 300:
-            return a.json
+            return a.json if isinstance(a.json, dict) else {}
         raise a.failure(what)
 
     def inspect(self, name: str) -> Dict[str, Any]:

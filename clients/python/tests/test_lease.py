@@ -1,7 +1,11 @@
 """test_lease.py - scoped use, the loss signal, release at the end of the
 scope whatever ended it, and max_hold, against the real gateways."""
 
-import threading
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 
 from fencegate import LeaseLost, NotAcquired, StaleToken, error_for
@@ -109,3 +113,46 @@ class TestPausedHolder(Case):
                 finally:
                     a._renewer.resume()
         self.assertEqual(store_get(name), (200, b"from b"))
+
+
+class TestStoppedProcess(Case):
+    """The holder is a whole process stopped (SIGSTOP) past its lease:
+    renewer and all."""
+
+    def test_a_stopped_holder_is_refused_after_it_resumes(self):
+        gw = self.gws[0]
+        name = unique()
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(
+            os.path.dirname(os.path.abspath(__file__))))
+        p = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(__file__),
+                                          "holder.py"),
+             ",".join(self.gws), name, "1"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+            text=True)
+
+        def end():
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+            p.wait(30)
+            p.stdin.close()
+            p.stdout.close()
+        self.addCleanup(end)
+        held = json.loads(p.stdout.readline())
+        p.send_signal(signal.SIGSTOP)
+        b = self.client()
+        with b.lock(name, ttl=10, wait=20) as lb:
+            self.assertGreater(lb.token, held["token"])
+            with lb.requests_session() as s:
+                r = s.put(gw + "/" + name, data=b"from b")
+                self.assertIn(r.status_code, (201, 204))
+            p.send_signal(signal.SIGCONT)
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            # its next write never left
+            self.assertEqual(p.stdout.readline().strip(), "lost")
+            # and the gateway refuses one sent anyway
+            st, body = raw_put(gw, name, b"late holder", held["sequencer"])
+            self.assertIsInstance(error_for(st, body), StaleToken)
+            self.assertEqual(store_get(name), (200, b"from b"))
