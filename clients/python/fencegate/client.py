@@ -127,6 +127,21 @@ class Lease:
         try:
             self.client._renewer.forget(self)
             self.client._release(self)
+        except BaseException:
+            # interrupted mid-release (a second Ctrl-C): a thread of its
+            # own finishes it, and the interpreter waits for that thread
+            # at exit, so the lock is given back rather than left to run
+            # out
+            threading.Thread(target=self._release_quietly,
+                             name="fencegate-release").start()
+            raise
+        self._release_done.set()
+
+    def _release_quietly(self) -> None:
+        try:
+            self.client._release(self)
+        except Exception:   # nobody to tell: the lease runs out anyway
+            pass
         finally:
             self._release_done.set()
 

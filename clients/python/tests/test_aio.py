@@ -59,10 +59,10 @@ class TestAsync(unittest.IsolatedAsyncioTestCase):
     async def test_renews_and_stamps_httpx(self):
         name = unique()
         url = self.gws[1] + "/" + name
-        async with self.c.lock(name, ttl=0.6) as lease:
+        async with self.c.lock(name, ttl=1.2) as lease:
             # three TTLs: only the renewer task keeps it
             with self.assertRaises(asyncio.TimeoutError):
-                await asyncio.wait_for(lease.lost.wait(), 1.8)
+                await asyncio.wait_for(lease.lost.wait(), 3.6)
             async with httpx.AsyncClient(auth=lease.httpx_auth()) as h:
                 r = await h.put(url, content=b"async put")
                 self.assertIn(r.status_code, (201, 204), r.text)

@@ -45,13 +45,33 @@ class TestScope(Case):
             with self.assertRaises(LeaseLost):
                 lease.check()
 
+    def test_an_interrupted_release_is_finished(self):
+        c = self.client()
+        name = unique()
+        real = c._release
+        calls = []
+
+        def interrupted(lease):
+            # a second Ctrl-C lands while the scope releases
+            calls.append(1)
+            if len(calls) == 1:
+                raise KeyboardInterrupt()
+            real(lease)
+        c._release = interrupted
+        with self.assertRaises(KeyboardInterrupt):
+            with c.lock(name, ttl=30):
+                pass
+        wait_until(lambda: not c.inspect(name)["held"], 10,
+                   "the release finished on its own thread")
+        self.assertEqual(len(calls), 2)
+
     def test_renews_past_its_ttl(self):
         c = self.client()
         name = unique()
-        with c.lock(name, ttl=0.6) as lease:
+        with c.lock(name, ttl=1.2) as lease:
             token = lease.token
             # three TTLs: only renewals keep it
-            self.assertFalse(lease.lost.wait(1.8))
+            self.assertFalse(lease.lost.wait(3.6))
             st = c.inspect(name)
             self.assertTrue(st["held"])
             self.assertEqual(st["token"], token)
