@@ -211,6 +211,10 @@ class _Renewer:
         self.stopped = False
         self._paused = False
         self.wake_at = 0.0        # when the thread wakes by itself next
+        # with no lease, the thread still wakes this often: a new lease
+        # like the last one is then due after that wake-up, and adding it
+        # wakes nobody (a short hold costs no thread switch)
+        self.idle_wait = 60.0
 
     def add(self, lease: Lease) -> None:
         with self.cond:
@@ -222,6 +226,7 @@ class _Renewer:
                 self.thread.start()
             first = lease.next_renew if lease.hold_end is None else \
                 min(lease.next_renew, lease.hold_end)
+            self.idle_wait = min(60.0, first - now())
             # woken only when this lease is due before the thread would
             # wake anyway: a short hold costs the thread nothing
             if first < self.wake_at:
@@ -264,7 +269,7 @@ class _Renewer:
                 ends: List[Lease] = []
                 holds: List[Lease] = []
                 due: List[Lease] = []
-                wake = t + 60.0
+                wake = t + (60.0 if self.leases else self.idle_wait)
                 for ls in self.leases:
                     if ls.hold_end is not None and t >= ls.hold_end:
                         holds.append(ls)
