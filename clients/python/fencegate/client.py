@@ -226,7 +226,8 @@ class _Renewer:
                 self.thread.start()
             first = lease.next_renew if lease.hold_end is None else \
                 min(lease.next_renew, lease.hold_end)
-            self.idle_wait = min(60.0, first - now())
+            self.idle_wait = max(_core.RENEW_MIN_INTERVAL,
+                                 min(60.0, first - now()))
             # woken only when this lease is due before the thread would
             # wake anyway: a short hold costs the thread nothing
             if first < self.wake_at:
