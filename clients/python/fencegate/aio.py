@@ -100,6 +100,8 @@ class AsyncLease:
         self.check()
         a = await self.client._renew_call(self, ttl_ms, value)
         self.client._renewed(self, a, ttl_ms, raise_errors=True)
+        if self.client._wake is not None:
+            self.client._wake.set()
 
     async def proclaim(self, value: str) -> None:
         await self.renew(value=value)
@@ -122,7 +124,9 @@ class AsyncLease:
     async def __aexit__(self, et: Optional[Type[BaseException]],
                         ev: Optional[BaseException],
                         tb: Optional[types.TracebackType]) -> None:
-        was_lost = self.lost.is_set() or now() >= self.deadline
+        # a lease the body released itself has no end left to pass
+        was_lost = self.lost.is_set() or (not self._released and
+                                          now() >= self.deadline)
         try:
             await self.release()
         except asyncio.CancelledError:
@@ -407,6 +411,8 @@ class AsyncClient:
 
     def _renewed(self, ls: AsyncLease, a: Answer, ttl_ms: int,
                  raise_errors: bool = False) -> None:
+        if ls._released and not raise_errors:
+            return   # a renewal that crossed the release
         if a.status == 200:
             ttl = a.json.get("ttl_ms") if isinstance(a.json, dict) else None
             if isinstance(ttl, int) and ttl > 0:

@@ -108,6 +108,9 @@ class Lease:
         self.check()
         a = self.client._renew_call(self, ttl_ms, value)
         self.client._renewed(self, a, ttl_ms, raise_errors=True)
+        # a shorter TTL makes the next renewal due before the thread
+        # would wake
+        self.client._renewer.poke()
 
     def proclaim(self, value: str) -> None:
         """An election's leader announces a new value."""
@@ -153,7 +156,9 @@ class Lease:
     def __exit__(self, et: Optional[Type[BaseException]],
                  ev: Optional[BaseException],
                  tb: Optional[types.TracebackType]) -> None:
-        was_lost = self.lost.is_set() or now() >= self.deadline
+        # a lease the body released itself has no end left to pass
+        was_lost = self.lost.is_set() or (not self._released and
+                                          now() >= self.deadline)
         self.release()
         if et is None and self.raise_on_loss and (was_lost or
                                                   self.lost.is_set()):
@@ -240,6 +245,10 @@ class _Renewer:
                 self.leases.remove(lease)
             except ValueError:
                 pass
+
+    def poke(self) -> None:
+        with self.cond:
+            self.cond.notify_all()
 
     def pause(self) -> None:
         """Test hook: send no renewal until resume(), as when none can get
@@ -470,6 +479,10 @@ class Client:
 
     def _renewed(self, ls: Lease, a: Answer, ttl_ms: int,
                  raise_errors: bool = False) -> None:
+        if ls._released and not raise_errors:
+            # a renewal that crossed the release: its answer (a 410 once
+            # the release got there first) says nothing of the hold
+            return
         if a.status == 200:
             ttl = a.json.get("ttl_ms") if isinstance(a.json, dict) else None
             if isinstance(ttl, int) and ttl > 0:

@@ -77,6 +77,18 @@ class TestScope(Case):
             self.assertEqual(st["token"], token)
             lease.check()
 
+    def test_a_shorter_ttl_set_by_hand_is_renewed_on_time(self):
+        c = self.client()
+        name = unique()
+        with c.lock(name, ttl=30) as lease:
+            lease.renew(ttl=1)
+            self.assertLessEqual(lease.remaining(), 1.0)
+            # three of the new TTLs: the renewer follows it
+            self.assertFalse(lease.lost.wait(3))
+            st = c.inspect(name)
+            self.assertTrue(st["held"])
+            self.assertLessEqual(st["ttl_ms"], 1000)
+
     def test_max_hold_ends_the_hold(self):
         c = self.client()
         name = unique()
