@@ -206,9 +206,19 @@ class AsyncClient:
                     timeout: float) -> Answer:
         sent = now()
         try:
-            r = await self._http.request(
-                method, self.gateways[i] + path, content=body,
-                headers=headers, timeout=timeout)
+            async with self._http.stream(
+                    method, self.gateways[i] + path, content=body,
+                    headers=headers, timeout=timeout) as r:
+                parts = []
+                size = 0
+                async for chunk in r.aiter_bytes():
+                    size += len(chunk)
+                    if size > _core.MAX_ANSWER_BYTES:
+                        return Answer(0, None, sent, self.gateways[i],
+                                      ValueError("an answer over %d bytes"
+                                                 % _core.MAX_ANSWER_BYTES))
+                    parts.append(chunk)
+                raw = b"".join(parts)
         except httpx.ConnectError as e:
             if isinstance(e.__context__, ssl.SSLError) or \
                     "SSL" in str(e) or "certificate" in str(e):
@@ -216,7 +226,6 @@ class AsyncClient:
             return Answer(0, None, sent, self.gateways[i], e)
         except httpx.TransportError as e:
             return Answer(0, None, sent, self.gateways[i], e)
-        raw = r.content
         try:
             j = json.loads(raw) if raw else None
         except ValueError:
