@@ -129,3 +129,11 @@ class TestAsync(unittest.IsolatedAsyncioTestCase):
                                ca=ca) as c:
             with self.assertRaises(Forbidden):
                 await c.acquire(unique(), ttl=5)
+
+    async def test_a_dead_gateway_first_in_the_list(self):
+        async with AsyncClient([fgenv.var("FG_TEST_DEAD"), self.gws[1]]) \
+                as c:
+            name = unique()
+            async with c.lock(name, ttl=5):
+                self.assertEqual(c.gateway, self.gws[1])
+                self.assertTrue((await c.inspect(name))["held"])
