@@ -40,6 +40,7 @@ class Lease:
         self.mode: str = grant["mode"]
         self.ttl_ms: int = grant["ttl_ms"]
         self._lease: str = grant["lease"]
+        self._path = _core.lock_path(name)
         self.lost = threading.Event()
         self.reason: Optional[str] = None
         self.raise_on_loss = raise_on_loss
@@ -474,8 +475,7 @@ class Client:
         body: Dict[str, Any] = {"lease": ls._lease, "ttl_ms": ttl_ms}
         if value is not None:
             body["value"] = value
-        return self._call("PATCH", _core.lock_path(ls.name), body,
-                          deadline=ls.deadline)
+        return self._call("PATCH", ls._path, body, deadline=ls.deadline)
 
     def _renewed(self, ls: Lease, a: Answer, ttl_ms: int,
                  raise_errors: bool = False) -> None:
@@ -515,7 +515,7 @@ class Client:
         return "; last error: " + last if last else ""
 
     def _release(self, ls: Lease) -> None:
-        path = _core.lock_path(ls.name)
+        path = ls._path
         backoff = 0.0
         # after the lease's end there is nothing to give back, but one
         # try is made: the gateway's clock is the one that counts
