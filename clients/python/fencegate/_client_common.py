@@ -1,4 +1,4 @@
-"""_client_common.py - small helpers both clients use.
+"""_client_common.py - what both clients read the same way.
 
 Invariant: a key is read whole from its file and never shown.
 """

@@ -24,6 +24,9 @@ RENEW_MIN_INTERVAL = 0.05
 BACKOFF_MIN = 0.25
 BACKOFF_MAX = 5.0
 DEFAULT_TIMEOUT = 10.0         # one call's bound, beyond any wait_ms
+# the largest lock API answer read (a list page of 1000 locks with their
+# holders and waiters stays well below it)
+MAX_ANSWER_BYTES = 16 << 20
 
 now = time.monotonic
 

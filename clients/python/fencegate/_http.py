@@ -17,7 +17,7 @@ import threading
 import urllib.parse
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._core import Answer, now, transient
+from ._core import MAX_ANSWER_BYTES, Answer, now, transient
 from .errors import TLSError
 
 # a kept-alive connection the gateway closed while idle fails like this
@@ -58,9 +58,10 @@ class Transport:
         conns = self._conns()
         c = conns.get(i)
         if c is not None:
-            c.timeout = timeout
-            if c.sock is not None:
-                c.sock.settimeout(timeout)
+            if c.timeout != timeout:
+                c.timeout = timeout
+                if c.sock is not None:
+                    c.sock.settimeout(timeout)
             return c, True
         u = self._parsed[i]
         if u.scheme == "https":
@@ -99,8 +100,13 @@ class Transport:
             try:
                 c.request(method, url, body=body, headers=headers)
                 r = c.getresponse()
-                raw = r.read()
-                if r.will_close:
+                raw = r.read(MAX_ANSWER_BYTES + 1)
+                if len(raw) > MAX_ANSWER_BYTES:
+                    self._drop(i)
+                    return Answer(0, None, sent, self.gateways[i],
+                                  ValueError("an answer over %d bytes"
+                                             % MAX_ANSWER_BYTES))
+                if r.will_close or not r.isclosed():
                     self._drop(i)
             except _STALE as e:
                 self._drop(i)

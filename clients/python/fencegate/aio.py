@@ -100,6 +100,8 @@ class AsyncLease:
         self.check()
         a = await self.client._renew_call(self, ttl_ms, value)
         self.client._renewed(self, a, ttl_ms, raise_errors=True)
+        if self.client._wake is not None:
+            self.client._wake.set()
 
     async def proclaim(self, value: str) -> None:
         await self.renew(value=value)
@@ -122,7 +124,9 @@ class AsyncLease:
     async def __aexit__(self, et: Optional[Type[BaseException]],
                         ev: Optional[BaseException],
                         tb: Optional[types.TracebackType]) -> None:
-        was_lost = self.lost.is_set() or now() >= self.deadline
+        # a lease the body released itself has no end left to pass
+        was_lost = self.lost.is_set() or (not self._released and
+                                          now() >= self.deadline)
         try:
             await self.release()
         except asyncio.CancelledError:
@@ -202,9 +206,19 @@ class AsyncClient:
                     timeout: float) -> Answer:
         sent = now()
         try:
-            r = await self._http.request(
-                method, self.gateways[i] + path, content=body,
-                headers=headers, timeout=timeout)
+            async with self._http.stream(
+                    method, self.gateways[i] + path, content=body,
+                    headers=headers, timeout=timeout) as r:
+                parts = []
+                size = 0
+                async for chunk in r.aiter_bytes():
+                    size += len(chunk)
+                    if size > _core.MAX_ANSWER_BYTES:
+                        return Answer(0, None, sent, self.gateways[i],
+                                      ValueError("an answer over %d bytes"
+                                                 % _core.MAX_ANSWER_BYTES))
+                    parts.append(chunk)
+                raw = b"".join(parts)
         except httpx.ConnectError as e:
             if isinstance(e.__context__, ssl.SSLError) or \
                     "SSL" in str(e) or "certificate" in str(e):
@@ -212,7 +226,6 @@ class AsyncClient:
             return Answer(0, None, sent, self.gateways[i], e)
         except httpx.TransportError as e:
             return Answer(0, None, sent, self.gateways[i], e)
-        raw = r.content
         try:
             j = json.loads(raw) if raw else None
         except ValueError:
@@ -301,7 +314,7 @@ class AsyncClient:
                 if over:
                     raise NotAcquired(
                         "lock '%s' was not granted%s" % (
-                            name, "" if wait == 0 else
+                            name, "" if not wait else
                             " within %gs" % wait),
                         status=409, code="lock_held",
                         body=a.json if isinstance(a.json, dict) else None)
@@ -407,6 +420,8 @@ class AsyncClient:
 
     def _renewed(self, ls: AsyncLease, a: Answer, ttl_ms: int,
                  raise_errors: bool = False) -> None:
+        if ls._released and not raise_errors:
+            return   # a renewal that crossed the release
         if a.status == 200:
             ttl = a.json.get("ttl_ms") if isinstance(a.json, dict) else None
             if isinstance(ttl, int) and ttl > 0:
@@ -454,9 +469,9 @@ class AsyncClient:
 
     # -- the rest of the API -----------------------------------------------
 
-    def _ok(self, a: Answer, what: str) -> Any:
+    def _ok(self, a: Answer, what: str) -> Dict[str, Any]:
         if 200 <= a.status < 300:
-            return a.json
+            return a.json if isinstance(a.json, dict) else {}
         raise a.failure(what)
 
     async def inspect(self, name: str) -> Dict[str, Any]:

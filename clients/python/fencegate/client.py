@@ -40,6 +40,7 @@ class Lease:
         self.mode: str = grant["mode"]
         self.ttl_ms: int = grant["ttl_ms"]
         self._lease: str = grant["lease"]
+        self._path = _core.lock_path(name)
         self.lost = threading.Event()
         self.reason: Optional[str] = None
         self.raise_on_loss = raise_on_loss
@@ -108,6 +109,9 @@ class Lease:
         self.check()
         a = self.client._renew_call(self, ttl_ms, value)
         self.client._renewed(self, a, ttl_ms, raise_errors=True)
+        # a shorter TTL makes the next renewal due before the thread
+        # would wake
+        self.client._renewer.poke()
 
     def proclaim(self, value: str) -> None:
         """An election's leader announces a new value."""
@@ -127,6 +131,21 @@ class Lease:
         try:
             self.client._renewer.forget(self)
             self.client._release(self)
+        except BaseException:
+            # interrupted mid-release (a second Ctrl-C): a thread of its
+            # own finishes it, and the interpreter waits for that thread
+            # at exit, so the lock is given back rather than left to run
+            # out
+            threading.Thread(target=self._release_quietly,
+                             name="fencegate-release").start()
+            raise
+        self._release_done.set()
+
+    def _release_quietly(self) -> None:
+        try:
+            self.client._release(self)
+        except Exception:   # nobody to tell: the lease runs out anyway
+            pass
         finally:
             self._release_done.set()
 
@@ -138,7 +157,9 @@ class Lease:
     def __exit__(self, et: Optional[Type[BaseException]],
                  ev: Optional[BaseException],
                  tb: Optional[types.TracebackType]) -> None:
-        was_lost = self.lost.is_set() or now() >= self.deadline
+        # a lease the body released itself has no end left to pass
+        was_lost = self.lost.is_set() or (not self._released and
+                                          now() >= self.deadline)
         self.release()
         if et is None and self.raise_on_loss and (was_lost or
                                                   self.lost.is_set()):
@@ -195,6 +216,11 @@ class _Renewer:
         self.thread: Optional[threading.Thread] = None
         self.stopped = False
         self._paused = False
+        self.wake_at = 0.0        # when the thread wakes by itself next
+        # with no lease, the thread still wakes this often: a new lease
+        # like the last one is then due after that wake-up, and adding it
+        # wakes nobody (a short hold costs no thread switch)
+        self.idle_wait = 60.0
 
     def add(self, lease: Lease) -> None:
         with self.cond:
@@ -204,12 +230,25 @@ class _Renewer:
                 self.thread = threading.Thread(
                     target=self._run, name="fencegate-renewer", daemon=True)
                 self.thread.start()
-            self.cond.notify_all()
+            first = lease.next_renew if lease.hold_end is None else \
+                min(lease.next_renew, lease.hold_end)
+            self.idle_wait = max(_core.RENEW_MIN_INTERVAL,
+                                 min(60.0, first - now()))
+            # woken only when this lease is due before the thread would
+            # wake anyway: a short hold costs the thread nothing
+            if first < self.wake_at:
+                self.cond.notify_all()
 
     def forget(self, lease: Lease) -> None:
+        # no wake-up: the thread finds the lease gone when it looks
         with self.cond:
-            if lease in self.leases:
+            try:
                 self.leases.remove(lease)
+            except ValueError:
+                pass
+
+    def poke(self) -> None:
+        with self.cond:
             self.cond.notify_all()
 
     def pause(self) -> None:
@@ -241,7 +280,7 @@ class _Renewer:
                 ends: List[Lease] = []
                 holds: List[Lease] = []
                 due: List[Lease] = []
-                wake = t + 60.0
+                wake = t + (60.0 if self.leases else self.idle_wait)
                 for ls in self.leases:
                     if ls.hold_end is not None and t >= ls.hold_end:
                         holds.append(ls)
@@ -256,7 +295,9 @@ class _Renewer:
                         if not self._paused:
                             wake = min(wake, ls.next_renew)
                 if not (ends or holds or due):
+                    self.wake_at = wake
                     self.cond.wait(max(0.0, wake - t))
+                    self.wake_at = 0.0
                     continue
             for ls in ends:
                 ls._lose("no renewal succeeded within its %gs lease%s" % (
@@ -372,7 +413,7 @@ class Client:
                 if over:
                     raise NotAcquired(
                         "lock '%s' was not granted%s" % (
-                            name, "" if wait == 0 else
+                            name, "" if not wait else
                             " within %gs" % wait),
                         status=409, code="lock_held",
                         body=a.json if isinstance(a.json, dict) else None)
@@ -434,11 +475,14 @@ class Client:
         body: Dict[str, Any] = {"lease": ls._lease, "ttl_ms": ttl_ms}
         if value is not None:
             body["value"] = value
-        return self._call("PATCH", _core.lock_path(ls.name), body,
-                          deadline=ls.deadline)
+        return self._call("PATCH", ls._path, body, deadline=ls.deadline)
 
     def _renewed(self, ls: Lease, a: Answer, ttl_ms: int,
                  raise_errors: bool = False) -> None:
+        if ls._released and not raise_errors:
+            # a renewal that crossed the release: its answer (a 410 once
+            # the release got there first) says nothing of the hold
+            return
         if a.status == 200:
             ttl = a.json.get("ttl_ms") if isinstance(a.json, dict) else None
             if isinstance(ttl, int) and ttl > 0:
@@ -471,7 +515,7 @@ class Client:
         return "; last error: " + last if last else ""
 
     def _release(self, ls: Lease) -> None:
-        path = _core.lock_path(ls.name)
+        path = ls._path
         backoff = 0.0
         # after the lease's end there is nothing to give back, but one
         # try is made: the gateway's clock is the one that counts
@@ -493,9 +537,9 @@ class Client:
 
     # -- the rest of the API -----------------------------------------------
 
-    def _ok(self, a: Answer, what: str) -> Any:
+    def _ok(self, a: Answer, what: str) -> Dict[str, Any]:
         if 200 <= a.status < 300:
-            return a.json
+            return a.json if isinstance(a.json, dict) else {}
         raise a.failure(what)
 
     def inspect(self, name: str) -> Dict[str, Any]:

@@ -95,7 +95,7 @@ try:
                              method="fencegate-lease")
             self._leases: List[_Checked] = list(leases)
 
-        @property  # type: ignore[override]
+        @property
         def token(self) -> str:
             return _session_token(self._leases)
 

@@ -1,5 +1,5 @@
 """fgenv.py - what every test reads of the environment tests/clients/env.py
-starts (the FG_TEST_* variables), and small helpers: unique lock names,
+starts (the FG_TEST_* variables), and small utilities: unique lock names,
 bounded waits on a condition, the control endpoint, reading the store
 directly and writing through a gateway without the library.
 

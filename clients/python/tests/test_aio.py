@@ -6,7 +6,8 @@ import unittest
 
 import httpx
 
-from fencegate import LeaseLost, NotAcquired, StaleToken, error_for
+from fencegate import (Forbidden, LeaseLost, NotAcquired, StaleToken,
+                       error_for)
 from fencegate.aio import AsyncClient
 
 from . import fgenv
@@ -59,10 +60,10 @@ class TestAsync(unittest.IsolatedAsyncioTestCase):
     async def test_renews_and_stamps_httpx(self):
         name = unique()
         url = self.gws[1] + "/" + name
-        async with self.c.lock(name, ttl=0.6) as lease:
+        async with self.c.lock(name, ttl=1.2) as lease:
             # three TTLs: only the renewer task keeps it
             with self.assertRaises(asyncio.TimeoutError):
-                await asyncio.wait_for(lease.lost.wait(), 1.8)
+                await asyncio.wait_for(lease.lost.wait(), 3.6)
             async with httpx.AsyncClient(auth=lease.httpx_auth()) as h:
                 r = await h.put(url, content=b"async put")
                 self.assertIn(r.status_code, (201, 204), r.text)
@@ -100,3 +101,39 @@ class TestAsync(unittest.IsolatedAsyncioTestCase):
             await asyncio.wait_for(lease.lost.wait(), 10 * fgenv.SLACK)
             self.assertIn("max_hold", lease.reason)
         self.assertFalse((await self.other.inspect(name))["held"])
+
+    async def test_inspect_observe_ls(self):
+        prefix = unique("app/", "/")
+        name = prefix + "x"
+        async with self.c.lock(name, ttl=10, value="v") as lease:
+            st = await self.other.inspect(name)
+            self.assertEqual((st["held"], st["token"], st["value"]),
+                             (True, lease.token, "v"))
+            self.assertEqual(await self.other.leader(name), "v")
+            names = [e["name"] async for e in self.other.ls(prefix)]
+            self.assertEqual(names, [name])
+            watch = asyncio.ensure_future(
+                self.other.observe(name, wait=60, after=lease.token))
+            await asyncio.sleep(0)
+        st = await asyncio.wait_for(watch, 60)
+        self.assertFalse(st["held"])
+
+    async def test_key_and_tls(self):
+        gw, ca = fgenv.var("FG_TEST_AUTH_GATEWAY"), fgenv.var("FG_TEST_CA")
+        async with AsyncClient([gw], key=fgenv.var("FG_TEST_KEY"),
+                               ca=ca) as c:
+            name = unique()
+            async with c.lock(name, ttl=5):
+                self.assertTrue((await c.inspect(name))["held"])
+        async with AsyncClient([gw], key=fgenv.var("FG_TEST_OTHER_KEY"),
+                               ca=ca) as c:
+            with self.assertRaises(Forbidden):
+                await c.acquire(unique(), ttl=5)
+
+    async def test_a_dead_gateway_first_in_the_list(self):
+        async with AsyncClient([fgenv.var("FG_TEST_DEAD"), self.gws[1]]) \
+                as c:
+            name = unique()
+            async with c.lock(name, ttl=5):
+                self.assertEqual(c.gateway, self.gws[1])
+                self.assertTrue((await c.inspect(name))["held"])

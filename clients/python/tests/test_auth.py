@@ -26,6 +26,27 @@ class TestAuth(Case):
                 self.assertIn(r.status_code, (201, 204), r.text)
         self.assertEqual(store_get(name), (200, b"over tls"))
 
+    def test_send_key_stamps_fence_authorization(self):
+        import requests
+        key = var("FG_TEST_KEY")
+        c = self.client([self.gw], key=key, ca=self.ca)
+        name = unique()
+        with c.lock(name, ttl=5) as lease:
+            req = requests.Request("PUT", self.gw + "/" + name,
+                                   data=b"k").prepare()
+            lease.requests_auth(send_key=True)(req)
+            self.assertEqual(req.headers["Fencing-Token"], lease.sequencer)
+            self.assertEqual(req.headers["Fence-Authorization"],
+                             "Bearer " + key)
+            with requests.Session() as s:
+                r = s.send(req, verify=self.ca, timeout=30)
+            self.assertIn(r.status_code, (201, 204), r.text)
+            # without send_key, the key stays home
+            req = requests.Request("PUT", self.gw + "/" + name).prepare()
+            lease.requests_auth()(req)
+            self.assertNotIn("Fence-Authorization", req.headers)
+        self.assertEqual(store_get(name), (200, b"k"))
+
     def test_key_from_a_file(self):
         path = var("FG_TEST_TMP") + "/app.key"
         with open(path, "w") as f:

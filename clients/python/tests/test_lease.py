@@ -1,7 +1,11 @@
 """test_lease.py - scoped use, the loss signal, release at the end of the
 scope whatever ended it, and max_hold, against the real gateways."""
 
-import threading
+import json
+import os
+import signal
+import subprocess
+import sys
 import time
 
 from fencegate import LeaseLost, NotAcquired, StaleToken, error_for
@@ -41,17 +45,49 @@ class TestScope(Case):
             with self.assertRaises(LeaseLost):
                 lease.check()
 
+    def test_an_interrupted_release_is_finished(self):
+        c = self.client()
+        name = unique()
+        real = c._release
+        calls = []
+
+        def interrupted(lease):
+            # a second Ctrl-C lands while the scope releases
+            calls.append(1)
+            if len(calls) == 1:
+                raise KeyboardInterrupt()
+            real(lease)
+        c._release = interrupted
+        with self.assertRaises(KeyboardInterrupt):
+            with c.lock(name, ttl=30):
+                pass
+        wait_until(lambda: not c.inspect(name)["held"], 10,
+                   "the release finished on its own thread")
+        self.assertEqual(len(calls), 2)
+
     def test_renews_past_its_ttl(self):
         c = self.client()
         name = unique()
-        with c.lock(name, ttl=0.6) as lease:
+        with c.lock(name, ttl=1.2) as lease:
             token = lease.token
             # three TTLs: only renewals keep it
-            self.assertFalse(lease.lost.wait(1.8))
+            self.assertFalse(lease.lost.wait(3.6))
             st = c.inspect(name)
             self.assertTrue(st["held"])
             self.assertEqual(st["token"], token)
             lease.check()
+
+    def test_a_shorter_ttl_set_by_hand_is_renewed_on_time(self):
+        c = self.client()
+        name = unique()
+        with c.lock(name, ttl=30) as lease:
+            lease.renew(ttl=1)
+            self.assertLessEqual(lease.remaining(), 1.0)
+            # three of the new TTLs: the renewer follows it
+            self.assertFalse(lease.lost.wait(3))
+            st = c.inspect(name)
+            self.assertTrue(st["held"])
+            self.assertLessEqual(st["ttl_ms"], 1000)
 
     def test_max_hold_ends_the_hold(self):
         c = self.client()
@@ -109,3 +145,46 @@ class TestPausedHolder(Case):
                 finally:
                     a._renewer.resume()
         self.assertEqual(store_get(name), (200, b"from b"))
+
+
+class TestStoppedProcess(Case):
+    """The holder is a whole process stopped (SIGSTOP) past its lease:
+    renewer and all."""
+
+    def test_a_stopped_holder_is_refused_after_it_resumes(self):
+        gw = self.gws[0]
+        name = unique()
+        env = dict(os.environ, PYTHONPATH=os.path.dirname(
+            os.path.dirname(os.path.abspath(__file__))))
+        p = subprocess.Popen(
+            [sys.executable, os.path.join(os.path.dirname(__file__),
+                                          "holder.py"),
+             ",".join(self.gws), name, "1"],
+            stdin=subprocess.PIPE, stdout=subprocess.PIPE, env=env,
+            text=True)
+
+        def end():
+            if p.poll() is None:
+                p.send_signal(signal.SIGCONT)
+                p.kill()
+            p.wait(30)
+            p.stdin.close()
+            p.stdout.close()
+        self.addCleanup(end)
+        held = json.loads(p.stdout.readline())
+        p.send_signal(signal.SIGSTOP)
+        b = self.client()
+        with b.lock(name, ttl=10, wait=20) as lb:
+            self.assertGreater(lb.token, held["token"])
+            with lb.requests_session() as s:
+                r = s.put(gw + "/" + name, data=b"from b")
+                self.assertIn(r.status_code, (201, 204))
+            p.send_signal(signal.SIGCONT)
+            p.stdin.write("go\n")
+            p.stdin.flush()
+            # its next write never left
+            self.assertEqual(p.stdout.readline().strip(), "lost")
+            # and the gateway refuses one sent anyway
+            st, body = raw_put(gw, name, b"late holder", held["sequencer"])
+            self.assertIsInstance(error_for(st, body), StaleToken)
+            self.assertEqual(store_get(name), (200, b"from b"))

@@ -63,3 +63,33 @@ class TestBoto3(Case):
                              "FenceStaleToken")
         got = store_client(self).get_object(Bucket=bucket, Key=key)
         self.assertEqual(got["Body"].read(), b"via boto3")
+
+    def test_two_leases_sign_one_delete_objects(self):
+        from fencegate.integrations import boto3_session
+        bucket = var("FG_TEST_S3_BUCKET")
+        keys = [unique("", ".txt") for _ in range(2)]
+        c = self.client()
+        with c.lock(bucket + "/" + keys[0], ttl=10) as l0, \
+                c.lock(bucket + "/" + keys[1], ttl=10) as l1:
+            both = boto3_session(var("FG_TEST_S3_KEY_ID"),
+                                 var("FG_TEST_S3_SECRET"), [l0, l1],
+                                 var("FG_TEST_S3_REGION"))
+            creds = both.get_credentials().get_frozen_credentials()
+            # the form `fencectl lock a --s3 -- fencectl lock b --s3` sets
+            self.assertEqual(creds.token, l0.sequencer + "," + l1.sequencer)
+            s3 = self.s3(both)
+            for k in keys:
+                s3.put_object(Bucket=bucket, Key=k, Body=b"two")
+            one = self.s3(l0.boto3_session(var("FG_TEST_S3_KEY_ID"),
+                                           var("FG_TEST_S3_SECRET"),
+                                           var("FG_TEST_S3_REGION")))
+            objs = {"Objects": [{"Key": k} for k in keys], "Quiet": True}
+            with self.assertRaises(botocore.exceptions.ClientError) as cm:
+                one.delete_objects(Bucket=bucket, Delete=objs)
+            self.assertEqual(cm.exception.response["Error"]["Code"],
+                             "FenceWrongLock")
+            s3.delete_objects(Bucket=bucket, Delete=objs)
+        store = store_client(self)
+        for k in keys:
+            with self.assertRaises(botocore.exceptions.ClientError):
+                store.head_object(Bucket=bucket, Key=k)
