@@ -8,6 +8,7 @@ not describe and passes what the gateway really answers."""
 import hashlib
 import json
 import os
+import re
 import tempfile
 
 import apispec
@@ -96,6 +97,68 @@ class OpenUnderAuth(TestCase):
         # while a lock call without a key is refused
         r = env.gw.request("GET", LOCKS + "a")
         self.assert_error(r, 401, "unauthenticated")
+
+
+ERRORS_C = os.path.join(os.path.dirname(DOC), "..", "gateway", "base",
+                        "errors.c")
+
+
+def walk(node):
+    if isinstance(node, dict):
+        yield node
+        for v in node.values():
+            yield from walk(v)
+    elif isinstance(node, list):
+        for v in node:
+            yield from walk(v)
+
+
+class Consistent(TestCase):
+    """The document agrees with itself and with the gateway's one table
+    of error answers (gateway/base/errors.c)."""
+
+    uses_shared_env = False
+    axes = matrix.NOTHING
+
+    def test_every_reference_resolves_and_operation_ids_are_unique(self):
+        with open(DOC, encoding="utf-8") as f:
+            raw = json.load(f)
+        for n in walk(raw):
+            r = n.get("$ref")
+            if isinstance(r, str):
+                self.assertTrue(r.startswith("#/"), r)
+                t = raw
+                for part in r[2:].split("/"):
+                    self.assertIn(part, t, r)
+                    t = t[part]
+        ids = [op["operationId"] for item in raw["paths"].values()
+               for m, op in item.items() if isinstance(op, dict)
+               and "operationId" in op]
+        self.assertEqual(len(ids), len(set(ids)), ids)
+        self.assertTrue(apispec.document()["paths"])
+
+    def test_error_codes_and_their_statuses_are_the_gateways(self):
+        with open(ERRORS_C, encoding="utf-8") as f:
+            table = dict((code, int(st)) for st, code in re.findall(
+                r'\[FG_E_\w+\] = \{ (\d+), "(\w+)"', f.read()))
+        self.assertGreater(len(table), 20)
+        with open(DOC, encoding="utf-8") as f:
+            raw = json.load(f)
+        schemas = {n[len("Error_"):]: s for n, s in
+                   raw["components"]["schemas"].items()
+                   if n.startswith("Error_")}
+        self.assertEqual(set(schemas), set(table))
+        for code, s in schemas.items():
+            self.assertEqual(s["properties"]["error"]["const"], code)
+        # a code appears only under responses of its own status
+        for n in walk(raw):
+            for st, resp in n.items() if "200" in n or "400" in n else ():
+                if not (st.isdigit() and isinstance(resp, dict)):
+                    continue
+                for c in walk(resp.get("content", {})):
+                    for code in c.get("discriminator", {}).get("mapping", {}):
+                        self.assertEqual(table[code], int(st),
+                                         "%s under %s" % (code, st))
 
 
 class ValidatorRefuses(TestCase):
