@@ -137,6 +137,21 @@ class Consistent(TestCase):
         self.assertEqual(len(ids), len(set(ids)), ids)
         self.assertTrue(apispec.document()["paths"])
 
+    def test_every_example_of_an_answer_matches_its_schema(self):
+        doc = apispec.document()
+        js = apispec._load()["jsonschema"]
+        seen = 0
+        for n in walk([doc["paths"], doc["x-fencegate-other-paths"]]):
+            media = n.get("application/json")
+            if not isinstance(media, dict) or "schema" not in media:
+                continue
+            for name, ex in media.get("examples", {}).items():
+                v = js.Draft202012Validator(media["schema"])
+                errs = [e.message for e in v.iter_errors(ex["value"])]
+                self.assertEqual(errs, [], "example %s: %r" % (name, ex))
+                seen += 1
+        self.assertGreater(seen, 50)
+
     def test_error_codes_and_their_statuses_are_the_gateways(self):
         with open(ERRORS_C, encoding="utf-8") as f:
             table = dict((code, int(st)) for st, code in re.findall(
