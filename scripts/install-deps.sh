@@ -35,6 +35,8 @@ pkgs=(
   systemd
   # promtool checks the metrics exposition in the tests
   prometheus
+  # the integration suite holds every lock API answer to docs/openapi.json
+  python3-jsonschema
   # fuzz harnesses (libFuzzer's runtime lives in libclang-rt-14-dev)
   clang libclang-rt-14-dev
 )

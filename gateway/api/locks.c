@@ -31,6 +31,7 @@
 #include "proc/held.h"
 #include "base/jsonio.h"
 #include "base/log.h"
+#include "base/openapi.h"
 #include "base/writeset.h"
 #include "rt/rt.h"
 #include "proc/metrics.h"
@@ -1024,6 +1025,16 @@ static enum MHD_Result metrics(struct fg_req *req, struct MHD_Connection *c)
 			       "text/plain; version=0.0.4; charset=utf-8", text, len);
 }
 
+/* The document of this API, as built in (base/openapi.h): the same
+ * bytes as docs/openapi.json, so what a client reads is what the
+ * gateway was built to answer. */
+static enum MHD_Result openapi(struct fg_req *req, struct MHD_Connection *c)
+{
+	(void)req;
+	return fg_respond_static(c, MHD_HTTP_OK, "application/json",
+				 fg_openapi_json, fg_openapi_json_len);
+}
+
 /* ---- routing --------------------------------------------------------- */
 
 /* NEW, past the access step: the call the route names. */
@@ -1059,6 +1070,8 @@ static enum MHD_Result dispatch(struct fg_req *req, struct MHD_Connection *c)
 		return readyz(req, c);
 	case FG_APIOP_METRICS:
 		return metrics(req, c);
+	case FG_APIOP_OPENAPI:
+		return openapi(req, c);
 	case FG_APIOP_NOT_FOUND:
 	default:
 		return fg_respond_error(c, FG_E_NOT_FOUND, NULL, NULL);

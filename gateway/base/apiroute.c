@@ -63,6 +63,11 @@ static const struct fixed {
 	  FG_APINEED_NOTHING, FG_APINEED_NOTHING, FG_RIGHT_OBSERVE },
 	{ "/_fence/v1/metrics", FG_EP_METRICS, FG_APIOP_METRICS, false,
 	  FG_APINEED_RIGHT, FG_APINEED_RIGHT, FG_RIGHT_METRICS },
+	/* open, as the probes are: it describes the interface, which is no
+	 * secret (the same file is docs/openapi.json), and a client or a
+	 * generator reads it before it has a key */
+	{ "/_fence/v1/openapi.json", FG_EP_OTHER, FG_APIOP_OPENAPI, false,
+	  FG_APINEED_NOTHING, FG_APINEED_NOTHING, FG_RIGHT_OBSERVE },
 };
 
 /* A lock: /_fence/v1/locks/{name}, raw[0..len) the name as sent. */

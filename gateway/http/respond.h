@@ -46,6 +46,13 @@ enum MHD_Result fg_respond_json(struct MHD_Connection *c, unsigned status,
 enum MHD_Result fg_respond_text(struct MHD_Connection *c, unsigned status,
 				const char *content_type, char *text, size_t len);
 
+/** Queues `len` bytes of `data`, which outlive the process's answers
+ *  (static data: never copied, never freed), with the given status and
+ *  Content-Type. */
+enum MHD_Result fg_respond_static(struct MHD_Connection *c, unsigned status,
+				  const char *content_type, const void *data,
+				  size_t len);
+
 /** Queues an empty response (204 and the like). */
 enum MHD_Result fg_respond_empty(struct MHD_Connection *c, unsigned status);
 

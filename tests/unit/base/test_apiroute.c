@@ -8,7 +8,7 @@
  * wait_ms in the query an observe), what the lock API does (the call, 400
  * bad_lock_name for a name that does not decode or is not valid whatever
  * the method, 405 with its Allow, 404), what the access step asks (nothing
- * for health, livez and readyz whatever the method; a right on the lock
+ * for health, livez, readyz and openapi.json whatever the method; a right on the lock
  * named; the listing's prefix; the check's sequencer; else a known
  * principal), and the lock name decoded. Endpoint names are the metrics'
  * label values.
@@ -205,6 +205,10 @@ static void test_the_paths_without_a_name(void **state)
 		/* metrics: the right, whatever the method */
 		{ "GET", "/_fence/v1/metrics", FG_EP_METRICS, FG_APIOP_METRICS, RIGHT, FG_RIGHT_METRICS, "", NULL },
 		{ "POST", "/_fence/v1/metrics", FG_EP_METRICS, FG_APIOP_NOT_ALLOWED, RIGHT, FG_RIGHT_METRICS, "", "GET" },
+		/* the API's document: open, as the probes, whatever the method */
+		{ "GET", "/_fence/v1/openapi.json", FG_EP_OTHER, FG_APIOP_OPENAPI, OPEN, ANY, "", NULL },
+		{ "HEAD", "/_fence/v1/openapi.json?x=1", FG_EP_OTHER, FG_APIOP_OPENAPI, OPEN, ANY, "", NULL },
+		{ "POST", "/_fence/v1/openapi.json", FG_EP_OTHER, FG_APIOP_NOT_ALLOWED, OPEN, ANY, "", "GET" },
 	};
 
 	(void)state;
@@ -217,6 +221,8 @@ static void test_anything_else_is_not_found(void **state)
 		{ "GET", "/_fence/v1/health/", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
 		{ "GET", "/_fence/v1/healthz", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
 		{ "GET", "/_fence/v1/metric", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
+		{ "GET", "/_fence/v1/openapi", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
+		{ "GET", "/_fence/v1/openapi.json/", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
 		{ "GET", "/_fence/v2/health", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
 		{ "GET", "/_fence/v1/Locks/a", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
 		{ "GET", "/_fence/v1/lock/a", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
