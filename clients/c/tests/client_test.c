@@ -1144,8 +1144,8 @@ static int test_s3_session_token_matches_fencectl(void)
 					      sizeof(mine)) == 0 &&
 	      strlen(mine) == FG_CLIENT_S3_SESSION_TOKEN_MAX - 1,
 	      "an 8191-byte token was refused");
-	big[FG_CLIENT_S3_SESSION_TOKEN_MAX - 6] = 'a';
-	big[FG_CLIENT_S3_SESSION_TOKEN_MAX - 6 + 1] = '\0';
+	big[FG_CLIENT_S3_SESSION_TOKEN_MAX - 7] = 'a';	/* 8186 bytes */
+	big[FG_CLIENT_S3_SESSION_TOKEN_MAX - 6] = '\0';
 	CHECK(fg_client_s3_session_token_join(big, "fg1.b", mine,
 					      sizeof(mine)) ==
 	      FG_CLIENT_INVALID && mine[0] == '\0',
