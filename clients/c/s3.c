@@ -79,6 +79,22 @@ static bool is_header(const char *line, const char *name)
 	return *line == ':' || *line == ';';
 }
 
+/* Whether libcurl 7.88 sends line as it signs it: "Name: value". It signs
+ * every line of the list as it stands, so a "Name:" that removes one of
+ * its own headers (such as "Expect:") or a "Name;" that sends an empty one
+ * is signed but not sent that way, and the gateway answers 403
+ * SignatureDoesNotMatch: refused here instead, where the caller can tell. */
+static bool sent_as_signed(const char *line)
+{
+	const char *v = strchr(line, ':');
+
+	if (!v || v == line)
+		return false;
+	for (v++; *v == ' ' || *v == '\t'; v++)
+		;
+	return *v != '\0';
+}
+
 static bool is_hash(const char *s)
 {
 	if (strcmp(s, UNSIGNED_PAYLOAD) == 0)
@@ -166,6 +182,10 @@ int fg_client_s3_prepare(struct fg_client *c, CURL *h,
 	for (struct curl_slist *p = *headers; p; p = p->next) {
 		if (is_header(p->data, TOKEN_HEADER))
 			continue;
+		if (!sent_as_signed(p->data)) {
+			err = FG_CLIENT_INVALID;
+			goto out;
+		}
 		if (is_header(p->data, PAYLOAD_HEADER)) {
 			if (s3->payload_sha256)
 				continue;

@@ -353,13 +353,15 @@ struct fg_client_s3 {
  * set as s3 says, and the list is set as h's CURLOPT_HTTPHEADER (it
  * stays the caller's: curl_slist_free_all() after the transfer). libcurl
  * signs every line of the list, so the list must hold only headers that
- * are sent as they stand: no "Name:" lines that remove a header (such as
- * "Expect:"), no "Name;" lines. The URL is path-style
+ * are sent as they stand, "Name: value": a "Name:" line that removes a
+ * header (such as "Expect:") or a "Name;" line would make the signature
+ * fail (403 SignatureDoesNotMatch) and is refused. The URL is path-style
  * (GATEWAY/BUCKET/KEY) with the key as S3 signs it (each byte outside
  * [A-Za-z0-9-._~/] percent-encoded) and no query string, or one already
  * in canonical order (libcurl 7.88 signs it as it stands).
  * FG_CLIENT_LEASE_LOST once the lease is lost, FG_CLIENT_INVALID when none
- * is held or s3 is incomplete; *headers and h are then untouched.
+ * is held, s3 is incomplete or the list holds such a line; *headers and h
+ * are then untouched.
  * Any thread, as fg_client_s3_session_token().
  */
 int fg_client_s3_prepare(struct fg_client *c, CURL *h,

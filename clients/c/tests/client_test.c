@@ -954,8 +954,33 @@ static int test_s3_put_with_the_session_token_is_stored(void)
 	got = s3_stored(k);
 	CHECK(got && strcmp(got, body2) == 0, "the store holds '%s'",
 	      got ? got : "(nothing)");
+	/* the caller's own payload hash line is kept */
 	free(answer);
+	curl_slist_free_all(l);
+	l = curl_slist_append(NULL, "X-Amz-Content-Sha256: "
+			      "0fc54d04dea71828deba71dd85426c025207c5264dd8bd16ce49eef13f9bdaab");
+	st = s3_fenced_put(c, k, body2, NULL, &l, &answer);
+	CHECK(st == 200 && count_lines(l, "X-Amz-Content-Sha256: 0fc5",
+				       &total) == 1 &&
+	      count_lines(l, "x-amz-content-sha256", &total) == 0 && total == 2,
+	      "PutObject with the caller's payload hash: %ld %s", st, answer);
+	/* lines libcurl would sign but not send so are refused, untouched */
+	free(answer);
+	curl_slist_free_all(l);
+	l = curl_slist_append(NULL, "Content-Type: text/plain");
+	l = curl_slist_append(l, "Expect:");
+	st = s3_fenced_put(c, k, "not sent", NULL, &l, &answer);
+	CHECK(st == FG_CLIENT_INVALID &&
+	      count_lines(l, "Expect:", &total) == 1 && total == 2,
+	      "a list with Expect: was prepared: %ld", st);
+	free(answer);
+	curl_slist_free_all(l);
+	l = curl_slist_append(NULL, "X-Empty;");
+	st = s3_fenced_put(c, k, "not sent", NULL, &l, &answer);
+	CHECK(st == FG_CLIENT_INVALID, "a list with X-Empty; was prepared: %ld",
+	      st);
 	/* a hash that is not the body's is refused by the store */
+	free(answer);
 	st = s3_fenced_put(c, k, "other bytes", hash2, NULL, &answer);
 	CHECK(st / 100 == 4, "a wrong payload hash: %ld", st);
 	/* the same PUT with no session token is not fenced: refused */
