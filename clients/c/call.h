@@ -107,6 +107,14 @@ char *fg__lock_path(const char *name, const char *query);
 /** Wipes n bytes where the compiler cannot drop it. */
 void fg__wipe(void *p, size_t n);
 
+/**
+ * For the fenced requests (client.c, s3.c): *out = prefix + the held
+ * lease's sequencer (owned by the caller), or FG_CLIENT_INVALID (none
+ * held), FG_CLIENT_LEASE_LOST (lost, or its end has passed: marked lost
+ * here), FG_CLIENT_NOMEM, with *out NULL. Any thread.
+ */
+int fg__lease_sequencer(struct fg_client *c, const char *prefix, char **out);
+
 /** Monotonic ms. */
 uint64_t fg__now_ms(void);
 

@@ -836,17 +836,15 @@ int fg_client_proclaim(struct fg_client *c, const char *value)
 
 /* ---- fenced requests ----------------------------------------------- */
 
-int fg_client_stamp(struct fg_client *c, CURL *h, struct curl_slist **headers)
+int fg__lease_sequencer(struct fg_client *c, const char *prefix, char **out)
 {
-	static const char name[] = "Fencing-Token:";
-	struct curl_slist *l = NULL;
-	char *line;
-
+	*out = NULL;
 	pthread_mutex_lock(&c->mu);
 	if (!c->holding) {
 		pthread_mutex_unlock(&c->mu);
 		return FG_CLIENT_INVALID;
 	}
+	/* a lease whose end passed is lost, whether or not a tick ran */
 	if (!atomic_load(&c->lost) && fg__now_ms() >= c->deadline) {
 		lose_unlock(c, FG_CLIENT_LOSS_EXPIRED);
 		return FG_CLIENT_LEASE_LOST;
@@ -855,13 +853,22 @@ int fg_client_stamp(struct fg_client *c, CURL *h, struct curl_slist **headers)
 		pthread_mutex_unlock(&c->mu);
 		return FG_CLIENT_LEASE_LOST;
 	}
-	size_t n = sizeof(name) + 1 + strlen(c->sequencer);
-	if (!(line = malloc(n))) {
-		pthread_mutex_unlock(&c->mu);
-		return FG_CLIENT_NOMEM;
-	}
-	snprintf(line, n, "%s %s", name, c->sequencer);
+	size_t n = strlen(prefix) + strlen(c->sequencer) + 1;
+	if ((*out = malloc(n)))
+		snprintf(*out, n, "%s%s", prefix, c->sequencer);
 	pthread_mutex_unlock(&c->mu);
+	return *out ? FG_CLIENT_OK : FG_CLIENT_NOMEM;
+}
+
+int fg_client_stamp(struct fg_client *c, CURL *h, struct curl_slist **headers)
+{
+	static const char name[] = "Fencing-Token:";
+	struct curl_slist *l = NULL;
+	char *line;
+	int err;
+
+	if ((err = fg__lease_sequencer(c, "Fencing-Token: ", &line)) != 0)
+		return err;
 
 	/* a new list: every line but an earlier Fencing-Token, then ours */
 	for (struct curl_slist *p = *headers; p; p = p->next) {

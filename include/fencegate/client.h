@@ -43,8 +43,9 @@
  * cancel fd cuts it short. An event loop tries once (wait_ms 0) or waits
  * on a thread of its own.
  *
- * Threads. fg_client_lease_lost(), fg_client_stamp(), fg_client_token()
- * and fg_client_tick() may be called from any thread at any time. Every
+ * Threads. fg_client_lease_lost(), fg_client_stamp(), fg_client_token(),
+ * fg_client_s3_session_token(), fg_client_s3_prepare() and
+ * fg_client_tick() may be called from any thread at any time. Every
  * other call belongs to one thread at a time (the caller's).
  *
  * Errors. Every call that can fail returns 0 (FG_CLIENT_OK) or a negative
@@ -299,6 +300,73 @@ const char *fg_client_sequencer(const struct fg_client *c);
  * Any thread.
  */
 int fg_client_stamp(struct fg_client *c, CURL *h, struct curl_slist **headers);
+
+/* ---- S3 mode (docs/s3.md): the sequencer in the session token ----- */
+
+/** Room for any session token fg_client_s3_session_token() gives, its
+ *  NUL included (what `fencectl lock --s3` bounds AWS_SESSION_TOKEN to). */
+#define FG_CLIENT_S3_SESSION_TOKEN_MAX 8192
+
+/**
+ * Joins sequencer to an existing session token as `fencectl lock --s3`
+ * does: "EXISTING,SEQUENCER" when existing holds sequencers already (it
+ * starts with "fg1.": nested locks, one request that changes what both
+ * guard), else SEQUENCER alone (any other token is replaced); existing
+ * NULL counts as none. Into buf (cap bytes); FG_CLIENT_INVALID when it
+ * does not fit in cap or in FG_CLIENT_S3_SESSION_TOKEN_MAX.
+ */
+int fg_client_s3_session_token_join(const char *existing,
+				    const char *sequencer, char *buf,
+				    size_t cap);
+
+/**
+ * The S3 session token of the held lease, exactly what `fencectl lock
+ * --s3` exports as AWS_SESSION_TOKEN for it: the sequencer joined (as
+ * above) to the AWS_SESSION_TOKEN of this process's environment. Into
+ * buf (cap bytes; FG_CLIENT_S3_SESSION_TOKEN_MAX always suffices). It is
+ * a secret while the lease lasts, as the sequencer is. FG_CLIENT_LEASE_LOST
+ * once the lease is lost (its end having passed counts), FG_CLIENT_INVALID
+ * when none is held or it does not fit; buf is then "". Any thread that
+ * does not change the environment meanwhile (getenv()).
+ */
+int fg_client_s3_session_token(struct fg_client *c, char *buf, size_t cap);
+
+/** What an S3 request through a gateway in S3 mode is signed with. */
+struct fg_client_s3 {
+	const char *key_id;	/* the access key id the gateway issued */
+	const char *secret;	/* its secret */
+	const char *region;	/* the gateway's s3-region, e.g. "us-east-1" */
+	/* x-amz-content-sha256: the body's SHA-256 (64 lowercase hex
+	 * digits), signed, and checked by the store against the bytes, or
+	 * "UNSIGNED-PAYLOAD"; NULL: the caller's own x-amz-content-sha256
+	 * line when its list has one, else UNSIGNED-PAYLOAD (libcurl 7.88
+	 * sends no such header of its own, and S3 stores need one) */
+	const char *payload_sha256;
+};
+
+/**
+ * Prepares the caller's handle h for a fenced S3 request through a
+ * gateway in S3 mode, signed by libcurl itself (CURLOPT_AWS_SIGV4
+ * "aws:amz:REGION:s3", CURLOPT_USERPWD "KEY_ID:SECRET"): in *headers an
+ * `x-amz-security-token:` line with fg_client_s3_session_token()
+ * replaces any there (or is added), an `x-amz-content-sha256:` line is
+ * set as s3 says, and the list is set as h's CURLOPT_HTTPHEADER (it
+ * stays the caller's: curl_slist_free_all() after the transfer). libcurl
+ * signs every line of the list, so the list must hold only headers that
+ * are sent as they stand, "Name: value": a "Name:" line that removes a
+ * header (such as "Expect:") or a "Name;" line would make the signature
+ * fail (403 SignatureDoesNotMatch) and is refused. The URL is path-style
+ * (GATEWAY/BUCKET/KEY) with the key as S3 signs it (each byte outside
+ * [A-Za-z0-9-._~/] percent-encoded) and no query string, or one already
+ * in canonical order (libcurl 7.88 signs it as it stands).
+ * FG_CLIENT_LEASE_LOST once the lease is lost, FG_CLIENT_INVALID when none
+ * is held, s3 is incomplete or the list holds such a line; *headers and h
+ * are then untouched.
+ * Any thread, as fg_client_s3_session_token().
+ */
+int fg_client_s3_prepare(struct fg_client *c, CURL *h,
+			 struct curl_slist **headers,
+			 const struct fg_client_s3 *s3);
 
 /** Monotonic milliseconds, the clock fg_client_tick() takes. */
 uint64_t fg_client_now_ms(void);

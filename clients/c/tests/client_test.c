@@ -1,8 +1,9 @@
 /*
  * client_test.c - libfencegate-client against real gateways (the
  * environment of tests/clients/env.py: two open gateways on one Redis in
- * front of nginx WebDAV, a TLS gateway with an auth-file, a control
- * endpoint that stalls or restarts Redis and stops or starts a gateway).
+ * front of nginx WebDAV, a TLS gateway with an auth-file, an S3-mode
+ * gateway on radosgw, a control endpoint that stalls or restarts Redis
+ * and stops or starts a gateway).
  *
  * Prints `ok NAME` or `FAIL NAME: reason` per test and exits non-zero when
  * one failed; an unset FG_TEST_* variable fails the run (no test is ever
@@ -24,6 +25,8 @@
 
 static const char *gateways, *gw0, *gw1, *store, *dead, *auth_gw, *ca, *key,
 	*other_key, *client_cert, *client_key, *control;
+static const char *s3_gw, *s3_key_id, *s3_secret, *s3_region, *s3_bucket,
+	*s3_store, *s3_store_key_id, *s3_store_secret, *fencectl;
 static char gw0_buf[256], gw1_buf[256];
 static char reason[1024];
 static unsigned counter;
@@ -770,6 +773,418 @@ fail:
 	return rc;
 }
 
+/* ---- S3 mode ------------------------------------------------------- */
+
+#define EMPTY_SHA256 \
+	"e3b0c44298fc1c149afbf4c8996fb92427ae41e4649b934ca495991b7852b855"
+
+/* A key of the S3 bucket no other test or run uses; its lock is
+ * BUCKET/KEY. */
+static void unique_key(char *key_out, size_t klen, char *lock, size_t llen)
+{
+	char k[128];
+	unique(k, sizeof(k), "s3");
+	snprintf(key_out, klen, "%s", k);
+	snprintf(lock, llen, "%s/%s", s3_bucket, k);
+}
+
+/* An S3 request to base/BUCKET/key signed by libcurl's SigV4 with
+ * key_id/secret, the session token `token` (NULL: none) and the payload
+ * hash `hash` (NULL: UNSIGNED-PAYLOAD), without the client library (the
+ * store's own reads, a stale token sent anyway). The status (0: none);
+ * the body into *out when out is not NULL (caller frees). */
+static long s3_raw(const char *method, const char *base, const char *k,
+		   const char *body, const char *key_id, const char *secret,
+		   const char *token, const char *hash, char **out)
+{
+	CURL *h = curl_easy_init();
+	struct curl_slist *l = NULL;
+	char url[512], sig[128], up[256], line[9000];
+	struct buf b = { 0 };
+	long status = 0;
+
+	snprintf(url, sizeof(url), "%s/%s/%s", base, s3_bucket, k);
+	snprintf(sig, sizeof(sig), "aws:amz:%s:s3", s3_region);
+	snprintf(up, sizeof(up), "%s:%s", key_id, secret);
+	snprintf(line, sizeof(line), "x-amz-content-sha256: %s",
+		 hash ? hash : "UNSIGNED-PAYLOAD");
+	l = curl_slist_append(l, line);
+	if (token) {
+		snprintf(line, sizeof(line), "x-amz-security-token: %s", token);
+		l = curl_slist_append(l, line);
+	}
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, method);
+	curl_easy_setopt(h, CURLOPT_AWS_SIGV4, sig);
+	curl_easy_setopt(h, CURLOPT_USERPWD, up);
+	curl_easy_setopt(h, CURLOPT_HTTPHEADER, l);
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	if (body) {
+		curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+		curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	}
+	if (curl_easy_perform(h) == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+	curl_slist_free_all(l);
+	curl_easy_cleanup(h);
+	if (out)
+		*out = b.p ? b.p : strdup("");
+	else
+		free(b.p);
+	return status;
+}
+
+/* What the store itself holds at BUCKET/k (NULL when not 200), read
+ * with the store's own credentials. */
+static char *s3_stored(const char *k)
+{
+	char *body = NULL;
+	if (s3_raw("GET", s3_store, k, NULL, s3_store_key_id,
+		   s3_store_secret, NULL, EMPTY_SHA256, &body) != 200) {
+		free(body);
+		return NULL;
+	}
+	return body;
+}
+
+/* A PutObject of body to BUCKET/k through the S3 gateway, prepared by
+ * c (fg_client_s3_prepare(), payload hash `hash` or NULL) on a list
+ * that starts as *extra (NULL: empty; the list ends there, for the
+ * caller to look at and free). The status, or a negative client error
+ * when the prepare refused; the answer's body into *out (may be NULL). */
+static long s3_fenced_put(struct fg_client *c, const char *k,
+			  const char *body, const char *hash,
+			  struct curl_slist **extra, char **out)
+{
+	struct fg_client_s3 s3 = { .key_id = s3_key_id, .secret = s3_secret,
+				   .region = s3_region,
+				   .payload_sha256 = hash };
+	CURL *h = curl_easy_init();
+	struct curl_slist *own = NULL, **l = extra ? extra : &own;
+	char url[512];
+	struct buf b = { 0 };
+	long status = 0;
+
+	snprintf(url, sizeof(url), "%s/%s/%s", s3_gw, s3_bucket, k);
+	curl_easy_setopt(h, CURLOPT_URL, url);
+	curl_easy_setopt(h, CURLOPT_CUSTOMREQUEST, "PUT");
+	curl_easy_setopt(h, CURLOPT_POSTFIELDS, body);
+	curl_easy_setopt(h, CURLOPT_POSTFIELDSIZE, (long)strlen(body));
+	curl_easy_setopt(h, CURLOPT_TIMEOUT_MS, 30000L);
+	curl_easy_setopt(h, CURLOPT_WRITEFUNCTION, on_data);
+	curl_easy_setopt(h, CURLOPT_WRITEDATA, &b);
+	int e = fg_client_s3_prepare(c, h, l, &s3);
+	if (e) {
+		status = e;
+		goto out;
+	}
+	if (curl_easy_perform(h) == CURLE_OK)
+		curl_easy_getinfo(h, CURLINFO_RESPONSE_CODE, &status);
+out:
+	if (out)
+		*out = b.p ? b.p : strdup("");
+	else
+		free(b.p);
+	curl_slist_free_all(own);
+	curl_easy_cleanup(h);
+	return status;
+}
+
+static int count_lines(const struct curl_slist *l, const char *prefix,
+		       int *total)
+{
+	int n = 0;
+	*total = 0;
+	for (; l; l = l->next, (*total)++)
+		if (strncmp(l->data, prefix, strlen(prefix)) == 0)
+			n++;
+	return n;
+}
+
+static int test_s3_put_with_the_session_token_is_stored(void)
+{
+	static const char body2[] =
+		"put under the lock, through S3 mode, its hash signed";
+	static const char hash2[] =
+		"0fc54d04dea71828deba71dd85426c025207c5264dd8bd16ce49eef13f9bdaab";
+	struct fg_client *c = client_of(s3_gw);
+	struct curl_slist *l = NULL;
+	char k[128], lock[256], token[FG_CLIENT_S3_SESSION_TOKEN_MAX];
+	char line[FG_CLIENT_S3_SESSION_TOKEN_MAX + 64];
+	char *got = NULL, *answer = NULL;
+	int rc = -1, total;
+	long st;
+
+	unique_key(k, sizeof(k), lock, sizeof(lock));
+	unsetenv("AWS_SESSION_TOKEN");
+	CHECK(c, "no client");
+	CHECK(fg_client_s3_session_token(c, token, sizeof(token)) ==
+	      FG_CLIENT_INVALID && token[0] == '\0', "a token with no lease");
+	CHECK(fg_client_acquire(c, lock, NULL) == 0, "acquire: %s",
+	      fg_client_last_error(c)->message);
+	CHECK(fg_client_s3_session_token(c, token, sizeof(token)) == 0 &&
+	      strcmp(token, fg_client_sequencer(c)) == 0,
+	      "the session token is not the sequencer");
+	/* an earlier token is replaced, the caller's other lines are kept */
+	l = curl_slist_append(l, "X-Amz-Security-Token: fg1.old");
+	l = curl_slist_append(l, "Content-Type: text/plain");
+	st = s3_fenced_put(c, k, "put under the lock, through S3 mode", NULL,
+			   &l, &answer);
+	CHECK(st == 200, "PutObject with the session token: %ld %s", st,
+	      answer);
+	snprintf(line, sizeof(line), "x-amz-security-token: %s", token);
+	CHECK(count_lines(l, "x-amz-security-token: ", &total) == 1 &&
+	      count_lines(l, line, &total) == 1 &&
+	      count_lines(l, "X-Amz-Security-Token", &total) == 0 &&
+	      count_lines(l, "Content-Type: text/plain", &total) == 1 &&
+	      count_lines(l, "x-amz-content-sha256: UNSIGNED-PAYLOAD",
+			  &total) == 1 && total == 3,
+	      "the prepared list has %d lines", total);
+	got = s3_stored(k);
+	CHECK(got && strcmp(got, "put under the lock, through S3 mode") == 0,
+	      "the store holds '%s'", got ? got : "(nothing)");
+	free(got);
+	got = NULL;
+	/* the body's own hash, signed: the store checks it */
+	free(answer);
+	st = s3_fenced_put(c, k, body2, hash2, NULL, &answer);
+	CHECK(st == 200, "PutObject with the payload hash: %ld %s", st, answer);
+	got = s3_stored(k);
+	CHECK(got && strcmp(got, body2) == 0, "the store holds '%s'",
+	      got ? got : "(nothing)");
+	/* the caller's own payload hash line is kept */
+	free(answer);
+	curl_slist_free_all(l);
+	l = curl_slist_append(NULL, "X-Amz-Content-Sha256: "
+			      "0fc54d04dea71828deba71dd85426c025207c5264dd8bd16ce49eef13f9bdaab");
+	st = s3_fenced_put(c, k, body2, NULL, &l, &answer);
+	CHECK(st == 200 && count_lines(l, "X-Amz-Content-Sha256: 0fc5",
+				       &total) == 1 &&
+	      count_lines(l, "x-amz-content-sha256", &total) == 0 && total == 2,
+	      "PutObject with the caller's payload hash: %ld %s", st, answer);
+	/* lines libcurl would sign but not send so are refused, untouched */
+	free(answer);
+	curl_slist_free_all(l);
+	l = curl_slist_append(NULL, "Content-Type: text/plain");
+	l = curl_slist_append(l, "Expect:");
+	st = s3_fenced_put(c, k, "not sent", NULL, &l, &answer);
+	CHECK(st == FG_CLIENT_INVALID &&
+	      count_lines(l, "Expect:", &total) == 1 && total == 2,
+	      "a list with Expect: was prepared: %ld", st);
+	free(answer);
+	curl_slist_free_all(l);
+	l = curl_slist_append(NULL, "X-Empty;");
+	st = s3_fenced_put(c, k, "not sent", NULL, &l, &answer);
+	CHECK(st == FG_CLIENT_INVALID, "a list with X-Empty; was prepared: %ld",
+	      st);
+	/* a hash that is not the body's is refused by the store */
+	free(answer);
+	st = s3_fenced_put(c, k, "other bytes", hash2, NULL, &answer);
+	CHECK(st / 100 == 4, "a wrong payload hash: %ld", st);
+	/* the same PUT with no session token is not fenced: refused */
+	free(answer);
+	st = s3_raw("PUT", s3_gw, k, "no token", s3_key_id, s3_secret, NULL,
+		    NULL, &answer);
+	CHECK(st == 428 && strstr(answer, "<Code>FenceTokenRequired</Code>"),
+	      "PutObject without a session token: %ld", st);
+	free(got);
+	got = s3_stored(k);
+	CHECK(got && strcmp(got, body2) == 0, "the store holds '%s'",
+	      got ? got : "(nothing)");
+	CHECK(fg_client_release(c, 0) == 0, "release");
+	rc = 0;
+fail:
+	free(got);
+	free(answer);
+	curl_slist_free_all(l);
+	fg_client_destroy(c);
+	return rc;
+}
+
+static int test_s3_stale_session_token_is_refused(void)
+{
+	struct fg_client *a = client_of(s3_gw), *b = client_of(s3_gw),
+		*d = client_of(s3_gw);
+	struct fg_client_acquire_opts wait = { .wait_ms = 10000 };
+	struct fg_client_acquire_opts brief = { .ttl_ms = 300 };
+	struct fg_client_s3 s3 = { .key_id = s3_key_id, .secret = s3_secret,
+				   .region = s3_region };
+	struct curl_slist *l = NULL;
+	CURL *h = curl_easy_init();
+	char k[128], lock[256], k2[128], lock2[256];
+	char old[FG_CLIENT_S3_SESSION_TOKEN_MAX], t[FG_CLIENT_S3_SESSION_TOKEN_MAX];
+	char *got = NULL, *answer = NULL;
+	int rc = -1, e, total;
+	long st;
+
+	unique_key(k, sizeof(k), lock, sizeof(lock));
+	unique_key(k2, sizeof(k2), lock2, sizeof(lock2));
+	unsetenv("AWS_SESSION_TOKEN");
+	CHECK(a && b && d && h, "no client");
+	CHECK(fg_client_acquire(a, lock, NULL) == 0, "a's acquire: %s",
+	      fg_client_last_error(a)->message);
+	CHECK(fg_client_s3_session_token(a, old, sizeof(old)) == 0, "token");
+	st = s3_fenced_put(a, k, "from a", NULL, NULL, &answer);
+	CHECK(st == 200, "a's PutObject: %ld %s", st, answer);
+	CHECK(fg_client_release(a, 0) == 0, "a's release");
+	/* released: nothing to prepare from */
+	e = fg_client_s3_prepare(a, h, &l, &s3);
+	CHECK(e == FG_CLIENT_INVALID && l == NULL,
+	      "prepared after the release: %d", e);
+	CHECK(fg_client_acquire(b, lock, &wait) == 0, "b's acquire: %s",
+	      fg_client_last_error(b)->message);
+	free(answer);
+	st = s3_fenced_put(b, k, "from b", NULL, NULL, &answer);
+	CHECK(st == 200, "b's PutObject: %ld %s", st, answer);
+	/* a's token sent anyway, signed as a real client would */
+	free(answer);
+	st = s3_raw("PUT", s3_gw, k, "late a", s3_key_id, s3_secret, old,
+		    NULL, &answer);
+	CHECK(st == 409 && strstr(answer, "<Code>FenceStaleToken</Code>"),
+	      "a's stale PutObject: %ld %s", st, answer);
+	got = s3_stored(k);
+	CHECK(got && strcmp(got, "from b") == 0, "the store holds '%s'",
+	      got ? got : "(nothing)");
+	CHECK(fg_client_release(b, 0) == 0, "b's release");
+	/* a lease whose end has passed (no tick ran) is lost: refused */
+	CHECK(fg_client_acquire(d, lock2, &brief) == 0, "d's acquire");
+	sleep_ms(700);
+	l = curl_slist_append(NULL, "Content-Type: text/plain");
+	e = fg_client_s3_prepare(d, h, &l, &s3);
+	CHECK(e == FG_CLIENT_LEASE_LOST && fg_client_lease_lost(d),
+	      "prepared from a lease past its end: %d", e);
+	CHECK(count_lines(l, "Content-Type", &total) == 1 && total == 1,
+	      "the list was changed");
+	CHECK(fg_client_s3_session_token(d, t, sizeof(t)) ==
+	      FG_CLIENT_LEASE_LOST && t[0] == '\0', "a token of a lost lease");
+	st = s3_fenced_put(d, k2, "late d", NULL, NULL, NULL);
+	CHECK(st == FG_CLIENT_LEASE_LOST, "d's PutObject: %ld", st);
+	CHECK(fg_client_release(d, 0) == FG_CLIENT_LEASE_LOST, "d's release");
+	rc = 0;
+fail:
+	free(got);
+	free(answer);
+	curl_slist_free_all(l);
+	curl_easy_cleanup(h);
+	fg_client_destroy(a);
+	fg_client_destroy(b);
+	fg_client_destroy(d);
+	return rc;
+}
+
+/* Runs `fencectl lock LOCK --s3` on the S3 gateway with AWS_SESSION_TOKEN
+ * `before` (NULL: unset) around a command that prints FENCE_SEQUENCER and
+ * AWS_SESSION_TOKEN; 0 with both in seq/tok. */
+static int fencectl_s3(const char *lock, const char *before, char *seq,
+		       size_t seq_cap, char *tok, size_t tok_cap)
+{
+	char cmd[1024], out[2 * FG_CLIENT_S3_SESSION_TOKEN_MAX];
+	size_t n = 0;
+	FILE *p;
+
+	if (before)
+		setenv("AWS_SESSION_TOKEN", before, 1);
+	else
+		unsetenv("AWS_SESSION_TOKEN");
+	snprintf(cmd, sizeof(cmd),
+		 "'%s' lock '%s' --s3 --gateway '%s' -- sh -c "
+		 "'printf \"%%s\\n%%s\" \"$FENCE_SEQUENCER\" "
+		 "\"$AWS_SESSION_TOKEN\"'", fencectl, lock, s3_gw);
+	p = popen(cmd, "r");
+	if (!p)
+		return -1;
+	while (n < sizeof(out) - 1) {
+		size_t r = fread(out + n, 1, sizeof(out) - 1 - n, p);
+		if (r == 0)
+			break;
+		n += r;
+	}
+	out[n] = '\0';
+	if (pclose(p) != 0)
+		return -1;
+	char *nl = strchr(out, '\n');
+	if (!nl)
+		return -1;
+	*nl = '\0';
+	size_t ns = strlen(out), nt = strlen(nl + 1);
+	if (ns >= seq_cap || nt >= tok_cap)
+		return -1;
+	memcpy(seq, out, ns + 1);
+	memcpy(tok, nl + 1, nt + 1);
+	return 0;
+}
+
+static int test_s3_session_token_matches_fencectl(void)
+{
+	static const char *befores[] = { NULL, "", "an-aws-session-token",
+					 "fg1.YQ.x.1.bWFj",
+					 "fg1.YQ.x.1.bWFj,fg1.Yg.y.2.bWFj" };
+	static char seq[FG_CLIENT_S3_SESSION_TOKEN_MAX],
+		tok[FG_CLIENT_S3_SESSION_TOKEN_MAX],
+		mine[FG_CLIENT_S3_SESSION_TOKEN_MAX],
+		want[2 * FG_CLIENT_S3_SESSION_TOKEN_MAX];
+	struct fg_client *c = client_of(s3_gw);
+	char k[128], lock[256], *big = NULL;
+	int rc = -1;
+
+	CHECK(c, "no client");
+	for (size_t i = 0; i < sizeof(befores) / sizeof(befores[0]); i++) {
+		const char *before = befores[i];
+		unique_key(k, sizeof(k), lock, sizeof(lock));
+		CHECK(fencectl_s3(lock, before, seq, sizeof(seq), tok,
+				  sizeof(tok)) == 0 &&
+		      strncmp(seq, "fg1.", 4) == 0,
+		      "fencectl lock --s3 (before '%s') failed",
+		      before ? before : "(unset)");
+		CHECK(fg_client_s3_session_token_join(before, seq, mine,
+						      sizeof(mine)) == 0 &&
+		      strcmp(mine, tok) == 0,
+		      "before '%s': the join differs from fencectl's",
+		      before ? before : "(unset)");
+		/* the library's own lease, in the same environment */
+		unique_key(k, sizeof(k), lock, sizeof(lock));
+		CHECK(fg_client_acquire(c, lock, NULL) == 0, "acquire");
+		CHECK(fg_client_s3_session_token(c, mine, sizeof(mine)) == 0,
+		      "token");
+		if (before && strncmp(before, "fg1.", 4) == 0)
+			snprintf(want, sizeof(want), "%s,%s", before,
+				 fg_client_sequencer(c));
+		else
+			snprintf(want, sizeof(want), "%s",
+				 fg_client_sequencer(c));
+		CHECK(strcmp(mine, want) == 0,
+		      "before '%s': the lease's token is not fencectl's rule",
+		      before ? before : "(unset)");
+		CHECK(fg_client_release(c, 0) == 0, "release");
+	}
+	unsetenv("AWS_SESSION_TOKEN");
+	/* as fencectl bounds it: at most 8191 bytes, and never cut */
+	CHECK((big = malloc(FG_CLIENT_S3_SESSION_TOKEN_MAX + 1)), "no memory");
+	memset(big, 'a', FG_CLIENT_S3_SESSION_TOKEN_MAX);
+	memcpy(big, "fg1.", 4);
+	big[FG_CLIENT_S3_SESSION_TOKEN_MAX - 7] = '\0';	/* 8185 bytes */
+	CHECK(fg_client_s3_session_token_join(big, "fg1.b", mine,
+					      sizeof(mine)) == 0 &&
+	      strlen(mine) == FG_CLIENT_S3_SESSION_TOKEN_MAX - 1,
+	      "an 8191-byte token was refused");
+	big[FG_CLIENT_S3_SESSION_TOKEN_MAX - 7] = 'a';	/* 8186 bytes */
+	big[FG_CLIENT_S3_SESSION_TOKEN_MAX - 6] = '\0';
+	CHECK(fg_client_s3_session_token_join(big, "fg1.b", mine,
+					      sizeof(mine)) ==
+	      FG_CLIENT_INVALID && mine[0] == '\0',
+	      "an 8192-byte token was made");
+	CHECK(fg_client_s3_session_token_join(NULL, "fg1.b", mine, 5) ==
+	      FG_CLIENT_INVALID, "a token longer than its buffer was made");
+	rc = 0;
+fail:
+	unsetenv("AWS_SESSION_TOKEN");
+	free(big);
+	fg_client_destroy(c);
+	return rc;
+}
+
 /* Last: an empty Redis loses every lock. */
 static int test_redis_restarted_empty_is_a_loss(void)
 {
@@ -835,6 +1250,12 @@ int main(void)
 		  test_unreachable_gateways_bound_a_wait },
 		{ "reentry_and_a_cancelled_wait",
 		  test_reentry_and_a_cancelled_wait },
+		{ "s3_put_with_the_session_token_is_stored",
+		  test_s3_put_with_the_session_token_is_stored },
+		{ "s3_stale_session_token_is_refused",
+		  test_s3_stale_session_token_is_refused },
+		{ "s3_session_token_matches_fencectl",
+		  test_s3_session_token_matches_fencectl },
 		{ "redis_restarted_empty_is_a_loss",
 		  test_redis_restarted_empty_is_a_loss },
 	};
@@ -852,6 +1273,15 @@ int main(void)
 	client_cert = need("FG_TEST_CLIENT_CERT", &missing);
 	client_key = need("FG_TEST_CLIENT_KEY", &missing);
 	control = need("FG_TEST_CONTROL", &missing);
+	s3_gw = need("FG_TEST_S3_GATEWAY", &missing);
+	s3_key_id = need("FG_TEST_S3_KEY_ID", &missing);
+	s3_secret = need("FG_TEST_S3_SECRET", &missing);
+	s3_region = need("FG_TEST_S3_REGION", &missing);
+	s3_bucket = need("FG_TEST_S3_BUCKET", &missing);
+	s3_store = need("FG_TEST_S3_STORE", &missing);
+	s3_store_key_id = need("FG_TEST_S3_STORE_KEY_ID", &missing);
+	s3_store_secret = need("FG_TEST_S3_STORE_SECRET", &missing);
+	fencectl = need("FG_TEST_FENCECTL", &missing);
 	if (missing)
 		return 1;
 	size_t n0 = strcspn(gateways, ",");
