@@ -264,7 +264,7 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lea
 	// from a renewal sent now
 	if time.Since(sent) > l.ttl/3 {
 		at := int(c.current.Load())
-		s, ttl, rerr := l.renewAt(ctx, at, nil)
+		s, ttl, rerr := l.renewAt(ctx, at, nil, 0)
 		if rerr != nil {
 			l.giveBackNow()
 			if ctx.Err() != nil {
@@ -430,8 +430,9 @@ func interval(ttl time.Duration) time.Duration {
 }
 
 // renewAt sends one renewal to gateway at; value, when not nil, is the
-// lock's new value. It gives the send time and the TTL answered.
-func (l *Lease) renewAt(ctx context.Context, at int, value *string) (time.Time, time.Duration, error) {
+// lock's new value; limit, when above 0, bounds it (a gateway's share of
+// the time left). It gives the send time and the TTL answered.
+func (l *Lease) renewAt(ctx context.Context, at int, value *string, limit time.Duration) (time.Time, time.Duration, error) {
 	l.mu.Lock()
 	ttl := l.ttl
 	l.mu.Unlock()
@@ -439,7 +440,7 @@ func (l *Lease) renewAt(ctx context.Context, at int, value *string) (time.Time, 
 	if value != nil {
 		body["value"] = *value
 	}
-	a, err := l.c.once(ctx, at, &call{method: "PATCH", path: lockPath(l.name), body: body})
+	a, err := l.c.once(ctx, at, &call{method: "PATCH", path: lockPath(l.name), body: body, limit: limit})
 	if err != nil {
 		return time.Time{}, 0, err
 	}
@@ -533,9 +534,11 @@ func (l *Lease) step() {
 	l.mu.Unlock()
 
 	at := int(c.current.Load())
-	// an answer after the lease's end is of no use
+	// an answer after the lease's end is of no use; and each gateway gets
+	// only its share of the time left, so that one that never answers
+	// leaves the others time to renew
 	rctx, cancel := context.WithDeadline(l.renewCtx, deadline)
-	s, newTTL, err := l.renewAt(rctx, at, nil)
+	s, newTTL, err := l.renewAt(rctx, at, nil, c.share(deadline))
 	cancel()
 	if l.renewCtx.Err() != nil {
 		return
@@ -668,7 +671,7 @@ func (l *Lease) Proclaim(ctx context.Context, value string) error {
 		at := int(l.c.current.Load())
 		var s time.Time
 		var ttl time.Duration
-		s, ttl, err = l.renewAt(ctx, at, &value)
+		s, ttl, err = l.renewAt(ctx, at, &value, 0)
 		if err == nil {
 			l.extend(s, ttl)
 			return nil
