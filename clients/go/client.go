@@ -231,12 +231,17 @@ func (c *Client) do(ctx context.Context, k *call) (*answer, error) {
 	for i := 0; i < n; i++ {
 		at := (start + i) % n
 		a, err = c.once(ctx, at, k)
+		// an answer is returned even when ctx ended as it came: a grant
+		// thrown away here would hold its lock, unknown, for its TTL
+		if !transient(err) && (a != nil || err == nil) {
+			c.current.CompareAndSwap(int32(start), int32(at))
+			return a, err
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		if !transient(err) {
-			c.current.CompareAndSwap(int32(start), int32(at))
-			return a, err
+			return nil, err
 		}
 	}
 	return a, err

@@ -5,8 +5,12 @@
 package fencegate
 
 import (
+	"bytes"
 	"context"
+	"errors"
+	"io"
 	"net"
+	"net/http"
 	"sync"
 	"testing"
 	"time"
@@ -74,5 +78,76 @@ func TestUnitHungGatewayKeepsLease(t *testing.T) {
 	}
 	if good.count("PATCH") < 2 {
 		t.Fatalf("the healthy gateway got %d renewals", good.count("PATCH"))
+	}
+}
+
+// hookTransport carries the calls over the real transport and lets the
+// test act on each answer after it arrived in full.
+type hookTransport struct {
+	mu    sync.Mutex
+	after func(r *http.Request, resp *http.Response)
+	seen  []*http.Request
+}
+
+func (h *hookTransport) RoundTrip(r *http.Request) (*http.Response, error) {
+	h.mu.Lock()
+	h.seen = append(h.seen, r)
+	after := h.after
+	h.mu.Unlock()
+	resp, err := http.DefaultTransport.RoundTrip(r)
+	if err != nil {
+		return nil, err
+	}
+	b, err := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if err != nil {
+		return nil, err
+	}
+	resp.Body = io.NopCloser(bytes.NewReader(b))
+	if after != nil {
+		after(r, resp)
+	}
+	return resp, nil
+}
+
+func (h *hookTransport) requests(method string) []*http.Request {
+	h.mu.Lock()
+	defer h.mu.Unlock()
+	var out []*http.Request
+	for _, r := range h.seen {
+		if r.Method == method {
+			out = append(out, r)
+		}
+	}
+	return out
+}
+
+// A grant whose answer arrived as the caller's context was cancelled is
+// not thrown away: Lock gives it back (with its lease) and returns the
+// cancellation. The cancel comes after the whole answer is read, so the
+// order is fixed, not raced.
+func TestUnitGrantAnsweredAsCancelledIsGivenBack(t *testing.T) {
+	f := newFake(t, 30000)
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+	h := &hookTransport{after: func(r *http.Request, resp *http.Response) {
+		if r.Method == "POST" && resp.StatusCode == 200 {
+			cancel()
+		}
+	}}
+	c, err := New(Config{Gateways: []string{f.srv.URL}, Transport: h})
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := c.Lock(ctx, "a", nil)
+	if l != nil || !errors.Is(err, context.Canceled) {
+		t.Fatalf("Lock with a cancelled context: %v, %v", l, err)
+	}
+	dels := h.requests("DELETE")
+	if len(dels) != 1 || f.count("DELETE") != 1 {
+		t.Fatalf("the grant was given back %d times (gateway saw %d), want once", len(dels), f.count("DELETE"))
+	}
+	if got := dels[0].Header.Get("Fence-Lease"); got != "LLLLLLLLLLLLLLLLLLLLLL" {
+		t.Fatalf("the give-back carried another lease (%d chars)", len(got))
 	}
 }
