@@ -11,6 +11,8 @@ import (
 	"io"
 	"net"
 	"net/http"
+	"net/http/httptest"
+	"strings"
 	"sync"
 	"testing"
 	"time"
@@ -150,4 +152,78 @@ func TestUnitGrantAnsweredAsCancelledIsGivenBack(t *testing.T) {
 	if got := dels[0].Header.Get("Fence-Lease"); got != "LLLLLLLLLLLLLLLLLLLLLL" {
 		t.Fatalf("the give-back carried another lease (%d chars)", len(got))
 	}
+}
+
+// A success answer to an acquire that carries a lease but is not a whole
+// grant is given back with that lease before the error is returned.
+func TestUnitMalformedGrantIsGivenBack(t *testing.T) {
+	for _, tc := range []struct{ what, body string }{
+		{"no sequencer", `{"name":"a","lease":"LLLLLLLLLLLLLLLLLLLLLL","token":7,"mode":"exclusive","ttl_ms":30000,"holds":1}`},
+		{"no ttl", `{"name":"a","lease":"LLLLLLLLLLLLLLLLLLLLLL","token":7,"mode":"exclusive","sequencer":"fg1.seq","holds":1}`},
+		{"token not a number", `{"name":"a","lease":"LLLLLLLLLLLLLLLLLLLLLL","token":"x","mode":"exclusive","ttl_ms":30000,"sequencer":"fg1.seq","holds":1}`},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			var mu sync.Mutex
+			var released []string
+			srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+				switch r.Method {
+				case "POST":
+					w.Header().Set("Content-Type", "application/json")
+					_, _ = io.WriteString(w, tc.body)
+				case "DELETE":
+					mu.Lock()
+					released = append(released, r.Header.Get("Fence-Lease"))
+					mu.Unlock()
+					w.WriteHeader(204)
+				default:
+					w.WriteHeader(500)
+				}
+			}))
+			defer srv.Close()
+			c := fakeClient(t, srv.URL)
+			l, err := c.Lock(context.Background(), "a", nil)
+			if l != nil || err == nil {
+				t.Fatalf("a malformed grant was taken: %v", err)
+			}
+			if strings.Contains(err.Error(), "LLLLLLLL") {
+				t.Fatal("the error shows the lease")
+			}
+			mu.Lock()
+			defer mu.Unlock()
+			if len(released) != 1 || released[0] != "LLLLLLLLLLLLLLLLLLLLLL" {
+				t.Fatalf("releases with the lease: %d", len(released))
+			}
+		})
+	}
+}
+
+// A success answer without any lease has nothing to give back.
+func TestUnitGrantWithoutLeaseNotReleased(t *testing.T) {
+	var deletes atomicCount
+	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.Method == "DELETE" {
+			deletes.add()
+		}
+		_, _ = io.WriteString(w, `{"name":"a","token":7}`)
+	}))
+	defer srv.Close()
+	c := fakeClient(t, srv.URL)
+	if _, err := c.Lock(context.Background(), "a", nil); err == nil {
+		t.Fatal("a grant without a lease was taken")
+	}
+	if deletes.get() != 0 {
+		t.Fatal("a release was sent without a lease")
+	}
+}
+
+type atomicCount struct {
+	mu sync.Mutex
+	n  int
+}
+
+func (a *atomicCount) add() { a.mu.Lock(); a.n++; a.mu.Unlock() }
+func (a *atomicCount) get() int {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.n
 }

@@ -205,6 +205,7 @@ func (c *Client) acquire(ctx context.Context, name string, o *LockOptions) (*gra
 		if err == nil {
 			var g grant
 			if json.Unmarshal(a.body, &g) != nil || g.Lease == "" || g.Sequencer == "" || g.TTLms <= 0 {
+				c.giveBackMalformed(name, a.body, o.ReleaseTimeout)
 				return nil, time.Time{}, fmt.Errorf("fencegate: the answer to acquire lock %q is not a grant", name)
 			}
 			return &g, a.sent, nil
@@ -240,6 +241,22 @@ func (c *Client) acquire(ctx context.Context, name string, o *LockOptions) (*gra
 			return nil, time.Time{}, ctx.Err()
 		}
 	}
+}
+
+// giveBackMalformed releases what a success answer to an acquire that is
+// not a grant holds, when it carries a lease at all: the lock may be
+// granted to it, and nobody else could give it back before its TTL. The
+// release's own result changes nothing: the acquire failed either way.
+func (c *Client) giveBackMalformed(name string, body []byte, timeout time.Duration) {
+	var l struct {
+		Lease string `json:"lease"`
+	}
+	if json.Unmarshal(body, &l) != nil || l.Lease == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, _ = c.do(ctx, &call{method: "DELETE", path: lockPath(name), lease: l.Lease})
 }
 
 // Lock takes lock name, waiting as opts says, and returns the lease, which
