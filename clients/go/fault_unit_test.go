@@ -227,3 +227,74 @@ func (a *atomicCount) get() int {
 	defer a.mu.Unlock()
 	return a.n
 }
+
+// A late grant's confirmation goes to the next gateway when the first
+// fails, as a renewal does.
+func TestUnitLateGrantConfirmedOnTheNextGateway(t *testing.T) {
+	f := newFake(t, 1500)
+	f.delay = 700 * time.Millisecond
+	f.renew = func(int) int { return 503 }
+	g := newFake(t, 1500)
+	c := fakeClient(t, f.srv.URL, g.srv.URL)
+	l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 1500 * time.Millisecond, Wait: 2 * time.Second})
+	if err != nil {
+		t.Fatalf("a grant confirmable on the second gateway was refused: %v", err)
+	}
+	defer l.Release(context.Background())
+	if f.count("PATCH") != 1 || g.count("PATCH") != 1 {
+		t.Fatalf("confirmations: %d, %d; want one on each", f.count("PATCH"), g.count("PATCH"))
+	}
+	if time.Until(l.Deadline()) < time.Second {
+		t.Fatal("the end was not moved by the confirmation")
+	}
+}
+
+// A late grant that no gateway confirms within its time is given back and
+// the error is ErrUnavailable; one a gateway refuses is given back and
+// the error is ErrNotAcquired (not ErrLeaseLost: no lease was handed out).
+func TestUnitLateGrantNotConfirmed(t *testing.T) {
+	for _, tc := range []struct {
+		what   string
+		status int
+		want   error
+	}{
+		{"no gateway answers", 503, ErrUnavailable},
+		{"the grant is gone", 410, ErrNotAcquired},
+		{"the grant is another's", 409, ErrNotAcquired},
+	} {
+		t.Run(tc.what, func(t *testing.T) {
+			f := newFake(t, 900)
+			f.delay = 400 * time.Millisecond
+			f.renew = func(int) int { return tc.status }
+			g := newFake(t, 900)
+			g.renew = func(int) int { return tc.status }
+			c := fakeClient(t, f.srv.URL, g.srv.URL)
+			t0 := time.Now()
+			l, err := c.Lock(context.Background(), "a", &LockOptions{TTL: 900 * time.Millisecond, Wait: 2 * time.Second})
+			if l != nil || !errors.Is(err, tc.want) {
+				t.Fatalf("got %v, %v; want %v", l, err, tc.want)
+			}
+			if tc.want == ErrNotAcquired && errors.Is(err, ErrLeaseLost) {
+				t.Fatalf("a refused confirmation matches ErrLeaseLost: %v", err)
+			}
+			var nc *GrantNotConfirmedError
+			if !errors.As(err, &nc) || nc.Name != "a" {
+				t.Fatalf("not a *GrantNotConfirmedError: %v", err)
+			}
+			asked := f.count("PATCH") + g.count("PATCH")
+			if tc.status == 503 && (f.count("PATCH") < 1 || g.count("PATCH") < 1) {
+				t.Fatalf("confirmations %d, %d: every gateway must be asked", f.count("PATCH"), g.count("PATCH"))
+			}
+			if tc.status != 503 && asked != 1 {
+				t.Fatalf("%d confirmations after a refusal, want 1", asked)
+			}
+			if f.count("DELETE")+g.count("DELETE") != 1 {
+				t.Fatalf("given back %d times, want once", f.count("DELETE")+g.count("DELETE"))
+			}
+			// bounded: a TTL after the answer, and the release
+			if d := time.Since(t0); d > 5*time.Second {
+				t.Fatalf("the confirmation took %v", d)
+			}
+		})
+	}
+}

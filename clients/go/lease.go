@@ -279,17 +279,14 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lea
 	// a grant that waited in the queue was made some time after its
 	// request was sent (maybe more than a TTL after): its end is known only
 	// from a renewal sent now
-	if time.Since(sent) > l.ttl/3 {
-		at := int(c.current.Load())
-		s, ttl, rerr := l.renewAt(ctx, at, nil, 0)
-		if rerr != nil {
+	if answered := time.Now(); answered.Sub(sent) > l.ttl/3 {
+		if rerr := l.confirm(ctx, answered); rerr != nil {
 			l.giveBackNow()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, fmt.Errorf("fencegate: the grant of lock %q could not be confirmed: %w", name, rerr)
+			return nil, rerr
 		}
-		l.extend(s, ttl)
 	}
 	if ctx.Err() != nil {
 		l.giveBackNow()
@@ -305,6 +302,58 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lea
 	}
 	l.startRenewer()
 	return l, nil
+}
+
+// confirm renews a grant made an unknown time after its acquire was sent,
+// as the renewer would: each gateway in turn, each its share of the time
+// left, rounds apart by the back-off, until one answers, a refusal says
+// the grant is gone, or the grant cannot hold any more (a TTL after its
+// answer came, the latest it may end). A failure is a
+// *GrantNotConfirmedError; the caller gives the grant back.
+func (l *Lease) confirm(ctx context.Context, answered time.Time) error {
+	c := l.c
+	n := len(c.gateways)
+	l.mu.Lock()
+	ttl := l.ttl
+	l.mu.Unlock()
+	end := answered.Add(ttl)
+	cctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	var backoff time.Duration
+	var err error
+	for tries := 1; ; tries++ {
+		at := int(c.current.Load())
+		var s time.Time
+		var newTTL time.Duration
+		s, newTTL, err = l.renewAt(cctx, at, nil, c.share(end))
+		if err == nil {
+			l.extend(s, newTTL)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if definite(err) {
+			return &GrantNotConfirmedError{Name: l.name, Cause: err, gone: true}
+		}
+		if cctx.Err() != nil || !transient(err) {
+			break
+		}
+		c.moveOn(at)
+		if tries%n == 0 {
+			backoff = nextBackoff(backoff)
+			if i := interval(ttl); backoff > i {
+				backoff = i
+			}
+			if !time.Now().Add(backoff).Before(end) || !sleep(cctx, backoff) {
+				break
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return &GrantNotConfirmedError{Name: l.name, Cause: err}
 }
 
 // giveBackNow releases with a fresh context bounded by ReleaseTimeout, for
