@@ -132,6 +132,7 @@ type call struct {
 	lease  string // Fence-Lease
 	brk    string // Fence-Break
 	wait   time.Duration
+	limit  time.Duration // when above 0, bounds the call below the timeout
 }
 
 // once sends c to gateway at. A non-2xx answer is an *APIError together
@@ -145,7 +146,13 @@ func (c *Client) once(parent context.Context, at int, k *call) (*answer, error) 
 		}
 		body = bytes.NewReader(b)
 	}
-	ctx, cancel := context.WithTimeout(parent, c.timeout+k.wait)
+	bound := c.timeout + k.wait
+	if k.limit > 0 && k.limit < bound {
+		bound = k.limit
+	}
+	// the bound is this call's own, so running out of it is no answer
+	// from this gateway (the next one may answer), not the caller's end
+	ctx, cancel := context.WithTimeout(parent, bound)
 	defer cancel()
 	req, err := http.NewRequestWithContext(ctx, k.method, c.gateways[at]+k.path, body)
 	if err != nil {
@@ -224,12 +231,17 @@ func (c *Client) do(ctx context.Context, k *call) (*answer, error) {
 	for i := 0; i < n; i++ {
 		at := (start + i) % n
 		a, err = c.once(ctx, at, k)
+		// an answer is returned even when ctx ended as it came: a grant
+		// thrown away here would hold its lock, unknown, for its TTL
+		if !transient(err) && (a != nil || err == nil) {
+			c.current.CompareAndSwap(int32(start), int32(at))
+			return a, err
+		}
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
 		}
 		if !transient(err) {
-			c.current.CompareAndSwap(int32(start), int32(at))
-			return a, err
+			return nil, err
 		}
 	}
 	return a, err
@@ -257,6 +269,24 @@ func lockPath(name string) string {
 		}
 	}
 	return b.String()
+}
+
+// minShare is the least time one attempt gets when a wait is shared out
+// among the gateways: less is too short for any answer.
+const minShare = 100 * time.Millisecond
+
+// share is the time one attempt may take when what is left until end is to
+// be shared among every gateway: a gateway that never answers must leave
+// the others time to be asked.
+func (c *Client) share(end time.Time) time.Duration {
+	d := time.Until(end) / time.Duration(len(c.gateways))
+	if d > c.timeout {
+		d = c.timeout
+	}
+	if d < minShare {
+		d = minShare
+	}
+	return d
 }
 
 func ms(d time.Duration) int64 { return int64(d / time.Millisecond) }

@@ -147,6 +147,42 @@ func (e *UnavailableError) Unwrap() error { return e.Err }
 // Is matches ErrUnavailable.
 func (e *UnavailableError) Is(target error) bool { return target == ErrUnavailable }
 
+// GrantNotConfirmedError is a grant that came late (it waited in the
+// queue) and whose renewal, which tells when it ends, failed on every
+// gateway; the grant was given back. It is ErrNotAcquired when a gateway
+// said the grant no longer holds (400, 403, 409, 410), else ErrUnavailable.
+type GrantNotConfirmedError struct {
+	// Name is the lock's name.
+	Name string
+	// Cause is the last renewal's error.
+	Cause error
+	gone  bool
+}
+
+// Error names the lock and the cause.
+func (e *GrantNotConfirmedError) Error() string {
+	return fmt.Sprintf("fencegate: the grant of lock %q could not be confirmed: %v", e.Name, e.Cause)
+}
+
+// Is matches ErrNotAcquired (the grant is gone) or ErrUnavailable (no
+// gateway answered in time).
+func (e *GrantNotConfirmedError) Is(target error) bool {
+	if e.gone {
+		return target == ErrNotAcquired
+	}
+	return target == ErrUnavailable
+}
+
+// Unwrap gives the cause when no gateway answered; a refusal is not
+// unwrapped, as its code (lease_expired) would match ErrLeaseLost for a
+// lease never handed out.
+func (e *GrantNotConfirmedError) Unwrap() error {
+	if e.gone {
+		return nil
+	}
+	return e.Cause
+}
+
 // LossReason says why a lease stopped holding its lock.
 type LossReason string
 

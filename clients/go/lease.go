@@ -205,6 +205,7 @@ func (c *Client) acquire(ctx context.Context, name string, o *LockOptions) (*gra
 		if err == nil {
 			var g grant
 			if json.Unmarshal(a.body, &g) != nil || g.Lease == "" || g.Sequencer == "" || g.TTLms <= 0 {
+				c.giveBackMalformed(name, a.body, o.ReleaseTimeout)
 				return nil, time.Time{}, fmt.Errorf("fencegate: the answer to acquire lock %q is not a grant", name)
 			}
 			return &g, a.sent, nil
@@ -242,6 +243,22 @@ func (c *Client) acquire(ctx context.Context, name string, o *LockOptions) (*gra
 	}
 }
 
+// giveBackMalformed releases what a success answer to an acquire that is
+// not a grant holds, when it carries a lease at all: the lock may be
+// granted to it, and nobody else could give it back before its TTL. The
+// release's own result changes nothing: the acquire failed either way.
+func (c *Client) giveBackMalformed(name string, body []byte, timeout time.Duration) {
+	var l struct {
+		Lease string `json:"lease"`
+	}
+	if json.Unmarshal(body, &l) != nil || l.Lease == "" {
+		return
+	}
+	ctx, cancel := context.WithTimeout(context.Background(), timeout)
+	defer cancel()
+	_, _ = c.do(ctx, &call{method: "DELETE", path: lockPath(name), lease: l.Lease})
+}
+
 // Lock takes lock name, waiting as opts says, and returns the lease, which
 // is renewed in the background until it is released or lost. ctx bounds
 // the acquire only; the lease's own Context ends with the hold. When the
@@ -262,17 +279,14 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lea
 	// a grant that waited in the queue was made some time after its
 	// request was sent (maybe more than a TTL after): its end is known only
 	// from a renewal sent now
-	if time.Since(sent) > l.ttl/3 {
-		at := int(c.current.Load())
-		s, ttl, rerr := l.renewAt(ctx, at, nil)
-		if rerr != nil {
+	if answered := time.Now(); answered.Sub(sent) > l.ttl/3 {
+		if rerr := l.confirm(ctx, answered); rerr != nil {
 			l.giveBackNow()
 			if ctx.Err() != nil {
 				return nil, ctx.Err()
 			}
-			return nil, fmt.Errorf("fencegate: the grant of lock %q could not be confirmed: %w", name, rerr)
+			return nil, rerr
 		}
-		l.extend(s, ttl)
 	}
 	if ctx.Err() != nil {
 		l.giveBackNow()
@@ -288,6 +302,58 @@ func (c *Client) Lock(ctx context.Context, name string, opts *LockOptions) (*Lea
 	}
 	l.startRenewer()
 	return l, nil
+}
+
+// confirm renews a grant made an unknown time after its acquire was sent,
+// as the renewer would: each gateway in turn, each its share of the time
+// left, rounds apart by the back-off, until one answers, a refusal says
+// the grant is gone, or the grant cannot hold any more (a TTL after its
+// answer came, the latest it may end). A failure is a
+// *GrantNotConfirmedError; the caller gives the grant back.
+func (l *Lease) confirm(ctx context.Context, answered time.Time) error {
+	c := l.c
+	n := len(c.gateways)
+	l.mu.Lock()
+	ttl := l.ttl
+	l.mu.Unlock()
+	end := answered.Add(ttl)
+	cctx, cancel := context.WithDeadline(ctx, end)
+	defer cancel()
+	var backoff time.Duration
+	var err error
+	for tries := 1; ; tries++ {
+		at := int(c.current.Load())
+		var s time.Time
+		var newTTL time.Duration
+		s, newTTL, err = l.renewAt(cctx, at, nil, c.share(end))
+		if err == nil {
+			l.extend(s, newTTL)
+			return nil
+		}
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
+		if definite(err) {
+			return &GrantNotConfirmedError{Name: l.name, Cause: err, gone: true}
+		}
+		if cctx.Err() != nil || !transient(err) {
+			break
+		}
+		c.moveOn(at)
+		if tries%n == 0 {
+			backoff = nextBackoff(backoff)
+			if i := interval(ttl); backoff > i {
+				backoff = i
+			}
+			if !time.Now().Add(backoff).Before(end) || !sleep(cctx, backoff) {
+				break
+			}
+		}
+	}
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	return &GrantNotConfirmedError{Name: l.name, Cause: err}
 }
 
 // giveBackNow releases with a fresh context bounded by ReleaseTimeout, for
@@ -430,8 +496,9 @@ func interval(ttl time.Duration) time.Duration {
 }
 
 // renewAt sends one renewal to gateway at; value, when not nil, is the
-// lock's new value. It gives the send time and the TTL answered.
-func (l *Lease) renewAt(ctx context.Context, at int, value *string) (time.Time, time.Duration, error) {
+// lock's new value; limit, when above 0, bounds it (a gateway's share of
+// the time left). It gives the send time and the TTL answered.
+func (l *Lease) renewAt(ctx context.Context, at int, value *string, limit time.Duration) (time.Time, time.Duration, error) {
 	l.mu.Lock()
 	ttl := l.ttl
 	l.mu.Unlock()
@@ -439,7 +506,7 @@ func (l *Lease) renewAt(ctx context.Context, at int, value *string) (time.Time, 
 	if value != nil {
 		body["value"] = *value
 	}
-	a, err := l.c.once(ctx, at, &call{method: "PATCH", path: lockPath(l.name), body: body})
+	a, err := l.c.once(ctx, at, &call{method: "PATCH", path: lockPath(l.name), body: body, limit: limit})
 	if err != nil {
 		return time.Time{}, 0, err
 	}
@@ -533,9 +600,11 @@ func (l *Lease) step() {
 	l.mu.Unlock()
 
 	at := int(c.current.Load())
-	// an answer after the lease's end is of no use
+	// an answer after the lease's end is of no use; and each gateway gets
+	// only its share of the time left, so that one that never answers
+	// leaves the others time to renew
 	rctx, cancel := context.WithDeadline(l.renewCtx, deadline)
-	s, newTTL, err := l.renewAt(rctx, at, nil)
+	s, newTTL, err := l.renewAt(rctx, at, nil, c.share(deadline))
 	cancel()
 	if l.renewCtx.Err() != nil {
 		return
@@ -668,7 +737,7 @@ func (l *Lease) Proclaim(ctx context.Context, value string) error {
 		at := int(l.c.current.Load())
 		var s time.Time
 		var ttl time.Duration
-		s, ttl, err = l.renewAt(ctx, at, &value)
+		s, ttl, err = l.renewAt(ctx, at, &value, 0)
 		if err == nil {
 			l.extend(s, ttl)
 			return nil

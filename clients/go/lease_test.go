@@ -438,3 +438,29 @@ func TestDeadGatewaySkipped(t *testing.T) {
 		t.Fatalf("with no gateway up: %v, want ErrUnavailable", err)
 	}
 }
+
+// A gateway in use that stops answering (it accepts connections, never
+// answers) does not cost the lease while the real gateway answers: each
+// renewal attempt gets only its share of the time left.
+func TestHungGatewayDoesNotLoseLease(t *testing.T) {
+	gw := gateways(t)
+	c := newClient(t, Config{Gateways: []string{hungGateway(t), gw[0]}})
+	name := uniqueName(t, "app/", ".txt")
+	ctx := testCtx(t, 60*time.Second)
+	c.current.Store(1) // the grant from the real gateway
+	l, err := c.Lock(ctx, name, &LockOptions{TTL: 3 * time.Second})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer l.Release(context.Background())
+	c.current.Store(0) // then the hung one is the gateway in use
+	select {
+	case <-l.Done():
+		t.Fatalf("lost while the real gateway answered: %v", l.Err())
+	case <-time.After(6 * time.Second): // two lease lengths
+	}
+	if err := l.Release(ctx); err != nil {
+		t.Fatalf("release: %v", err)
+	}
+	inspectFree(t, c, name)
+}
