@@ -524,7 +524,8 @@ static int install(struct fg_client *c, const char *path,
 	/* granted no earlier than the request was sent */
 	c->deadline = a->sent_ms + ttl;
 	c->next_renew = a->sent_ms + interval(ttl);
-	c->hold_end = o->max_hold_ms ? a->sent_ms + o->max_hold_ms : 0;
+	/* the hold counts from the grant, not from the wait in the queue */
+	c->hold_end = o->max_hold_ms ? a->done_ms + o->max_hold_ms : 0;
 	c->backoff = 0;
 	c->on_lost = o->on_lost;
 	c->on_lost_arg = o->on_lost_arg;

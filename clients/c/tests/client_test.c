@@ -411,6 +411,42 @@ fail:
 	return rc;
 }
 
+/* The max_hold counts from the grant: a wait in the queue takes none of
+ * it. */
+static int test_max_hold_counts_from_the_grant(void)
+{
+	struct fg_client *a = client_of(gateways), *b = client_of(gateways);
+	struct fg_client_acquire_opts oa = { .ttl_ms = 2000 };
+	struct fg_client_acquire_opts ob = { .ttl_ms = 10000, .wait_ms = 15000,
+					     .max_hold_ms = 1500 };
+	char name[128];
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(a && b, "no client");
+	/* a holds for 2 s (its lease runs out untouched), b waits for it */
+	CHECK(fg_client_acquire(a, name, &oa) == 0, "a's acquire");
+	uint64_t t0 = fg_client_now_ms();
+	CHECK(fg_client_acquire(b, name, &ob) == 0, "b's acquire: %s",
+	      fg_client_last_error(b)->message);
+	uint64_t granted = fg_client_now_ms();
+	CHECK(granted - t0 >= 1500, "b was granted after %llu ms, a's lease "
+	      "still ran", (unsigned long long)(granted - t0));
+	CHECK(!fg_client_lease_lost(b), "b's hold ended at its grant");
+	CHECK(fg_client_start_renewer(b) == 0, "renewer");
+	CHECK(wait_lost(b, 10000), "b's hold did not end");
+	uint64_t held = fg_client_now_ms() - granted;
+	CHECK(held >= 1300, "b's hold lasted %llu ms, not about 1500",
+	      (unsigned long long)held);
+	CHECK(fg_client_release(b, FG_CLIENT_RELEASE_IGNORE_LOST) == 0,
+	      "b's release");
+	rc = 0;
+fail:
+	fg_client_destroy(a);
+	fg_client_destroy(b);
+	return rc;
+}
+
 static int test_stamped_put_is_stored(void)
 {
 	struct fg_client *c = client_of(gateways);
@@ -825,6 +861,8 @@ int main(void)
 		{ "release_after_loss_reports_it",
 		  test_release_after_loss_reports_it },
 		{ "max_hold_ends_the_hold", test_max_hold_ends_the_hold },
+		{ "max_hold_counts_from_the_grant",
+		  test_max_hold_counts_from_the_grant },
 		{ "stamped_put_is_stored", test_stamped_put_is_stored },
 		{ "election", test_election },
 		{ "tls_key_and_client_cert", test_tls_key_and_client_cert },
