@@ -688,6 +688,150 @@ fail:
 	return rc;
 }
 
+/* A loop that stalls past its lease's end, no tick running, is told by
+ * fg_client_lease_lost() and refused by fg_client_check(). */
+static int test_a_stalled_loop_sees_its_lease_lost(void)
+{
+	struct fg_client *c = client_of(gateways);
+	struct fg_client_acquire_opts o = { .ttl_ms = 1000 };
+	char name[128];
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(c, "no client");
+	CHECK(fg_client_acquire(c, name, &o) == 0, "acquire");
+	uint64_t t0 = fg_client_now_ms();
+	CHECK(!fg_client_lease_lost(c) && fg_client_check(c) == 0,
+	      "lost at once");
+	/* no tick from here on */
+	CHECK(wait_lost(c, 5000), "lease_lost() is still false past the TTL");
+	CHECK(fg_client_now_ms() - t0 >= 900, "lost after %llu ms of a 1 s "
+	      "lease", (unsigned long long)(fg_client_now_ms() - t0));
+	CHECK(fg_client_check(c) == FG_CLIENT_LEASE_LOST, "check");
+	CHECK(fenced_put(c, gw0, name, "late", NULL) == FG_CLIENT_LEASE_LOST,
+	      "stamped past the lease's end");
+	CHECK(fg_client_release(c, 0) == FG_CLIENT_LEASE_LOST, "release");
+	CHECK(!fg_client_holding(c) && fg_client_check(c) == FG_CLIENT_INVALID,
+	      "held after the release");
+	rc = 0;
+fail:
+	fg_client_destroy(c);
+	return rc;
+}
+
+struct releaser {
+	struct fg_client *c;
+	pthread_mutex_t mu;
+	pthread_cond_t cv;
+	int deletes;		/* DELETE attempts made */
+	bool unsure;		/* one got a 5xx or no answer */
+	bool done;
+	int result;
+};
+
+static void on_delete(void *arg, const struct fg_client_attempt *a)
+{
+	struct releaser *r = arg;
+	if (strcmp(a->method, "DELETE") != 0)
+		return;
+	pthread_mutex_lock(&r->mu);
+	r->deletes++;
+	if (a->status == 0 || a->status >= 500)
+		r->unsure = true;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+}
+
+static void *release_thread(void *arg)
+{
+	struct releaser *r = arg;
+	int e = fg_client_release(r->c, 0);
+	pthread_mutex_lock(&r->mu);
+	r->result = e;
+	r->done = true;
+	pthread_cond_broadcast(&r->cv);
+	pthread_mutex_unlock(&r->mu);
+	return NULL;
+}
+
+/*
+ * A release during a Redis stall longer than both gateways' Redis timeout
+ * (2 s each) is asked again until the stall ends: the lock is free after it,
+ * not held to its TTL. Meanwhile the client's other calls do not wait for
+ * the release's network calls.
+ */
+static int test_release_outlasts_a_redis_stall(void)
+{
+	struct releaser r = { .mu = PTHREAD_MUTEX_INITIALIZER,
+			      .cv = PTHREAD_COND_INITIALIZER };
+	struct fg_client_opts co = { .gateways = gateways, .timeout_ms = 10000,
+				     .on_attempt = on_delete,
+				     .on_attempt_arg = &r };
+	struct fg_client_acquire_opts o = { .ttl_ms = 20000 };
+	struct fg_client *c = NULL, *peek = client_of(gateways);
+	struct fg_client_state s = { 0 };
+	bool started = false;
+	pthread_t thr;
+	char name[128];
+	int rc = -1;
+
+	unique(name, sizeof(name), "app");
+	CHECK(fg_client_create(&co, &c) == 0 && peek, "no client");
+	r.c = c;
+	CHECK(fg_client_acquire(c, name, &o) == 0, "acquire");
+	CHECK(control_post("/redis/stall?ms=6000") == 200, "stall");
+	uint64_t t0 = fg_client_now_ms();
+	CHECK(pthread_create(&thr, NULL, release_thread, &r) == 0, "thread");
+	started = true;
+	/* once an attempt failed, the release is between attempts or in one */
+	pthread_mutex_lock(&r.mu);
+	while (r.deletes == 0 && !r.done && fg_client_now_ms() - t0 < 20000) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&r.cv, &r.mu, &ts);
+	}
+	bool in_flight = r.deletes > 0 && !r.done;
+	pthread_mutex_unlock(&r.mu);
+	CHECK(in_flight, "the release ended with its first attempt (%d)",
+	      r.result);
+	bool held = fg_client_holding(c);
+	uint64_t tok = fg_client_token(c);
+	pthread_mutex_lock(&r.mu);
+	in_flight = !r.done;
+	pthread_mutex_unlock(&r.mu);
+	CHECK(held && tok && in_flight, "holding() waited for the release");
+	/* the release ends after the stall */
+	pthread_mutex_lock(&r.mu);
+	while (!r.done && fg_client_now_ms() - t0 < 30000) {
+		struct timespec ts;
+		clock_gettime(CLOCK_REALTIME, &ts);
+		ts.tv_sec += 1;
+		pthread_cond_timedwait(&r.cv, &r.mu, &ts);
+	}
+	bool done = r.done, unsure = r.unsure;
+	int result = r.result;
+	pthread_mutex_unlock(&r.mu);
+	CHECK(done, "the release did not end");
+	/* an attempt answered 503 may have run once Redis woke (the gateway
+	 * does not put a release back): the next one is then told 410, the
+	 * lease is gone, which is reported as a loss */
+	CHECK(result == 0 || (result == FG_CLIENT_LEASE_LOST && unsure),
+	      "release: %d %s (%s)", result, fg_client_code(result),
+	      fg_client_last_error(c)->message);
+	CHECK(fg_client_inspect(peek, name, &s) == 0, "inspect: %s",
+	      fg_client_last_error(peek)->message);
+	CHECK(!s.held, "the lock is held after the release");
+	rc = 0;
+fail:
+	if (started)
+		pthread_join(thr, NULL);	/* the release is bounded */
+	fg_client_state_finish(&s);
+	fg_client_destroy(c);
+	fg_client_destroy(peek);
+	return rc;
+}
+
 struct told {
 	int n;
 	char why[256];
@@ -869,6 +1013,10 @@ int main(void)
 		{ "typed_errors", test_typed_errors },
 		{ "tick_driven_without_a_thread",
 		  test_tick_driven_without_a_thread },
+		{ "a_stalled_loop_sees_its_lease_lost",
+		  test_a_stalled_loop_sees_its_lease_lost },
+		{ "release_outlasts_a_redis_stall",
+		  test_release_outlasts_a_redis_stall },
 		{ "unreachable_gateways_bound_a_wait",
 		  test_unreachable_gateways_bound_a_wait },
 		{ "reentry_and_a_cancelled_wait",
