@@ -744,6 +744,15 @@ int fg_client_acquire(struct fg_client *c, const char *name,
 				break;
 			}
 			fail(c, err, &a, "acquire");
+			/* a lease came with it: the lock is held, give it back
+			 * rather than leave it to its TTL */
+			const char *lease = fg__json_str(a.json, "lease");
+			if (lease) {
+				struct fg__answer b;
+				give_back(c, c->easy, path, lease,
+					  fg__now_ms() + c->net.timeout_ms, &b);
+				fg__answer_finish(&b);
+			}
 			fg__answer_finish(&a);
 			break;
 		}
@@ -786,6 +795,13 @@ int fg_client_acquire(struct fg_client *c, const char *name,
 				unreach_since = 0;
 			}
 			backoff = next_backoff(backoff);
+		} else if (err == FG_CLIENT_TOO_MANY_WAITERS) {
+			/* a full queue is a lock not acquired, as the other
+			 * clients say; the code stays in last_error */
+			fail(c, FG_CLIENT_NOT_ACQUIRED, &a, NULL);
+			fg__answer_finish(&a);
+			err = FG_CLIENT_NOT_ACQUIRED;
+			break;
 		} else {
 			fail(c, err, &a, "acquire");
 			fg__answer_finish(&a);

@@ -251,7 +251,10 @@ struct fg_client_acquire_opts {
  * was not granted within the wait (the caller's body must not run then);
  * FG_CLIENT_UNAVAILABLE when no gateway was reachable for unreachable_ms
  * (or, trying once, at all); FG_CLIENT_INVALID when a lease is held
- * already; another error from the answer. A grant whose wait took more
+ * already; another error from the answer. A full queue (429
+ * too_many_waiters) is FG_CLIENT_NOT_ACQUIRED too, its code kept in
+ * fg_client_last_error(). A 200 that carries a lease but is not a whole
+ * grant is given back before the error returns. A grant whose wait took more
  * than a third of its TTL is renewed at once, so that its end is known.
  */
 int fg_client_acquire(struct fg_client *c, const char *name,

@@ -10,13 +10,19 @@
  * bounded waits on a condition, with bounds generous enough for a loaded
  * machine.
  */
+#include <poll.h>
 #include <pthread.h>
 #include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <strings.h>
 #include <time.h>
 #include <unistd.h>
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 
 #include <curl/curl.h>
 
@@ -198,6 +204,138 @@ static void on_lost(struct fg_client *c, enum fg_client_loss why, void *arg)
 	r->why = why;
 	r->flag_at_call = fg_client_lease_lost(c);
 	pthread_mutex_unlock(&r->mu);
+}
+
+/* ---- a fake gateway, for answers the real ones never give ---------- */
+
+/*
+ * A loopback listener on its own thread. close_at_once: every connection
+ * is closed as soon as it is accepted (a handshake cut short). Else each
+ * request is read whole and answered, then the connection closed: `post`
+ * for a POST, `del` for a DELETE, 200 {} for anything else. It records
+ * whether a DELETE came carrying `want_lease` as its Fence-Lease.
+ */
+struct fake {
+	int fd;
+	int port;
+	pthread_t thr;
+	bool close_at_once;
+	const char *post, *del;
+	const char *want_lease;
+	pthread_mutex_t mu;
+	int requests;
+	bool deleted_with_lease;
+};
+
+/* One request's head and body (bounded); its length, or -1. */
+static int read_request(int fd, char *buf, size_t cap)
+{
+	size_t n = 0;
+	char *end = NULL;
+
+	while (n + 1 < cap) {
+		struct pollfd p = { .fd = fd, .events = POLLIN };
+		if (poll(&p, 1, 10000) <= 0)
+			return -1;
+		ssize_t r = read(fd, buf + n, cap - 1 - n);
+		if (r <= 0)
+			return -1;
+		n += (size_t)r;
+		buf[n] = '\0';
+		if (!end && (end = strstr(buf, "\r\n\r\n"))) {
+			const char *cl = strcasestr(buf, "\r\nContent-Length:");
+			size_t want = (size_t)(end + 4 - buf) +
+				      (cl && cl < end ?
+				       strtoul(cl + 17, NULL, 10) : 0);
+			if (want >= cap)
+				return -1;
+			if (n >= want)
+				return (int)n;
+			end = buf + want - 4;	/* now: where it ends */
+			continue;
+		}
+		if (end && n >= (size_t)(end + 4 - buf))
+			return (int)n;
+	}
+	return -1;
+}
+
+static void *fake_run(void *arg)
+{
+	struct fake *f = arg;
+	char buf[16384], line[256], out[2048];
+
+	for (;;) {
+		int fd = accept(f->fd, NULL, NULL);
+		if (fd < 0)
+			return NULL;
+		if (f->close_at_once || read_request(fd, buf, sizeof(buf)) < 0) {
+			close(fd);
+			continue;
+		}
+		const char *body = "{}", *status = "200 OK";
+		const char *canned = strncmp(buf, "POST ", 5) == 0 ? f->post :
+				     strncmp(buf, "DELETE ", 7) == 0 ? f->del :
+				     NULL;
+		if (canned) {
+			/* "STATUS\nBODY" */
+			const char *nl = strchr(canned, '\n');
+			snprintf(line, sizeof(line), "%.*s",
+				 (int)(nl - canned), canned);
+			status = line;
+			body = nl + 1;
+		}
+		pthread_mutex_lock(&f->mu);
+		f->requests++;
+		if (strncmp(buf, "DELETE ", 7) == 0 && f->want_lease) {
+			char want[256];
+			snprintf(want, sizeof(want), "\r\nFence-Lease: %s\r\n",
+				 f->want_lease);
+			if (strcasestr(buf, want))
+				f->deleted_with_lease = true;
+		}
+		pthread_mutex_unlock(&f->mu);
+		int n = snprintf(out, sizeof(out),
+				 "HTTP/1.1 %s\r\nContent-Type: application/json"
+				 "\r\nContent-Length: %zu\r\nConnection: close"
+				 "\r\n\r\n%s", status, strlen(body), body);
+		if (write(fd, out, (size_t)n) < 0) {
+			/* the client went: nothing to do */
+		}
+		close(fd);
+	}
+}
+
+static int fake_start(struct fake *f)
+{
+	struct sockaddr_in sa = { .sin_family = AF_INET,
+				  .sin_addr.s_addr = htonl(INADDR_LOOPBACK) };
+	socklen_t len = sizeof(sa);
+
+	pthread_mutex_init(&f->mu, NULL);
+	if ((f->fd = socket(AF_INET, SOCK_STREAM, 0)) < 0)
+		return -1;
+	if (bind(f->fd, (struct sockaddr *)&sa, sizeof(sa)) < 0 ||
+	    listen(f->fd, 16) < 0 ||
+	    getsockname(f->fd, (struct sockaddr *)&sa, &len) < 0 ||
+	    pthread_create(&f->thr, NULL, fake_run, f) != 0) {
+		close(f->fd);
+		f->fd = -1;
+		return -1;
+	}
+	f->port = ntohs(sa.sin_port);
+	return 0;
+}
+
+static void fake_stop(struct fake *f)
+{
+	if (f->fd < 0)
+		return;
+	shutdown(f->fd, SHUT_RDWR);	/* wakes accept() */
+	pthread_join(f->thr, NULL);
+	close(f->fd);
+	f->fd = -1;
+	pthread_mutex_destroy(&f->mu);
 }
 
 /* ---- the tests ----------------------------------------------------- */
@@ -599,6 +737,105 @@ fail:
 	fg_client_destroy(c3);
 	fg_client_destroy(c4);
 	fg_client_destroy(c5);
+	return rc;
+}
+
+/* A handshake cut short on one gateway is that gateway's failure: the next
+ * one is asked; TLS is the call's error only when every gateway failed it. */
+static int test_tls_failure_on_one_gateway_fails_over(void)
+{
+	struct fake f1 = { .fd = -1, .close_at_once = true };
+	struct fake f2 = { .fd = -1, .close_at_once = true };
+	struct fg_client *c = NULL, *d = NULL;
+	char gws[512], both[256], name[128];
+	int rc = -1, e;
+
+	unique(name, sizeof(name), "app");
+	CHECK(fake_start(&f1) == 0 && fake_start(&f2) == 0, "fake gateway");
+	snprintf(gws, sizeof(gws), "https://127.0.0.1:%d,%s", f1.port, auth_gw);
+	snprintf(both, sizeof(both), "https://127.0.0.1:%d,https://127.0.0.1:%d",
+		 f1.port, f2.port);
+	struct fg_client_opts o = { .gateways = gws, .key = key, .cacert = ca,
+				    .timeout_ms = 10000 };
+	struct fg_client_opts od = { .gateways = both, .key = key, .cacert = ca,
+				     .timeout_ms = 10000 };
+	CHECK(fg_client_create(&o, &c) == 0 && fg_client_create(&od, &d) == 0,
+	      "no client");
+	e = fg_client_acquire(c, name, NULL);
+	CHECK(e == 0, "acquire past a failed handshake: %d %s (%s)", e,
+	      fg_client_code(e), fg_client_last_error(c)->message);
+	CHECK(fg_client_gateway_index(c) == 1, "granted by gateway %zu",
+	      fg_client_gateway_index(c));
+	CHECK(fg_client_release(c, 0) == 0, "release: %s",
+	      fg_client_last_error(c)->message);
+	e = fg_client_acquire(d, name, NULL);
+	CHECK(e == FG_CLIENT_TLS && fg_client_last_error(d)->tried == 2,
+	      "every handshake failed: %d %s, %zu tried", e, fg_client_code(e),
+	      fg_client_last_error(d)->tried);
+	rc = 0;
+fail:
+	fg_client_destroy(c);
+	fg_client_destroy(d);
+	fake_stop(&f1);
+	fake_stop(&f2);
+	return rc;
+}
+
+/* A 200 that holds a lease but is no grant: the lease is given back. */
+static int test_a_bad_grant_is_given_back(void)
+{
+	struct fake f = { .fd = -1,
+			  .post = "200 OK\n{\"lease\":\"fake-lease-1\","
+				  "\"token\":7,\"ttl_ms\":5000}",
+			  .del = "200 OK\n{}",
+			  .want_lease = "fake-lease-1" };
+	struct fg_client *c = NULL;
+	char gw[64];
+	int rc = -1, e;
+
+	CHECK(fake_start(&f) == 0, "fake gateway");
+	snprintf(gw, sizeof(gw), "http://127.0.0.1:%d", f.port);
+	CHECK((c = client_of(gw)), "no client");
+	e = fg_client_acquire(c, "app/x.txt", NULL);
+	CHECK(e == FG_CLIENT_PROTOCOL, "a grant without a sequencer: %d %s", e,
+	      fg_client_code(e));
+	CHECK(!fg_client_holding(c), "the client holds it");
+	pthread_mutex_lock(&f.mu);
+	bool given = f.deleted_with_lease;
+	pthread_mutex_unlock(&f.mu);
+	CHECK(given, "the lease of the bad grant was not given back");
+	rc = 0;
+fail:
+	fg_client_destroy(c);
+	fake_stop(&f);
+	return rc;
+}
+
+/* A full queue ends a wait as a lock not acquired, its code kept. */
+static int test_a_full_queue_is_not_acquired(void)
+{
+	struct fake f = { .fd = -1,
+			  .post = "429 Too Many Requests\n{\"error\":"
+				  "\"too_many_waiters\",\"message\":\"full\"}" };
+	struct fg_client_acquire_opts o = { .wait_ms = 600 };
+	struct fg_client *c = NULL;
+	char gw[64];
+	int rc = -1, e;
+
+	CHECK(fake_start(&f) == 0, "fake gateway");
+	snprintf(gw, sizeof(gw), "http://127.0.0.1:%d", f.port);
+	CHECK((c = client_of(gw)), "no client");
+	e = fg_client_acquire(c, "app/x.txt", &o);
+	CHECK(e == FG_CLIENT_NOT_ACQUIRED &&
+	      strcmp(fg_client_last_error(c)->code, "too_many_waiters") == 0 &&
+	      fg_client_last_error(c)->status == 429,
+	      "a wait on a full queue: %d %s, code %s", e, fg_client_code(e),
+	      fg_client_last_error(c)->code);
+	CHECK(!fg_client_holding(c), "the client holds it");
+	rc = 0;
+fail:
+	fg_client_destroy(c);
+	fake_stop(&f);
 	return rc;
 }
 
@@ -1010,6 +1247,11 @@ int main(void)
 		{ "stamped_put_is_stored", test_stamped_put_is_stored },
 		{ "election", test_election },
 		{ "tls_key_and_client_cert", test_tls_key_and_client_cert },
+		{ "tls_failure_on_one_gateway_fails_over",
+		  test_tls_failure_on_one_gateway_fails_over },
+		{ "a_bad_grant_is_given_back", test_a_bad_grant_is_given_back },
+		{ "a_full_queue_is_not_acquired",
+		  test_a_full_queue_is_not_acquired },
 		{ "typed_errors", test_typed_errors },
 		{ "tick_driven_without_a_thread",
 		  test_tick_driven_without_a_thread },
