@@ -44,11 +44,11 @@ struct fg_client {
 	atomic_uint_fast64_t token;
 	atomic_bool lost;
 	uint64_t ttl_ms;
-	/* atomic, written under mu: fg_client_lease_lost() reads them
+	/* atomic, written under mu: fg_client_lease_lost() reads it
 	 * without it. 0: no lease */
 	atomic_uint_fast64_t deadline;	/* monotonic: the lease's end */
 	uint64_t next_renew;
-	atomic_uint_fast64_t hold_end;	/* max_hold; 0: none */
+	uint64_t hold_end;	/* max_hold; 0: none */
 	uint64_t backoff;
 	fg_client_lost_cb *on_lost;
 	void *on_lost_arg;
@@ -145,7 +145,6 @@ int fg_client_create(const struct fg_client_opts *o, struct fg_client **out)
 	atomic_init(&c->token, 0);
 	atomic_init(&c->lost, false);
 	atomic_init(&c->deadline, 0);
-	atomic_init(&c->hold_end, 0);
 	atomic_init(&c->net.current, 0);
 	if (add_gateways(&c->net, o->gateways) < 0) {
 		fg_client_destroy(c);
@@ -201,7 +200,6 @@ static void clear_lease(struct fg_client *c)
 	free_secret(&c->grant_json);
 	atomic_store(&c->token, 0);
 	atomic_store(&c->deadline, 0);
-	atomic_store(&c->hold_end, 0);
 	c->on_lost = NULL;
 	c->on_renewal = NULL;
 }
@@ -236,15 +234,12 @@ bool fg_client_lease_lost(const struct fg_client *c)
 {
 	struct fg_client *m = (struct fg_client *)c;
 	uint64_t end = atomic_load(&m->deadline);
-	uint64_t hold = atomic_load(&m->hold_end);
-	uint64_t now;
 
 	if (atomic_load(&m->lost))
 		return true;
-	/* a loop stalled past the lease's end (or its max_hold), no tick
-	 * having run to find it, is told all the same */
-	now = fg__now_ms();
-	return (end && now >= end) || (hold && now >= hold);
+	/* a loop stalled past the lease's end, no tick having run to find
+	 * it, is told all the same */
+	return end && fg__now_ms() >= end;
 }
 
 static bool lose_unlock(struct fg_client *c, enum fg_client_loss why);
@@ -260,10 +255,7 @@ int fg_client_check(struct fg_client *c)
 		lose_unlock(c, FG_CLIENT_LOSS_EXPIRED);
 		return FG_CLIENT_LEASE_LOST;
 	}
-	/* a max_hold that passed is the tick's to end (it gives the lease
-	 * back): refused here, not marked */
-	bool gone = atomic_load(&c->lost) ||
-		    (c->hold_end && fg__now_ms() >= c->hold_end);
+	bool gone = atomic_load(&c->lost);
 	pthread_mutex_unlock(&c->mu);
 	return gone ? FG_CLIENT_LEASE_LOST : FG_CLIENT_OK;
 }
@@ -420,8 +412,12 @@ static void end_hold(struct fg_client *c, CURL *h)
 	struct fg__answer a;
 	char *lease = c->lease ? strdup(c->lease) : NULL;
 	char *path = c->path ? strdup(c->path) : NULL;
-	uint64_t end = c->deadline;
+	uint64_t end = c->deadline, now = fg__now_ms();
 
+	/* the tick (and a stop of the renewer) waits for it: bounded by the
+	 * client's timeout too, not by a long lease alone */
+	if (end > now + c->net.timeout_ms)
+		end = now + c->net.timeout_ms;
 	lose_unlock(c, FG_CLIENT_LOSS_MAX_HOLD);
 	if (lease && path) {
 		give_back(c, h, path, lease, end, &a);

@@ -280,16 +280,16 @@ int fg_client_release(struct fg_client *c, unsigned flags);
 
 /**
  * Whether the lease held (or last held) was lost: the flag, or the lease's
- * end (or its max_hold) having passed on the monotonic clock, whether or
- * not a tick ran since to find it. Any thread; it never blocks.
+ * end having passed on the monotonic clock, whether or not a tick ran
+ * since to find it. Any thread; it never blocks.
  */
 bool fg_client_lease_lost(const struct fg_client *c);
 
 /**
  * The gate before every write made under the lease: 0 while the lease
- * holds; FG_CLIENT_LEASE_LOST once it was lost or its end (or max_hold)
- * passed, a passed end being marked lost here (on_lost runs, on this
- * thread); FG_CLIENT_INVALID when no lease is held. Any thread.
+ * holds; FG_CLIENT_LEASE_LOST once it was lost or its end passed, a
+ * passed end being marked lost here (on_lost runs, on this thread);
+ * FG_CLIENT_INVALID when no lease is held. Any thread.
  */
 int fg_client_check(struct fg_client *c);
 

@@ -338,6 +338,21 @@ static void fake_stop(struct fake *f)
 	pthread_mutex_destroy(&f->mu);
 }
 
+/* Waits (at most ms) for on_lost to have run: lease_lost() may turn true
+ * (a passed end) before the thread that finds the loss has run it. */
+static void wait_told(struct lost_rec *r, uint64_t ms)
+{
+	uint64_t end = fg_client_now_ms() + ms;
+	for (;;) {
+		pthread_mutex_lock(&r->mu);
+		int calls = r->calls;
+		pthread_mutex_unlock(&r->mu);
+		if (calls || fg_client_now_ms() >= end)
+			return;
+		sleep_ms(10);
+	}
+}
+
 /* ---- the tests ----------------------------------------------------- */
 
 static int test_paused_holder_is_fenced(void)
@@ -524,6 +539,7 @@ static int test_max_hold_ends_the_hold(void)
 	CHECK(fg_client_start_renewer(c) == 0, "renewer");
 	CHECK(wait_lost(c, 8000), "the hold did not end");
 	uint64_t took = fg_client_now_ms() - t0;
+	wait_told(&rec, 5000);
 	CHECK(took >= 750, "ended after %llu ms", (unsigned long long)took);
 	pthread_mutex_lock(&rec.mu);
 	int calls = rec.calls;
@@ -1203,6 +1219,7 @@ static int test_redis_restarted_empty_is_a_loss(void)
 	CHECK(fg_client_start_renewer(c) == 0, "renewer");
 	CHECK(control_post("/redis/restart") == 200, "restart");
 	CHECK(wait_lost(c, 15000), "no loss");
+	wait_told(&rec, 5000);
 	pthread_mutex_lock(&rec.mu);
 	int calls = rec.calls;
 	bool flag = rec.flag_at_call;
