@@ -510,7 +510,10 @@ int fg_take(const struct fg_conn *cl, const struct fg_take *t, int sigfd,
 		       "grant", t->name);
 		rc = FG_EXIT_PROTOCOL;
 	} else if (e == FG_CLIENT_NOT_ACQUIRED) {
-		if (t->wait_ms == 0 && err->has_retry_after &&
+		if (strcmp(err->code, "too_many_waiters") == 0)
+			fg_say("lock '%s' was not granted: its queue of waiters "
+			       "is full", t->name);
+		else if (t->wait_ms == 0 && err->has_retry_after &&
 		    err->retry_after_ms > 0)
 			fg_say("lock '%s' is in lock-delay: it can be granted "
 			       "in %s", t->name,

@@ -233,6 +233,17 @@ static bool tls_failure(const struct fg__answer *a, const char *url)
 	       strstr(a->errbuf, " alert ") != NULL;
 }
 
+/* A TLS failure that is this machine's own (the client's cert, key or CA
+ * file): every gateway would fail the same way, so none is tried after it.
+ * A handshake that fails on one gateway (its cert, a reset) is that
+ * gateway's: the next one is tried. */
+static bool tls_local(CURLcode r)
+{
+	return r == CURLE_SSL_CERTPROBLEM || r == CURLE_SSL_CACERT_BADFILE ||
+	       r == CURLE_SSL_CRL_BADFILE || r == CURLE_SSL_ENGINE_NOTFOUND ||
+	       r == CURLE_SSL_ENGINE_SETFAILED || r == CURLE_SSL_ENGINE_INITFAILED;
+}
+
 /* The error of one attempt's answer. */
 static int error_of(const struct fg__answer *a, const char *url)
 {
@@ -380,6 +391,7 @@ int fg__call_c(struct fg__net *net, CURL *h, const char *method,
 	size_t first = atomic_load(&net->current) % net->n;
 	int err = FG_CLIENT_NOMEM;
 	bool answered = false;
+	bool all_tls = true;	/* every attempt so far failed TLS */
 	size_t tried = 0;
 
 	memset(a, 0, sizeof(*a));
@@ -425,9 +437,16 @@ int fg__call_c(struct fg__net *net, CURL *h, const char *method,
 		err = error_of(a, url);
 		if (a->result == CURLE_OK)
 			answered = true;
+		if (err != FG_CLIENT_TLS)
+			all_tls = false;
 		bool final = (a->result == CURLE_OK && a->status < 500) ||
-			     err == FG_CLIENT_NOMEM || err == FG_CLIENT_TLS ||
+			     err == FG_CLIENT_NOMEM ||
+			     (err == FG_CLIENT_TLS && tls_local(a->result)) ||
 			     i + 1 == net->n;
+		/* TLS is the call's error only when no gateway got past it */
+		if (err == FG_CLIENT_TLS && i + 1 == net->n && !all_tls &&
+		    !tls_local(a->result))
+			err = FG_CLIENT_UNAVAILABLE;
 		if (net->on_attempt) {
 			struct fg_client_attempt at_ = {
 				.method = method, .url = url,

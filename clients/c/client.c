@@ -25,6 +25,8 @@
 #define RENEW_MIN_INTERVAL_MS 50
 #define BACKOFF_MIN_MS 250
 #define BACKOFF_MAX_MS 5000
+#define RELEASE_BACKOFF_MIN_MS 100
+#define RELEASE_BACKOFF_MAX_MS 1000
 
 struct fg_client {
 	struct fg__net net;
@@ -42,7 +44,9 @@ struct fg_client {
 	atomic_uint_fast64_t token;
 	atomic_bool lost;
 	uint64_t ttl_ms;
-	uint64_t deadline;	/* monotonic: the lease's end */
+	/* atomic, written under mu: fg_client_lease_lost() reads it
+	 * without it. 0: no lease */
+	atomic_uint_fast64_t deadline;	/* monotonic: the lease's end */
 	uint64_t next_renew;
 	uint64_t hold_end;	/* max_hold; 0: none */
 	uint64_t backoff;
@@ -140,6 +144,7 @@ int fg_client_create(const struct fg_client_opts *o, struct fg_client **out)
 	pthread_condattr_destroy(&ca);
 	atomic_init(&c->token, 0);
 	atomic_init(&c->lost, false);
+	atomic_init(&c->deadline, 0);
 	atomic_init(&c->net.current, 0);
 	if (add_gateways(&c->net, o->gateways) < 0) {
 		fg_client_destroy(c);
@@ -194,6 +199,7 @@ static void clear_lease(struct fg_client *c)
 	c->sequencer = NULL;
 	free_secret(&c->grant_json);
 	atomic_store(&c->token, 0);
+	atomic_store(&c->deadline, 0);
 	c->on_lost = NULL;
 	c->on_renewal = NULL;
 }
@@ -226,7 +232,32 @@ void fg_client_destroy(struct fg_client *c)
 
 bool fg_client_lease_lost(const struct fg_client *c)
 {
-	return atomic_load(&((struct fg_client *)c)->lost);
+	struct fg_client *m = (struct fg_client *)c;
+	uint64_t end = atomic_load(&m->deadline);
+
+	if (atomic_load(&m->lost))
+		return true;
+	/* a loop stalled past the lease's end, no tick having run to find
+	 * it, is told all the same */
+	return end && fg__now_ms() >= end;
+}
+
+static bool lose_unlock(struct fg_client *c, enum fg_client_loss why);
+
+int fg_client_check(struct fg_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	if (!c->holding) {
+		pthread_mutex_unlock(&c->mu);
+		return FG_CLIENT_INVALID;
+	}
+	if (!atomic_load(&c->lost) && fg__now_ms() >= c->deadline) {
+		lose_unlock(c, FG_CLIENT_LOSS_EXPIRED);
+		return FG_CLIENT_LEASE_LOST;
+	}
+	bool gone = atomic_load(&c->lost);
+	pthread_mutex_unlock(&c->mu);
+	return gone ? FG_CLIENT_LEASE_LOST : FG_CLIENT_OK;
 }
 
 bool fg_client_holding(const struct fg_client *c)
@@ -333,20 +364,63 @@ static int64_t due_in(const struct fg_client *c, uint64_t now)
 	return due > now ? (int64_t)(due - now) : 0;
 }
 
-/* The max_hold end: the lease is given back, once, and reported lost. */
+/* Errors after which a give-back is sent again: no gateway could serve. */
+static bool give_back_again(int err)
+{
+	return err == FG_CLIENT_UNAVAILABLE ||
+	       err == FG_CLIENT_LOCK_STORE_UNAVAILABLE ||
+	       err == FG_CLIENT_SHUTTING_DOWN || err == FG_CLIENT_INTERNAL ||
+	       err == FG_CLIENT_NOT_READY;
+}
+
+/*
+ * DELETEs lease on path with easy h, sent again with a back-off (100 ms
+ * doubling to 1 s) while no gateway could serve it, until `end`
+ * (monotonic); an answer about the lease (409, 410...) ends it. Returns the
+ * last attempt's error, its answer in *a (caller: fg__answer_finish()).
+ * Neither mu nor anything of the lease is used: the caller copies them.
+ */
+static int give_back(struct fg_client *c, CURL *h, const char *path,
+		     const char *lease, uint64_t end, struct fg__answer *a)
+{
+	uint64_t backoff = 0;
+
+	for (;;) {
+		uint64_t now = fg__now_ms();
+		uint64_t left = end > now ? end - now : 1;
+		int err = fg__call(&c->net, h, "DELETE", path, NULL, lease,
+				   NULL, left < c->net.timeout_ms ? left :
+				   c->net.timeout_ms, a);
+
+		if (!give_back_again(err))
+			return err;
+		backoff = backoff ? backoff * 2 : RELEASE_BACKOFF_MIN_MS;
+		if (backoff > RELEASE_BACKOFF_MAX_MS)
+			backoff = RELEASE_BACKOFF_MAX_MS;
+		now = fg__now_ms();
+		if (now + backoff >= end)
+			return err;
+		fg__answer_finish(a);
+		fg__sleep(backoff, NULL);
+	}
+}
+
+/* The max_hold end: the lease is given back (asked again while the
+ * gateways cannot serve, until the lease's end) and reported lost. */
 static void end_hold(struct fg_client *c, CURL *h)
 {
 	struct fg__answer a;
 	char *lease = c->lease ? strdup(c->lease) : NULL;
 	char *path = c->path ? strdup(c->path) : NULL;
-	uint64_t left = c->deadline > fg__now_ms() ?
-			c->deadline - fg__now_ms() : 1;
+	uint64_t end = c->deadline, now = fg__now_ms();
 
+	/* the tick (and a stop of the renewer) waits for it: bounded by the
+	 * client's timeout too, not by a long lease alone */
+	if (end > now + c->net.timeout_ms)
+		end = now + c->net.timeout_ms;
 	lose_unlock(c, FG_CLIENT_LOSS_MAX_HOLD);
 	if (lease && path) {
-		fg__call(&c->net, h, "DELETE", path, NULL, lease, NULL,
-			 left < c->net.timeout_ms ? left : c->net.timeout_ms,
-			 &a);
+		give_back(c, h, path, lease, end, &a);
 		fg__answer_finish(&a);
 	}
 	free_secret(&lease);
@@ -524,7 +598,8 @@ static int install(struct fg_client *c, const char *path,
 	/* granted no earlier than the request was sent */
 	c->deadline = a->sent_ms + ttl;
 	c->next_renew = a->sent_ms + interval(ttl);
-	c->hold_end = o->max_hold_ms ? a->sent_ms + o->max_hold_ms : 0;
+	/* the hold counts from the grant, not from the wait in the queue */
+	c->hold_end = o->max_hold_ms ? a->done_ms + o->max_hold_ms : 0;
 	c->backoff = 0;
 	c->on_lost = o->on_lost;
 	c->on_lost_arg = o->on_lost_arg;
@@ -665,6 +740,15 @@ int fg_client_acquire(struct fg_client *c, const char *name,
 				break;
 			}
 			fail(c, err, &a, "acquire");
+			/* a lease came with it: the lock is held, give it back
+			 * rather than leave it to its TTL */
+			const char *lease = fg__json_str(a.json, "lease");
+			if (lease) {
+				struct fg__answer b;
+				give_back(c, c->easy, path, lease,
+					  fg__now_ms() + c->net.timeout_ms, &b);
+				fg__answer_finish(&b);
+			}
 			fg__answer_finish(&a);
 			break;
 		}
@@ -707,6 +791,13 @@ int fg_client_acquire(struct fg_client *c, const char *name,
 				unreach_since = 0;
 			}
 			backoff = next_backoff(backoff);
+		} else if (err == FG_CLIENT_TOO_MANY_WAITERS) {
+			/* a full queue is a lock not acquired, as the other
+			 * clients say; the code stays in last_error */
+			fail(c, FG_CLIENT_NOT_ACQUIRED, &a, NULL);
+			fg__answer_finish(&a);
+			err = FG_CLIENT_NOT_ACQUIRED;
+			break;
 		} else {
 			fail(c, err, &a, "acquire");
 			fg__answer_finish(&a);
@@ -769,8 +860,29 @@ int fg_client_release(struct fg_client *c, unsigned flags)
 		return fail(c, FG_CLIENT_LEASE_LOST, NULL,
 			    "the lease was lost before the release");
 	}
-	err = fg__call(&c->net, c->easy, "DELETE", c->path, NULL, c->lease,
-		       NULL, 0, &a);
+	/* the call is made with only tick_mu held, on copies: stamp() and
+	 * holding() on other threads must not wait for the network */
+	char *lease = strdup(c->lease), *path = strdup(c->path);
+	uint64_t end = c->deadline, now = fg__now_ms();
+	pthread_mutex_unlock(&c->mu);
+	/* asked again while the gateways cannot serve (a Redis stall), so
+	 * that the lock is not left held to its TTL; bounded by the lease's
+	 * end and by the client's timeout */
+	if (end > now + c->net.timeout_ms)
+		end = now + c->net.timeout_ms;
+	if (!lease || !path) {
+		memset(&a, 0, sizeof(a));
+		err = FG_CLIENT_NOMEM;
+	} else {
+		err = give_back(c, c->easy, path, lease, end, &a);
+	}
+	free_secret(&lease);
+	free(path);
+	pthread_mutex_lock(&c->mu);
+	if (give_back_again(err) && fg__now_ms() >= c->deadline) {
+		/* the lease ran out meanwhile: the lock is free */
+		err = FG_CLIENT_OK;
+	}
 	if (err == FG_CLIENT_LEASE_EXPIRED) {
 		atomic_store(&c->lost, true);
 		err = flags & FG_CLIENT_RELEASE_IGNORE_LOST ? FG_CLIENT_OK :
@@ -804,15 +916,26 @@ int fg_client_proclaim(struct fg_client *c, const char *value)
 		return fail(c, err, NULL, "no lease is held");
 	}
 	char *body = renew_body(c->lease, c->ttl_ms, value);
-	if (!body) {
+	char *path = strdup(c->path);
+	if (!body || !path) {
 		pthread_mutex_unlock(&c->mu);
 		pthread_mutex_unlock(&c->tick_mu);
+		if (body) {
+			fg__wipe(body, strlen(body));
+			free(body);
+		}
+		free(path);
 		return fail(c, FG_CLIENT_NOMEM, NULL, NULL);
 	}
-	err = fg__call(&c->net, c->easy, "PATCH", c->path, body, NULL, NULL,
+	/* the call is made with only tick_mu held (no renewal or release can
+	 * run meanwhile), mu retaken for the answer */
+	pthread_mutex_unlock(&c->mu);
+	err = fg__call(&c->net, c->easy, "PATCH", path, body, NULL, NULL,
 		       0, &a);
 	fg__wipe(body, strlen(body));
 	free(body);
+	free(path);
+	pthread_mutex_lock(&c->mu);
 	if (err == FG_CLIENT_OK) {
 		uint64_t ttl;
 		if (fg__json_uint(a.json, "ttl_ms", &ttl) == 0 && ttl > 0)

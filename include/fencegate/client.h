@@ -21,10 +21,11 @@
  * once. The lease is lost then, or when its end passes with no renewal
  * having succeeded, or when max_hold_ms has passed.
  *
- * Loss is signalled at once: fg_client_lease_lost() (an atomic flag,
- * readable from any thread) turns true, and the on_lost callback of the
- * acquire runs once, on the thread that found the loss. Once it is lost,
- * fg_client_stamp() refuses to stamp.
+ * Loss is signalled at once: fg_client_lease_lost() (an atomic flag and
+ * the lease's end, readable from any thread) turns true, and the on_lost
+ * callback of the acquire runs once, on the thread that found the loss.
+ * Once it is lost, fg_client_stamp() refuses to stamp; fg_client_check()
+ * is the gate to call before every write.
  *
  * No hidden threads. The renewer is either:
  *  - fg_client_tick(), called by the program's event loop: it does what is
@@ -43,9 +44,9 @@
  * cancel fd cuts it short. An event loop tries once (wait_ms 0) or waits
  * on a thread of its own.
  *
- * Threads. fg_client_lease_lost(), fg_client_stamp(), fg_client_token(),
- * fg_client_s3_session_token(), fg_client_s3_prepare() and
- * fg_client_tick() may be called from any thread at any time. Every
+ * Threads. fg_client_lease_lost(), fg_client_check(), fg_client_stamp(),
+ * fg_client_token(), fg_client_s3_session_token(), fg_client_s3_prepare()
+ * and fg_client_tick() may be called from any thread at any time. Every
  * other call belongs to one thread at a time (the caller's).
  *
  * Errors. Every call that can fail returns 0 (FG_CLIENT_OK) or a negative
@@ -251,7 +252,10 @@ struct fg_client_acquire_opts {
  * was not granted within the wait (the caller's body must not run then);
  * FG_CLIENT_UNAVAILABLE when no gateway was reachable for unreachable_ms
  * (or, trying once, at all); FG_CLIENT_INVALID when a lease is held
- * already; another error from the answer. A grant whose wait took more
+ * already; another error from the answer. A full queue (429
+ * too_many_waiters) is FG_CLIENT_NOT_ACQUIRED too, its code kept in
+ * fg_client_last_error(). A 200 that carries a lease but is not a whole
+ * grant is given back before the error returns. A grant whose wait took more
  * than a third of its TTL is renewed at once, so that its end is known.
  */
 int fg_client_acquire(struct fg_client *c, const char *name,
@@ -261,15 +265,34 @@ int fg_client_acquire(struct fg_client *c, const char *name,
 #define FG_CLIENT_RELEASE_IGNORE_LOST 1u	/* a lost lease is not an error */
 
 /**
- * Gives the lease back. 0; FG_CLIENT_LEASE_LOST when it had been lost
- * (nothing is sent then) unless FG_CLIENT_RELEASE_IGNORE_LOST; another
- * error when the gateway could not be told (the lease then runs out by
- * itself). The client holds nothing afterwards, whatever the result.
+ * Gives the lease back. While no gateway can serve it (unreachable, a 5xx
+ * such as a Redis stall) it is asked again, with a back-off of 100 ms
+ * doubling to 1 s, until the lease's end or the client's timeout_ms,
+ * whichever comes first; an answer about the lease ends it at once (a
+ * 410 after an attempt answered 503 most likely means that attempt ran
+ * once Redis answered again: the lease is gone, reported as a loss).
+ * 0 (also when the lease ran out meanwhile: the lock is free);
+ * FG_CLIENT_LEASE_LOST when it had been lost (nothing is sent then) unless
+ * FG_CLIENT_RELEASE_IGNORE_LOST; another error when the gateway could not
+ * be told (the lease then runs out by itself). The client holds nothing
+ * afterwards, whatever the result.
  */
 int fg_client_release(struct fg_client *c, unsigned flags);
 
-/** Whether the lease held (or last held) was lost. Any thread. */
+/**
+ * Whether the lease held (or last held) was lost: the flag, or the lease's
+ * end having passed on the monotonic clock, whether or not a tick ran
+ * since to find it. Any thread; it never blocks.
+ */
 bool fg_client_lease_lost(const struct fg_client *c);
+
+/**
+ * The gate before every write made under the lease: 0 while the lease
+ * holds; FG_CLIENT_LEASE_LOST once it was lost or its end passed, a
+ * passed end being marked lost here (on_lost runs, on this thread);
+ * FG_CLIENT_INVALID when no lease is held. Any thread.
+ */
+int fg_client_check(struct fg_client *c);
 
 /** Whether a lease is held (lost or not) since the last acquire. */
 bool fg_client_holding(const struct fg_client *c);
