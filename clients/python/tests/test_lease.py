@@ -76,9 +76,12 @@ class TestScope(Case):
         c = self.client([relay.url], timeout=1)
         name = unique()
         real = c._release
+        calls = []
 
         def interrupted(lease, **kw):
-            if not kw:
+            # the first release is interrupted; the thread's is real
+            calls.append(1)
+            if len(calls) == 1:
                 raise KeyboardInterrupt()
             real(lease, **kw)
         c._release = interrupted
@@ -91,6 +94,7 @@ class TestScope(Case):
         self.assertEqual(len(started), 1)
         started[0].join(10 * fgenv.SLACK)
         self.assertFalse(started[0].is_alive())
+        self.assertEqual(len(calls), 2)
 
     def test_renews_past_its_ttl(self):
         c = self.client()
