@@ -14,7 +14,7 @@ import time
 import urllib.parse
 from typing import Any, Dict, List, Mapping, Optional, Sequence, Union
 
-from .errors import FenceError, Unavailable, error_for
+from .errors import FenceError, TLSError, Unavailable, error_for
 
 API = "/_fence/v1"
 WAIT_MAX_MS = 300_000          # the gateway's bound on one wait_ms
@@ -24,6 +24,9 @@ RENEW_MIN_INTERVAL = 0.05
 BACKOFF_MIN = 0.25
 BACKOFF_MAX = 5.0
 DEFAULT_TIMEOUT = 10.0         # one call's bound, beyond any wait_ms
+# the least one gateway is given of a call bounded by a deadline: below it
+# even a healthy gateway could not answer
+ATTEMPT_MIN = 0.1
 # the largest lock API answer read (a list page of 1000 locks with their
 # holders and waiters stays well below it)
 MAX_ANSWER_BYTES = 16 << 20
@@ -97,12 +100,52 @@ def transient(status: int) -> bool:
 
 
 def definite_loss(status: int) -> bool:
-    """A renewal answer that says the lease is gone for good."""
-    return status in (400, 403, 404, 409, 410, 413)
+    """A renewal answer that says the lease is gone for good: asking again
+    cannot change it. The same set as the Go and C clients; a 404 (a proxy
+    routing the lock API elsewhere) is asked again like any other answer
+    outside it."""
+    return status in (400, 403, 409, 410)
+
+
+def attempt_timeout(timeout: float, deadline: Optional[float],
+                    left_to_try: int) -> float:
+    """How long one gateway is given of a call: `timeout`, and with a
+    deadline an even share of what is left among the gateways still to
+    try (never under ATTEMPT_MIN, never past the deadline), so that one
+    gateway that accepts and never answers leaves the others time.
+    0 or less: no time is left."""
+    if deadline is None:
+        return timeout
+    left = deadline - now()
+    if left <= 0.001:
+        return 0.0
+    share = max(ATTEMPT_MIN, left / max(1, left_to_try))
+    return min(timeout, share, left)
+
+
+def redact_url(url: str) -> str:
+    """A gateway URL as shown: without any user:password in it."""
+    u = urllib.parse.urlsplit(url)
+    if "@" not in u.netloc:
+        return url
+    return urllib.parse.urlunsplit(
+        (u.scheme, u.netloc.rpartition("@")[2], u.path, u.query,
+         u.fragment))
 
 
 def next_backoff(b: float) -> float:
     return BACKOFF_MIN if b < BACKOFF_MIN else min(b * 2, BACKOFF_MAX)
+
+
+def grant_lease(j: Any) -> Optional[str]:
+    """The lease string of a 200 to acquire, if there is one, whether or
+    not the rest of the grant can be read: a grant that cannot be used is
+    given back with it."""
+    if isinstance(j, dict):
+        v = j.get("lease")
+        if isinstance(v, str) and v:
+            return v
+    return None
 
 
 def grant_fields(j: Any) -> Dict[str, Any]:
@@ -118,20 +161,25 @@ def grant_fields(j: Any) -> Dict[str, Any]:
 
 
 class Answer:
-    """One answer: its status, JSON body (or None), and when its request
-    was sent (monotonic seconds). status 0: no answer (`error` says why)."""
+    """One answer: its status, JSON body (or None), when its request was
+    sent and when it arrived (monotonic seconds: it is made as it
+    arrives). status 0: no answer (`error` says why; `tls` when the TLS
+    handshake with that gateway failed)."""
 
-    __slots__ = ("status", "json", "sent", "error", "gateway", "raw")
+    __slots__ = ("status", "json", "sent", "arrived", "error", "gateway",
+                 "raw", "tls")
 
     def __init__(self, status: int, body: Any, sent: float,
                  gateway: str = "", error: Optional[BaseException] = None,
-                 raw: bytes = b"") -> None:
+                 raw: bytes = b"", tls: bool = False) -> None:
         self.status = status
         self.json = body
         self.sent = sent
+        self.arrived = now()
         self.error = error
         self.gateway = gateway
         self.raw = raw
+        self.tls = tls
 
     @property
     def code(self) -> Optional[str]:
@@ -145,6 +193,16 @@ class Answer:
             return Unavailable("%s: no gateway answered (%s)"
                                % (what, describe(self.error)))
         return error_for(self.status, self.json, what)
+
+
+def tls_failure(last: Answer, n: int) -> TLSError:
+    """The error of a call every one of whose n gateways failed TLS."""
+    msg = last.error.message if isinstance(last.error, TLSError) else \
+        "TLS with the gateway failed"
+    if n > 1:
+        msg = "TLS failed with each of the %d gateways; the last: %s" % (
+            n, msg)
+    return TLSError(msg)
 
 
 def describe(e: Optional[BaseException]) -> str:

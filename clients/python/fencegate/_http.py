@@ -1,10 +1,12 @@
 """_http.py - the sync client's transport: http.client over the list of
 gateways, one kept-alive connection per gateway and thread.
 
-Invariant: a call goes to the gateway that last answered; on no answer or
-a 5xx it goes on to the next one, at most once round the list, and the
-gateway that answered becomes the one asked first. Every wait is bounded
-by the call's timeout.
+Invariant: a call goes to the gateway that last answered; on no answer, a
+5xx or a failed TLS handshake it goes on to the next one, at most once
+round the list, and the gateway that answered becomes the one asked
+first. Every wait is bounded by the call's timeout, and under a deadline
+each gateway gets only its share of the time left. TLSError is raised
+only when every gateway failed TLS.
 """
 
 from __future__ import annotations
@@ -17,7 +19,8 @@ import threading
 import urllib.parse
 from typing import Any, Dict, List, Optional, Tuple
 
-from ._core import MAX_ANSWER_BYTES, Answer, now, transient
+from ._core import (MAX_ANSWER_BYTES, Answer, attempt_timeout, now,
+                    tls_failure, transient)
 from .errors import TLSError
 
 # a kept-alive connection the gateway closed while idle fails like this
@@ -114,9 +117,12 @@ class Transport:
                     continue
                 return Answer(0, None, sent, self.gateways[i], e)
             except ssl.SSLError as e:
+                # this gateway's certificate or handshake: another gateway
+                # may do; the error keeps the type alone
                 self._drop(i)
-                raise TLSError("TLS with the gateway failed: %s"
-                               % type(e).__name__) from None
+                return Answer(0, None, sent, self.gateways[i],
+                              TLSError("TLS with the gateway failed: %s"
+                                       % type(e).__name__), tls=True)
             except (OSError, http.client.HTTPException) as e:
                 self._drop(i)
                 return Answer(0, None, sent, self.gateways[i], e)
@@ -139,7 +145,8 @@ class Transport:
         """One call, tried on each gateway in turn until one answers with
         something other than a 5xx. The answer of the last one tried is
         returned whatever it is. No attempt runs past `deadline`
-        (monotonic), when given."""
+        (monotonic), when given, and each gets its share of the time left.
+        Raises TLSError when every gateway failed TLS."""
         data = None
         h = dict(headers or {})
         if body is not None:
@@ -150,14 +157,16 @@ class Transport:
             start = self._current
         n = len(self.gateways)
         a: Optional[Answer] = None
+        tls_failed = 0
         for k in range(n):
             i = (start + k) % n
-            tk = t
-            if deadline is not None:
-                tk = min(t, deadline - now())
-                if tk <= 0.001:
-                    break
+            tk = attempt_timeout(t, deadline, n - k)
+            if tk <= 0.001:
+                break
             a = self._once(i, method, path, data, h, tk)
+            if a.tls:
+                tls_failed += 1
+                continue
             if not transient(a.status):
                 with self._mu:
                     self._current = i
@@ -165,6 +174,8 @@ class Transport:
         if a is None:
             return Answer(0, None, now(), self.gateways[start],
                           TimeoutError("the lease ended first"))
+        if tls_failed == n:
+            raise tls_failure(a, n)
         # nobody answered well: the next call starts one further on
         with self._mu:
             self._current = (start + 1) % n

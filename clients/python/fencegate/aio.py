@@ -7,9 +7,11 @@ client, one renewer task per client, an asyncio.Event per lease.
                 await h.put(url, content=b"hi")
 
 Invariant: as in the sync client, a lease's end is the send time of the
-last good answer plus its TTL (monotonic clock); leaving an `async with`
-releases the lease, also when the task was cancelled, and a release
-begun is finished even if the task is cancelled again meanwhile.
+last good answer plus its TTL (monotonic clock), max_hold counts from the
+grant's arrival, no renewal call outlasts the earliest end the renewer
+watches, and releases at max_hold run in tasks of their own; leaving an
+`async with` releases the lease, also when the task was cancelled, and a
+release begun is finished even if the task is cancelled again meanwhile.
 """
 
 from __future__ import annotations
@@ -27,14 +29,14 @@ import httpx
 from . import _core
 from ._client_common import read_key
 from ._core import Answer, now
-from .errors import LeaseLost, NotAcquired, TLSError
+from .errors import FenceError, LeaseLost, NotAcquired, TLSError
 
 
 class AsyncLease:
     """One grant. `lost` is an asyncio.Event; `check()` raises LeaseLost."""
 
     def __init__(self, client: "AsyncClient", name: str,
-                 grant: Dict[str, Any], sent: float,
+                 grant: Dict[str, Any], sent: float, arrived: float,
                  max_hold: Optional[float],
                  on_lost: Optional[Callable[["AsyncLease"], None]],
                  raise_on_loss: bool) -> None:
@@ -51,7 +53,8 @@ class AsyncLease:
         self._on_lost = on_lost
         self.deadline = sent + self.ttl_ms / 1000.0
         self.next_renew = sent + _core.renewal_interval(self.ttl_ms)
-        self.hold_end = None if max_hold is None else sent + max_hold
+        # the hold starts when the grant arrived, not when the wait began
+        self.hold_end = None if max_hold is None else arrived + max_hold
         self._valid_from = sent
         self._backoff = 0.0
         self._last = ""
@@ -106,15 +109,19 @@ class AsyncLease:
     async def proclaim(self, value: str) -> None:
         await self.renew(value=value)
 
-    async def release(self) -> None:
-        """Gives the lock back, once. Shielded: a cancellation of the
-        caller does not stop a release begun."""
+    def _start_release(self) -> "asyncio.Task[None]":
+        """The release's task, begun at the first call."""
         if self._release_task is None:
             self._released = True
             self.client._forget(self)
             self._release_task = asyncio.ensure_future(
                 self.client._release(self))
-        await asyncio.shield(self._release_task)
+        return self._release_task
+
+    async def release(self) -> None:
+        """Gives the lock back, once. Shielded: a cancellation of the
+        caller does not stop a release begun."""
+        await asyncio.shield(self._start_release())
 
     resign = release
 
@@ -179,6 +186,11 @@ class AsyncClient:
         self._wake: Optional[asyncio.Event] = None
         self._paused = False
 
+    def __repr__(self) -> str:
+        # a user:password in a URL is never shown
+        return "<fencegate.aio.AsyncClient %s>" % ",".join(
+            _core.redact_url(g) for g in self.gateways)
+
     @property
     def gateway(self) -> str:
         return self.gateways[self._current]
@@ -222,8 +234,16 @@ class AsyncClient:
         except httpx.ConnectError as e:
             if isinstance(e.__context__, ssl.SSLError) or \
                     "SSL" in str(e) or "certificate" in str(e):
-                raise TLSError("TLS with the gateway failed") from None
+                # this gateway's certificate or handshake: another
+                # gateway may do
+                return Answer(0, None, sent, self.gateways[i],
+                              TLSError("TLS with the gateway failed"),
+                              tls=True)
             return Answer(0, None, sent, self.gateways[i], e)
+        except ssl.SSLError:
+            # httpx lets some handshake failures through unwrapped
+            return Answer(0, None, sent, self.gateways[i],
+                          TLSError("TLS with the gateway failed"), tls=True)
         except httpx.TransportError as e:
             return Answer(0, None, sent, self.gateways[i], e)
         try:
@@ -246,20 +266,27 @@ class AsyncClient:
         start = self._current
         n = len(self.gateways)
         a: Optional[Answer] = None
+        tls_failed = 0
         for k in range(n):
             i = (start + k) % n
-            tk = t
-            if deadline is not None:
-                tk = min(t, deadline - now())
-                if tk <= 0.001:
-                    break
+            # under a deadline each gateway gets its share of the time
+            # left: one that accepts and never answers leaves the next
+            # one time to answer
+            tk = _core.attempt_timeout(t, deadline, n - k)
+            if tk <= 0.001:
+                break
             a = await self._once(i, method, path, data, h, tk)
+            if a.tls:
+                tls_failed += 1
+                continue
             if not _core.transient(a.status):
                 self._current = i
                 return a
         if a is None:
             return Answer(0, None, now(), self.gateways[start],
                           TimeoutError("the lease ended first"))
+        if tls_failed == n:
+            raise _core.tls_failure(a, n)
         self._current = (start + 1) % n
         return a
 
@@ -293,21 +320,14 @@ class AsyncClient:
             a = await self._call("POST", path, body,
                                  timeout=self.timeout + chunk / 1000.0)
             if a.status == 200:
-                g = _core.grant_fields(a.json)
-                try:
-                    ls = AsyncLease(self, name, g, a.sent, max_hold,
-                                    on_lost, raise_on_loss)
-                    if now() - a.sent > ls.ttl_ms / 3000.0:
-                        r = await self._renew_call(ls, ls.ttl_ms, None)
-                        if r.status != 200:
-                            raise a.failure("confirm '%s'" % name)
-                        self._renewed(ls, r, ls.ttl_ms)
-                    self._add(ls)
+                ls = await self._granted(name, a, max_hold, on_lost,
+                                         raise_on_loss)
+                if ls is not None:
                     return ls
-                except BaseException:
-                    await asyncio.shield(self._call(
-                        "DELETE", path, lease=g["lease"]))
-                    raise
+                # given back: asked again within the wait, as any answer
+                # that did not get through
+                a = Answer(0, None, now(), error=RuntimeError(
+                    "the grant could not be confirmed"))
             t = now()
             over = wait == 0 or (deadline is not None and t >= deadline)
             if a.status == 409 and a.code == "lock_held":
@@ -335,6 +355,44 @@ class AsyncClient:
                 b = backoff if deadline is None else \
                     min(backoff, max(0.0, deadline - now()))
                 await asyncio.sleep(b)
+
+    async def _granted(self, name: str, a: Answer,
+                       max_hold: Optional[float],
+                       on_lost: Optional[Callable[[AsyncLease], None]],
+                       raise_on_loss: bool) -> Optional[AsyncLease]:
+        """The lease of a 200, or None when it was given back (a late
+        grant whose confirmation failed). No error is ever built from the
+        grant's body: it holds the lease and the sequencer."""
+        path = _core.lock_path(name)
+        lease = _core.grant_lease(a.json)
+        try:
+            g = _core.grant_fields(a.json)
+        except FenceError:
+            # a grant that cannot be read is still a grant: given back
+            if lease is not None:
+                await asyncio.shield(self._call("DELETE", path,
+                                                lease=lease))
+            raise
+        try:
+            ls = AsyncLease(self, name, g, a.sent, a.arrived, max_hold,
+                            on_lost, raise_on_loss)
+            if now() - a.sent > ls.ttl_ms / 3000.0:
+                # the answer took long: its lease may be mostly spent, so
+                # it is renewed at once and timed from that renewal
+                r = await self._renew_call(ls, ls.ttl_ms, None)
+                if r.status != 200:
+                    if r.status != 410:
+                        await asyncio.shield(self._call(
+                            "DELETE", path, lease=g["lease"]))
+                    return None
+                self._renewed(ls, r, ls.ttl_ms)
+            self._add(ls)
+            return ls
+        except BaseException:
+            # an interrupt between the grant and its caller: give it back
+            await asyncio.shield(self._call("DELETE", path,
+                                            lease=g["lease"]))
+            raise
 
     def lock(self, name: str, **kw: Any) -> "_AsyncScope":
         """`async with client.lock(name, ...) as lease:`"""
@@ -375,18 +433,34 @@ class AsyncClient:
             wake = t + 60.0
             work = False
             for ls in list(self._leases):
+                # one lease's failure never stops the others' renewals
+                # and loss signals
                 if ls.hold_end is not None and t >= ls.hold_end:
-                    ls._lose("held longer than max_hold")
-                    await ls.release()
+                    try:
+                        ls._lose("held longer than max_hold")
+                        # its own task: the others are renewed meanwhile
+                        ls._start_release().add_done_callback(_quiet)
+                    except Exception:
+                        self._forget(ls)
                     work = True
                 elif t >= ls.deadline:
-                    ls._lose("no renewal succeeded within its %gs lease%s"
-                             % (ls.ttl_ms / 1000.0, "; last error: " +
-                                ls._last if ls._last else ""))
+                    try:
+                        ls._lose("no renewal succeeded within its %gs "
+                                 "lease%s" % (ls.ttl_ms / 1000.0,
+                                              "; last error: " + ls._last
+                                              if ls._last else ""))
+                    except Exception:
+                        self._forget(ls)
                     work = True
                 elif not self._paused and t >= ls.next_renew:
+                    work = True
+                    bound = self._bound()
+                    if now() >= bound:
+                        # an end or max_hold came: acted on first
+                        continue
                     try:
-                        a = await self._renew_call(ls, ls.ttl_ms, None)
+                        a = await self._renew_call(ls, ls.ttl_ms, None,
+                                                   deadline=bound)
                         self._renewed(ls, a, ls.ttl_ms)
                     except Exception as e:
                         ls._last = _core.describe(e)
@@ -410,13 +484,27 @@ class AsyncClient:
             finally:
                 h.cancel()
 
+    def _bound(self) -> float:
+        """The earliest end or max_hold among the leases watched: a
+        renewal call that ran past it would hold back that lease's loss
+        signal or its release."""
+        b = float("inf")
+        for ls in self._leases:
+            b = min(b, ls.deadline)
+            if ls.hold_end is not None:
+                b = min(b, ls.hold_end)
+        return b
+
     async def _renew_call(self, ls: AsyncLease, ttl_ms: int,
-                          value: Optional[str]) -> Answer:
+                          value: Optional[str],
+                          deadline: Optional[float] = None) -> Answer:
         body: Dict[str, Any] = {"lease": ls._lease, "ttl_ms": ttl_ms}
         if value is not None:
             body["value"] = value
+        end = ls.deadline if deadline is None else min(deadline,
+                                                       ls.deadline)
         return await self._call("PATCH", _core.lock_path(ls.name), body,
-                                deadline=ls.deadline)
+                                deadline=end)
 
     def _renewed(self, ls: AsyncLease, a: Answer, ttl_ms: int,
                  raise_errors: bool = False) -> None:
@@ -512,6 +600,13 @@ class AsyncClient:
         self._ok(await self._call("DELETE", _core.lock_path(name),
                                   extra={"Fence-Break": str(int(token))}),
                  "break '%s'" % name)
+
+
+def _quiet(t: "asyncio.Task[None]") -> None:
+    # a release at max_hold has nobody to tell of its failure (the lease
+    # runs out anyway): its exception is taken so it is not reported
+    if not t.cancelled():
+        t.exception()
 
 
 class _AsyncScope:

@@ -4,8 +4,11 @@ client, scoped use, election, inspect, list and break.
 Invariant: while a lease is held (not lost, not released) the client's
 renewer renews it a third of its TTL after the last good renewal was sent;
 its end is the send time of the last good answer plus the TTL that answer
-gave, and at that end, or at a definite 409/410, or at max_hold, `lost` is
-set at once. Leaving a `with` scope releases the lease whatever ended it.
+gave, and at that end, or at a definite loss (400/403/409/410), or at
+max_hold (counted from the grant's arrival), `lost` is set at once. No
+call of the renewer outlasts the earliest end it watches, and nothing
+else blocks it: releases at max_hold run on their own threads. Leaving a
+`with` scope releases the lease whatever ended it.
 """
 
 from __future__ import annotations
@@ -30,7 +33,7 @@ class Lease:
     A Lease is a context manager too: leaving it releases the lock."""
 
     def __init__(self, client: "Client", name: str, grant: Dict[str, Any],
-                 sent: float, max_hold: Optional[float],
+                 sent: float, arrived: float, max_hold: Optional[float],
                  on_lost: Optional[Callable[["Lease"], None]],
                  raise_on_loss: bool) -> None:
         self.client = client
@@ -49,7 +52,9 @@ class Lease:
         self.acquired_at = sent
         self.deadline = sent + self.ttl_ms / 1000.0
         self.next_renew = sent + _core.renewal_interval(self.ttl_ms)
-        self.hold_end = None if max_hold is None else sent + max_hold
+        # the hold starts when the grant arrived: time spent waiting in
+        # the queue is not held time
+        self.hold_end = None if max_hold is None else arrived + max_hold
         self._valid_from = sent
         self._backoff = 0.0
         self._last = ""
@@ -131,23 +136,39 @@ class Lease:
         try:
             self.client._renewer.forget(self)
             self.client._release(self)
+        except Exception:
+            self._release_done.set()
+            raise
         except BaseException:
             # interrupted mid-release (a second Ctrl-C): a thread of its
             # own finishes it, and the interpreter waits for that thread
             # at exit, so the lock is given back rather than left to run
-            # out
+            # out; it gets the client's timeout, not the lease's TTL,
+            # so the process is not kept alive for long
             threading.Thread(target=self._release_quietly,
+                             args=(now() + self.client.timeout,),
                              name="fencegate-release").start()
             raise
         self._release_done.set()
 
-    def _release_quietly(self) -> None:
+    def _release_quietly(self, end: Optional[float] = None) -> None:
         try:
-            self.client._release(self)
+            self.client._release(self, end=end)
         except Exception:   # nobody to tell: the lease runs out anyway
             pass
         finally:
             self._release_done.set()
+
+    def _release_in_background(self) -> None:
+        """The release at max_hold: on a thread of its own, so that the
+        renewer goes on with the other leases meanwhile."""
+        def run() -> None:
+            try:
+                self.release()
+            except Exception:   # nobody to tell: the lease runs out anyway
+                pass
+        threading.Thread(target=run, name="fencegate-max-hold",
+                         daemon=True).start()
 
     resign = release
 
@@ -263,6 +284,18 @@ class _Renewer:
             self._paused = False
             self.cond.notify_all()
 
+    def bound(self) -> float:
+        """The earliest end or max_hold among the leases watched: a
+        renewal call that ran past it would hold back that lease's loss
+        signal or its release."""
+        with self.cond:
+            b = float("inf")
+            for ls in self.leases:
+                b = min(b, ls.deadline)
+                if ls.hold_end is not None:
+                    b = min(b, ls.hold_end)
+            return b
+
     def stop(self) -> None:
         with self.cond:
             self.stopped = True
@@ -299,19 +332,35 @@ class _Renewer:
                     self.cond.wait(max(0.0, wake - t))
                     self.wake_at = 0.0
                     continue
+            # one lease's failure never stops the others' renewals and
+            # loss signals: the thread must go on
             for ls in ends:
-                ls._lose("no renewal succeeded within its %gs lease%s" % (
-                    ls.ttl_ms / 1000.0, self.client._last_error(ls)))
+                try:
+                    ls._lose("no renewal succeeded within its %gs lease%s"
+                             % (ls.ttl_ms / 1000.0,
+                                self.client._last_error(ls)))
+                except Exception:
+                    self.forget(ls)
             for ls in holds:
-                ls._lose("held longer than max_hold")
-                ls.release()
+                try:
+                    ls._lose("held longer than max_hold")
+                    ls._release_in_background()
+                except Exception:
+                    self.forget(ls)
+            # the earliest end first; once an end or max_hold comes, the
+            # round stops so that it is acted on at its time
+            due.sort(key=lambda ls: ls.deadline)
             for ls in due:
                 if ls.lost.is_set() or ls._released:
                     continue
+                bound = self.bound()
+                if now() >= bound:
+                    break
                 try:
-                    a = self.client._renew_call(ls, ls.ttl_ms, None)
+                    a = self.client._renew_call(ls, ls.ttl_ms, None,
+                                                deadline=bound)
                     self.client._renewed(ls, a, ls.ttl_ms)
-                except Exception as e:   # the thread must go on
+                except Exception as e:
                     ls._last = _core.describe(e)
                     ls.next_renew = now() + _core.BACKOFF_MIN
 
@@ -341,7 +390,9 @@ class Client:
         self._renewer = _Renewer(self)
 
     def __repr__(self) -> str:
-        return "<fencegate.Client %s>" % ",".join(self.gateways)
+        # a user:password in a URL is never shown
+        return "<fencegate.Client %s>" % ",".join(
+            _core.redact_url(g) for g in self.gateways)
 
     @property
     def gateway(self) -> str:
@@ -439,10 +490,18 @@ class Client:
     def _granted(self, name: str, a: Answer, max_hold: Optional[float],
                  on_lost: Optional[Callable[[Lease], None]],
                  raise_on_loss: bool) -> Optional[Lease]:
-        g = _core.grant_fields(a.json)
+        lease = _core.grant_lease(a.json)
+        try:
+            g = _core.grant_fields(a.json)
+        except FenceError:
+            # a grant that cannot be read is still a grant: it is given
+            # back with its lease, if it has one, before the error
+            if lease is not None:
+                self._call("DELETE", _core.lock_path(name), lease=lease)
+            raise
         ls: Optional[Lease] = None
         try:
-            ls = Lease(self, name, g, a.sent, max_hold, on_lost,
+            ls = Lease(self, name, g, a.sent, a.arrived, max_hold, on_lost,
                        raise_on_loss)
             if now() - a.sent > ls.ttl_ms / 3000.0:
                 # the answer took long: its lease may be mostly spent, so
@@ -471,11 +530,14 @@ class Client:
     # -- renewal and release -------------------------------------------
 
     def _renew_call(self, ls: Lease, ttl_ms: int,
-                    value: Optional[str]) -> Answer:
+                    value: Optional[str],
+                    deadline: Optional[float] = None) -> Answer:
         body: Dict[str, Any] = {"lease": ls._lease, "ttl_ms": ttl_ms}
         if value is not None:
             body["value"] = value
-        return self._call("PATCH", ls._path, body, deadline=ls.deadline)
+        end = ls.deadline if deadline is None else min(deadline,
+                                                       ls.deadline)
+        return self._call("PATCH", ls._path, body, deadline=end)
 
     def _renewed(self, ls: Lease, a: Answer, ttl_ms: int,
                  raise_errors: bool = False) -> None:
@@ -514,12 +576,14 @@ class Client:
         last = ls._last
         return "; last error: " + last if last else ""
 
-    def _release(self, ls: Lease) -> None:
+    def _release(self, ls: Lease, end: Optional[float] = None) -> None:
+        """Gives the lease back, asking again until its end (or `end`)."""
         path = ls._path
         backoff = 0.0
         # after the lease's end there is nothing to give back, but one
         # try is made: the gateway's clock is the one that counts
-        end = max(ls.deadline, now() + self.timeout)
+        if end is None:
+            end = max(ls.deadline, now() + self.timeout)
         while True:
             a = self._call("DELETE", path, lease=ls._lease, deadline=end)
             if a.status == 204:

@@ -7,10 +7,11 @@ import unittest
 import httpx
 
 from fencegate import (Forbidden, LeaseLost, NotAcquired, StaleToken,
-                       error_for)
+                       TLSError, error_for)
 from fencegate.aio import AsyncClient
 
 from . import fgenv
+from .fakegw import SilentRelay
 from .fgenv import raw_put, store_get, unique
 
 
@@ -102,6 +103,29 @@ class TestAsync(unittest.IsolatedAsyncioTestCase):
             self.assertIn("max_hold", lease.reason)
         self.assertFalse((await self.other.inspect(name))["held"])
 
+    async def test_max_hold_counts_from_the_grant_not_the_wait(self):
+        name = unique()
+        held = await self.other.acquire(name, ttl=10)
+
+        async def let_go():
+            await asyncio.sleep(2)   # the other holder's hold
+            await held.release()
+        t = asyncio.ensure_future(let_go())
+        lease = await self.c.acquire(name, ttl=10, wait=10, max_hold=1.5,
+                                     raise_on_loss=False)
+        got = asyncio.get_running_loop().time()
+        await t
+        self.assertGreater(lease.token, held.token)
+        # the body gets its 1.5 s, not what was left after the wait
+        with self.assertRaises(asyncio.TimeoutError):
+            await asyncio.wait_for(asyncio.shield(lease.lost.wait()), 0.75)
+        lease.check()
+        await asyncio.wait_for(lease.lost.wait(), 10 * fgenv.SLACK)
+        self.assertIn("max_hold", lease.reason)
+        self.assertGreaterEqual(asyncio.get_running_loop().time() - got,
+                                1.0)
+        await lease.release()
+
     async def test_inspect_observe_ls(self):
         prefix = unique("app/", "/")
         name = prefix + "x"
@@ -130,6 +154,18 @@ class TestAsync(unittest.IsolatedAsyncioTestCase):
             with self.assertRaises(Forbidden):
                 await c.acquire(unique(), ttl=5)
 
+    async def test_a_tls_failure_moves_on_to_the_next_gateway(self):
+        # no CA given: the system's CAs do not verify the TLS gateway
+        gw = fgenv.var("FG_TEST_AUTH_GATEWAY")
+        async with AsyncClient([gw, self.gws[1]]) as c:
+            name = unique()
+            async with c.lock(name, ttl=5):
+                self.assertEqual(c.gateway, self.gws[1])
+                self.assertTrue((await c.inspect(name))["held"])
+        async with AsyncClient([gw]) as c:
+            with self.assertRaises(TLSError):
+                await c.inspect(unique())
+
     async def test_a_dead_gateway_first_in_the_list(self):
         async with AsyncClient([fgenv.var("FG_TEST_DEAD"), self.gws[1]]) \
                 as c:
@@ -137,3 +173,21 @@ class TestAsync(unittest.IsolatedAsyncioTestCase):
             async with c.lock(name, ttl=5):
                 self.assertEqual(c.gateway, self.gws[1])
                 self.assertTrue((await c.inspect(name))["held"])
+
+    async def test_a_silent_gateway_leaves_the_second_time_to_renew(self):
+        relay = SilentRelay(self.gws[0])
+        self.addCleanup(relay.close)
+        async with AsyncClient([relay.url, self.gws[1]]) as c:
+            name = unique()
+            async with c.lock(name, ttl=3) as lease:
+                self.assertEqual(c.gateway, relay.url)
+                relay.silence()
+                # two TTLs with the first gateway silent
+                with self.assertRaises(asyncio.TimeoutError):
+                    await asyncio.wait_for(lease.lost.wait(), 6)
+                lease.check()
+                self.assertEqual(c.gateway, self.gws[1])
+                st = await self.other.inspect(name)
+                self.assertEqual((st["held"], st["token"]),
+                                 (True, lease.token))
+        self.assertFalse((await self.other.inspect(name))["held"])

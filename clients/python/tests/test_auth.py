@@ -84,6 +84,24 @@ class TestAuth(Case):
         with self.assertRaises(TLSError):
             c.inspect(unique())
 
+    def test_a_tls_failure_moves_on_to_the_next_gateway(self):
+        # the system's CAs do not verify the first gateway: that is this
+        # gateway's failure, and the plain second one takes the calls
+        plain = var("FG_TEST_GATEWAYS").split(",")[1]
+        ctx = ssl.create_default_context()
+        c = self.client([self.gw, plain], ssl_context=ctx)
+        name = unique()
+        with c.lock(name, ttl=1.5) as lease:
+            self.assertEqual(c.gateway, plain)
+            self.assertFalse(lease.lost.wait(3))
+            self.assertTrue(c.inspect(name)["held"])
+        # every gateway failing TLS is a TLSError
+        c2 = self.client([self.gw, self.gw.replace("127.0.0.1",
+                                                   "localhost")],
+                         ssl_context=ctx)
+        with self.assertRaises(TLSError):
+            c2.inspect(unique())
+
     def test_the_key_never_shows(self):
         key = var("FG_TEST_KEY")
         c = Client([self.gw], key=key, ca=self.ca)

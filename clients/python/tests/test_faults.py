@@ -1,9 +1,11 @@
-"""test_faults.py - a hold through a gateway that stops, a Redis that
-stalls for less than the lease, and a Redis that comes back empty."""
+"""test_faults.py - a hold through a gateway that stops, or that goes
+silent (accepts and never answers), a Redis that stalls for less than
+the lease, and a Redis that comes back empty."""
 
 from fencegate import LeaseLost, StaleToken, error_for
 
 from . import fgenv
+from .fakegw import SilentRelay
 from .fgenv import Case, control, raw_put, store_get, unique, wait_until
 
 
@@ -29,6 +31,25 @@ class TestGatewayFailover(Case):
             self.assertIn(r.status_code, (201, 204))
         self.assertFalse(c.inspect(name)["held"])
         self.assertEqual(store_get(name), (200, b"still held"))
+
+    def test_a_silent_gateway_leaves_the_second_time_to_renew(self):
+        # the first gateway answers the grant, then accepts and never
+        # answers: each renewal attempt gets only its share of the time
+        # left, so the second gateway is asked before the lease's end
+        relay = SilentRelay(self.gws[0])
+        self.addCleanup(relay.close)
+        c = self.client([relay.url, self.gws[1]])
+        name = unique()
+        with c.lock(name, ttl=3) as lease:
+            self.assertEqual(c.gateway, relay.url)
+            relay.silence()
+            self.assertFalse(lease.lost.wait(6))
+            lease.check()
+            self.assertEqual(c.gateway, self.gws[1])
+            st = c.inspect(name)
+            self.assertTrue(st["held"])
+            self.assertEqual(st["token"], lease.token)
+        self.assertFalse(c.inspect(name)["held"])
 
     def test_a_dead_gateway_first_in_the_list(self):
         c = self.client([fgenv.var("FG_TEST_DEAD"), self.gws[1]])

@@ -6,11 +6,13 @@ import os
 import signal
 import subprocess
 import sys
+import threading
 import time
 
 from fencegate import LeaseLost, NotAcquired, StaleToken, error_for
 
 from . import fgenv
+from .fakegw import SilentRelay
 from .fgenv import Case, raw_put, store_get, unique, wait_until
 
 
@@ -51,18 +53,47 @@ class TestScope(Case):
         real = c._release
         calls = []
 
-        def interrupted(lease):
+        def interrupted(lease, **kw):
             # a second Ctrl-C lands while the scope releases
             calls.append(1)
             if len(calls) == 1:
                 raise KeyboardInterrupt()
-            real(lease)
+            real(lease, **kw)
         c._release = interrupted
         with self.assertRaises(KeyboardInterrupt):
             with c.lock(name, ttl=30):
                 pass
         wait_until(lambda: not c.inspect(name)["held"], 10,
                    "the release finished on its own thread")
+        self.assertEqual(len(calls), 2)
+
+    def test_an_interrupted_release_gives_up_after_the_timeout(self):
+        # the gateway goes silent before the release: the thread that
+        # finishes an interrupted release keeps the process alive for the
+        # client's timeout, not for the lease's 30 s
+        relay = SilentRelay(self.gws[0])
+        self.addCleanup(relay.close)
+        c = self.client([relay.url], timeout=1)
+        name = unique()
+        real = c._release
+        calls = []
+
+        def interrupted(lease, **kw):
+            # the first release is interrupted; the thread's is real
+            calls.append(1)
+            if len(calls) == 1:
+                raise KeyboardInterrupt()
+            real(lease, **kw)
+        c._release = interrupted
+        before = set(threading.enumerate())
+        with self.assertRaises(KeyboardInterrupt):
+            with c.lock(name, ttl=30):
+                relay.silence()
+        started = [t for t in threading.enumerate()
+                   if t not in before and t.name == "fencegate-release"]
+        self.assertEqual(len(started), 1)
+        started[0].join(10 * fgenv.SLACK)
+        self.assertFalse(started[0].is_alive())
         self.assertEqual(len(calls), 2)
 
     def test_renews_past_its_ttl(self):
@@ -105,6 +136,29 @@ class TestScope(Case):
                     raise_on_loss=False) as lease:
             self.assertTrue(lease.lost.wait(10 * fgenv.SLACK))
         self.assertFalse(c.inspect(name)["held"])
+
+
+class TestMaxHoldAfterAWait(Case):
+    def test_max_hold_counts_from_the_grant_not_the_wait(self):
+        c, other = self.client(), self.client()
+        name = unique()
+        held = other.acquire(name, ttl=10)
+        # the other holder lets go after 2 s, while c waits
+        t = threading.Timer(2.0, held.release)
+        t.start()
+        self.addCleanup(t.join)
+        lease = c.acquire(name, ttl=10, wait=10, max_hold=1.5,
+                          raise_on_loss=False)
+        got = time.monotonic()
+        self.assertGreater(lease.token, held.token)
+        # the body gets its 1.5 s, not what was left after the wait
+        self.assertFalse(lease.lost.wait(0.75))
+        lease.check()
+        self.assertTrue(lease.lost.wait(10 * fgenv.SLACK))
+        self.assertIn("max_hold", lease.reason)
+        self.assertGreaterEqual(time.monotonic() - got, 1.0)
+        wait_until(lambda: not c.inspect(name)["held"], 10,
+                   "the lock released at max_hold")
 
 
 class TestPausedHolder(Case):
