@@ -13,8 +13,10 @@
  * and is retried like a failed connect.
  *
  * Invariant: when the topology moves, the loop is told through on_resync,
- * as when the subscription reconnects: what a failed master held may be
- * gone. The channels are kept here (as->chans) across reconnects, and
+ * as when the subscription reconnects — once Redis confirmed the first
+ * channel again, so that nothing the loop asks then can be answered
+ * before a change whose message went to nobody: what a failed master held
+ * may be gone. The channels are kept here (as->chans) across reconnects, and
  * subscribed again on every session of `sub`.
  */
 #include <stdlib.h>
@@ -63,7 +65,12 @@ static void session_up(struct fg__conn *cn)
 		cn->subscribed = cn->as->nchans == 0;
 		for (size_t i = 0; i < cn->as->nchans; i++)
 			subscribe_one(cn, cn->as->chans[i]);
-		if (cn->as->on_resync)
+		/* with no channel there is nothing a message could have said;
+		 * otherwise the loop asks again once Redis took its own
+		 * channel (on_sub_reply): a question asked before that could
+		 * be answered before a change whose message then went to
+		 * nobody */
+		if (cn->as->nchans == 0 && cn->as->on_resync)
 			cn->as->on_resync(cn->as->arg);
 	}
 }
@@ -344,6 +351,12 @@ static void on_sub_reply(redisAsyncContext *ac, void *reply, void *priv)
 	else if (strcmp(kind, "subscribe") == 0) {
 		cn->subscribed = 1;
 		cn->as->on_message(chan, NULL, 0, cn->as->arg);
+		/* the loop's own channel is taken again (a new session): what
+		 * a message may have said while it was not is asked again
+		 * now, when every later message is sure to come */
+		if (cn->as->nchans && strcmp(chan, cn->as->chans[0]) == 0 &&
+		    cn->as->on_resync)
+			cn->as->on_resync(cn->as->arg);
 	}
 }
 

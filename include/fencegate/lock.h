@@ -317,8 +317,9 @@ int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen);
 /** A message on a subscribed channel. */
 typedef void fg_message_cb(const char *channel, const char *msg, size_t len,
 			   void *arg);
-/** The subscriber (re)connected, or the masters moved: messages, or what
- *  a failed master held, may have been lost before. */
+/** The subscriber (re)connected and holds the first channel subscribed
+ *  again (every message from then on reaches it), or the masters moved:
+ *  messages, or what a failed master held, may have been lost before. */
 typedef void fg_resync_cb(void *arg);
 
 /**
