@@ -265,6 +265,12 @@ again:
 		enum fg_write_stage st = ws->ops->stage(w);
 		if (st == FG_WRITE_OVER)
 			continue;
+		/* A write not begun yet, or whose extension is in flight (it
+		 * may have been answered before the change whose message was
+		 * lost), is asked once it can be: when it begins, or when
+		 * that extension is back. */
+		if (recheck && (st == FG_WRITE_QUEUED || w->extending))
+			w->reask = true;
 		if (st == FG_WRITE_QUEUED) {
 			/* curl takes it on this turn: look again right after */
 			if (w->deadline)

@@ -383,6 +383,39 @@ static void test_recheck_asks_every_running_write(void **state)
 	fg_writes_remove(e->ws, &q.w);
 }
 
+/* The subscription came back while a write's extension was out, or
+ * before a write began: Redis may have answered that extension before
+ * the change whose message was lost, so each is asked again once it can
+ * be. */
+static void test_recheck_reaches_writes_extending_or_not_begun(void **state)
+{
+	struct env *e = *state;
+	struct fake a, q;
+	init(&a, "gw-w1", 1000);
+	init(&q, "gw-w2", 10000);
+	q.stage = FG_WRITE_QUEUED;
+	assert_true(fg_writes_add(e->ws, &a.w));
+	assert_true(fg_writes_add(e->ws, &q.w));
+	/* a's extension goes out ahead of its deadline, and stays out */
+	fg_writes_check(e->ws, 1000 - FG_WRITE_EXTEND_AHEAD_MS);
+	assert_int_equal(a.extends, 1);
+	assert_int_equal(a.w.extending, 1);
+	fg_writes_recheck(e->ws);
+	fg_writes_check(e->ws, 920);
+	assert_int_equal(a.extends, 1); /* one out at a time */
+	assert_int_equal(q.extends, 0);
+	/* that extension is back, granted: a is asked again all the same */
+	fg_write_extended(e->ws, &a.w, 0, FG_WRITE_EXT_GRANTED, 5000);
+	fg_writes_check(e->ws, 930);
+	assert_int_equal(a.extends, 2);
+	/* q begins: it is asked at once, not at its deadline's lead */
+	q.stage = FG_WRITE_SENDING;
+	fg_writes_check(e->ws, 940);
+	assert_int_equal(q.extends, 1);
+	fg_writes_remove(e->ws, &a.w);
+	fg_writes_remove(e->ws, &q.w);
+}
+
 static void test_no_deadline_unbounded(void **state)
 {
 	struct env *e = *state;
@@ -464,6 +497,7 @@ int main(void)
 		cmocka_unit_test_setup_teardown(test_extend_ahead_and_answers, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_ended_grant_keeps_grace, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_recheck_asks_every_running_write, setup, teardown),
+		cmocka_unit_test_setup_teardown(test_recheck_reaches_writes_extending_or_not_begun, setup, teardown),
 		cmocka_unit_test_setup_teardown(test_no_deadline_unbounded, setup, teardown),
 		cmocka_unit_test(test_an_op_that_frees_another_write_leaves_the_walk_whole),
 	};
