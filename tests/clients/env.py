@@ -38,32 +38,9 @@ sys.path.insert(0, os.path.join(HERE, "..", "integration"))
 
 import harness            # noqa: E402
 import storage            # noqa: E402
+import test_tls           # noqa: E402  (its openssl.cnf: one for both)
 from harness import SetupError, slack   # noqa: E402
 
-OPENSSL_CNF = """\
-[ req ]
-distinguished_name = dn
-prompt = no
-[ dn ]
-CN = unused
-[ ca_ext ]
-basicConstraints = critical,CA:TRUE
-keyUsage = critical,keyCertSign,cRLSign
-subjectKeyIdentifier = hash
-[ server_ext ]
-basicConstraints = CA:FALSE
-keyUsage = critical,digitalSignature
-extendedKeyUsage = serverAuth
-subjectAltName = IP:127.0.0.1,DNS:localhost
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid
-[ client_ext ]
-basicConstraints = CA:FALSE
-keyUsage = critical,digitalSignature
-extendedKeyUsage = clientAuth
-subjectKeyIdentifier = hash
-authorityKeyIdentifier = keyid
-"""
 
 RIGHTS_APP = "lock:app/ observe:app/ read:app/"
 RIGHTS_OTHER = "lock:other/ observe:other/ read:other/"
@@ -82,7 +59,8 @@ class Pki:
 
     def __init__(self, d):
         self.dir = d
-        self.cnf = owner_only(os.path.join(d, "openssl.cnf"), OPENSSL_CNF)
+        self.cnf = owner_only(os.path.join(d, "openssl.cnf"),
+                              test_tls.OPENSSL_CNF % {"dir": d})
         self.ca = self._cert("ca", "fencegate client-test CA", None, "ca_ext")
         self.server = self._cert("server", "127.0.0.1", "ca", "server_ext")
         self.client = self._cert("client", "app-cert", "ca", "client_ext")
