@@ -7,7 +7,9 @@
 # data intact, and what the audit log says of it; (3) fencectl running a
 # command under a lock whose lease is lost; (4) the metrics of it all;
 # (5) a gateway with an auth-file: a stranger refused, an operator breaking
-# a stuck lock, and the stale write refused after it; (6) S3 mode, with a
+# a stuck lock, and the stale write refused after it; (6) the Python
+# client library: a scoped lock whose body never runs without the grant,
+# and a lease lost, signalled before the next write; (7) S3 mode, with a
 # real radosgw and the aws cli (scripts/demo-s3.sh).
 # Everything it started is stopped (by PID) when it ends.
 set -euo pipefail
@@ -219,7 +221,45 @@ step "the storage still holds v1"
 show curl -s "$agw/jobs/deploy"
 
 echo
-echo "== 6. an S3 object store behind the fence"
+echo "== 6. from application code: the Python client library (clients/python)"
+step "a job holds reports/q4.txt in a with-block: its writes carry the sequencer; a second job is refused the lock, and its body never runs"
+PYTHONPATH=clients/python /usr/bin/python3 - "$gw" "$rport" <<'PY'
+import subprocess, sys, urllib.request
+from fencegate import Client, LeaseLost, NotAcquired
+
+gw, rport = sys.argv[1], sys.argv[2]
+client = Client(gw)
+with client.lock("reports/q4.txt", ttl=3) as lease:
+    print("job 1 holds reports/q4.txt, token", lease.token)
+    put = urllib.request.Request(gw + "/reports/q4.txt", data=b"q4 by job 1\n",
+                                 method="PUT", headers=lease.fencing_headers())
+    print("job 1: PUT /reports/q4.txt ->", urllib.request.urlopen(put).status)
+    other = Client(gw)
+    try:
+        with other.lock("reports/q4.txt", ttl=3, wait=0.5):
+            print("job 2: this line never runs")
+    except NotAcquired as e:
+        print("job 2: NotAcquired (%s); its body did not run" % e.code)
+    finally:
+        other.close()
+
+print()
+print("# job 3 holds reports/q5.txt; the lock is wiped from Redis meanwhile")
+with client.lock("reports/q5.txt", ttl=2, raise_on_loss=False) as lease:
+    subprocess.run(["redis-cli", "-p", rport, "--no-auth-warning", "del",
+                    "fg:{reports/q5.txt}:s"], check=True,
+                   stdout=subprocess.DEVNULL)
+    lease.lost.wait(5)          # set by the renewer at its next renewal
+    print("job 3: lease.lost is set:", lease.reason)
+    try:
+        lease.check()           # what a job calls before each write
+    except LeaseLost:
+        print("job 3: lease.check() raises LeaseLost: its next write is never sent")
+client.close()
+PY
+
+echo
+echo "== 7. an S3 object store behind the fence"
 scripts/demo-s3.sh
 
 echo
