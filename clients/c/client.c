@@ -244,9 +244,12 @@ bool fg_client_lease_lost(const struct fg_client *c)
 
 static bool lose_unlock(struct fg_client *c, enum fg_client_loss why);
 
-int fg_client_check(struct fg_client *c)
+/* With mu held: 0 while a lease is held, not lost and not past its end,
+ * and mu is still held; otherwise the error, and mu is released. A lease
+ * whose end passed is lost here, whether or not a tick ran: the one gate
+ * of fg_client_check() and of every fenced request. */
+static int gate_locked(struct fg_client *c)
 {
-	pthread_mutex_lock(&c->mu);
 	if (!c->holding) {
 		pthread_mutex_unlock(&c->mu);
 		return FG_CLIENT_INVALID;
@@ -255,9 +258,20 @@ int fg_client_check(struct fg_client *c)
 		lose_unlock(c, FG_CLIENT_LOSS_EXPIRED);
 		return FG_CLIENT_LEASE_LOST;
 	}
-	bool gone = atomic_load(&c->lost);
-	pthread_mutex_unlock(&c->mu);
-	return gone ? FG_CLIENT_LEASE_LOST : FG_CLIENT_OK;
+	if (atomic_load(&c->lost)) {
+		pthread_mutex_unlock(&c->mu);
+		return FG_CLIENT_LEASE_LOST;
+	}
+	return FG_CLIENT_OK;
+}
+
+int fg_client_check(struct fg_client *c)
+{
+	pthread_mutex_lock(&c->mu);
+	int e = gate_locked(c);
+	if (e == FG_CLIENT_OK)
+		pthread_mutex_unlock(&c->mu);
+	return e;
 }
 
 bool fg_client_holding(const struct fg_client *c)
@@ -963,19 +977,9 @@ int fg__lease_sequencer(struct fg_client *c, const char *prefix, char **out)
 {
 	*out = NULL;
 	pthread_mutex_lock(&c->mu);
-	if (!c->holding) {
-		pthread_mutex_unlock(&c->mu);
-		return FG_CLIENT_INVALID;
-	}
-	/* a lease whose end passed is lost, whether or not a tick ran */
-	if (!atomic_load(&c->lost) && fg__now_ms() >= c->deadline) {
-		lose_unlock(c, FG_CLIENT_LOSS_EXPIRED);
-		return FG_CLIENT_LEASE_LOST;
-	}
-	if (atomic_load(&c->lost)) {
-		pthread_mutex_unlock(&c->mu);
-		return FG_CLIENT_LEASE_LOST;
-	}
+	int e = gate_locked(c);
+	if (e != FG_CLIENT_OK)
+		return e;
 	size_t n = strlen(prefix) + strlen(c->sequencer) + 1;
 	if ((*out = malloc(n)))
 		snprintf(*out, n, "%s%s", prefix, c->sequencer);

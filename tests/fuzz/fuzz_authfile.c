@@ -30,6 +30,7 @@
 #include <openssl/sha.h>
 
 #include "base/auth.h"
+#include "base/text.h"
 #include "fuzz.h"
 
 #define KNOWN_NAME "fuzz.known"
@@ -56,17 +57,6 @@ static bool blank(uint8_t c)
 	return c == ' ' || c == '\t';
 }
 
-static int hexval(uint8_t c)
-{
-	if (c >= '0' && c <= '9')
-		return c - '0';
-	if (c >= 'a' && c <= 'f')
-		return c - 'a' + 10;
-	if (c >= 'A' && c <= 'F')
-		return c - 'A' + 10;
-	return -1;
-}
-
 /* The input with every hex digit after each "sha256:" (up to a blank or
  * the line's end) replaced by another, v -> 7v+3 mod 16, its case kept
  * where it has one. */
@@ -79,7 +69,7 @@ static void permute_digests(const uint8_t *in, uint8_t *out, size_t n)
 		if (memcmp(in + i, "sha256:", 7) != 0)
 			continue;
 		for (size_t k = i + 7; k < n && !blank(in[k]) && in[k] != '\n'; k++) {
-			int v = hexval(in[k]);
+			int v = fg_hexval(in[k]);
 			if (v < 0)
 				continue;
 			bool up = in[k] >= 'A' && in[k] <= 'F';
