@@ -109,6 +109,13 @@ def _dav_ext_module(exe):
                      "the proxy tests cannot run" % DAV_EXT_MODULE)
 
 
+# The X-Test-Id of every request whose answer a test has heard. A store
+# with several workers (Apache) may log an answered request after a later
+# one, so a position in its log does not by itself separate what came
+# before a mark from what came after it.
+ANSWERED = set()
+
+
 class LogEntry:
     """One parsed access-log line. Fields absent in the request are None;
     status, request_length and fencing_token (when numeric) are ints."""
@@ -759,6 +766,7 @@ class StoreTestCase(harness.TestCase):
         r = send(port or (gw or self.gw).port, method, path, body, headers,
                  timeout, chunked)
         r.test_id = tid
+        ANSWERED.add(tid)
         return r
 
     def put(self, path, data, seq, gw=None, **kw):
