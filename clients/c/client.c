@@ -713,9 +713,13 @@ int fg_client_acquire(struct fg_client *c, const char *name,
 			    "a lease is held already: release it first");
 	if (!(path = fg__lock_path(name, NULL)))
 		return fail(c, FG_CLIENT_NOMEM, NULL, NULL);
-	for (;;) {
+	for (bool first = true;; first = false) {
 		uint64_t now = fg__now_ms();
-		uint64_t left = deadline > now ? deadline - now : 0;
+		/* the first call asks for the whole wait the caller named (a
+		 * millisecond spent before it is not the caller's to lose);
+		 * each later one for what is left of it */
+		uint64_t left = first ? o->wait_ms :
+				deadline > now ? deadline - now : 0;
 		uint64_t chunk = left > FG__WAIT_MAX_MS ? FG__WAIT_MAX_MS : left;
 		struct fg__answer a;
 		char *body = acquire_body(o, chunk);
