@@ -245,6 +245,15 @@ class DataDirStore(harness.Process):
 class Nginx(DataDirStore):
     """A private nginx WebDAV store on a free loopback port."""
 
+    def bodies_being_read(self):
+        """How many request bodies nginx is writing to its temp files
+        now (its DAV module takes every PUT body into one, from the first
+        byte to the request's end)."""
+        try:
+            return len(os.listdir(os.path.join(self.tmp, "body")))
+        except FileNotFoundError:
+            return 0
+
     def __init__(self, port=None):
         self.port = port or free_port()
         self.dir = tempfile.mkdtemp(prefix="nginx-", dir=harness.tmp_root())

@@ -262,12 +262,17 @@ class BreakTests(StoreTestCase):
         lock = self.lock_of(path)
         a = self.grant(path, gw=self.gw1, ttl_ms=60000)
         before = transfers_in_flight(self.gw1)
+        reading = self.store.bodies_being_read()
         every = 0.1
         put = StreamedPut(self.gw1.port, path, a["sequencer"], old, b"A",
                           int(STREAM_S / every) + 1, every)
         self.addCleanup(put.close)
         self.wait_for(lambda: transfers_in_flight(self.gw1) > before,
                       slack(2.0), "gateway 1 to admit A's streamed PUT")
+        # admitted is not yet at nginx: the break must find A's body on
+        # its way into the store, so that the store's log shows its end
+        self.wait_for(lambda: self.store.bodies_being_read() > reading,
+                      slack(5.0), "nginx to begin reading A's body")
         kind, resp, _ = put.answer(0)
         self.assertEqual(kind, "nothing", "A's upload ended before the "
                          "break: %s %r" % (kind, resp))
