@@ -29,6 +29,7 @@ import base64
 import hashlib
 import hmac
 import http.client
+import itertools
 import json
 import os
 import re
@@ -109,11 +110,18 @@ def _dav_ext_module(exe):
                      "the proxy tests cannot run" % DAV_EXT_MODULE)
 
 
-# The X-Test-Id of every request whose answer a test has heard. A store
-# with several workers (Apache) may log an answered request after a later
-# one, so a position in its log does not by itself separate what came
-# before a mark from what came after it.
-ANSWERED = set()
+# The X-Test-Id of every request whose answer a test has heard, with the
+# ordinal of its latest answer. A store with several workers (Apache) may
+# log an answered request after a later one, so a position in its log does
+# not by itself separate what came before a mark from what came after it.
+# An id sent again after a mark counts as after it.
+ANSWERED = {}
+_ANSWER_NO = itertools.count()
+
+
+def answer_mark():
+    """An ordinal above every answer heard so far, below every later one."""
+    return next(_ANSWER_NO)
 
 
 class LogEntry:
@@ -775,7 +783,7 @@ class StoreTestCase(harness.TestCase):
         r = send(port or (gw or self.gw).port, method, path, body, headers,
                  timeout, chunked)
         r.test_id = tid
-        ANSWERED.add(tid)
+        ANSWERED[tid] = next(_ANSWER_NO)
         return r
 
     def put(self, path, data, seq, gw=None, **kw):
