@@ -146,6 +146,18 @@ void fg__build_giveback(struct fg__call *c, const char *name,
 /** Monotonic milliseconds (for reconnect pacing only, never for leases). */
 uint64_t fg__mono_ms(void);
 
+/* ---- the event streams (evkeys.c) ------------------------------------ */
+
+#define FG__EV_ONE "fg:{!ev}:s"  /* one Redis: every lock's events */
+#define FG__EV_KEY_MAX 32        /* fits any stream name below, and NUL */
+/** The tag number T of slot s's stream fg:{!evT}:s (a Cluster). */
+unsigned fg__ev_tag(unsigned slot);
+/** Writes the name of slot's stream (a Cluster) into buf; its length. */
+size_t fg__ev_slot_key(unsigned slot, char *buf, size_t cap);
+/** Writes the name of the stream lock `name`'s events go to: FG__EV_ONE,
+ *  or on a Cluster its slot's; its length (0: name too long for a lock). */
+size_t fg__ev_key(const char *name, bool cluster, char *buf, size_t cap);
+
 struct redisAsyncContext;
 struct event_base;
 /** Attaches an async context to a libevent base (evredis.c): its replies

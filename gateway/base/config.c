@@ -77,6 +77,9 @@ static const struct setting settings[] = {
 	U(upstream_timeout_ms, 10, 3600000, "MS         bound on the upstream's response head, then on each stall of its body (30000)"),
 	U(fence_margin_ms, 0, 600000, "MS         an admitted write must end this long before its lease (250)"),
 	U(write_max_ms, 100, 86400000, "MS         longest an admitted write may run (3600000)"),
+	{ "events", K_BOOL, offsetof(struct fg_config, events), 0, 1, "yes|no     record grants, ends and refusals for /_fence/v1/events (yes)" },
+	U(events_retain, 100, 10000000, "N          events kept in Redis, at most (100000)"),
+	U(events_retain_ms, 1000, 2592000000u, "MS         and none older than this (86400000)"),
 	{ "forward-token", K_BOOL, offsetof(struct fg_config, forward_token), 0, 1, "yes|no     pass `Fencing-Token: <n>` to the upstream (no)" },
 	{ "proxy-redirect", K_BOOL, offsetof(struct fg_config, proxy_redirect), 0, 1, "yes|no     Location and Content-Location naming the upstream name the\n"
 	  "                      gateway instead, as nginx's proxy_redirect default (yes)" },
@@ -196,6 +199,9 @@ void fg_config_init(struct fg_config *c)
 	c->upstream_timeout_ms = 30000;
 	c->fence_margin_ms = 250;
 	c->write_max_ms = 3600000;
+	c->events = 1;
+	c->events_retain = 100000;
+	c->events_retain_ms = 86400000;
 }
 
 void fg_config_finish(struct fg_config *c)

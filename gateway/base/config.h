@@ -62,6 +62,9 @@ struct fg_config {
 	unsigned fence_margin_ms;      /* a write ends this long before its lease */
 	unsigned write_max_ms;         /* longest an admitted write may run */
 	unsigned forward_token;        /* 1: send Fencing-Token: <n> upstream */
+	unsigned events;               /* 1: record the event stream (v1.5) */
+	unsigned events_retain;        /* events kept, at most (per stream) */
+	unsigned events_retain_ms;     /* and none older than this */
 	unsigned proxy_redirect;       /* 1: Location naming the upstream names
 					  the gateway (redirect.c) */
 	char *write_methods;           /* space-separated; NULL: the defaults */

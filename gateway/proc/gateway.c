@@ -152,6 +152,9 @@ int fg_gateway_init(struct fg_gateway *gw, struct fg_config *cfg)
 		.write_margin_ms = c->fence_margin_ms,
 		.replicas = c->redis_replicas,
 		.replicas_timeout_ms = c->redis_replicas_timeout_ms,
+		.events = c->events != 0,
+		.events_retain = c->events_retain,
+		.gateway_id = gw->id,
 	};
 	pthread_mutex_init(&gw->key_mu, NULL);
 	return 0;

@@ -90,6 +90,12 @@ struct fg_store_opts {
 	fg_script_observer *observe; /* optional (asynchronous front only) */
 	void *observe_arg;
 	fg_giveback_observer *gave_back; /* optional (asynchronous front) */
+	bool events;                 /* record the event stream (contract
+					v1.5): the lock calls that change a
+					lock append to it */
+	unsigned events_retain;      /* entries a stream keeps, about */
+	const char *gateway_id;      /* the "gateway" of the events this
+					store records; not owned */
 };
 
 /* ---- blocking connection ------------------------------------------- */
