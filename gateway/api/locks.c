@@ -22,6 +22,7 @@
 #include "access/access.h"
 #include "api/api.h"
 #include "api/list.h"
+#include "api/ui.h"
 #include "http/framing.h"
 #include "http/respond.h"
 #include "http/req.h"
@@ -1072,6 +1073,8 @@ static enum MHD_Result dispatch(struct fg_req *req, struct MHD_Connection *c)
 		return metrics(req, c);
 	case FG_APIOP_OPENAPI:
 		return openapi(req, c);
+	case FG_APIOP_UI:
+		return fg_ui_serve(req, c);
 	case FG_APIOP_NOT_FOUND:
 	default:
 		return fg_respond_error(c, FG_E_NOT_FOUND, NULL, NULL);

@@ -68,6 +68,16 @@ static const struct fixed {
 	 * generator reads it before it has a key */
 	{ "/_fence/v1/openapi.json", FG_EP_OTHER, FG_APIOP_OPENAPI, false,
 	  FG_APINEED_NOTHING, FG_APINEED_NOTHING, FG_RIGHT_OBSERVE },
+	/* the status page: open too, since it holds no data; every call it
+	 * makes carries the user's own key (api/ui.c) */
+	{ "/_fence/v1/ui", FG_EP_OTHER, FG_APIOP_UI, false,
+	  FG_APINEED_NOTHING, FG_APINEED_NOTHING, FG_RIGHT_OBSERVE },
+	{ "/_fence/v1/ui/", FG_EP_OTHER, FG_APIOP_UI, false,
+	  FG_APINEED_NOTHING, FG_APINEED_NOTHING, FG_RIGHT_OBSERVE },
+	{ "/_fence/v1/ui/ui.css", FG_EP_OTHER, FG_APIOP_UI, false,
+	  FG_APINEED_NOTHING, FG_APINEED_NOTHING, FG_RIGHT_OBSERVE },
+	{ "/_fence/v1/ui/ui.js", FG_EP_OTHER, FG_APIOP_UI, false,
+	  FG_APINEED_NOTHING, FG_APINEED_NOTHING, FG_RIGHT_OBSERVE },
 };
 
 /* A lock: /_fence/v1/locks/{name}, raw[0..len) the name as sent. */

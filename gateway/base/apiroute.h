@@ -67,12 +67,14 @@ enum fg_apiop {
 	FG_APIOP_METRICS,
 	FG_APIOP_OPENAPI,     /* GET or HEAD /_fence/v1/openapi.json: the
 				 API's description (base/openapi.h) */
+	FG_APIOP_UI,          /* GET or HEAD /_fence/v1/ui/ and its files
+				 (api/ui.h); /_fence/v1/ui redirects there */
 };
 
 /* What the access step asks of the caller (with an auth-file). */
 enum fg_apineed {
-	FG_APINEED_NOTHING,   /* health, livez, readyz, openapi.json, whatever
-				 the method */
+	FG_APINEED_NOTHING,   /* health, livez, readyz, openapi.json, the
+				 status page, whatever the method */
 	FG_APINEED_PRINCIPAL, /* a known principal, no right (the call itself
 				 answers 400, 404 or 405) */
 	FG_APINEED_RIGHT,     /* `right` on the lock `name` (metrics: on no

@@ -230,18 +230,31 @@ enum MHD_Result fg_respond_text(struct MHD_Connection *c, unsigned status,
 	return ret;
 }
 
-enum MHD_Result fg_respond_static(struct MHD_Connection *c, unsigned status,
-				  const char *content_type, const void *data,
-				  size_t len)
+enum MHD_Result fg_respond_static_with(struct MHD_Connection *c,
+				       unsigned status, const char *content_type,
+				       const void *data, size_t len,
+				       const char *const hdrs[])
 {
 	struct MHD_Response *r = MHD_create_response_from_buffer(
 		len, (void *)data, MHD_RESPMEM_PERSISTENT);
 	if (!r)
 		return MHD_NO;
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
-	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	if (content_type)
+		MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	for (size_t i = 0; hdrs && hdrs[i] && hdrs[i + 1]; i += 2)
+		MHD_add_response_header(r, hdrs[i], hdrs[i + 1]);
 	enum MHD_Result ret = MHD_queue_response(c, status, r);
 	MHD_destroy_response(r);
 	fg_rec_answered(status, -1, len);
 	return ret;
+}
+
+enum MHD_Result fg_respond_static(struct MHD_Connection *c, unsigned status,
+				  const char *content_type, const void *data,
+				  size_t len)
+{
+	static const char *const hdrs[] = {
+		MHD_HTTP_HEADER_CACHE_CONTROL, "no-store", NULL
+	};
+	return fg_respond_static_with(c, status, content_type, data, len, hdrs);
 }

@@ -53,6 +53,15 @@ enum MHD_Result fg_respond_static(struct MHD_Connection *c, unsigned status,
 				  const char *content_type, const void *data,
 				  size_t len);
 
+/** As fg_respond_static(), with the header pairs of `hdrs` (name, value,
+ *  ..., NULL; static or the caller's until this returns) in place of
+ *  Cache-Control: no-store, and no Content-Type when content_type is
+ *  NULL (a 304, a redirect). */
+enum MHD_Result fg_respond_static_with(struct MHD_Connection *c,
+				       unsigned status, const char *content_type,
+				       const void *data, size_t len,
+				       const char *const hdrs[]);
+
 /** Queues an empty response (204 and the like). */
 enum MHD_Result fg_respond_empty(struct MHD_Connection *c, unsigned status);
 

@@ -8,7 +8,7 @@
  * wait_ms in the query an observe), what the lock API does (the call, 400
  * bad_lock_name for a name that does not decode or is not valid whatever
  * the method, 405 with its Allow, 404), what the access step asks (nothing
- * for health, livez, readyz and openapi.json whatever the method; a right on the lock
+ * for health, livez, readyz, openapi.json and the status page whatever the method; a right on the lock
  * named; the listing's prefix; the check's sequencer; else a known
  * principal), and the lock name decoded. Endpoint names are the metrics'
  * label values.
@@ -41,8 +41,8 @@ static const char *op_name(enum fg_apiop op)
 {
 	static const char *const n[] = {
 		"not_found", "not_allowed", "bad_name", "acquire", "renew",
-		"delete", "inspect", "list", "check", "health", "livez",
-		"readyz", "metrics",
+		"delete", "inspect", "list", "check", "route", "health", "livez",
+		"readyz", "metrics", "openapi", "ui",
 	};
 	return (unsigned)op < sizeof(n) / sizeof(n[0]) ? n[op] : "?";
 }
@@ -209,6 +209,14 @@ static void test_the_paths_without_a_name(void **state)
 		{ "GET", "/_fence/v1/openapi.json", FG_EP_OTHER, FG_APIOP_OPENAPI, OPEN, ANY, "", NULL },
 		{ "HEAD", "/_fence/v1/openapi.json?x=1", FG_EP_OTHER, FG_APIOP_OPENAPI, OPEN, ANY, "", NULL },
 		{ "POST", "/_fence/v1/openapi.json", FG_EP_OTHER, FG_APIOP_NOT_ALLOWED, OPEN, ANY, "", "GET" },
+		/* the status page: open (it holds no data), whatever the method */
+		{ "GET", "/_fence/v1/ui/", FG_EP_OTHER, FG_APIOP_UI, OPEN, ANY, "", NULL },
+		{ "GET", "/_fence/v1/ui/?prefix=a/", FG_EP_OTHER, FG_APIOP_UI, OPEN, ANY, "", NULL },
+		{ "HEAD", "/_fence/v1/ui/ui.css", FG_EP_OTHER, FG_APIOP_UI, OPEN, ANY, "", NULL },
+		{ "GET", "/_fence/v1/ui/ui.js", FG_EP_OTHER, FG_APIOP_UI, OPEN, ANY, "", NULL },
+		{ "GET", "/_fence/v1/ui", FG_EP_OTHER, FG_APIOP_UI, OPEN, ANY, "", NULL },
+		{ "POST", "/_fence/v1/ui/", FG_EP_OTHER, FG_APIOP_NOT_ALLOWED, OPEN, ANY, "", "GET" },
+		{ "DELETE", "/_fence/v1/ui/ui.js", FG_EP_OTHER, FG_APIOP_NOT_ALLOWED, OPEN, ANY, "", "GET" },
 	};
 
 	(void)state;
@@ -223,6 +231,9 @@ static void test_anything_else_is_not_found(void **state)
 		{ "GET", "/_fence/v1/metric", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
 		{ "GET", "/_fence/v1/openapi", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
 		{ "GET", "/_fence/v1/openapi.json/", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
+		{ "GET", "/_fence/v1/ui/index.html", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
+		{ "GET", "/_fence/v1/ui/ui.css/", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
+		{ "GET", "/_fence/v1/ui//", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
 		{ "GET", "/_fence/v2/health", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
 		{ "GET", "/_fence/v1/Locks/a", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
 		{ "GET", "/_fence/v1/lock/a", FG_EP_OTHER, FG_APIOP_NOT_FOUND, WHO, ANY, "", NULL },
