@@ -37,6 +37,9 @@ pkgs=(
   prometheus
   # the integration suite holds every lock API answer to docs/openapi.json
   python3-jsonschema
+  # the status page is tested in a real headless Chromium, driven over its
+  # DevTools websocket (tests/integration/browser.py)
+  chromium python3-websocket
   # fuzz harnesses (libFuzzer's runtime lives in libclang-rt-14-dev)
   clang libclang-rt-14-dev
 )

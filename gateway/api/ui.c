@@ -1,6 +1,7 @@
 /*
- * ui.c - the status page under /_fence/v1/ui/: index.html, ui.css and
- * ui.js as built in (base/uiassets.h). The page holds no data: every call
+ * ui.c - the status page under /_fence/v1/ui/: index.html, ui.css, ui.js
+ * and its icon (which the page names, so that no browser asks the
+ * upstream for /favicon.ico) as built in (base/uiassets.h). The page holds no data: every call
  * it makes goes to the lock API with the user's own key, which is where
  * what a principal may see is decided; so the files are open, as
  * openapi.json is (base/apiroute.c).
@@ -38,6 +39,7 @@ static struct asset {
 	{ "/", "text/html; charset=utf-8", fg_ui_html, &fg_ui_html_len, "" },
 	{ "/ui.css", "text/css; charset=utf-8", fg_ui_css, &fg_ui_css_len, "" },
 	{ "/ui.js", "text/javascript; charset=utf-8", fg_ui_js, &fg_ui_js_len, "" },
+	{ "/icon.svg", "image/svg+xml", fg_ui_icon, &fg_ui_icon_len, "" },
 };
 
 static pthread_once_t etags_once = PTHREAD_ONCE_INIT;

@@ -1,6 +1,5 @@
 /*
- * ui.h - the status page under /_fence/v1/ui/ (ui.c): its three built-in
- * files. Private to the gateway.
+ * ui.h - the status page under /_fence/v1/ui/ (ui.c): its built-in files. Private to the gateway.
  */
 #ifndef FENCEGATE_UI_H
 #define FENCEGATE_UI_H

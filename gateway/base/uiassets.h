@@ -1,6 +1,6 @@
 /*
  * uiassets.h - the status page's files, built in: the bytes of
- * gateway/ui/index.html, ui.css and ui.js, put in C arrays at build time
+ * gateway/ui/index.html, ui.css, ui.js and icon.svg, put in C arrays at build time
  * (gateway/embed.py, gateway/meson.build). Private to the gateway; pure
  * data.
  *
@@ -19,5 +19,7 @@ extern const unsigned char fg_ui_css[];
 extern const size_t fg_ui_css_len;
 extern const unsigned char fg_ui_js[];
 extern const size_t fg_ui_js_len;
+extern const unsigned char fg_ui_icon[];
+extern const size_t fg_ui_icon_len;
 
 #endif

@@ -214,6 +214,7 @@ static void test_the_paths_without_a_name(void **state)
 		{ "GET", "/_fence/v1/ui/?prefix=a/", FG_EP_OTHER, FG_APIOP_UI, OPEN, ANY, "", NULL },
 		{ "HEAD", "/_fence/v1/ui/ui.css", FG_EP_OTHER, FG_APIOP_UI, OPEN, ANY, "", NULL },
 		{ "GET", "/_fence/v1/ui/ui.js", FG_EP_OTHER, FG_APIOP_UI, OPEN, ANY, "", NULL },
+		{ "GET", "/_fence/v1/ui/icon.svg", FG_EP_OTHER, FG_APIOP_UI, OPEN, ANY, "", NULL },
 		{ "GET", "/_fence/v1/ui", FG_EP_OTHER, FG_APIOP_UI, OPEN, ANY, "", NULL },
 		{ "POST", "/_fence/v1/ui/", FG_EP_OTHER, FG_APIOP_NOT_ALLOWED, OPEN, ANY, "", "GET" },
 		{ "DELETE", "/_fence/v1/ui/ui.js", FG_EP_OTHER, FG_APIOP_NOT_ALLOWED, OPEN, ANY, "", "GET" },
