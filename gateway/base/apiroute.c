@@ -80,6 +80,8 @@ static const struct fixed {
 	  FG_APINEED_NOTHING, FG_APINEED_NOTHING, FG_RIGHT_OBSERVE },
 	{ "/_fence/v1/ui/icon.svg", FG_EP_OTHER, FG_APIOP_UI, false,
 	  FG_APINEED_NOTHING, FG_APINEED_NOTHING, FG_RIGHT_OBSERVE },
+	{ "/_fence/v1/events", FG_EP_OTHER, FG_APIOP_EVENTS, false,
+	  FG_APINEED_PREFIX, FG_APINEED_PRINCIPAL, FG_RIGHT_OBSERVE },
 };
 
 /* A lock: /_fence/v1/locks/{name}, raw[0..len) the name as sent. */

@@ -69,6 +69,8 @@ enum fg_apiop {
 				 API's description (base/openapi.h) */
 	FG_APIOP_UI,          /* GET or HEAD /_fence/v1/ui/ and its files
 				 (api/ui.h); /_fence/v1/ui redirects there */
+	FG_APIOP_EVENTS,      /* GET or HEAD /_fence/v1/events: what
+				 happened to the locks under a prefix */
 };
 
 /* What the access step asks of the caller (with an auth-file). */

@@ -42,7 +42,7 @@ static const char *op_name(enum fg_apiop op)
 	static const char *const n[] = {
 		"not_found", "not_allowed", "bad_name", "acquire", "renew",
 		"delete", "inspect", "list", "check", "route", "health", "livez",
-		"readyz", "metrics", "openapi", "ui",
+		"readyz", "metrics", "openapi", "ui", "events",
 	};
 	return (unsigned)op < sizeof(n) / sizeof(n[0]) ? n[op] : "?";
 }
