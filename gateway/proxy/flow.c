@@ -71,6 +71,7 @@
 #include "base/redirect.h"
 #include "fence/fence.h"
 #include "http/framing.h"
+#include "http/front.h"
 #include "http/req.h"
 #include "http/respond.h"
 #include "proc/gateway.h"
@@ -230,7 +231,7 @@ static void record_refusal(struct fg_req *req, const char *method,
 		.method = method,
 		.path = req->uri,
 		.principal = req->principal,
-		.client = req->rec.client,
+		.client = fg_req_client(req),
 		.token = token,
 	};
 	fg_evrec_refused(req->loop->evrec, &x);
