@@ -12,7 +12,8 @@
  * stop comes; at stop, what still runs is ended as at a lease's end and
  * every suspended connection is resumed (transfers ended, Redis calls
  * answered) before the daemon is stopped, so every request state is
- * freed by its request-completed callback.
+ * freed by its request-completed callback. The event feed's threads
+ * reach a loop only through fg_loop_events(), an event they activate.
  */
 #include <poll.h>
 #include <inttypes.h>
@@ -25,6 +26,7 @@
 
 #include "access/access.h"
 #include "api/api.h"
+#include "api/events.h"
 #include "base/clock.h"
 #include "http/front.h"
 #include "proc/gateway.h"
@@ -138,6 +140,22 @@ void fg_loop_follow(struct fg_loop *loop)
 	event_active(loop->follow_ev, EV_READ, 0);
 }
 
+/* The feed's threads made this event active: new events in the ring, or
+ * history read for a reader of this loop. Activations while it is
+ * pending are one. */
+static void on_events(evutil_socket_t fd, short what, void *arg)
+{
+	struct fg_loop *loop = arg;
+	(void)fd;
+	(void)what;
+	fg_evapi_wake(loop->evr);
+}
+
+void fg_loop_events(struct fg_loop *loop)
+{
+	event_active(loop->events_ev, EV_READ, 0);
+}
+
 /* ---- the daemon's routes ------------------------------------------------ */
 
 static const struct fg_routes routes = {
@@ -220,6 +238,7 @@ static void drain(struct fg_loop *loop)
 	MHD_quiesce_daemon(loop->daemon);
 	fg_waitq_stop(loop->wq);
 	fg_admitq_stop(loop->aq);
+	fg_evapi_stop(loop->evr);
 	fg_gateway_note_quiesced(loop->gw);
 	struct timeval tv = { 0, DRAIN_CHECK_MS * 1000 };
 	event_add(loop->drain_timer, &tv);
@@ -273,6 +292,7 @@ static void teardown(struct fg_loop *loop)
 {
 	fg_proxy_shutdown(loop->px);
 	fg_admitq_stop(loop->aq);
+	fg_evapi_stop(loop->evr);
 	close_store(loop);
 	MHD_stop_daemon(loop->daemon);
 	loop->daemon = NULL;
@@ -319,9 +339,10 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 				      loop);
 	loop->turn_timer = event_new(loop->base, -1, EV_PERSIST, on_turn, loop);
 	loop->ready_timer = evtimer_new(loop->base, on_ready_poll, loop);
+	loop->events_ev = event_new(loop->base, -1, 0, on_events, loop);
 	if (!loop->stop_ev || !loop->exit_timer || !loop->mhd_timer ||
 	    !loop->follow_ev || !loop->drain_ev || !loop->drain_timer ||
-	    !loop->turn_timer || !loop->ready_timer)
+	    !loop->turn_timer || !loop->ready_timer || !loop->events_ev)
 		goto error_events;
 	/* the loop's Redis connections: commands, and the subscription to
 	 * its channel, whose messages fg_loop_on_message() routes */
@@ -345,6 +366,9 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 	loop->access = fg_access_create(gw);
 	if (!loop->access)
 		goto error_proxy;
+	loop->evr = fg_evapi_create(loop, gw->evfeed);
+	if (!loop->evr)
+		goto error_proxy;
 	loop->routes = &routes;
 	loop->daemon = fg_http_daemon(loop);
 	if (!loop->daemon)
@@ -365,6 +389,7 @@ error_daemon:
 	MHD_quiesce_daemon(loop->daemon);
 	MHD_stop_daemon(loop->daemon);
 error_proxy:
+	fg_evapi_destroy(loop->evr);
 	fg_access_destroy(loop->access);
 	fg_proxy_shutdown(loop->px);
 	fg_proxy_destroy(loop->px);
@@ -392,6 +417,8 @@ error_events:
 		event_free(loop->turn_timer);
 	if (loop->ready_timer)
 		event_free(loop->ready_timer);
+	if (loop->events_ev)
+		event_free(loop->events_ev);
 	if (loop->exit_timer)
 		event_free(loop->exit_timer);
 	if (loop->mhd_timer)
@@ -447,6 +474,7 @@ void fg_loop_destroy(struct fg_loop *loop)
 		MHD_stop_daemon(loop->daemon);
 	}
 	fg_proxy_destroy(loop->px);
+	fg_evapi_destroy(loop->evr);
 	fg_access_destroy(loop->access);
 	fg_waitq_destroy(loop->wq); /* its Redis calls were answered */
 	fg_admitq_destroy(loop->aq);
@@ -458,6 +486,7 @@ void fg_loop_destroy(struct fg_loop *loop)
 	event_free(loop->drain_timer);
 	event_free(loop->turn_timer);
 	event_free(loop->ready_timer);
+	event_free(loop->events_ev);
 	event_free(loop->exit_timer);
 	event_free(loop->mhd_timer);
 	event_base_free(loop->base);

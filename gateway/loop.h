@@ -21,6 +21,10 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index);
  *  follow it. */
 void fg_loop_follow(struct fg_loop *loop);
 
+/** From any thread: the event feed moved (new events, a history read
+ *  done); the loop's readers of the events look again. */
+void fg_loop_events(struct fg_loop *loop);
+
 /** Starts the loop's thread. 0 or -1. */
 int fg_loop_start(struct fg_loop *loop);
 

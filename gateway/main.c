@@ -62,6 +62,7 @@
 #include "base/writeset.h"
 #include "http/front.h"
 #include "loop.h"
+#include "proc/evfeed.h"
 #include "proc/metrics.h"
 #include "proc/tls.h"
 
@@ -72,6 +73,17 @@ static void follow_topology(struct fg_gateway *gw)
 {
 	for (unsigned i = 0; i < gw->nloops; i++)
 		fg_loop_follow(gw->loops[i]);
+}
+
+/* The event feed read more, or a history read of loop `i` is done: the
+ * loop (every loop for -1) looks again. The feed's threads run until
+ * after the loops stopped and before they are freed. */
+static void tell_events(void *arg, int i)
+{
+	struct fg_gateway *gw = arg;
+	for (unsigned k = 0; k < gw->nloops; k++)
+		if (i < 0 || (unsigned)i == k)
+			fg_loop_events(gw->loops[k]);
 }
 
 static void raise_fd_limit(void)
@@ -542,6 +554,10 @@ int main(int argc, char **argv)
 	gw.loops = calloc(gw.nloops, sizeof(*gw.loops));
 	if (!gw.loops)
 		goto error_listen;
+	gw.evfeed = fg_evfeed_create(&gw.store_opts, gw.nloops, cfg.events_retain_ms,
+				     tell_events, &gw);
+	if (!gw.evfeed)
+		goto error_loops;
 	for (unsigned i = 0; i < gw.nloops; i++) {
 		gw.loops[i] = fg_loop_create(&gw, i);
 		if (!gw.loops[i]) {
@@ -553,6 +569,10 @@ int main(int argc, char **argv)
 	if (fg_maint_start(&gw)) {
 		fg_log_error("cannot start the maintenance thread");
 		goto error_loops;
+	}
+	if (fg_evfeed_start(gw.evfeed)) {
+		fg_log_error("cannot start the event stream's threads");
+		goto error_running;
 	}
 	wait_until_served(&gw);
 	for (unsigned i = 0; i < gw.nloops; i++)
@@ -583,7 +603,10 @@ int main(int argc, char **argv)
 	fg_log_info("signal %d: draining: not ready now, accepting for %u ms "
 		    "more, then requests in flight have %u ms", sig,
 		    cfg.drain_delay_ms, cfg.drain_timeout_ms);
-	if (stop(&gw, &sigs) || !end_maint(&gw, &sigs)) {
+	bool second = stop(&gw, &sigs);
+	/* every loop stopped: nobody reads events any more */
+	fg_evfeed_ask_stop(gw.evfeed);
+	if (second || !end_maint(&gw, &sigs)) {
 		/* A second signal ends it all at once: every loop has ended
 		 * its requests; the maintenance thread may be in a Redis call
 		 * that takes up to redis-timeout-ms (a Redis that does not
@@ -602,10 +625,13 @@ error_running:
 		fg_loop_stop(gw.loops[i]);
 	if (!maint_ended)
 		fg_maint_stop(&gw);
+	/* its threads tell the loops: ended before any loop is freed */
+	fg_evfeed_stop(gw.evfeed);
 error_loops:
 	for (unsigned i = 0; i < gw.nloops; i++)
 		fg_loop_destroy(gw.loops[i]);
 	free(gw.loops);
+	fg_evfeed_destroy(gw.evfeed);
 error_listen:
 	if (gw.listen_fd >= 0)
 		close(gw.listen_fd);

@@ -24,6 +24,7 @@
 
 #include "fencegate/topo.h"
 #include "lockcore-private.h"
+#include "store-private.h"
 #include "topo-private.h"
 
 #define STORE_CONNS 8
@@ -144,19 +145,34 @@ static struct sconn *conn_to(fg_store *st, const struct fg_redis_node *node)
 	uint64_t now = fg__mono_ms();
 	if (now < sc->next_try_ms)
 		return NULL;
-	sc->rc = redisConnectWithTimeout(node->host, node->port,
-					 tv_ms(st->connect_timeout_ms));
-	if (!sc->rc || sc->rc->err ||
-	    redisSetTimeout(sc->rc, tv_ms(st->command_timeout_ms)) != REDIS_OK ||
-	    fg__login(st->topo, node, sc->rc) != FG_OK) {
-		note_why(st, node, !sc->rc ? "out of memory" :
-			 sc->rc->err ? sc->rc->errstr : "login refused");
-		drop(sc);
+	char why[FG_STORE_WHY_MAX];
+	sc->rc = fg__store_connect(st->topo, node, st->connect_timeout_ms,
+				   st->command_timeout_ms, why, sizeof(why));
+	if (!sc->rc) {
+		note_why(st, node, why);
 		sc->next_try_ms = now + st->connect_timeout_ms;
-		fg_topo_suspect(st->topo);
 		return NULL;
 	}
 	return sc;
+}
+
+redisContext *fg__store_connect(fg_topo *topo, const struct fg_redis_node *node,
+				unsigned connect_ms, unsigned command_ms,
+				char *why, size_t whylen)
+{
+	redisContext *rc = redisConnectWithTimeout(node->host, node->port,
+						   tv_ms(connect_ms));
+	if (!rc || rc->err ||
+	    redisSetTimeout(rc, tv_ms(command_ms)) != REDIS_OK ||
+	    fg__login(topo, node, rc) != FG_OK) {
+		snprintf(why, whylen, "%s", !rc ? "out of memory" :
+			 rc->err ? rc->errstr : "login refused");
+		if (rc)
+			redisFree(rc);
+		fg_topo_suspect(topo);
+		return NULL;
+	}
+	return rc;
 }
 
 /* Takes the topology's current view if it moved. */
@@ -500,4 +516,38 @@ int fg_events_add(fg_store *st, const struct fg_event_rec *e)
 		note_why(st, NULL, r->str);
 	freeReplyObject(r);
 	return err;
+}
+
+/* ---- what the event readers share (store-private.h) ------------------ */
+
+const struct fg_topo_view *fg__store_view(fg_store *st)
+{
+	struct fg_redis_node node;
+	int err = node_for(st, NULL, 0, &node);
+	return err == FG_ENOMEM ? NULL : &st->view;
+}
+
+redisReply *fg__store_command(fg_store *st, const char *key, size_t keylen,
+			      int argc, const char **argv, const size_t *argvlen)
+{
+	return command(st, key, keylen, argc, argv, argvlen);
+}
+
+redisContext *fg__store_conn(fg_store *st, const struct fg_redis_node *node)
+{
+	struct sconn *sc = conn_to(st, node);
+	return sc ? sc->rc : NULL;
+}
+
+void fg__store_lost(fg_store *st, const struct fg_redis_node *node,
+		    const char *why)
+{
+	for (size_t i = 0; i < st->nconns; i++)
+		if (st->conns[i].node.port == node->port &&
+		    strcmp(st->conns[i].node.host, node->host) == 0) {
+			note_why(st, node, why ? why : (st->conns[i].rc ?
+				 st->conns[i].rc->errstr : NULL));
+			drop(&st->conns[i]);
+		}
+	fg_topo_suspect(st->topo);
 }

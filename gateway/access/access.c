@@ -365,6 +365,15 @@ bool fg_access_still(struct fg_req *req, struct MHD_Connection *c,
 	return require(c, p, r, name, ret);
 }
 
+bool fg_access_now(struct fg_req *req, const struct fg_principal **p)
+{
+	*p = NULL;
+	if (!req->has_pid)
+		return true; /* nobody was asked for (open mode) */
+	*p = fg_authtab_by_id(table(req->loop->access), &req->pid);
+	return *p != NULL;
+}
+
 bool fg_access_proxy(struct fg_req *req, struct MHD_Connection *c,
 		     const char *method, const struct fg_writeset *ws,
 		     enum MHD_Result *ret)

@@ -53,6 +53,16 @@ bool fg_access_still(struct fg_req *req, struct MHD_Connection *c,
 		     enum fg_right r, const char *name, enum MHD_Result *ret);
 
 /**
+ * For a call that shows many locks' changes long after its access step
+ * (the events' long poll and stream): the principal it was let in as,
+ * under the table in force now, in *p (NULL in open mode: every lock is
+ * shown). False when that principal was removed or given another
+ * credential meanwhile; the caller then shows nothing more. Whether p
+ * may observe a lock is fg_principal_may(p, FG_RIGHT_OBSERVE, name).
+ */
+bool fg_access_now(struct fg_req *req, const struct fg_principal **p);
+
+/**
  * The proxy's, with proxy-auth required: a principal named by
  * Fence-Authorization or the client certificate, with read: (reads) or
  * lock: (writes) on the lock guarding every object the request touches

@@ -21,6 +21,7 @@
 #include "fencegate/name.h"
 #include "access/access.h"
 #include "api/api.h"
+#include "api/events.h"
 #include "api/list.h"
 #include "http/framing.h"
 #include "http/respond.h"
@@ -134,6 +135,8 @@ static enum MHD_Result forbidden(struct MHD_Connection *c)
  *   WAITING    a blocked acquire or an observer is parked in lockwait/
  *              (req->waiter) until its grant, its change, its wait_ms or
  *              the client's leaving
+ *   EVENTS     the events' reader (api/events.c) owns the request:
+ *              every handler call goes to it
  *   ANSWERED   an answer was queued, or the client let go (MHD_NO):
  *              nothing more is done
  *
@@ -147,6 +150,7 @@ enum call_state {
 	API_SENT,
 	API_REPLIED,
 	API_WAITING,
+	API_EVENTS,
 	API_ANSWERED,
 };
 
@@ -1092,6 +1096,9 @@ static enum MHD_Result dispatch(struct fg_req *req, struct MHD_Connection *c)
 		return metrics(req, c);
 	case FG_APIOP_OPENAPI:
 		return openapi(req, c);
+	case FG_APIOP_EVENTS:
+		req->call->state = API_EVENTS;
+		return fg_evapi_handle(req, c);
 	case FG_APIOP_NOT_FOUND:
 	default:
 		return fg_respond_error(c, FG_E_NOT_FOUND, NULL, NULL);
@@ -1118,6 +1125,8 @@ enum MHD_Result fg_api_handle(struct fg_req *req, struct MHD_Connection *c)
 		return take_answer(req, c);
 	case API_WAITING:
 		return waited(req, c);
+	case API_EVENTS:
+		return fg_evapi_handle(req, c);
 	case API_ANSWERED:
 	default:
 		return MHD_YES; /* answered already */
@@ -1126,6 +1135,7 @@ enum MHD_Result fg_api_handle(struct fg_req *req, struct MHD_Connection *c)
 
 void fg_api_finish(struct fg_req *req, bool ok)
 {
+	fg_evapi_finish(req);
 	/* A grant whose answer was not delivered goes back now: the client
 	 * may have left before the answer was even written (libmicrohttpd
 	 * saw the close first), or was answered an error while the grant

@@ -68,6 +68,8 @@ static const struct fixed {
 	 * generator reads it before it has a key */
 	{ "/_fence/v1/openapi.json", FG_EP_OTHER, FG_APIOP_OPENAPI, false,
 	  FG_APINEED_NOTHING, FG_APINEED_NOTHING, FG_RIGHT_OBSERVE },
+	{ "/_fence/v1/events", FG_EP_OTHER, FG_APIOP_EVENTS, false,
+	  FG_APINEED_PREFIX, FG_APINEED_PRINCIPAL, FG_RIGHT_OBSERVE },
 };
 
 /* A lock: /_fence/v1/locks/{name}, raw[0..len) the name as sent. */

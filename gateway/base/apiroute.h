@@ -67,6 +67,8 @@ enum fg_apiop {
 	FG_APIOP_METRICS,
 	FG_APIOP_OPENAPI,     /* GET or HEAD /_fence/v1/openapi.json: the
 				 API's description (base/openapi.h) */
+	FG_APIOP_EVENTS,      /* GET or HEAD /_fence/v1/events: what
+				 happened to the locks under a prefix */
 };
 
 /* What the access step asks of the caller (with an auth-file). */

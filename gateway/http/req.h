@@ -28,6 +28,7 @@ struct fg_loop;
 struct fg_waiter;
 struct fg_api_call;
 struct fg_flow;
+struct fg_evreader;
 
 /* Per-request state, allocated when the request line is read and freed in
  * the request-completed callback (front.c), never anywhere else. What the
@@ -67,6 +68,9 @@ struct fg_req {
 				      finishes the request */
 	struct fg_api_call *call;  /* a lock API call's life (api/locks.c):
 				      owned by the API, freed when it
+				      finishes the request */
+	struct fg_evreader *events; /* GET /_fence/v1/events (api/events.c):
+				      its reader, let go when the API
 				      finishes the request */
 	char principal[FG_PRINCIPAL_MAX + 1]; /* who the access step found
 				      it to be; "" in open mode or when none

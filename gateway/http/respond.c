@@ -245,3 +245,24 @@ enum MHD_Result fg_respond_static(struct MHD_Connection *c, unsigned status,
 	fg_rec_answered(status, -1, len);
 	return ret;
 }
+
+enum MHD_Result fg_respond_stream(struct MHD_Connection *c, unsigned status,
+				  const char *content_type, size_t block,
+				  MHD_ContentReaderCallback reader, void *cls,
+				  MHD_ContentReaderFreeCallback free_cb)
+{
+	struct MHD_Response *r = MHD_create_response_from_callback(
+		MHD_SIZE_UNKNOWN, block, reader, cls, free_cb);
+	if (!r) {
+		free_cb(cls);
+		return MHD_NO;
+	}
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CONTENT_TYPE, content_type);
+	MHD_add_response_header(r, MHD_HTTP_HEADER_CACHE_CONTROL, "no-store");
+	/* a buffering proxy in front would hold the events back */
+	MHD_add_response_header(r, "X-Accel-Buffering", "no");
+	enum MHD_Result ret = MHD_queue_response(c, status, r);
+	MHD_destroy_response(r);
+	fg_rec_answered(status, -1, 0);
+	return ret;
+}

@@ -53,6 +53,15 @@ enum MHD_Result fg_respond_static(struct MHD_Connection *c, unsigned status,
 				  const char *content_type, const void *data,
 				  size_t len);
 
+/** Queues an answer of unknown length (chunked) whose body reader(cls,
+ *  ...) hands libmicrohttpd as it comes, in blocks of at most `block`
+ *  bytes, with the given status and Content-Type. free_cb(cls) runs once
+ *  when libmicrohttpd lets go of it, or here when it cannot be made. */
+enum MHD_Result fg_respond_stream(struct MHD_Connection *c, unsigned status,
+				  const char *content_type, size_t block,
+				  MHD_ContentReaderCallback reader, void *cls,
+				  MHD_ContentReaderFreeCallback free_cb);
+
 /** Queues an empty response (204 and the like). */
 enum MHD_Result fg_respond_empty(struct MHD_Connection *c, unsigned status);
 

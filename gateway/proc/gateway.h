@@ -28,6 +28,7 @@
 
 struct fg_loop;
 struct fg_authtab;
+struct fg_evfeed;
 
 /* At most this many event loops (one per core unless `threads` says). */
 #define FG_LOOPS_MAX 256
@@ -66,6 +67,9 @@ struct fg_gateway {
 
 
 	fg_topo *topo;                   /* where Redis is; refreshed by maint */
+	/* the event stream's follower and history reads (proc/evfeed.h):
+	 * made by main.c before the loops, which only read it */
+	struct fg_evfeed *evfeed;
 	/* Called on the maintenance thread when the topology moved (set
 	 * before it starts, by main.c: every loop's connections follow). */
 	void (*topology_moved)(struct fg_gateway *gw);

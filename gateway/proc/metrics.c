@@ -67,6 +67,7 @@ static struct {
 	_Atomic uint64_t script_errors[FG_SCRIPT_COUNT];
 	_Atomic int64_t gauges[FG_GAUGE_COUNT];
 	struct whist wait_seconds[2];      /* acquire, observe */
+	_Atomic uint64_t event_readers_cut;
 } m;
 
 #define ADD(x, n) atomic_fetch_add_explicit(&(x), (n), memory_order_relaxed)
@@ -171,6 +172,11 @@ void fg_metrics_auth_refused(enum fg_auth_refusal why)
 void fg_metrics_gauge_add(enum fg_gauge g, int delta)
 {
 	ADD(m.gauges[g], delta);
+}
+
+void fg_metrics_event_reader_cut(void)
+{
+	ADD(m.event_readers_cut, 1);
 }
 
 /* ---- rendering --------------------------------------------------------- */
@@ -396,6 +402,16 @@ static void render_gauges(FILE *f)
 	     "Upstream transfers in flight.");
 	fprintf(f, "fencegate_upstream_transfers %lld\n",
 		(long long)GET(m.gauges[FG_GAUGE_TRANSFERS]));
+	head(f, "fencegate_event_readers", "gauge",
+	     "Readers of /_fence/v1/events now: streams, and long polls being "
+	     "answered or waiting.");
+	fprintf(f, "fencegate_event_readers %lld\n",
+		(long long)GET(m.gauges[FG_GAUGE_EVENT_READERS]));
+	head(f, "fencegate_event_readers_cut_total", "counter",
+	     "Event streams cut off because their unsent bytes passed 256 KiB "
+	     "(a client that does not read).");
+	fprintf(f, "fencegate_event_readers_cut_total %llu\n",
+		(unsigned long long)GET(m.event_readers_cut));
 }
 
 /* The standard process collector's families, as client_golang names

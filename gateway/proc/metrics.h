@@ -26,6 +26,7 @@ enum fg_gauge {
 	FG_GAUGE_WAIT_ADMIT,     /* writes waiting for older writes to end */
 	FG_GAUGE_TRANSFERS,      /* upstream transfers in flight */
 	FG_GAUGE_HELD,           /* holders granted here, not seen to end */
+	FG_GAUGE_EVENT_READERS,  /* readers of the events: streams, long polls */
 	FG_GAUGE_COUNT,
 };
 
@@ -73,6 +74,9 @@ enum fg_auth_refusal {
 void fg_metrics_auth_refused(enum fg_auth_refusal why);
 
 void fg_metrics_gauge_add(enum fg_gauge g, int delta);
+
+/** An events stream was cut off: its unsent bytes passed the bound. */
+void fg_metrics_event_reader_cut(void);
 
 /** A long poll of the lock API ended after ns: a blocking acquire, or an
  *  observe when observe_call. */

@@ -30,6 +30,7 @@ struct fg_proxy;
 struct fg_access;
 struct fg_routes;
 struct fg_evrec;
+struct fg_evreaders;
 
 struct fg_loop {
 	struct fg_gateway *gw;
@@ -52,6 +53,7 @@ struct fg_loop {
 	struct event *drain_timer;   /* draining: are all requests over? */
 	struct event *turn_timer;    /* the loop's heartbeat (proc/gateway.h) */
 	struct event *ready_timer;   /* at start: its Redis connections up yet? */
+	struct event *events_ev;     /* the event feed moved (proc/evfeed.h) */
 	uint64_t started_ms;
 	unsigned inflight;           /* requests whose state exists (front.c) */
 	bool draining;               /* stopped accepting */
@@ -67,6 +69,7 @@ struct fg_loop {
 	struct fg_access *access;    /* the loop's part of the access step */
 	struct fg_evrec *evrec;      /* the events it saw, until sent
 					(rt/evrec.h); NULL: events off */
+	struct fg_evreaders *evr;    /* readers of the events (api/events.h) */
 	/* freed request states and proxy flows, made again (front.c, flow.c) */
 	struct fg_recycle req_blocks, flow_blocks;
 	pthread_t thread;

@@ -527,4 +527,85 @@ int fg_chan_gateway(const char *gateway_id, char *out, size_t cap);
  *  observer's tick asked for it. */
 int fg_chan_events(const char *name, char *out, size_t cap);
 
+/* ---- the event streams: reading (contract v1.5) --------------------- */
+
+/*
+ * What happened to locks, as the lock functions and the gateways recorded
+ * it (lockcore/evkeys.c says where). One Redis keeps one stream, whose
+ * ids ("<ms>-<seq>") are the events' ids and order; a Cluster keeps one
+ * per hash slot, and an event's id is "<ms>-<seq>.<slot>", ordered by
+ * (ms, slot, seq): a lock's events are always in its order, those of
+ * locks on masters whose clocks differ may not be in the order they
+ * happened.
+ */
+
+/* one event as read; strings NUL-terminated, "" when absent, valid only
+ * during the callback */
+struct fg_event {
+	char id[48];           /* the API's id (fg_event_id_format()) */
+	uint64_t at_ms;        /* Redis' clock at the append (the id's ms) */
+	const char *kind, *lock, *principal, *owner, *client, *gateway;
+	const char *detail;    /* JSON object text, "" for none */
+	uint64_t token;
+	bool has_token;        /* false too when the entry's token was not
+				  decimal digits */
+};
+
+/* A place in the event streams: (ms, seq) of one Redis' stream, or (ms,
+ * slot, seq) of a Cluster's (cluster set). set false: nowhere (from the
+ * oldest retained). */
+struct fg_ev_cursor { uint64_t ms, seq; unsigned slot; bool cluster, set; };
+
+/** Reads an event id: "<ms>-<seq>" (1..15 and 1..19 decimal digits) or
+ *  "<ms>-<seq>.<slot>" (1..5 digits, slot < 16384), nothing else. 0 with
+ *  *out set (cluster when it had a slot), or -1 with *out untouched. */
+int fg_event_id_parse(const char *s, struct fg_ev_cursor *out);
+
+/** Writes c's id into buf[cap], NUL-terminated; its length, or 0 (buf
+ *  "" when cap > 0) when c is not set or cap is too small. 48 is always
+ *  enough. */
+size_t fg_event_id_format(const struct fg_ev_cursor *c, char *buf, size_t cap);
+
+/** Told of one event; returns 0 to go on, anything else to stop after
+ *  it. */
+typedef int fg_event_cb(void *arg, const struct fg_event *e);
+
+/**
+ * History, blocking, on fg_store: entries after `after` (NULL or !set:
+ * from the oldest retained), oldest first; reads at most `scan` entries;
+ * skips entries older than min_ms; *next = the cursor of the last entry
+ * read (shown or not; unchanged when none); *gap = true when `after` was
+ * set and entries after it are gone (trimmed, or older than min_ms). An
+ * entry Redis holds that is no event (fields missing or malformed) is
+ * passed with what it has. FG_OK or an error (then cb may have been told
+ * of some entries, and *next follows them).
+ */
+int fg_events_range(fg_store *st, const struct fg_ev_cursor *after,
+		    unsigned scan, uint64_t min_ms, fg_event_cb *cb, void *arg,
+		    struct fg_ev_cursor *next, bool *gap);
+
+/** Drops the entries older than retain_ms by Redis' clock (XTRIM MINID
+ *  ~): for the maintenance thread, about once a minute. */
+int fg_events_trim(fg_store *st, uint64_t retain_ms);
+
+/* The follower: its own blocking connection(s) (one per master on a
+ * Cluster), reading from where it is (created: "now"). Not thread-safe:
+ * one thread uses it. */
+typedef struct fg_evtail fg_evtail;
+/** Caller owns the result (fg_evtail_destroy()); NULL only on allocation
+ *  failure. Connects at once when it can, so that "now" is its creation
+ *  (else at its first call that reaches Redis). */
+fg_evtail *fg_evtail_create(const struct fg_store_opts *opts);
+/** Closes and frees. Accepts NULL. */
+void fg_evtail_destroy(fg_evtail *t);
+/** Waits at most block_ms for entries after its position, calls cb for
+ *  each in order; returns how many (>= 0) or a negative error (Redis down:
+ *  the caller waits a little and calls again; the position is kept). */
+int fg_evtail_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
+		   void *arg);
+/** Its position (the last entry it read, or where it started), for a
+ *  reader to know where the live part begins; !set before it reached
+ *  Redis once. */
+void fg_evtail_position(const fg_evtail *t, struct fg_ev_cursor *out);
+
 #endif
