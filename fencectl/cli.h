@@ -116,9 +116,11 @@ int fg_cmd_inspect(struct fg_cli *cli, int argc, char **argv);
 int fg_cmd_check(struct fg_cli *cli, int argc, char **argv);
 int fg_cmd_break(struct fg_cli *cli, int argc, char **argv);
 int fg_cmd_ls(struct fg_cli *cli, int argc, char **argv);
+int fg_cmd_events(struct fg_cli *cli, int argc, char **argv);
 
 extern const char fg_help_main[], fg_help_lock[], fg_help_elect[],
 	fg_help_acquire[], fg_help_renew[], fg_help_release[],
-	fg_help_inspect[], fg_help_check[], fg_help_break[], fg_help_ls[];
+	fg_help_inspect[], fg_help_check[], fg_help_break[], fg_help_ls[],
+	fg_help_events[];
 
 #endif

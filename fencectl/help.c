@@ -47,6 +47,8 @@ const char fg_help_main[] =
 "  check [SEQUENCER]     ask whether a sequencer is current\n"
 "  break NAME            end the grant that holds a lock (needs admin)\n"
 "  ls [PREFIX]           list the locks held, waited for or in lock-delay\n"
+"  events [PREFIX]       print what happened to locks; --follow waits for\n"
+"                        more\n"
 "  help [COMMAND]        show a command's help\n"
 "\n"
 GLOBAL_HELP
@@ -240,6 +242,31 @@ const char fg_help_ls[] =
 "waited. Leases are never shown. With --json: {\"locks\":[...]} as the\n"
 "gateway answers, every page joined. Needs the observe right on PREFIX\n"
 "when the gateway checks rights.\n"
+"\n"
+GLOBAL_HELP;
+
+const char fg_help_events[] =
+"Usage: fencectl events [PREFIX] [--follow]\n"
+"\n"
+"Prints what happened to the locks whose names start with PREFIX\n"
+"(default: all), oldest first, from the oldest event the gateway keeps:\n"
+"one line per event with its time (UTC), kind (granted, released,\n"
+"expired, broken, given_back, lease_lost, refused), lock, then token=,\n"
+"principal=, owner= and client= (\"-\" when not known), and what the\n"
+"kind adds: for refused the error code=, method=, path= and count= (the\n"
+"refusals of one lock and code within a second folded into one), for\n"
+"granted mode= and ttl_ms=, for broken by=, for given_back reason=.\n"
+"Bytes that are not printable ASCII, and spaces, are shown as \\xHH.\n"
+"Leases, keys and sequencers are never shown. With --json: each event's\n"
+"JSON object, as the gateway answers it, on a line of its own. When the\n"
+"gateway no longer keeps events between two pages, a line on stderr\n"
+"says so. Needs the observe right on PREFIX when the gateway checks\n"
+"rights, and shows only the events of locks you may observe.\n"
+"\n"
+"Options:\n"
+"  -f, --follow     once every event is printed, wait for more and print\n"
+"                   each as it comes, until interrupted; a gateway that\n"
+"                   does not answer is asked again (said once on stderr)\n"
 "\n"
 GLOBAL_HELP;
 

@@ -29,6 +29,7 @@ static const struct {
 	{ "check", fg_cmd_check, fg_help_check },
 	{ "break", fg_cmd_break, fg_help_break },
 	{ "ls", fg_cmd_ls, fg_help_ls },
+	{ "events", fg_cmd_events, fg_help_events },
 };
 
 #define NCOMMANDS (sizeof(commands) / sizeof(commands[0]))

@@ -34,6 +34,7 @@
 #include "loop.h"
 #include "proxy/admitq.h"
 #include "proxy/flow.h"
+#include "rt/evrec.h"
 #include "lockwait/waitq.h"
 
 /* How long a stopping loop keeps serving, so that the waiters it answered
@@ -204,6 +205,8 @@ static void on_exit_timer(evutil_socket_t fd, short what, void *arg)
 	struct fg_loop *loop = arg;
 	(void)fd;
 	(void)what;
+	/* the folds of the second under way go with the loop's last turn */
+	fg_evrec_flush(loop->evrec);
 	event_base_loopexit(loop->base, NULL);
 }
 
@@ -349,6 +352,8 @@ struct fg_loop *fg_loop_create(struct fg_gateway *gw, unsigned index)
 				    fg_loop_on_message, fg_loop_on_resync, loop);
 	if (!loop->as || fg_astore_subscribe(loop->as, chan) != FG_OK)
 		goto error_store;
+	if (gw->cfg->events && !(loop->evrec = fg_evrec_create(loop)))
+		goto error_store;
 	loop->wq = fg_waitq_create(loop, loop->base, gw, loop->as);
 	if (!loop->wq)
 		goto error_store;
@@ -399,6 +404,7 @@ error_waitq:
 error_store:
 	fg_astore_destroy(loop->as);
 error_events:
+	fg_evrec_destroy(loop->evrec);
 	if (loop->stop_ev)
 		event_free(loop->stop_ev);
 	if (loop->follow_ev)
@@ -472,6 +478,7 @@ void fg_loop_destroy(struct fg_loop *loop)
 	fg_access_destroy(loop->access);
 	fg_waitq_destroy(loop->wq); /* its Redis calls were answered */
 	fg_admitq_destroy(loop->aq);
+	fg_evrec_destroy(loop->evrec);
 	event_free(loop->mhd_io);
 	event_free(loop->stop_ev);
 	event_free(loop->follow_ev);

@@ -138,6 +138,12 @@ static void answer(struct fg__aop *op, int err, const redisReply *r)
 	op->answered = 1;
 	evtimer_del(op->timer);
 	fg__gb_failed(op, err);
+	if (op->kind == FG__AOP_EVENT) {
+		/* not a script: the observer does not hear of it */
+		if (err && op->as)
+			op->as->ev_failed++;
+		return;
+	}
 	if (op->as && op->as->observe)
 		op->as->observe(op->as->observe_arg, op->call.lua, err,
 				mono_ns() - op->t0_ns);
@@ -449,7 +455,8 @@ static void on_timeout(evutil_socket_t fd, short what, void *arg)
 		fg__aop_free(op);
 		return;
 	}
-	if (op->kind == FG__AOP_NOBODY || op->kind == FG__AOP_INDEXED) {
+	if (op->kind == FG__AOP_NOBODY || op->kind == FG__AOP_INDEXED ||
+	    op->kind == FG__AOP_EVENT) {
 		/* nobody waits for it (the listing's index): its reply, when
 		 * it comes, is discarded by on_reply(); the calls behind it on
 		 * the connection keep their own deadlines */
@@ -536,8 +543,10 @@ int fg__submit(fg_astore *as, struct fg__aop *op)
 	struct timeval tv = { as->command_timeout_ms / 1000,
 			      (as->command_timeout_ms % 1000) * 1000 };
 	op->as = as;
-	/* argv[3] is the lock's first key: every key of it shares the slot */
-	op->slot = fg_keyslot(op->call.argv[3], op->call.argvlen[3]);
+	/* argv[3] is the lock's first key: every key of it shares the slot
+	 * (an event's append names its stream first, argv[1]) */
+	int k = op->kind == FG__AOP_EVENT ? 1 : 3;
+	op->slot = fg_keyslot(op->call.argv[k], op->call.argvlen[k]);
 	int err = own(op);
 	if (!err) {
 		op->timer = evtimer_new(as->base, on_timeout, op);

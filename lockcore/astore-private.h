@@ -71,6 +71,11 @@ struct fg_astore {
 	fg_resync_cb *on_resync;
 	void *arg;
 	int closing;         /* being destroyed: nothing new starts */
+	bool events;         /* opts.events: the lock calls record events */
+	unsigned events_retain;
+	char gateway_id[FG_GATEWAY_ID_LEN + 1]; /* opts.gateway_id, or "" */
+	/* astore-call.c's */
+	uint64_t ev_failed;  /* appends (FG__AOP_EVENT) Redis did not take */
 	/* astore-giveback.c's */
 	struct fg__giveback *gbs;    /* not yet answered */
 	size_t ngbs;
@@ -99,6 +104,8 @@ enum fg__aop_kind {
 	FG__AOP_NOBODY,  /* nobody waits for it */
 	FG__AOP_INDEXED, /* an index update that then hands on the grant `g`
 			    it carries (gcb) */
+	FG__AOP_EVENT,   /* an event's append (fg_aevents_add()): nobody
+			    waits for it, a failure is counted */
 };
 
 /* One call in flight: owns copies of its arguments (buf), and everything

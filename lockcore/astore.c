@@ -16,6 +16,7 @@
  */
 #include <stdbool.h>
 #include <stddef.h>
+#include <stdio.h>
 #include <stdlib.h>
 
 #include "astore-private.h"
@@ -38,6 +39,11 @@ fg_astore *fg_astore_create(struct event_base *base,
 	as->observe = o->observe;
 	as->observe_arg = o->observe_arg;
 	as->gave_back = o->gave_back;
+	as->events = o->events;
+	as->events_retain = o->events_retain;
+	if (o->gateway_id)
+		snprintf(as->gateway_id, sizeof(as->gateway_id), "%s",
+			 o->gateway_id);
 	as->on_message = on_message;
 	as->on_resync = on_resync;
 	as->arg = arg;
@@ -249,4 +255,37 @@ int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen)
 		return FG_ENOMEM;
 	fg__build_index_drop(&op->call, name, seen, !as->view.slots);
 	return fg__submit(as, op);
+}
+
+/* ---- events ----------------------------------------------------------- */
+
+int fg_aevents_add(fg_astore *as, const struct fg_event_rec *e)
+{
+	if (!e->kind || !*e->kind)
+		return FG_EINVAL;
+	if (!as->events)
+		return FG_OK;
+	fg__follow(as);
+	char key[FG__EV_KEY_MAX];
+	size_t kl = fg__ev_key(e->lock ? e->lock : "", as->view.slots != NULL,
+			       key, sizeof(key));
+	if (!kl || kl >= sizeof(key))
+		return FG_EINVAL;
+	struct fg__aop *op = fg__aop_new(FG__AOP_EVENT, NULL);
+	if (!op)
+		return FG_ENOMEM;
+	/* the call points into key and e's strings until fg__submit() copies
+	 * them (own()) */
+	int err = fg__build_event(&op->call, key, kl, as->events_retain,
+				  as->gateway_id, e);
+	if (err) {
+		fg__aop_free(op);
+		return err;
+	}
+	return fg__submit(as, op);
+}
+
+uint64_t fg_aevents_failed(const fg_astore *as)
+{
+	return as->ev_failed;
 }

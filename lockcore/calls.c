@@ -456,6 +456,48 @@ void fg__build_giveback(struct fg__call *c, const char *name,
 	}
 }
 
+/* ---- events ---------------------------------------------------------- */
+
+/* A field of an event, if it has a value (the stream keeps the non-empty
+ * ones only: a reader takes an absent field as empty). */
+static void ev_field(struct fg__call *c, const char *f, const char *v)
+{
+	if (v && *v) {
+		push(c, f, 1);
+		push(c, v, strlen(v));
+	}
+}
+
+int fg__build_event(struct fg__call *c, const char *key, size_t keylen,
+		    unsigned retain, const char *gateway_id,
+		    const struct fg_event_rec *e)
+{
+	if (!e->kind || !*e->kind)
+		return FG_EINVAL;
+	c->lua = FG__LUA_COUNT;
+	c->argc = 0;
+	c->nnums = 0;
+	push(c, "XADD", 4);
+	push(c, key, keylen);
+	push(c, "MAXLEN", 6);
+	push(c, "~", 1);
+	fg__call_num(c, retain ? retain : FG__EV_RETAIN_DEFAULT);
+	push(c, "*", 1);
+	push(c, "k", 1);
+	push(c, e->kind, strlen(e->kind));
+	ev_field(c, "l", e->lock);
+	if (e->has_token) {
+		push(c, "t", 1);
+		fg__call_num(c, e->token);
+	}
+	ev_field(c, "p", e->principal);
+	ev_field(c, "o", e->owner);
+	ev_field(c, "c", e->client);
+	ev_field(c, "g", gateway_id);
+	ev_field(c, "d", e->detail);
+	return FG_OK;
+}
+
 /* ---- replies --------------------------------------------------------- */
 
 static int is_str(const redisReply *e, const char *s)

@@ -158,6 +158,20 @@ size_t fg__ev_slot_key(unsigned slot, char *buf, size_t cap);
  *  or on a Cluster its slot's; its length (0: name too long for a lock). */
 size_t fg__ev_key(const char *name, bool cluster, char *buf, size_t cap);
 
+/** EVENTS_RETAIN when the settings give none: the contract's default. */
+#define FG__EV_RETAIN_DEFAULT 100000u
+
+/**
+ * The append of an event the gateway saw (fg_events_add()): XADD key
+ * MAXLEN ~ retain * k <kind> and the fields of e that are not empty, g
+ * gateway_id among them. Not a script call: c->lua is FG__LUA_COUNT, and
+ * the stream's name is argv[1]; it points into key, e's strings and
+ * gateway_id. FG_EINVAL without a kind.
+ */
+int fg__build_event(struct fg__call *c, const char *key, size_t keylen,
+		    unsigned retain, const char *gateway_id,
+		    const struct fg_event_rec *e);
+
 struct redisAsyncContext;
 struct event_base;
 /** Attaches an async context to a libevent base (evredis.c): its replies

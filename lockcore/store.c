@@ -42,6 +42,10 @@ struct fg_store {
 	unsigned command_timeout_ms;
 	unsigned idle_forget_ms;
 	unsigned write_margin_ms;
+	bool events;                /* opts.events: lock calls and
+				       fg_events_add() append events */
+	unsigned events_retain;
+	char gateway_id[FG_GATEWAY_ID_LEN + 1]; /* "" when none given */
 	struct fg_topo_view view;   /* refreshed when the topology moves */
 	struct sconn conns[STORE_CONNS];
 	size_t nconns;
@@ -77,6 +81,11 @@ fg_store *fg_store_create(const struct fg_store_opts *o)
 	st->command_timeout_ms = o->command_timeout_ms ? o->command_timeout_ms : 2000;
 	st->idle_forget_ms = o->idle_forget_ms;
 	st->write_margin_ms = o->write_margin_ms;
+	st->events = o->events;
+	st->events_retain = o->events_retain;
+	if (o->gateway_id)
+		snprintf(st->gateway_id, sizeof(st->gateway_id), "%s",
+			 o->gateway_id);
 	return st;
 }
 
@@ -166,15 +175,23 @@ redisContext *fg__store_connect(fg_topo *topo, const struct fg_redis_node *node,
 	return rc;
 }
 
-/* The master that holds `key` (any master for NULL), by the current view. */
-static int node_for(fg_store *st, const char *key, size_t keylen,
-		    struct fg_redis_node *out)
+/* Takes the topology's current view if it moved. */
+static int follow(fg_store *st)
 {
 	if (st->view.gen != fg_topo_gen(st->topo)) {
 		fg_topo_view_finish(&st->view);
 		if (fg_topo_view(st->topo, &st->view))
 			return FG_ENOMEM;
 	}
+	return FG_OK;
+}
+
+/* The master that holds `key` (any master for NULL), by the current view. */
+static int node_for(fg_store *st, const char *key, size_t keylen,
+		    struct fg_redis_node *out)
+{
+	if (follow(st))
+		return FG_ENOMEM;
 	size_t idx = 0;
 	if (st->view.slots && key) {
 		idx = st->view.slots[fg_keyslot(key, keylen)];
@@ -467,6 +484,36 @@ int fg_lock_index_sweep(fg_store *st, char after[FG_NAME_MAX + 1],
 	if (!err && got < n)
 		after[0] = '\0'; /* read to the end: the next sweep starts over */
 	/* Redis unavailable: `after` stays, the next step asks again there */
+	freeReplyObject(r);
+	return err;
+}
+
+/* ---- events ---------------------------------------------------------- */
+
+int fg_events_add(fg_store *st, const struct fg_event_rec *e)
+{
+	if (!e->kind || !*e->kind)
+		return FG_EINVAL;
+	if (!st->events)
+		return FG_OK;
+	if (follow(st))
+		return FG_ENOMEM;
+	char key[FG__EV_KEY_MAX];
+	size_t kl = fg__ev_key(e->lock ? e->lock : "", st->view.slots != NULL,
+			       key, sizeof(key));
+	if (!kl || kl >= sizeof(key))
+		return FG_EINVAL;
+	struct fg__call c;
+	int err = fg__build_event(&c, key, kl, st->events_retain,
+				  st->gateway_id, e);
+	if (err)
+		return err;
+	redisReply *r = command(st, key, kl, c.argc, c.argv, c.argvlen);
+	if (!r)
+		return FG_EUNAVAIL;
+	err = r->type == REDIS_REPLY_ERROR ? FG_EUNAVAIL : FG_OK;
+	if (r->type == REDIS_REPLY_ERROR)
+		note_why(st, NULL, r->str);
 	freeReplyObject(r);
 	return err;
 }

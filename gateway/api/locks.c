@@ -35,6 +35,7 @@
 #include "base/log.h"
 #include "base/openapi.h"
 #include "base/writeset.h"
+#include "rt/evrec.h"
 #include "rt/rt.h"
 #include "proc/metrics.h"
 #include "rt/park.h"
@@ -178,6 +179,9 @@ struct fg_api_call {
 				      break: the token named */
 	uint32_t wait_ms;
 	struct fg_list *list;      /* list: the page being read */
+	char *owner;               /* an acquire's owner (malloc'd, or NULL),
+				      kept across its calls for the held
+				      table (proc/held.h); call_free() frees */
 	struct fg_park park;       /* SENT: the connection */
 };
 
@@ -187,6 +191,7 @@ static void call_free(struct fg_req *req)
 		return;
 	fg_lock_info_finish(&req->call->info);
 	fg_list_free(req->call->list);
+	free(req->call->owner);
 	free(req->call);
 	req->call = NULL;
 }
@@ -259,10 +264,12 @@ static struct fg_api_call *call_begin(struct fg_req *req)
 {
 	struct fg_api_call *call = req->call;
 	enum call_state state = call->state;
+	char *owner = call->owner;
 	fg_lock_info_finish(&call->info);
 	fg_list_free(call->list);
 	memset(call, 0, sizeof(*call));
 	call->state = state;
+	call->owner = owner;
 	return call;
 }
 
@@ -316,7 +323,9 @@ static enum MHD_Result respond_grant(struct fg_req *req,
 	req->rec.mode = g->mode;
 	req->rec.has_token = true;
 	req->rec.token = g->token;
-	fg_held_granted(name, g->token, g->holds <= 1, g->ttl_ms);
+	struct fg_held_who who = { principal_of(req), req->call->owner,
+				   req->rec.client };
+	fg_held_granted(name, g->token, g->holds <= 1, g->ttl_ms, &who);
 	/* A client that closed while the call was in Redis is gone: its
 	 * kernel would take the answer and reset, so the answer would count
 	 * as delivered. Not answered, the grant goes back at once. */
@@ -440,6 +449,11 @@ static enum MHD_Result acquire(struct fg_req *req, struct MHD_Connection *c,
 	q.lease = reenter ? reenter : req->lease;
 	copy_str(req->name, sizeof(req->name), name);
 	call_begin(req);
+	/* what the grant's expired event names (free text, kept by the
+	 * table only while the grant is) */
+	free(req->call->owner);
+	req->call->owner = q.owner && q.owner_len ? strndup(q.owner, q.owner_len)
+						  : NULL;
 	if (q.wait_ms > 0) {
 		/* registered before the script can hand it the lock */
 		req->waiter = fg_waiter_acquire(req->loop->wq, name, req->lease,
@@ -635,8 +649,14 @@ static enum MHD_Result renewed(struct fg_req *req, struct MHD_Connection *c)
 	const struct fg_grant *g = &req->call->g;
 	if (g->status == FG_FORBIDDEN)
 		return forbidden(c);
-	if (g->status != FG_GRANTED)
+	if (g->status != FG_GRANTED) {
+		/* the lease named holds nothing: its holder learns it now.
+		 * Redis tells no token for a lease it does not know, and the
+		 * lease itself is never recorded. */
+		fg_evrec_lease_lost(req->loop->evrec, req->name, principal_of(req),
+				    req->rec.client);
 		return fg_respond_error(c, FG_E_LEASE_EXPIRED, NULL, NULL);
+	}
 	req->rec.has_token = true;
 	req->rec.token = g->token;
 	fg_held_renewed(req->name, g->token, g->ttl_ms);

@@ -55,6 +55,13 @@ static void client_addr(struct MHD_Connection *c, char *out, size_t cap)
 			  out, (socklen_t)cap);
 }
 
+const char *fg_req_client(struct fg_req *req)
+{
+	if (!req->rec.client[0])
+		client_addr(req->conn, req->rec.client, sizeof(req->rec.client));
+	return req->rec.client;
+}
+
 static void *on_uri(void *cls, const char *uri, struct MHD_Connection *c)
 {
 	struct fg_loop *loop = cls;

@@ -48,4 +48,9 @@ int fg_http_listen_check(const struct fg_config *cfg, char *err, size_t n);
  *  through loop->routes. NULL on failure. */
 struct MHD_Daemon *fg_http_daemon(struct fg_loop *loop);
 
+/** The client's address of req (its record's, written now if the request
+ *  did not need it before: a proxied request notes it only for the access
+ *  log), "" when libmicrohttpd does not know it. */
+const char *fg_req_client(struct fg_req *req);
+
 #endif

@@ -25,7 +25,18 @@ struct grant {
 	uint32_t ttl_ms;             /* the last one asked for */
 	uint64_t due_ms;             /* fg_clock_ms() to ask Redis at */
 	UT_hash_handle hh;
+	char who[];                  /* principal, owner, client: three
+					NUL-ended strings ("" none), in the
+					grant's own allocation */
 };
+
+/* The three strings of who, each cut to its field's size. */
+#define WHO_MAX (FG_PRINCIPAL_MAX + 1 + FG_OWNER_MAX + 1 + 48)
+
+static size_t who_len(const char *s, size_t max)
+{
+	return s ? strnlen(s, max) : 0;
+}
 
 static pthread_mutex_t mu = PTHREAD_MUTEX_INITIALIZER;
 static struct grant *grants;
@@ -70,13 +81,24 @@ static void drop(struct grant *g)
 }
 
 void fg_held_granted(const char *name, uint64_t token, bool new_holder,
-		     uint32_t ttl_ms)
+		     uint32_t ttl_ms, const struct fg_held_who *who)
 {
 	pthread_mutex_lock(&mu);
 	struct grant *g = find(name, token);
 	/* owned by the table from here; drop() and fg_held_finish() free it */
-	if (!g && ngrants < FG_HELD_MAX && (g = calloc(1, sizeof(*g)))) {
+	size_t pl = who_len(who ? who->principal : NULL, FG_PRINCIPAL_MAX),
+	       ol = who_len(who ? who->owner : NULL, FG_OWNER_MAX),
+	       cl = who_len(who ? who->client : NULL, 47);
+	if (!g && ngrants < FG_HELD_MAX &&
+	    (g = calloc(1, sizeof(*g) + pl + ol + cl + 3))) {
 		key_of(g->key, sizeof(g->key), name, token);
+		/* calloc()'s zeroes end each string */
+		if (pl)
+			memcpy(g->who, who->principal, pl);
+		if (ol)
+			memcpy(g->who + pl + 1, who->owner, ol);
+		if (cl)
+			memcpy(g->who + pl + ol + 2, who->client, cl);
 		HASH_ADD_STR(grants, key, g);
 		ngrants++;
 		new_holder = true; /* the first this gateway knows of */
@@ -132,9 +154,27 @@ void fg_held_ended(const char *name, uint64_t token)
 struct due {
 	char name[FG_NAME_MAX + 1];
 	uint64_t token;
+	char who[WHO_MAX];  /* the grant's, as it keeps them */
 };
 
-void fg_held_check_due(fg_store *st)
+/* The expired event of due grant d (outside mu: Redis is called). */
+static void record_expired(fg_store *st, const struct due *d)
+{
+	const char *p = d->who, *o = p + strlen(p) + 1, *c = o + strlen(o) + 1;
+	struct fg_event_rec e = {
+		.kind = "expired",
+		.lock = d->name,
+		.principal = p,
+		.owner = o,
+		.client = c,
+		.token = d->token,
+		.has_token = true,
+	};
+	if (fg_events_add(st, &e) != FG_OK)
+		fg_metrics_events_dropped(1);
+}
+
+void fg_held_check_due(fg_store *st, bool events)
 {
 	static struct due due[FG_HELD_CHECKS];  /* the maintenance thread's */
 	size_t n = 0;
@@ -147,6 +187,12 @@ void fg_held_check_due(fg_store *st)
 		char *sp = strchr(g->key, ' ');
 		due[n].token = strtoull(g->key, NULL, 10);
 		snprintf(due[n].name, sizeof(due[n].name), "%s", sp + 1);
+		const char *p = g->who, *o = p + strlen(p) + 1,
+			   *c = o + strlen(o) + 1;
+		size_t pl = strlen(p), ol = strlen(o), cl = strlen(c);
+		memcpy(due[n].who, p, pl + 1);
+		memcpy(due[n].who + pl + 1, o, ol + 1);
+		memcpy(due[n].who + pl + ol + 2, c, cl + 1);
 		n++;
 	}
 	pthread_mutex_unlock(&mu);
@@ -158,6 +204,7 @@ void fg_held_check_due(fg_store *st)
 		if (fg_clock_ms() - now > FG_HELD_BUDGET_MS)
 			break;
 		int err = fg_lock_check(st, due[i].name, due[i].token, &chk);
+		bool gone = false;
 		pthread_mutex_lock(&mu);
 		struct grant *g = find(due[i].name, due[i].token);
 		if (!g) {
@@ -169,11 +216,15 @@ void fg_held_check_due(fg_store *st)
 		} else {
 			/* stale or expired: its leases ran out (forged: Redis
 			 * lost it; it is not held either) */
-			if (chk.status != FG_CHECK_FORGED)
+			if (chk.status != FG_CHECK_FORGED) {
 				fg_metrics_lock_expired(g->holders);
+				gone = true;
+			}
 			drop(g);
 		}
 		pthread_mutex_unlock(&mu);
+		if (gone && events)
+			record_expired(st, &due[i]);
 		if (err)
 			break;
 	}

@@ -256,7 +256,7 @@ static void *maint_main(void *arg)
 			tell(&redis_flap, redis_what, redis,
 			     st ? fg_store_why(st) : "out of memory");
 			if (redis)
-				fg_held_check_due(st);
+				fg_held_check_due(st, gw->cfg->events);
 		}
 		if (redis && st &&
 		    now - last_sweep >= (sweep_busy ? PERIOD_MS : SWEEP_MS)) {

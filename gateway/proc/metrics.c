@@ -55,6 +55,7 @@ static struct {
 	_Atomic uint64_t bytes_in, bytes_out;
 	_Atomic uint64_t grants[2];        /* exclusive, shared */
 	_Atomic uint64_t renewals, releases, expiries, expired;
+	_Atomic uint64_t events_dropped;
 	_Atomic uint64_t given_back[FG_GIVEBACK_COUNT];
 	_Atomic uint64_t auth_refused[FG_AUTH_REFUSAL_COUNT];
 	_Atomic uint64_t admitted[2];      /* read, write */
@@ -125,6 +126,7 @@ void fg_metrics_renewal(void) { ADD(m.renewals, 1); }
 void fg_metrics_release(void) { ADD(m.releases, 1); }
 void fg_metrics_expiry(void) { ADD(m.expiries, 1); }
 void fg_metrics_lock_expired(unsigned n) { ADD(m.expired, n); }
+void fg_metrics_events_dropped(uint64_t n) { ADD(m.events_dropped, n); }
 
 void fg_metrics_fence(bool admitted, bool write, int refusal, uint64_t ns)
 {
@@ -269,6 +271,11 @@ static void render_locks(FILE *f)
 	     "when the gateway asked Redis at the lease's end, whether or not "
 	     "the client came back.");
 	counter(f, "fencegate_lock_lease_expired_total", NULL, GET(m.expired));
+	head(f, "fencegate_events_dropped_total", "counter",
+	     "Events this gateway saw (expired, lease_lost, refused) that were "
+	     "not recorded: a loop turn's buffer or a second's refusal folds "
+	     "were full, or Redis did not take the append.");
+	counter(f, "fencegate_events_dropped_total", NULL, GET(m.events_dropped));
 	head(f, "fencegate_locks_held", "gauge",
 	     "Holders granted through this gateway that it has not seen end "
 	     "(released, broken, given back, or found expired at the lease's end).");

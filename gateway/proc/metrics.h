@@ -46,6 +46,9 @@ void fg_metrics_expiry(void);
 /** n holders of a grant made here were found, at their lease's end, to
  *  have run out (proc/held.c). */
 void fg_metrics_lock_expired(unsigned n);
+/** n events this gateway saw were not recorded (a full buffer or fold
+ *  table, an append Redis did not take). */
+void fg_metrics_events_dropped(uint64_t n);
 
 /** A fenced request was decided: admitted (a write, or a fenced read
  *  that checked) or refused for `refusal` (enum fg_error), after `ns`

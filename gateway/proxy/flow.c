@@ -71,6 +71,7 @@
 #include "base/redirect.h"
 #include "fence/fence.h"
 #include "http/framing.h"
+#include "http/front.h"
 #include "http/req.h"
 #include "http/respond.h"
 #include "proc/gateway.h"
@@ -80,6 +81,7 @@
 #include "proxy/flow.h"
 #include "proxy/s3part.h"
 #include "proxy/writes.h"
+#include "rt/evrec.h"
 #include "rt/park.h"
 #include "rt/rt.h"
 #include "upstream/headers.h"
@@ -217,9 +219,28 @@ static json_t *token_fields(uint64_t token, bool has_current, uint64_t current)
 			 has_current ? json_integer((json_int_t)current) : json_null());
 }
 
-/* Answers and logs the fence's refusal. */
-static enum MHD_Result refuse(struct MHD_Connection *c, const char *method,
-			      const char *path, const struct fg_fence *f)
+/* A fenced write's refusal, as an event (rt/evrec.h): the request's
+ * path only (never its query), who sent it, the token refused (0: none
+ * was read); lock NULL when none was found. */
+static void record_refusal(struct fg_req *req, const char *method,
+			   const char *lock, enum fg_error e, uint64_t token)
+{
+	struct fg_evrefusal x = {
+		.lock = lock,
+		.code = fg_errors[e].code,
+		.method = method,
+		.path = req->uri,
+		.principal = req->principal,
+		.client = fg_req_client(req),
+		.token = token,
+	};
+	fg_evrec_refused(req->loop->evrec, &x);
+}
+
+/* Answers, logs and records the fence's refusal. */
+static enum MHD_Result refuse(struct fg_req *req, struct MHD_Connection *c,
+			      const char *method, const char *path,
+			      const struct fg_fence *f)
 {
 	const struct fg_fence_refusal *r = &f->refusal;
 	enum fg_error e = row_error[r->row];
@@ -234,6 +255,7 @@ static enum MHD_Result refuse(struct MHD_Connection *c, const char *method,
 	json_t *extra = r->token ? token_fields(r->token, r->has_current, r->current)
 				 : NULL;
 	fg_rec_refused((int)e, r->lock, r->token, r->has_current, r->current);
+	record_refusal(req, method, r->lock[0] ? r->lock : NULL, e, r->token);
 	return fg_respond_error(c, e, message, extra);
 }
 
@@ -305,7 +327,7 @@ static enum fg_fencing settle(struct fg_req *req, struct MHD_Connection *c,
 		return FG_FENCING_WAIT;
 	case FG_FENCE_REFUSED:
 		give_back(req->loop, f);
-		refuse(c, method, path, f);
+		refuse(req, c, method, path, f);
 		return FG_FENCING_ANSWERED;
 	case FG_FENCE_FAILED:
 	default:
@@ -412,7 +434,7 @@ static enum MHD_Result fencing_wait_refused(struct fg_req *req,
 	/* nothing is held: what the other members were admitted under was
 	 * given back when the wait began */
 	fg_fence_wait_refused(&req->flow->fence, a);
-	return refuse(c, method, "-", &req->flow->fence);
+	return refuse(req, c, method, "-", &req->flow->fence);
 }
 
 /* ---- a fenced write's transfer ------------------------------------------- */
@@ -622,9 +644,13 @@ void fg_proxy_destroy(struct fg_proxy *px)
 	free(px);
 }
 
-static enum MHD_Result respond_released(struct MHD_Connection *c,
+static enum MHD_Result respond_released(struct fg_req *req,
+					struct MHD_Connection *c,
+					const char *method,
 					const struct fg_fence *f)
 {
+	const struct fg_fence_lock *m = fg_fence_first_write(f);
+	record_refusal(req, method, m->lock, FG_E_STALE_TOKEN, m->token);
 	return fg_respond_error(c, FG_E_STALE_TOKEN,
 		"the grant was released or broken; its write was not forwarded",
 		json_pack("{s:I, s:n}", "token",
@@ -708,7 +734,7 @@ static enum MHD_Result start(struct fg_req *req, struct MHD_Connection *c,
 			/* its grant ended before it registered */
 			fence_finish(pw);
 			free(pw);
-			return respond_released(c, f);
+			return respond_released(req, c, method, f);
 		}
 	}
 	char url[URL_MAX], dest[FG_HDR_LINE_MAX], token[64];
@@ -1282,15 +1308,21 @@ static bool singles_refused(struct MHD_Connection *c, const char *method,
 
 /* ---- S3 mode -------------------------------------------------------------- */
 
-static enum MHD_Result s3_refuse(struct MHD_Connection *c, enum fg_s3_refusal r)
+/* An S3 request refused before any lock was checked: what it is, or
+ * which locks guard it, could not be told. A write's refusal is
+ * recorded, with no lock (none was found); a read's is not. */
+static enum MHD_Result s3_refuse(struct fg_req *req, struct MHD_Connection *c,
+				 const char *method, enum fg_s3_refusal r)
 {
-	if (r == FG_S3_MALFORMED_XML)
-		return fg_respond_s3(c, FG_S3N_MALFORMED_XML, NULL, false);
-	struct fg_s3_errdef d = fg_s3_refusal_answer(r);
 	enum fg_error e = r == FG_S3_BAD_LOCK_NAME ? FG_E_BAD_LOCK_NAME
 		: r == FG_S3_SUBTREE_UNGUARDED ? FG_E_SUBTREE_UNGUARDED
 		: r == FG_S3_NO_MEMORY ? FG_E_INTERNAL
 		: FG_E_BAD_REQUEST;
+	if (fg_method_is_write(req->gw->cfg, method) && r != FG_S3_NO_MEMORY)
+		record_refusal(req, method, NULL, e, 0);
+	if (r == FG_S3_MALFORMED_XML)
+		return fg_respond_s3(c, FG_S3N_MALFORMED_XML, NULL, false);
+	struct fg_s3_errdef d = fg_s3_refusal_answer(r);
 	return fg_respond_error(c, e, d.message, NULL);
 }
 
@@ -1308,7 +1340,7 @@ static enum MHD_Result s3_check(struct fg_req *req, struct MHD_Connection *c,
 	enum fg_s3_refusal r = fg_s3_locks_build(req->gw->cfg, &s3->r, s3->body,
 						 s3->body_len, &s3->locks);
 	if (r != FG_S3_OK)
-		return s3_refuse(c, r);
+		return s3_refuse(req, c, method, r);
 	enum MHD_Result ret;
 	if (!fg_access_s3_may(req, c, &s3->r, &s3->locks, &ret))
 		return ret;
@@ -1359,7 +1391,7 @@ static enum MHD_Result s3_head(struct fg_req *req, struct MHD_Connection *c,
 	};
 	enum fg_s3_refusal r = fg_s3_classify(req->gw->cfg, &h, &s3->r);
 	if (r != FG_S3_OK)
-		return s3_refuse(c, r);
+		return s3_refuse(req, c, method, r);
 	if (fg_s3part_streaming(s3)) {
 		/* its chunks are checked against this many bytes of data */
 		const char *d = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
@@ -1437,6 +1469,9 @@ static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
 	enum MHD_Result ret;
 	if (e != FG_E_COUNT && !fg_access_proxy(req, c, method, NULL, &ret))
 		return ret;
+	/* a write no lock could be found for, as s3_refuse() records it */
+	if (e != FG_E_COUNT && fg_method_is_write(req->gw->cfg, method))
+		record_refusal(req, method, NULL, e, 0);
 	if (e != FG_E_COUNT)
 		return fg_respond_error(c, e,
 			e == FG_E_BAD_LOCK_NAME

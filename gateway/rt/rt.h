@@ -29,6 +29,7 @@ struct fg_admitq;
 struct fg_proxy;
 struct fg_access;
 struct fg_routes;
+struct fg_evrec;
 struct fg_evreaders;
 
 struct fg_loop {
@@ -66,6 +67,8 @@ struct fg_loop {
 	struct fg_admitq *aq;        /* fenced writes waiting for older ones */
 	struct fg_proxy *px;
 	struct fg_access *access;    /* the loop's part of the access step */
+	struct fg_evrec *evrec;      /* the events it saw, until sent
+					(rt/evrec.h); NULL: events off */
 	struct fg_evreaders *evr;    /* readers of the events (api/events.h) */
 	/* freed request states and proxy flows, made again (front.c, flow.c) */
 	struct fg_recycle req_blocks, flow_blocks;

@@ -472,6 +472,48 @@ int fg_alock_give_back(fg_astore *as, const char *name, const char *lease,
 int fg_alock_finish(fg_astore *as, const char *name, const char *write_id,
 		    fg_grant_cb *cb, void *arg);
 
+/* ---- events (contract v1.5) ---------------------------------------- */
+
+/*
+ * What happened to locks is kept in Redis streams (one on one Redis, one
+ * per hash slot on a Cluster: the lock's own). The lock functions append
+ * what they do themselves (granted, released, broken, given_back) when
+ * the store's opts.events is set; the calls below append what only the
+ * gateway sees (expired, lease_lost, refused). Every append is
+ * XADD <stream> MAXLEN ~ <events_retain> * with the fields that are not
+ * empty: k kind, l lock, t token, p principal, o owner, c client, g the
+ * store's opts.gateway_id, d detail (a JSON object's text). Never a
+ * lease, a key or a sequencer.
+ */
+
+/** An event the gateway saw, to append. Strings may be NULL (or "": the
+ *  field is left out); kind is required; the gateway id is the store's
+ *  (fg_store_opts.gateway_id). */
+struct fg_event_rec {
+	const char *kind, *lock, *principal, *owner, *client, *detail;
+	uint64_t token;
+	bool has_token;
+};
+
+/**
+ * Appends e asynchronously: queued on the loop's connection to the
+ * master of the lock's slot (the one master off a Cluster), and never
+ * awaited: nobody is called back. 0 when queued, or when opts.events is
+ * off (nothing is sent); FG_EINVAL without a kind or with a name too long
+ * for a lock; FG_ENOMEM or FG_EUNAVAIL when it could not be queued. An
+ * append that was queued and then failed (Redis answered an error, the
+ * connection dropped, its answer was late) is counted in
+ * fg_aevents_failed().
+ */
+int fg_aevents_add(fg_astore *as, const struct fg_event_rec *e);
+/** Appends queued by fg_aevents_add() that Redis did not take (so far,
+ *  since the store was made). Loop thread. */
+uint64_t fg_aevents_failed(const fg_astore *as);
+/** Appends e, blocking (the maintenance thread): FG_OK once Redis took
+ *  it, FG_OK at once when opts.events is off, FG_EINVAL as above, or
+ *  FG_EUNAVAIL. */
+int fg_events_add(fg_store *st, const struct fg_event_rec *e);
+
 /* ---- channels ------------------------------------------------------ */
 
 /** "fg:gw:<id>": where a gateway hears that one of its waiters was granted

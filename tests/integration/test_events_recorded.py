@@ -1,0 +1,189 @@
+"""test_events_recorded.py - the events only the gateway sees (contract
+v1.5), as Redis keeps them: a grant whose lease ran out is `expired` (its
+token and who), a renewal of a lease that holds nothing is `lease_lost`,
+stale-token writes are `refused`, folded per lock and code per second with
+their count, their path without the query; nothing with `events = no`.
+
+The stream is read straight from Redis (XRANGE of the one stream, so one
+Redis only): these tests pin what the gateway appends, whoever reads it.
+"""
+
+import http.client
+import json
+import math
+import time
+
+from harness import TestCase, single_redis, slack, wait_until
+
+STREAM = "fg:{!ev}:s"
+
+
+def fields_of(entry):
+    """A stream entry [id, [f1, v1, ...]] as (id, {f: v})."""
+    eid, flat = entry
+    eid = eid.decode() if isinstance(eid, bytes) else eid
+    flat = [x.decode() if isinstance(x, bytes) else x for x in flat]
+    return eid, dict(zip(flat[0::2], flat[1::2]))
+
+
+class EventsCase(TestCase):
+
+    def events(self, lock, kind=None, redis=None):
+        """The stream's events of `lock` (of `kind`), oldest first."""
+        entries = (redis or self.redis).command("XRANGE", STREAM, "-", "+")
+        out = []
+        for e in entries or []:
+            eid, f = fields_of(e)
+            if f.get("l") == lock and (kind is None or f.get("k") == kind):
+                f["id"] = eid
+                out.append(f)
+        return out
+
+    def wait_events(self, lock, kind, pred, timeout, what):
+        got = wait_until(lambda: (lambda es: es if pred(es) else None)(
+            self.events(lock, kind)), slack(timeout))
+        self.assertTrue(got, "%s: %r" % (what, self.events(lock)))
+        return got
+
+
+@single_redis("reads the one Redis' event stream directly")
+class RecordedTests(EventsCase):
+
+    # one loop: a second's refusals are folded by the loop that saw them
+    gateway_flags = ("--threads", "1")
+
+    def test_a_lease_that_ran_out_is_expired_with_its_token_and_holder(self):
+        name = self.lock_name("exp")
+        g = self.acquire_ok(name, ttl_ms=300, owner="job-7")
+        # the maintenance thread asks at the lease's end plus 100 ms, once
+        # a second
+        es = self.wait_events(name, "expired", lambda es: len(es) >= 1, 5.0,
+                              "an expired event")
+        self.assertEqual(len(es), 1, es)
+        e = es[0]
+        self.assertEqual(e["t"], str(g["token"]))
+        self.assertEqual(e["o"], "job-7")
+        self.assertEqual(e["c"], "127.0.0.1")
+        self.assertRegex(e["g"], r"^[0-9a-f]{16}$")
+        self.assertNotIn("p", e)   # open mode: no principal
+        for v in e.values():
+            self.assertNotIn(g["lease"], v)
+            self.assertNotIn(g["sequencer"], v)
+
+    def test_a_released_lease_is_not_expired(self):
+        name, later = self.lock_name("rel"), self.lock_name("later")
+        g = self.acquire_ok(name, ttl_ms=300)
+        self.release_ok(name, g["lease"])
+        # a lease that ends after it: the check that finds this one gone
+        # came after the released one's end too
+        self.acquire_ok(later, ttl_ms=300)
+        self.wait_events(later, "expired", lambda es: len(es) >= 1, 5.0,
+                         "the later lease's expired event")
+        self.assertEqual(self.events(name, "expired"), [])
+
+    def test_a_renewal_of_a_lost_lease_is_lease_lost(self):
+        name = self.lock_name("lost")
+        g = self.acquire_ok(name, ttl_ms=30000)
+        self.release_ok(name, g["lease"])
+        r = self.renew(name, g["lease"], ttl_ms=30000)
+        self.assertEqual(r.status, 410, r)
+        self.assertEqual(r.json["error"], "lease_expired")
+        es = self.wait_events(name, "lease_lost", lambda es: len(es) >= 1,
+                              2.0, "a lease_lost event")
+        self.assertEqual(len(es), 1, es)
+        self.assertEqual(es[0]["c"], "127.0.0.1")
+        for v in es[0].values():
+            self.assertNotIn(g["lease"], v)
+        # a renewal that holds is no event: one lost after it, on the
+        # one loop, is appended after anything it would have appended
+        h = self.acquire_ok(name, ttl_ms=30000)
+        self.assertEqual(self.renew(name, h["lease"], ttl_ms=30000).status, 200)
+        self.release_ok(name, h["lease"])
+        other = self.lock_name("after")
+        self.assertEqual(self.renew(other, "no-such-lease").status, 410)
+        self.wait_events(other, "lease_lost", lambda es: len(es) >= 1, 2.0,
+                         "the later lease_lost event")
+        self.assertEqual(len(self.events(name, "lease_lost")), 1)
+
+    def test_stale_writes_are_refused_folded_with_their_count(self):
+        name = self.lock_name("stale")
+        old = self.acquire_ok(name, ttl_ms=30000)
+        self.release_ok(name, old["lease"])
+        new = self.acquire_ok(name, ttl_ms=30000)
+        self.addCleanup(self.release, name, new["lease"])
+        n = 40
+        # one connection: one loop sees them all
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port,
+                                          timeout=slack(10.0))
+        t0 = time.monotonic()
+        try:
+            for i in range(n):
+                conn.request("PUT", "/%s?X-Amz-Signature=secret%d" % (name, i),
+                             body=b"x", headers={
+                                 "Fencing-Token": old["sequencer"]})
+                r = conn.getresponse()
+                r.read()
+                self.assertEqual(r.status, 409)
+        finally:
+            conn.close()
+        spent = time.monotonic() - t0
+        # the last fold is sent when its second ends
+        es = self.wait_events(
+            name, "refused",
+            lambda es: sum(json.loads(e["d"])["count"] for e in es) >= n,
+            3.0, "refusals counting %d" % n)
+        details = [json.loads(e["d"]) for e in es]
+        self.assertEqual(sum(d["count"] for d in details), n, details)
+        # at most two events a second: the second's first, and its fold
+        seconds = math.ceil(spent) + 1
+        self.assertLessEqual(len(es), 2 * seconds, details)
+        self.assertLess(len(es), n, "folded: %r" % details)
+        for e, d in zip(es, details):
+            self.assertEqual(d["code"], "stale_token")
+            self.assertEqual(d["method"], "PUT")
+            self.assertEqual(d["path"], "/" + name)
+            self.assertGreaterEqual(d["count"], 1)
+            self.assertEqual(e["t"], str(old["token"]))
+            self.assertEqual(e["c"], "127.0.0.1")
+            for v in e.values():
+                self.assertNotIn("secret", v)
+                self.assertNotIn(old["sequencer"], v)
+        # a first refusal is sent at the end of its turn, not held for
+        # the second: the first event is there with count 1
+        self.assertEqual(details[0]["count"], 1)
+
+    def test_metrics_say_nothing_was_dropped(self):
+        r = self.req("GET", "/_fence/v1/metrics")
+        self.assertEqual(r.status, 200)
+        self.assertIn("fencegate_events_dropped_total 0\n",
+                      r.body.decode())
+
+
+@single_redis("reads the one Redis' event stream directly")
+class NotRecordedTests(EventsCase):
+
+    gateway_flags = ("--events", "no", "--threads", "1")
+
+    def expired_total(self):
+        body = self.req("GET", "/_fence/v1/metrics").body.decode()
+        for line in body.splitlines():
+            if line.startswith("fencegate_lock_lease_expired_total "):
+                return int(float(line.split()[1]))
+        self.fail("no fencegate_lock_lease_expired_total")
+
+    def test_nothing_is_recorded_with_events_off(self):
+        name = self.lock_name("off")
+        before = self.expired_total()
+        old = self.acquire_ok(name, ttl_ms=30000)
+        self.release_ok(name, old["lease"])
+        g = self.acquire_ok(name, ttl_ms=300)
+        self.assertEqual(self.renew(name, old["lease"]).status, 410)
+        r = self.req("PUT", "/" + name, raw=b"x",
+                     headers={"Fencing-Token": old["sequencer"]})
+        self.assertEqual(r.status, 409, r)
+        # the check at the lease's end found it gone (and would have
+        # recorded it), well after the turns of the calls above
+        self.assertTrue(wait_until(lambda: self.expired_total() > before,
+                                   slack(5.0)), "the expiry to be counted")
+        self.assertEqual(self.redis.command("EXISTS", STREAM), 0)
+        self.assertNotEqual(g["token"], old["token"])
