@@ -64,14 +64,14 @@ static void test_acquire_call(void **state)
 		.principal = "ops@example",
 	};
 	struct fg__call c;
-	fg__build_acquire(&c, &q, NULL, 0, false);
+	fg__build_acquire(&c, &q, NULL, 0, false, NULL);
 	same_as_hiredis(&c);
-	fg__build_acquire(&c, &q, NULL, 86400000, true);
+	fg__build_acquire(&c, &q, NULL, 86400000, true, NULL);
 	same_as_hiredis(&c);
 	q.value = NULL;
 	q.value_len = 0;
 	q.principal = NULL;
-	fg__build_acquire(&c, &q, NULL, 1, true);
+	fg__build_acquire(&c, &q, NULL, 1, true, NULL);
 	same_as_hiredis(&c);
 }
 
@@ -98,7 +98,7 @@ static void test_acquire_carries_only_the_optional_arguments_given(void **state)
 	struct fg__call c;
 	/* FCALL fn numkeys, four keys and the index's, idle, name */
 	const int head = 3 + 4 + 1 + 2;
-	fg__build_acquire(&c, &q, NULL, 600000, true);
+	fg__build_acquire(&c, &q, NULL, 600000, true, NULL);
 	assert_arg(&c, 2, "5");
 	assert_int_equal(c.argc, head + 5);
 	assert_arg(&c, head, "L");
@@ -116,7 +116,7 @@ static void test_acquire_carries_only_the_optional_arguments_given(void **state)
 	q.owner = "own";
 	q.owner_len = 3;
 	q.principal = "pr";
-	fg__build_acquire(&c, &q, NULL, 600000, false);
+	fg__build_acquire(&c, &q, NULL, 600000, false, NULL);
 	assert_arg(&c, 2, "4");
 	const char *rest[] = { "dwrvop", "1500", "2000", "g-w1", "g", "30000",
 			       "100", "R", "val", "own", "pr" };
@@ -131,7 +131,7 @@ static void test_acquire_carries_only_the_optional_arguments_given(void **state)
 	q.reenter = "";
 	q.value = NULL;
 	q.owner = NULL;
-	fg__build_acquire(&c, &q, NULL, 600000, false);
+	fg__build_acquire(&c, &q, NULL, 600000, false, NULL);
 	assert_arg(&c, at, "wp");
 	assert_int_equal(c.argc, at + 1 + 5 + 1);
 	assert_arg(&c, c.argc - 1, "pr");
@@ -148,7 +148,7 @@ static void test_numbers_and_empties(void **state)
 	fg__call_num(&c, UINT64_MAX);
 	fg__call_str(&c, "", 0);
 	same_as_hiredis(&c);
-	fg__build_release(&c, "x", "lease", NULL, 250, 0, false);
+	fg__build_release(&c, "x", "lease", NULL, 250, 0, false, NULL);
 	same_as_hiredis(&c);
 }
 
