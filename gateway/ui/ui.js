@@ -314,6 +314,8 @@
     render();
   }
 
+  /* Events come in bursts (the history at the start, a busy lock): the
+   * list is drawn once per burst, right after it. */
   let eventsTimer = null;
   function wantEventsRender() {
     if (eventsTimer) return;
@@ -321,7 +323,7 @@
       eventsTimer = null;
       renderEvents();
       render();
-    }, MIN_REFRESH_MS);
+    }, 30);
   }
 
   // ---- health and metrics -----------------------------------------------

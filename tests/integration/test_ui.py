@@ -318,12 +318,13 @@ class StatusPage(StoreTestCase):
         self.assert_no_console_errors()
 
     def test_screenshots_at_desk_and_phone_width(self):
-        lock = self.names(A, "shot")
+        # names as a deployment's: the first is the README's picture
+        lock, write = A + "jobs/nightly", A + "reports/q4.csv"
         held = self.acquire_ok(lock, gw=self.open_gw, ttl_ms=30000,
                                owner="deploy@build-7:311")
         w = self.waiter(lock, gw=self.open_gw, ttl_ms=30000, wait_ms=20000,
                         owner="deploy@build-8:977")
-        self.refuse_a_write(self.open_gw, self.names(A, "write"))
+        self.refuse_a_write(self.open_gw, write)
         shown = {}
         for name, width, height, mobile in SIZES:
             self.open_page(size=(name, width, height, mobile))
@@ -333,7 +334,8 @@ class StatusPage(StoreTestCase):
             self.assertTrue(v, "%s: the page did not show the lock and its "
                             "waiter: %r" % (name, self.page_text()))
             shown[name], _ = self.b.wait_for(
-                "!document.getElementById('refusals').hidden", slack(2.0))
+                "!document.getElementById('refusals').hidden && %s"
+                % shown_event("refused", write), slack(2.0))
             # at a phone's width nothing is wider than the window
             scroll = self.b.evaluate(
                 "document.documentElement.scrollWidth")
