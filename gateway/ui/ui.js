@@ -234,9 +234,13 @@
         return;
       }
       if (r.status !== 200) {
-        setEvents('off', r.status === 404 ? 'this gateway does not serve them'
-          : await errorMessage(r));
-        await sleep(30000);
+        // an older gateway has no events: asked again now and then; any
+        // other failure (Redis down) sooner
+        const gone = r.status === 404;
+        setEvents(gone ? 'off' : 'reconnecting', gone
+          ? 'this gateway does not serve them' : await errorMessage(r));
+        await sleep(gone ? 30000 : backoff);
+        backoff = Math.min(backoff * 2, 10000);
         continue;
       }
       backoff = 1000;
@@ -273,6 +277,7 @@
 
   function sseBlock(block) {
     let id = null;
+    let type = 'message';
     const data = [];
     for (const line of block.split('\n')) {
       if (line === '' || line[0] === ':') continue; // a keep-alive comment
@@ -281,10 +286,13 @@
       let value = colon < 0 ? '' : line.slice(colon + 1);
       if (value[0] === ' ') value = value.slice(1);
       if (field === 'id') id = value;
+      else if (field === 'event') type = value;
       else if (field === 'data') data.push(value);
     }
     if (id !== null) state.lastId = id;
-    if (!data.length) return;
+    // "gap": events older than the start were no longer kept; nothing
+    // to show of them
+    if (!data.length || type === 'gap') return;
     let e;
     try {
       e = JSON.parse(data.join('\n'));
@@ -295,7 +303,8 @@
   }
 
   function addEvent(e) {
-    if (!e || typeof e !== 'object' || state.eventIds.has(e.id)) return;
+    if (!e || typeof e !== 'object' || typeof e.id !== 'string' ||
+        typeof e.kind !== 'string' || state.eventIds.has(e.id)) return;
     state.eventIds.add(e.id);
     e.atMs = Date.parse(e.at) || gatewayNow();
     if (!e.detail || typeof e.detail !== 'object') e.detail = {};
