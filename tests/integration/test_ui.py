@@ -150,6 +150,9 @@ class StatusPage(StoreTestCase):
         """The page as a fresh tab sees it: its session storage is
         emptied before the page's own script runs."""
         gw = gw or self.open_gw
+        # the page before is unloaded first: what it reports as it goes
+        # (an answer in flight) is not this page's
+        self.b.navigate("about:blank")
         self.b.set_size(size[1], size[2], size[3])
         self.b.errors.clear()
         s = self.b.send("Page.addScriptToEvaluateOnNewDocument",
