@@ -141,7 +141,7 @@ class StatusPage(StoreTestCase):
         self.b = self.chromium()
         self.log_paths.append(self.b.logpath)
 
-    # -- helpers --------------------------------------------------------------
+    # -- what the tests share ------------------------------------------------
 
     def url(self, gw, query=""):
         return "http://127.0.0.1:%d%s%s" % (gw.port, UI, query)
