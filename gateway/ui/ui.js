@@ -19,7 +19,7 @@
 (function () {
   const KEY_STORE = 'fencegate.key';
   const MIN_REFRESH_MS = 250;      // at most 4 listings a second
-  const POLL_LIVE_MS = 5000;       // a listing now and then, events or not
+  const POLL_LIVE_MS = 2000;       // a listing now and then, events or not
   const POLL_BLIND_MS = 500;       // and often when there is no event stream
   const HEALTH_MS = 2000;
   const HISTORY_MS = 5 * 60 * 1000; // events shown from before the page opened
