@@ -2,7 +2,9 @@
 v1.5), as Redis keeps them: a grant whose lease ran out is `expired` (its
 token and who), a renewal of a lease that holds nothing is `lease_lost`,
 stale-token writes are `refused`, folded per lock and code per second with
-their count, their path without the query; nothing with `events = no`.
+their count, their path without the query, and a write no lock could be
+found for is `refused` with no lock; nothing with
+`events = no`.
 
 The stream is read straight from Redis (XRANGE of the one stream, so one
 Redis only): these tests pin what the gateway appends, whoever reads it.
@@ -151,6 +153,36 @@ class RecordedTests(EventsCase):
         # a first refusal is sent at the end of its turn, not held for
         # the second: the first event is there with count 1
         self.assertEqual(details[0]["count"], 1)
+
+    def test_a_write_no_lock_could_be_found_for_is_refused_without_one(self):
+        name = self.lock_name("nolock")
+        path = "/" + name + "/a%20b"   # its lock would hold a space
+        r = self.req("PUT", path + "?X-Amz-Credential=secret", raw=b"x")
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(r.json["error"], "bad_lock_name")
+
+        def mine():
+            out = []
+            for e in self.redis.command("XRANGE", STREAM, "-", "+") or []:
+                _, f = fields_of(e)
+                if f.get("k") == "refused" and "l" not in f and \
+                        json.loads(f["d"])["path"] == path:
+                    out.append(f)
+            return out
+        self.assertTrue(wait_until(mine, slack(2.0)), "a refused event")
+        # one refusal is one event: a lost renewal after it, on the one
+        # loop, is appended after anything its turn would have appended
+        other = self.lock_name("after")
+        self.assertEqual(self.renew(other, "no-such-lease").status, 410)
+        self.wait_events(other, "lease_lost", lambda es: len(es) >= 1, 2.0,
+                         "the later lease_lost event")
+        es = mine()
+        self.assertEqual(len(es), 1, es)
+        d = json.loads(es[0]["d"])
+        self.assertEqual((d["code"], d["method"], d["count"]),
+                         ("bad_lock_name", "PUT", 1))
+        self.assertNotIn("t", es[0])
+        self.assertNotIn("secret", json.dumps(es[0]))
 
     def test_metrics_say_nothing_was_dropped(self):
         r = self.req("GET", "/_fence/v1/metrics")

@@ -2,7 +2,8 @@
 v1.5) with the real fencectl, gateway and Redis: a line per event under
 the prefix, oldest first, with its kind, lock, token, who and a refusal's
 code, method, path and count; --json one event object per line; --follow
-prints an event that happens after it started; no lease ever printed; an
+prints an event that happens after it started; more than a page of
+events is printed whole, each once, in order; no lease ever printed; an
 unreachable gateway is an error within --timeout.
 
 The events are made by what the gateway records itself (a renewal of a
@@ -11,6 +12,7 @@ Redis' stream before it asks fencectl, so that what is printed does not
 depend on when the gateway's append reached Redis.
 """
 
+import http.client
 import json
 import time
 
@@ -115,6 +117,39 @@ class EventsTests(FencectlTestCase):
                           if l.split()[1] == "lease_lost"],
                          [p + "before", p + "after"], lines)
         self.assertIsNone(bg.proc.poll(), "--follow ended: %r" % bg.err())
+
+    def test_events_follows_the_pages_to_the_end_in_order(self):
+        p = self.prefix()
+        name = p + "many"
+        n = 1000 + 37   # more than one page (at most 1000 an answer)
+        conn = http.client.HTTPConnection("127.0.0.1", self.gw.port,
+                                          timeout=slack(10.0))
+        try:
+            body = json.dumps({"lease": "no-such-lease"}).encode()
+            for _ in range(n):
+                conn.request("PATCH", "/_fence/v1/locks/" + name, body=body,
+                             headers={"Content-Type": "application/json"})
+                r = conn.getresponse()
+                r.read()
+                self.assertEqual(r.status, 410)
+        finally:
+            conn.close()
+        self.wait_for(lambda: len(self.in_stream(name, "lease_lost")) == n,
+                      slack(5.0), "%d lease_lost events in Redis" % n)
+        rc, out, err = self.fc("--json", "events", p, timeout=slack(30.0))
+        self.assertEqual(rc, 0, err)
+        evs = [json.loads(l) for l in out.splitlines()]
+        self.assertEqual(len(evs), n, err)
+        self.assertTrue(all(e["lock"] == name for e in evs))
+
+        def key(e):
+            ms, seq = e["id"].split(".")[0].split("-")
+            return int(ms), int(seq)
+        ids = [key(e) for e in evs]
+        self.assertEqual(ids, sorted(set(ids)), "each once, oldest first")
+        rc, out, err = self.fc("events", p, timeout=slack(30.0))
+        self.assertEqual(rc, 0, err)
+        self.assertEqual(len(out.splitlines()), n)
 
     def test_events_of_an_unreachable_gateway_fail_within_the_timeout(self):
         env = self.env_for()
