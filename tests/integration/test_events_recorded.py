@@ -15,7 +15,9 @@ import json
 import math
 import time
 
+import s3env
 from harness import TestCase, single_redis, slack, wait_until
+from test_s3_mode import S3Base
 
 STREAM = "fg:{!ev}:s"
 
@@ -219,3 +221,54 @@ class NotRecordedTests(EventsCase):
                                    slack(5.0)), "the expiry to be counted")
         self.assertEqual(self.redis.command("EXISTS", STREAM), 0)
         self.assertNotEqual(g["token"], old["token"])
+
+
+def stream_refusals(redis, pred):
+    """The refused events of the one stream that pred(fields, detail)
+    takes."""
+    out = []
+    for e in redis.command("XRANGE", STREAM, "-", "+") or []:
+        _, f = fields_of(e)
+        if f.get("k") == "refused" and pred(f, json.loads(f["d"])):
+            out.append(f)
+    return out
+
+
+@single_redis("reads the one Redis' event stream directly")
+class S3RecordedTests(S3Base):
+    """S3 mode: a presigned URL carries its credentials, its signature and
+    its sequencer in the query; a refusal's event has none of them."""
+
+    extra_config = ("threads 1",)
+
+    def test_a_refused_presigned_write_is_recorded_without_its_query(self):
+        b = self.make_bucket()
+        lock, path = "%s/up" % b, "/%s/up" % b
+        stale, cur = self.stale_and_current(lock)
+        t = s3env.presign("PUT", path, self.host(), token=stale)
+        self.assertIn("X-Amz-Signature=", t)
+        r = s3env.send(self.gw.port, "PUT", t, {
+            "Host": self.host(), "Content-Length": "1"}, b"x")
+        self.assertStale(r, stale, cur)
+        es = wait_until(lambda: stream_refusals(
+            self.redis, lambda f, d: f.get("l") == lock), slack(2.0))
+        self.assertTrue(es, "a refused event of %s" % lock)
+        self.assertEqual(len(es), 1, es)
+        d = json.loads(es[0]["d"])
+        self.assertEqual((d["code"], d["method"], d["path"], d["count"]),
+                         ("stale_token", "PUT", path, 1))
+        self.assertEqual(es[0]["t"], stale.split(".")[3])
+        text = json.dumps(es[0])
+        for secret in ("X-Amz", "Signature", s3env.CLIENT_KEY, stale, cur):
+            self.assertNotIn(secret, text)
+
+    def test_a_bucket_write_no_route_guards_is_recorded_without_a_lock(self):
+        new = self.bucket("n")
+        r = self.s3("PUT", "/" + new, token=self.sequencer(new))
+        self.assertFenceError(r, 403, "FenceSubtreeUnguarded")
+        es = wait_until(lambda: stream_refusals(
+            self.redis, lambda f, d: d["path"] == "/" + new), slack(2.0))
+        self.assertTrue(es, "a refused event of /%s" % new)
+        self.assertEqual(len(es), 1, es)
+        self.assertNotIn("l", es[0])
+        self.assertEqual(json.loads(es[0]["d"])["code"], "subtree_unguarded")
