@@ -80,14 +80,18 @@ static void names_answer(struct fg__aop *op, int err, const redisReply *r)
 	free(names);
 }
 
-/* The name of the lock a script call is about: FCALL fn 4 S Q W F idle
- * NAME ..., argv[8]. False for a name that cannot be one. */
+/* The name of the lock a script call is about: FCALL fn N S Q W F
+ * [index] [stream] idle NAME ..., argv[3 + N + 1]. False for a name that
+ * cannot be one. */
 static bool call_name(const struct fg__aop *op, char name[FG_NAME_MAX + 1])
 {
-	size_t n = op->call.argvlen[8];
+	int at = 3 + (op->call.argv[2][0] - '0') + 1;
+	if (op->call.argc <= at)
+		return false;
+	size_t n = op->call.argvlen[at];
 	if (n > FG_NAME_MAX)
 		return false;
-	memcpy(name, op->call.argv[8], n);
+	memcpy(name, op->call.argv[at], n);
 	name[n] = '\0';
 	return true;
 }
@@ -375,9 +379,11 @@ static void on_wait(redisAsyncContext *ac, void *reply, void *priv)
 	if (r && op->undo_lease) {
 		/* undo_lease holds "<lease>\0<name>" */
 		struct fg__call c;
+		struct fg__ev ev;
 		fg__build_release(&c, op->undo_lease + strlen(op->undo_lease) + 1,
 				  op->undo_lease, NULL, op->as->margin,
-				  op->as->idle, !op->as->view.slots);
+				  op->as->idle, !op->as->view.slots,
+				  fg__ev_of(op->as, &ev));
 		if (redisAsyncCommandArgv(ac, on_undone, op, c.argc, c.argv,
 					  c.argvlen) == REDIS_OK) {
 			op->conn = ac->data;

@@ -207,9 +207,12 @@ static void on_gb_timer(evutil_socket_t fd, short what, void *arg)
 		}
 		c->as = as;
 		c->gb = gb;
+		struct fg__ev ev;
 		fg__build_giveback(&op->call, gb->name, gb->lease, gb->wid,
 				   *gb->uid ? gb->uid : NULL, gb->ran,
-				   GIVEBACK_REMEMBER_MS, as->idle);
+				   GIVEBACK_REMEMBER_MS,
+				   fg_giveback_reason_name(gb->why), as->idle,
+				   fg__ev_of(as, &ev));
 		if (fg__submit(as, op) == FG_OK)
 			gb->inflight = 1;
 		else

@@ -172,6 +172,12 @@ struct fg__conn *fg__conn_for(fg_astore *as, const struct fg_redis_node *node);
 /** Takes the topology's current view if it moved. */
 void fg__follow(fg_astore *as);
 
+/* ---- astore.c ---------------------------------------------------------- */
+
+/** The events a lock call of this store records, in *ev, or NULL when
+ *  opts.events is off (calls.c's builders take either). */
+const struct fg__ev *fg__ev_of(fg_astore *as, struct fg__ev *ev);
+
 /* ---- astore-call.c ---------------------------------------------------- */
 
 /** A call of `kind` (not a grant: fg__aop_grant()) whose answer goes to

@@ -86,8 +86,9 @@ int fg_alock_acquire(fg_astore *as, const struct fg_acquire *req,
 		fg__aop_free(op);
 		return FG_ENOMEM;
 	}
+	struct fg__ev ev;
 	fg__build_acquire(&op->call, req, op->uid[0] ? op->uid : NULL, as->idle,
-			  !as->view.slots);
+			  !as->view.slots, fg__ev_of(as, &ev));
 	return fg__submit(as, op);
 }
 
@@ -103,8 +104,9 @@ int fg_alock_confirm(fg_astore *as, const char *name, const char *lease,
 		fg__aop_free(op);
 		return FG_ENOMEM;
 	}
+	struct fg__ev ev;
 	fg__build_renew(&op->call, name, lease, NULL, 0, NULL, 0, NULL, as->idle,
-			!as->view.slots);
+			!as->view.slots, fg__ev_of(as, &ev));
 	return fg__submit(as, op);
 }
 
@@ -119,8 +121,10 @@ int fg_alock_renew(fg_astore *as, const char *name, const char *lease,
 		fg__aop_free(op);
 		return FG_ENOMEM;
 	}
+	struct fg__ev ev;
 	fg__build_renew(&op->call, name, lease, principal, ttl_ms, value,
-			value_len, op->uid, as->idle, !as->view.slots);
+			value_len, op->uid, as->idle, !as->view.slots,
+			fg__ev_of(as, &ev));
 	return fg__submit(as, op);
 }
 
@@ -141,7 +145,9 @@ int fg_alock_tick(fg_astore *as, const char *name, const char *gateway_id,
 	struct fg__aop *op = fg__aop_grant(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
-	fg__build_tick(&op->call, name, gateway_id, liveness_ms, observe, as->idle);
+	struct fg__ev ev;
+	fg__build_tick(&op->call, name, gateway_id, liveness_ms, observe, as->idle,
+		       fg__ev_of(as, &ev));
 	return fg__submit(as, op);
 }
 
@@ -151,7 +157,9 @@ int fg_alock_dequeue(fg_astore *as, const char *name, const char *waiter_id,
 	struct fg__aop *op = fg__aop_grant(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
-	fg__build_dequeue(&op->call, name, waiter_id, lease, peek, as->idle);
+	struct fg__ev ev;
+	fg__build_dequeue(&op->call, name, waiter_id, lease, peek, as->idle,
+			  fg__ev_of(as, &ev));
 	return fg__submit(as, op);
 }
 
@@ -161,18 +169,27 @@ int fg_alock_release(fg_astore *as, const char *name, const char *lease,
 	struct fg__aop *op = fg__aop_grant(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
+	struct fg__ev ev;
 	fg__build_release(&op->call, name, lease, principal, as->margin,
-			  as->idle, !as->view.slots);
+			  as->idle, !as->view.slots, fg__ev_of(as, &ev));
 	return fg__submit(as, op);
 }
 
 int fg_alock_break(fg_astore *as, const char *name, uint64_t token,
 		   fg_grant_cb *cb, void *arg)
 {
+	return fg_alock_break_by(as, name, token, NULL, cb, arg);
+}
+
+int fg_alock_break_by(fg_astore *as, const char *name, uint64_t token,
+		      const char *by, fg_grant_cb *cb, void *arg)
+{
 	struct fg__aop *op = fg__aop_grant(cb, arg);
 	if (!op)
 		return FG_ENOMEM;
-	fg__build_break(&op->call, name, token, as->margin, as->idle);
+	struct fg__ev ev;
+	fg__build_break(&op->call, name, token, as->margin, by, as->idle,
+			fg__ev_of(as, &ev));
 	return fg__submit(as, op);
 }
 
@@ -259,16 +276,27 @@ int fg_alock_index_drop(fg_astore *as, const char *name, uint64_t seen)
 
 /* ---- events ----------------------------------------------------------- */
 
+const struct fg__ev *fg__ev_of(fg_astore *as, struct fg__ev *ev)
+{
+	if (!as->events)
+		return NULL;
+	/* the mode, not the view: a Cluster's view may not be known yet */
+	ev->cluster = fg_topo_mode(as->topo) == FG_REDIS_CLUSTER;
+	ev->retain = as->events_retain;
+	ev->gateway_id = as->gateway_id;
+	return ev;
+}
+
 int fg_aevents_add(fg_astore *as, const struct fg_event_rec *e)
 {
 	if (!e->kind || !*e->kind)
 		return FG_EINVAL;
 	if (!as->events)
 		return FG_OK;
-	fg__follow(as);
 	char key[FG__EV_KEY_MAX];
-	size_t kl = fg__ev_key(e->lock ? e->lock : "", as->view.slots != NULL,
-			       key, sizeof(key));
+	size_t kl = fg__ev_key(e->lock ? e->lock : "",
+			       fg_topo_mode(as->topo) == FG_REDIS_CLUSTER, key,
+			       sizeof(key));
 	if (!kl || kl >= sizeof(key))
 		return FG_EINVAL;
 	struct fg__aop *op = fg__aop_new(FG__AOP_EVENT, NULL);

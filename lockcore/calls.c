@@ -13,6 +13,7 @@
 
 #include <hiredis/hiredis.h>
 
+#include "fencegate/topo.h"
 #include "lockcore-private.h"
 
 extern const char fg__lua_library[];
@@ -137,18 +138,22 @@ size_t fg__call_format(const struct fg__call *c, char *buf, size_t cap)
 /* The lock's four keys, then (index) the listing index's set of names
  * (its token scores are the gateway's, on a Cluster only): a script may
  * keep the index itself only where every key is on one Redis, never on a
- * Cluster (index_add.lua). */
-static void call_init(struct fg__call *c, enum fg__lua lua, const char *name,
-		      unsigned idle, bool index)
+ * Cluster (index_add.lua); then (ev) the lock's event stream, in the
+ * lock's slot on a Cluster (evkeys.c). A call given ev ends with
+ * ev_tail(). */
+static void call_init_ev(struct fg__call *c, enum fg__lua lua,
+			 const char *name, unsigned idle, bool index,
+			 const struct fg__ev *ev)
 {
 	static const char suffix[FG__NKEYS] = { 's', 'q', 'w', 'f' };
+	static const char *const nkeys[4] = { "4", "5", "5", "6" };
 
 	c->lua = lua;
 	c->argc = 0;
 	c->nnums = 0;
 	push(c, "FCALL", 5);
 	push(c, fn_name[lua], strlen(fn_name[lua]));
-	push(c, index ? "5" : "4", 1);
+	push(c, nkeys[(index ? 1 : 0) | (ev ? 2 : 0)], 1);
 	/* "fg:{<name>}:<suffix>", without snprintf: four of these per call
 	 * were a tenth of a lock call's CPU in the gateway */
 	size_t nl = strlen(name);
@@ -165,8 +170,37 @@ static void call_init(struct fg__call *c, enum fg__lua lua, const char *name,
 	}
 	if (index)
 		push(c, INDEX_N, sizeof(INDEX_N) - 1);
+	if (ev && ev->cluster) {
+		/* the slot of the lock's own key, built above */
+		size_t n = fg__ev_slot_key(fg_keyslot(c->keys[0], 4 + nl + 3),
+					   c->evkey, sizeof(c->evkey));
+		push(c, c->evkey, n);
+	} else if (ev) {
+		push(c, FG__EV_ONE, sizeof(FG__EV_ONE) - 1);
+	}
 	fg__call_num(c, idle);
 	fg__call_str(c, name, strlen(name));
+}
+
+static void call_init(struct fg__call *c, enum fg__lua lua, const char *name,
+		      unsigned idle, bool index)
+{
+	call_init_ev(c, lua, name, idle, index, NULL);
+}
+
+/* The last argument of a call that records events: "<retain> <gateway
+ * id>" (one argument, not two: an acquire's ninth would double ARGV's
+ * table, prelude/call.lua). */
+static void ev_tail(struct fg__call *c, const struct fg__ev *ev)
+{
+	if (!ev)
+		return;
+	int n = snprintf(c->evarg, sizeof(c->evarg), "%u %.*s",
+			 ev->retain ? ev->retain : FG__EV_RETAIN_DEFAULT,
+			 FG_GATEWAY_ID_LEN,
+			 ev->gateway_id ? ev->gateway_id : "");
+	push(c, c->evarg, n > 0 && (size_t)n < sizeof(c->evarg) ? (size_t)n
+								  : 0);
 }
 
 void fg__call_init(struct fg__call *c, enum fg__lua lua, const char *name,
@@ -223,9 +257,10 @@ static void str0(struct fg__call *c, const char *s)
 }
 
 void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
-		       const char *undo_id, unsigned idle, bool index)
+		       const char *undo_id, unsigned idle, bool index,
+		       const struct fg__ev *ev)
 {
-	call_init(c, FG__LUA_ACQUIRE, q->name, idle, index);
+	call_init_ev(c, FG__LUA_ACQUIRE, q->name, idle, index, ev);
 	str0(c, q->lease);
 	fg__call_str(c, q->mode == FG_MODE_SHARED ? "s" : "x", 1);
 	fg__call_num(c, q->ttl_ms);
@@ -274,14 +309,15 @@ void fg__build_acquire(struct fg__call *c, const struct fg_acquire *q,
 		fg__call_str(c, q->principal, strlen(q->principal));
 	if (re && undo_id) /* the last argument, wherever the rest ends */
 		str0(c, undo_id);
+	ev_tail(c, ev); /* but for this one, which start() takes first */
 }
 
 void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 		     const char *principal, uint32_t ttl_ms, const char *value,
 		     size_t value_len, const char *undo_id, unsigned idle,
-		     bool index)
+		     bool index, const struct fg__ev *ev)
 {
-	call_init(c, FG__LUA_RENEW, name, idle, index);
+	call_init_ev(c, FG__LUA_RENEW, name, idle, index, ev);
 	str0(c, lease);
 	fg__call_num(c, ttl_ms);
 	/* which of value, principal and undo id follow, then those only */
@@ -296,25 +332,32 @@ void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 		fg__call_str(c, principal, strlen(principal));
 	if (undo_id)
 		str0(c, undo_id);
+	ev_tail(c, ev);
 }
 
 void fg__build_release(struct fg__call *c, const char *name,
 		       const char *lease, const char *principal,
-		       unsigned margin_ms, unsigned idle, bool index)
+		       unsigned margin_ms, unsigned idle, bool index,
+		       const struct fg__ev *ev)
 {
-	call_init(c, FG__LUA_RELEASE, name, idle, index);
+	call_init_ev(c, FG__LUA_RELEASE, name, idle, index, ev);
 	str0(c, lease);
 	fg__call_num(c, margin_ms);
 	if (principal) /* absent: not asked */
 		fg__call_str(c, principal, strlen(principal));
+	ev_tail(c, ev);
 }
 
 void fg__build_break(struct fg__call *c, const char *name, uint64_t token,
-		     unsigned margin_ms, unsigned idle)
+		     unsigned margin_ms, const char *by, unsigned idle,
+		     const struct fg__ev *ev)
 {
-	fg__call_init(c, FG__LUA_BREAK, name, idle);
+	call_init_ev(c, FG__LUA_BREAK, name, idle, false, ev);
 	fg__call_num(c, token);
 	fg__call_num(c, margin_ms);
+	if (by && ev) /* only the event says who broke it */
+		fg__call_str(c, by, strlen(by));
+	ev_tail(c, ev);
 }
 
 void fg__build_inspect(struct fg__call *c, const char *name, unsigned idle)
@@ -404,22 +447,24 @@ void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
 
 void fg__build_tick(struct fg__call *c, const char *name,
 		    const char *gateway_id, uint32_t liveness_ms, int observe,
-		    unsigned idle)
+		    unsigned idle, const struct fg__ev *ev)
 {
-	fg__call_init(c, FG__LUA_TICK, name, idle);
+	call_init_ev(c, FG__LUA_TICK, name, idle, false, ev);
 	str0(c, gateway_id);
 	fg__call_num(c, liveness_ms);
 	fg__call_str(c, observe ? "1" : "0", 1);
+	ev_tail(c, ev);
 }
 
 void fg__build_dequeue(struct fg__call *c, const char *name,
 		       const char *waiter_id, const char *lease, int peek,
-		       unsigned idle)
+		       unsigned idle, const struct fg__ev *ev)
 {
-	fg__call_init(c, FG__LUA_DEQUEUE, name, idle);
+	call_init_ev(c, FG__LUA_DEQUEUE, name, idle, false, ev);
 	str0(c, waiter_id);
 	str0(c, lease);
 	fg__call_str(c, peek ? "1" : "0", 1);
+	ev_tail(c, ev);
 }
 
 void fg__build_admit(struct fg__call *c, enum fg__lua lua, const char *name,
@@ -443,9 +488,10 @@ void fg__build_finish(struct fg__call *c, const char *name,
 void fg__build_giveback(struct fg__call *c, const char *name,
 			const char *lease, const char *waiter_id,
 			const char *undo_id, bool ran, unsigned remember_ms,
-			unsigned idle)
+			const char *reason, unsigned idle,
+			const struct fg__ev *ev)
 {
-	fg__call_init(c, FG__LUA_GIVEBACK, name, idle);
+	call_init_ev(c, FG__LUA_GIVEBACK, name, idle, false, ev);
 	str0(c, lease);
 	str0(c, waiter_id);
 	fg__call_num(c, remember_ms);
@@ -454,6 +500,9 @@ void fg__build_giveback(struct fg__call *c, const char *name,
 		if (ran)
 			fg__call_str(c, "1", 1);
 	}
+	if (ev) /* why, for the event: before the events' own argument */
+		str0(c, reason);
+	ev_tail(c, ev);
 }
 
 /* ---- events ---------------------------------------------------------- */

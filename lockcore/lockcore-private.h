@@ -36,6 +36,22 @@ enum fg__lua {
 #define FG__NKEYS 4
 #define FG__MAXARGS 32
 #define FG__KEY_MAX (FG_NAME_MAX + 12)
+#define FG__EV_ONE "fg:{!ev}:s"  /* one Redis: every lock's events */
+#define FG__EV_KEY_MAX 32        /* fits any stream name (evkeys.c), NUL */
+#define FG__EV_ARG_MAX 40        /* "<retain> <gateway id>" and NUL */
+
+/*
+ * The events a lock call records (contract v1.5), for a store whose
+ * opts.events is set; a builder given NULL records none. The call then
+ * carries the lock's stream as its last key (after the index's, when it
+ * has that one) and "<retain> <gateway id>" as its last argument
+ * (prelude/call.lua's start() takes both).
+ */
+struct fg__ev {
+	bool cluster;            /* the stream is the lock's slot's */
+	unsigned retain;         /* MAXLEN ~ of every append */
+	const char *gateway_id;  /* the "g" of what the call records */
+};
 
 /*
  * One script call, built on the caller's stack: argv points into the
@@ -50,6 +66,8 @@ struct fg__call {
 	char keys[FG__NKEYS][FG__KEY_MAX];
 	char nums[8][24];
 	int nnums;
+	char evkey[FG__EV_KEY_MAX];  /* the stream, when the call records */
+	char evarg[FG__EV_ARG_MAX];
 };
 
 /*
@@ -93,26 +111,31 @@ int fg__parse_admit(const struct redisReply *r, struct fg_admit *out);
  * Cluster: its keys join the call's, index_add.lua) */
 /* undo_id: a re-entry's or a renewal's undo id (giveback.lua puts back
  * what the call did when its answer is lost), or NULL for none */
+/* ev: the events the call records (struct fg__ev), NULL for none */
 void fg__build_acquire(struct fg__call *c, const struct fg_acquire *req,
-		       const char *undo_id, unsigned idle, bool index);
+		       const char *undo_id, unsigned idle, bool index,
+		       const struct fg__ev *ev);
 void fg__build_renew(struct fg__call *c, const char *name, const char *lease,
 		     const char *principal, uint32_t ttl_ms, const char *value,
 		     size_t value_len, const char *undo_id, unsigned idle,
-		     bool index);
+		     bool index, const struct fg__ev *ev);
 void fg__build_release(struct fg__call *c, const char *name,
 		       const char *lease, const char *principal,
-		       unsigned margin_ms, unsigned idle, bool index);
+		       unsigned margin_ms, unsigned idle, bool index,
+		       const struct fg__ev *ev);
+/* by: the breaker's principal (NULL: not known), for the event */
 void fg__build_break(struct fg__call *c, const char *name, uint64_t token,
-		     unsigned margin_ms, unsigned idle);
+		     unsigned margin_ms, const char *by, unsigned idle,
+		     const struct fg__ev *ev);
 void fg__build_inspect(struct fg__call *c, const char *name, unsigned idle);
 void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
 		     unsigned idle);
 void fg__build_tick(struct fg__call *c, const char *name,
 		    const char *gateway_id, uint32_t liveness_ms, int observe,
-		    unsigned idle);
+		    unsigned idle, const struct fg__ev *ev);
 void fg__build_dequeue(struct fg__call *c, const char *name,
 		       const char *waiter_id, const char *lease, int peek,
-		       unsigned idle);
+		       unsigned idle, const struct fg__ev *ev);
 
 void fg__build_admit(struct fg__call *c, enum fg__lua lua, const char *name,
 		     uint64_t token, const char *write_id, uint32_t margin_ms,
@@ -137,19 +160,18 @@ int fg__parse_detail(const struct redisReply *r, struct fg_lock_detail *d);
 void fg__detail_finish(struct fg_lock_detail *d);
 /* undo_id NULL: a fresh lease's give-back; else the undo of the renewal
  * or re-entry of lease sent with that id (ran: the re-entry is known to
- * have run, its answer undelivered) */
+ * have run, its answer undelivered); reason: why (the event's detail) */
 void fg__build_giveback(struct fg__call *c, const char *name,
 			const char *lease, const char *waiter_id,
 			const char *undo_id, bool ran, unsigned remember_ms,
-			unsigned idle);
+			const char *reason, unsigned idle,
+			const struct fg__ev *ev);
 
 /** Monotonic milliseconds (for reconnect pacing only, never for leases). */
 uint64_t fg__mono_ms(void);
 
 /* ---- the event streams (evkeys.c) ------------------------------------ */
 
-#define FG__EV_ONE "fg:{!ev}:s"  /* one Redis: every lock's events */
-#define FG__EV_KEY_MAX 32        /* fits any stream name below, and NUL */
 /** The tag number T of slot s's stream fg:{!evT}:s (a Cluster). */
 unsigned fg__ev_tag(unsigned slot);
 /** Writes the name of slot's stream (a Cluster) into buf; its length. */

@@ -496,11 +496,10 @@ int fg_events_add(fg_store *st, const struct fg_event_rec *e)
 		return FG_EINVAL;
 	if (!st->events)
 		return FG_OK;
-	if (follow(st))
-		return FG_ENOMEM;
 	char key[FG__EV_KEY_MAX];
-	size_t kl = fg__ev_key(e->lock ? e->lock : "", st->view.slots != NULL,
-			       key, sizeof(key));
+	size_t kl = fg__ev_key(e->lock ? e->lock : "",
+			       fg_topo_mode(st->topo) == FG_REDIS_CLUSTER, key,
+			       sizeof(key));
 	if (!kl || kl >= sizeof(key))
 		return FG_EINVAL;
 	struct fg__call c;

@@ -430,6 +430,10 @@ int fg_alock_release(fg_astore *as, const char *name, const char *lease,
  */
 int fg_alock_break(fg_astore *as, const char *name, uint64_t token,
 		   fg_grant_cb *cb, void *arg);
+/** fg_alock_break(), the breaker's principal `by` (NULL: not known) named
+ *  in the event it records ("broken", detail {"by": ...}). */
+int fg_alock_break_by(fg_astore *as, const char *name, uint64_t token,
+		      const char *by, fg_grant_cb *cb, void *arg);
 
 /** The lock's state; info and its strings are valid during the callback
  *  only. */

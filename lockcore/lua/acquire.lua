@@ -76,6 +76,7 @@ if RE == '' then
     end
     announce(ob, t)
     index()
+    if EV then ev_granted(ts, MODE, TTL, PRIN, OWN, CLIENT) end
     keep_to(horizon_at(NOW + TTL, 0, 0, num(ob), num(kx)), false, ft)
     return {'granted', t, MODE, 1, TTL}
   end
@@ -104,13 +105,15 @@ else
   local queued = num(st.qn)
   local delayed = num(st.d) > NOW
   if queued == 0 and not held() and not delayed then
-    local t = grant_new(LEASE, MODE, TTL, LD, PRIN, CLIENT, OWN)
+    local t, ts = grant_new(LEASE, MODE, TTL, LD, PRIN, CLIENT, OWN)
     index()
     set_meta(VAL, OWN)
+    if EV then ev_granted(ts, MODE, TTL, PRIN, OWN, CLIENT) end
     reply = {'granted', t, MODE, 1, TTL}
   elseif queued == 0 and held() and MODE == 's' and st.m == 's' then
     local t = join(LEASE, TTL, PRIN, CLIENT, OWN)
     set_meta(VAL, OWN)
+    if EV then ev_granted(st.t, MODE, TTL, PRIN, OWN, CLIENT) end
     reply = {'granted', t, MODE, 1, TTL}
   elseif (tonumber(WAIT) or 0) == 0 then
     local only_delay = queued == 0 and not held() and delayed
@@ -121,9 +124,11 @@ else
     local seq = num(st.qs) + 1
     local dl = NOW + tonumber(WAIT)
     redis.call('ZADD', Q, seq, WID)
+    -- (e: the gateway its events name, when events are recorded: GW is
+    -- the channel of one of its loops)
     redis.call('HSET', W, WID, cjson.encode({g = GW, m = MODE, t = TTL,
       ld = tonumber(LD), l = LEASE, dl = fmt(dl), v = VAL, o = OWN, p = PRIN,
-      c = CLIENT, s = fmt(NOW)}))
+      c = CLIENT, s = fmt(NOW), e = EV and EV_G or nil}))
     put('qs', seq, 'qn', queued + 1, 'g:' .. GW, fmt(NOW + tonumber(LIVE)))
     if dl > num(st.qd) then put('qd', fmt(dl)) end
     dirty = true

@@ -17,17 +17,40 @@
 --       5 remembered ms, 6 undo id (absent: a fresh lease's give-back),
 --       7 '1' when the call is known to have run (its answer was not
 --       delivered): a re-entry whose record is gone still loses its hold
+--       then, with the events' stream, why it is given back (the
+--       event's detail), before the events' own argument
 -- Reply: {'removed'} (a grant or a waiter was undone; a call's effects
 --        were put back) | {'expired'} (none)
+-- Event: given_back, when the lease's grant ended here (its token, the
+-- holder's principal, owner and client) or its waiter left the queue
+-- (the waiter's), detail {"reason": why}. A hold taken back from a lease
+-- that keeps holding records nothing, as the re-entry did not.
 local LEASE, WID, TOMB = ARGV[3], ARGV[4], tonumber(ARGV[5])
-local UID, RAN = ARGV[6], ARGV[7] == '1'
 begin(KEYS, ARGV, 'h:' .. LEASE)
+-- (after begin(): it took the events argument; the reason is then last)
+local WHY
+if EV then
+  WHY = ARGV[#ARGV]
+  ARGV[#ARGV] = nil
+end
+local UID, RAN = ARGV[6], ARGV[7] == '1'
+
+-- The lease's grant ended in this call: given_back, with what its holder
+-- H (holder()) and a: json RAW (read before it went) say, and the token
+-- of the grant the call found (T0; before any waiter is handed the lock,
+-- so that the stream has them in their order).
+local function gave_back(h, raw)
+  if EV and h and not hget('h:' .. LEASE) then
+    ev_holder('given_back', T0, h.p, raw, gb_detail(WHY))
+  end
+end
 
 if UID then
   advance()
   local undone = false
   local h = holder(LEASE)
   local a = h and about_get(LEASE)
+  local raw = EV and h and hget('a:' .. LEASE)
   local u = about_list(a, 'u')
   local k
   for n, r in ipairs(u or {}) do
@@ -61,6 +84,7 @@ if UID then
       local gone, last = recount()
       if gone > 0 and not held() then end_grant(last, true) end
     end
+    gave_back(h, raw)
     advance()
     undone = true
   elseif RAN and h then
@@ -71,6 +95,7 @@ if UID then
     else
       del('h:' .. LEASE)
       if num(st.n) <= 1 then end_grant(NOW, false) else recount() end
+      gave_back(h, raw)
       advance()
     end
     undone = true
@@ -87,6 +112,13 @@ end
 local undone = false
 -- out of the queue first, so that it is not granted on the way out
 if WID ~= '' and redis.call('ZREM', Q, WID) == 1 then
+  if EV then
+    local raw = redis.call('HGET', W, WID)
+    local ok, r = pcall(cjson.decode, raw or '')
+    if ok and type(r) == 'table' then
+      event('given_back', nil, r.p, r.o, r.c, r.e or '', gb_detail(WHY))
+    end
+  end
   redis.call('HDEL', W, WID)
   local left = num(st.qn) - 1
   if left > 0 then put('qn', left) else del('qn') end
@@ -94,9 +126,12 @@ if WID ~= '' and redis.call('ZREM', Q, WID) == 1 then
   dirty = true
 end
 advance()
-if holder(LEASE) then
+local h = holder(LEASE)
+if h then
   undone = true
+  local raw = EV and hget('a:' .. LEASE)
   del('h:' .. LEASE)
+  gave_back(h, raw)
   if num(st.n) <= 1 then
     end_grant(NOW, false)
     if num(st.qn) > 0 then handoff() end

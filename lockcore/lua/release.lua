@@ -13,10 +13,12 @@
 --        (a Cluster): the gateway drops it from the listing's index
 --        (index_drop.lua) unless a newer grant was indexed (`seen` as in
 --        describe.lua). Given them, the call drops it itself.
+-- (the event's a lease's last hold leaving: released, with the holder's
+-- principal, owner and client; prelude/events.lua)
 local LEASE = ARGV[3]
-local PRIN = ARGV[5]
 local HF = 'h:' .. LEASE
 start(KEYS, ARGV)
+local PRIN = ARGV[5] -- (after start(): it takes the events argument)
 
 -- The common release, in short: the only holder, alive, with one hold,
 -- nobody waiting and no write recorded (so advance() would change
@@ -33,13 +35,15 @@ if n == '1' and not qn and not ft and hv and ends > NOW then
   -- one hold ('1:'), its ttl, and the principal when one is asked
   -- about: as holder() reads the value, fewer strings made
   local ttl, p
-  if PRIN then
+  if PRIN or EV then
     ttl, p = smatch(hv, '^1:(%d+):%d+:?(.*)')
   else
     ttl = smatch(hv, '^1:(%d+):%d')
   end
   if ttl and (PRIN == nil or p == PRIN) then
     local reply = {'granted', tonum(t), m, 0, number(ttl)}
+    -- its event first: its owner and client leave with the fields
+    if EV then ev_holder('released', t, p, rcall('HGET', S, 'a:' .. LEASE) or nil) end
     if ld or d then
       rcall('HDEL', S, HF, 'a:' .. LEASE, 'm', 'v', 'o', 'n', 'x', 'nx',
         ld and 'ld' or 'm', d and 'd' or 'm')
@@ -77,6 +81,8 @@ elseif not owns(h, PRIN) then
   reply = {'forbidden'}
 else
   reply = {'granted', tonumber(st.t), st.m, h.n - 1, h.ttl}
+  -- the last hold leaves: recorded before the lock moves on to a waiter
+  if EV and h.n <= 1 then ev_holder('released', st.t, h.p, hget('a:' .. LEASE)) end
   if h.n > 1 then
     put('h:' .. LEASE, hval(h.n - 1, h.ttl, h.exp, h.p))
   elseif num(st.n) <= 1 then

@@ -10,9 +10,10 @@
 --        call was undone before it came) | {'forbidden'} (the lease
 --        holds, for another principal)
 local LEASE, TTL = ARGV[3], tonumber(ARGV[4])
+begin(KEYS, ARGV, 'h:' .. LEASE, true)
+-- (after begin(): it takes the events argument, which comes after these)
 local VAL, _, PRIN = optional(ARGV, ARGV[5] or '', 6)
 local UID = string.find(ARGV[5] or '', 'u', 1, true) and ARGV[#ARGV] or nil
-begin(KEYS, ARGV, 'h:' .. LEASE, true)
 advance()
 local reply
 local h = holder(LEASE)

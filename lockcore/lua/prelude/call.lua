@@ -1,7 +1,7 @@
 -- prelude/call.lua - the head of the fencegate function library, and the
 -- state of one call. The prelude is the files of lockcore/lua/prelude,
 -- joined by embed.py in the order lockcore/meson.build lists them (call,
--- grants, writes, done, undo) after the `#!lua name=` line; each script
+-- events, grants, writes, done, undo) after the `#!lua name=` line; each script
 -- after them is registered as a function fg_<script>_<version>. Their
 -- helpers are library-level locals of one chunk: a file may use what the
 -- files before it declare, never what a later one does (a name not yet
@@ -27,8 +27,9 @@
 --                       k:<lease> given back until (ms): a call with that
 --                       lease that reaches Redis late does nothing
 --   Q  fg:{N}:q  zset   waiter id -> arrival sequence (FIFO)
---   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o,p,c,s}
---                       (c client address, s queued at, ms)
+--   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o,p,c,s,e}
+--                       (c client address, s queued at, ms, e the
+--                       gateway id its events name: g is its loop's)
 --   F  fg:{N}:f  zset   admitted write id -> recorded until (ms)
 -- Every function takes the keys S, Q, W, F and the arguments idle-forget
 -- ms, lock name; the rest is per script. acquire, renew and release may
@@ -38,6 +39,12 @@
 -- that a lock cycle costs one small call on it per change between idle
 -- and active (renew too: it makes good a lost update); on a Cluster the
 -- gateway keeps it.
+-- Events (contract v1.5): acquire, renew, release, tick, dequeue, break
+-- and giveback take one more key when the gateway records events, the
+-- lock's event stream (fg:{!ev}:s on one Redis, the slot's on a
+-- Cluster), after the index's when they have that one; with it comes
+-- one more argument, the last, "<retain> <gateway id>". start() takes
+-- both (prelude/events.lua appends).
 --
 -- Per call: the helpers below work on library-level variables that start()
 -- and fetch() (begin() is both) set afresh in every call (Redis runs one
@@ -70,6 +77,13 @@ local SEC_S, US_S, NOW_S, NOW_US_S -- TIME's reply; clock_s()
 -- (wake_writers(), for finish.lua) uses the globals.
 local rcall, sformat, tonum, smatch, sbyte, ssub
 local IX_N -- the listing's index of names when the call was given it
+local IX_KEY = 'fg:{!index}:n' -- its name (calls.c)
+-- The event stream when the call was given it (else nil: no events), the
+-- gateway id of the call, MAXLEN of every append (prelude/events.lua);
+-- EVA_IN, the last events argument they were read from (a gateway sends
+-- the same one call after call: read once).
+local EV, EV_G, EV_MAX
+local EVA_IN = false
 local st       -- the fields of FIELDS as S holds them (false: absent)
 local pend     -- field -> value, or false to delete: written by done()
 local pre      -- h:/g: fields read so far (false: absent)
@@ -175,7 +189,22 @@ local function start(keys, args)
     snext = next
   end
   S, Q, W, F = keys[1], keys[2], keys[3], keys[4]
-  IX_N = keys[5]
+  -- keys 5 and 6: the index's, then the stream; either may be missing
+  -- (an interned string's == is a pointer's)
+  local k5 = keys[5]
+  if k5 == IX_KEY then IX_N, EV = k5, keys[6] else IX_N, EV = nil, k5 end
+  if EV then
+    -- the events argument, the last, leaves ARGV: every script reads its
+    -- own arguments as they were before events were
+    local n = #args
+    local a = args[n]
+    args[n] = nil
+    if a ~= EVA_IN then
+      EV_MAX, EV_G = smatch(a, '^(%d+) (.*)$')
+      if not EV_MAX then EV_MAX, EV_G = '100000', '' end
+      EVA_IN = a
+    end
+  end
   if NNUM > 64 then NUMS, NNUM = {}, 0 end
   nums = NUMS
   IDLE, NAME = number(args[1]), args[2]
