@@ -167,6 +167,9 @@ static bool stop(struct fg_gateway *gw, const sigset_t *sigs)
 	}
 	if (end == WAIT_SIGNAL)
 		fg_log_info("a second stop signal: ending what runs now");
+	/* the drain answered every reader of the events: the feed's
+	 * follower ends within its block while the loops stop */
+	fg_evfeed_ask_stop(gw->evfeed);
 	for (unsigned i = 0; i < gw->nloops; i++)
 		fg_loop_ask_stop(gw->loops[i]);
 	for (unsigned i = 0; i < gw->nloops; i++)
@@ -603,10 +606,7 @@ int main(int argc, char **argv)
 	fg_log_info("signal %d: draining: not ready now, accepting for %u ms "
 		    "more, then requests in flight have %u ms", sig,
 		    cfg.drain_delay_ms, cfg.drain_timeout_ms);
-	bool second = stop(&gw, &sigs);
-	/* every loop stopped: nobody reads events any more */
-	fg_evfeed_ask_stop(gw.evfeed);
-	if (second || !end_maint(&gw, &sigs)) {
+	if (stop(&gw, &sigs) || !end_maint(&gw, &sigs)) {
 		/* A second signal ends it all at once: every loop has ended
 		 * its requests; the maintenance thread may be in a Redis call
 		 * that takes up to redis-timeout-ms (a Redis that does not

@@ -16,11 +16,11 @@ void fg_evbuf_clear(struct fg_evbuf *b)
 	b->n = 0;
 }
 
-struct fg_evitem *fg_evbuf_add(struct fg_evbuf *b)
+struct fg_evnote *fg_evbuf_add(struct fg_evbuf *b)
 {
 	if (b->n >= FG_EVBUF_MAX)
 		return NULL;
-	struct fg_evitem *e = &b->item[b->n++];
+	struct fg_evnote *e = &b->item[b->n++];
 	memset(e, 0, sizeof(*e));
 	return e;
 }
@@ -81,7 +81,7 @@ size_t fg_evdetail_refused(char out[FG_EVDETAIL_MAX], const char *code,
 }
 
 /* The refusal's event, without its detail. */
-static void item_of(struct fg_evitem *e, const struct fg_evrefusal *r)
+static void item_of(struct fg_evnote *e, const struct fg_evrefusal *r)
 {
 	memset(e, 0, sizeof(*e));
 	e->kind = "refused";
@@ -115,7 +115,7 @@ static struct fg_evfold_entry *free_entry(struct fg_evfold *f)
 
 enum fg_evfold_verdict fg_evfold_refused(struct fg_evfold *f, uint64_t now_ms,
 					 const struct fg_evrefusal *r,
-					 struct fg_evitem *out)
+					 struct fg_evnote *out)
 {
 	uint64_t second = now_ms / 1000;
 	const char *lock = r->lock ? r->lock : "", *code = r->code ? r->code : "";

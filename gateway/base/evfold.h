@@ -41,7 +41,7 @@
 #define FG_EVDETAIL_MAX (FG_EVCODE_MAX + FG_EVMETHOD_MAX + FG_EVPATH_MAX + 64)
 
 /* One event as a loop holds it until it is sent: copies, "" for absent. */
-struct fg_evitem {
+struct fg_evnote {
 	const char *kind;                         /* a string constant */
 	char lock[FG_NAME_MAX + 1];
 	char principal[FG_PRINCIPAL_MAX + 1];
@@ -55,7 +55,7 @@ struct fg_evitem {
 /* The events of one turn, oldest first. */
 struct fg_evbuf {
 	unsigned n;
-	struct fg_evitem item[FG_EVBUF_MAX];
+	struct fg_evnote item[FG_EVBUF_MAX];
 };
 
 /* A fenced write refused, as its owner hands it over (borrowed strings;
@@ -73,7 +73,7 @@ struct fg_evfold_entry {
 	char code[FG_EVCODE_MAX];
 	uint32_t pending;              /* refusals after the second's first */
 	char method[FG_EVMETHOD_MAX + 1], path[FG_EVPATH_MAX + 1];
-	struct fg_evitem first;        /* the first pending one; detail unset */
+	struct fg_evnote first;        /* the first pending one; detail unset */
 };
 
 struct fg_evfold {
@@ -92,7 +92,7 @@ void fg_evbuf_clear(struct fg_evbuf *b);
 
 /** A free place at the end of b, zeroed, for the caller to fill; NULL
  *  when b is full (the event is dropped). */
-struct fg_evitem *fg_evbuf_add(struct fg_evbuf *b);
+struct fg_evnote *fg_evbuf_add(struct fg_evbuf *b);
 
 /** Empties f. */
 void fg_evfold_init(struct fg_evfold *f);
@@ -101,9 +101,9 @@ void fg_evfold_init(struct fg_evfold *f);
  *  event written into *out, count 1), folded, or dropped. */
 enum fg_evfold_verdict fg_evfold_refused(struct fg_evfold *f, uint64_t now_ms,
 					 const struct fg_evrefusal *r,
-					 struct fg_evitem *out);
+					 struct fg_evnote *out);
 
-typedef void fg_evfold_emit(void *arg, const struct fg_evitem *e);
+typedef void fg_evfold_emit(void *arg, const struct fg_evnote *e);
 
 /** Ends the folds of every second before now_ms's: each that counted
  *  refusals after its first is handed to emit as one event (its count

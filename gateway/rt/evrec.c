@@ -29,7 +29,7 @@ struct fg_evrec {
 	struct fg_evfold fold;
 };
 
-static void send_item(void *arg, const struct fg_evitem *e)
+static void send_item(void *arg, const struct fg_evnote *e)
 {
 	struct fg_evrec *r = arg;
 	struct fg_event_rec rec = {
@@ -97,9 +97,9 @@ static void on_fold_timer(evutil_socket_t fd, short what, void *arg)
 
 /* A place in the turn's buffer, the turn's end asked for; NULL (the
  * event dropped, counted) when it is full. */
-static struct fg_evitem *turn_item(struct fg_evrec *r)
+static struct fg_evnote *turn_item(struct fg_evrec *r)
 {
-	struct fg_evitem *e = fg_evbuf_add(&r->buf);
+	struct fg_evnote *e = fg_evbuf_add(&r->buf);
 	if (!e) {
 		fg_metrics_events_dropped(1);
 		return NULL;
@@ -146,7 +146,7 @@ void fg_evrec_lease_lost(struct fg_evrec *r, const char *lock,
 {
 	if (!r)
 		return;
-	struct fg_evitem *e = turn_item(r);
+	struct fg_evnote *e = turn_item(r);
 	if (!e)
 		return;
 	e->kind = "lease_lost";
@@ -159,10 +159,10 @@ void fg_evrec_refused(struct fg_evrec *r, const struct fg_evrefusal *x)
 {
 	if (!r)
 		return;
-	struct fg_evitem first;
+	struct fg_evnote first;
 	switch (fg_evfold_refused(&r->fold, fg_clock_ms(), x, &first)) {
 	case FG_EVFOLD_FIRST: {
-		struct fg_evitem *e = turn_item(r);
+		struct fg_evnote *e = turn_item(r);
 		if (e)
 			*e = first;
 		break;

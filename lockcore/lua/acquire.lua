@@ -124,9 +124,11 @@ else
     local seq = num(st.qs) + 1
     local dl = NOW + tonumber(WAIT)
     redis.call('ZADD', Q, seq, WID)
+    -- (e: the gateway its events name, when events are recorded: GW is
+    -- the channel of one of its loops)
     redis.call('HSET', W, WID, cjson.encode({g = GW, m = MODE, t = TTL,
       ld = tonumber(LD), l = LEASE, dl = fmt(dl), v = VAL, o = OWN, p = PRIN,
-      c = CLIENT, s = fmt(NOW)}))
+      c = CLIENT, s = fmt(NOW), e = EV and EV_G or nil}))
     put('qs', seq, 'qn', queued + 1, 'g:' .. GW, fmt(NOW + tonumber(LIVE)))
     if dl > num(st.qd) then put('qd', fmt(dl)) end
     dirty = true

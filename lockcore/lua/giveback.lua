@@ -116,7 +116,7 @@ if WID ~= '' and redis.call('ZREM', Q, WID) == 1 then
     local raw = redis.call('HGET', W, WID)
     local ok, r = pcall(cjson.decode, raw or '')
     if ok and type(r) == 'table' then
-      event('given_back', nil, r.p, r.o, r.c, r.g, gb_detail(WHY))
+      event('given_back', nil, r.p, r.o, r.c, r.e or '', gb_detail(WHY))
     end
   end
   redis.call('HDEL', W, WID)

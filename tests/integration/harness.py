@@ -1254,10 +1254,12 @@ class TestCase(unittest.TestCase):
 
     def assert_all_key_tags_valid(self, redis=None):
         """No key in Redis names a lock with an invalid name (the
-        listing's index, fg:{!index}:*, names none)."""
+        listing's index, fg:{!index}:*, and the event streams,
+        fg:{!ev}:s and fg:{!evT}:s, name none)."""
         for k in (redis or self.redis).keys("*{*"):
             m = re.search(r"\{([^}]*)\}", k)
-            if m and k not in ("fg:{!index}:n", "fg:{!index}:v"):
+            if m and k not in ("fg:{!index}:n", "fg:{!index}:v") and \
+                    not re.fullmatch(r"fg:\{!ev[0-9]*\}:s", k):
                 self.assertTrue(valid_lock_name(m.group(1)),
                                 "Redis holds a key for an invalid lock "
                                 "name: %r" % k)

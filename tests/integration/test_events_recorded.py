@@ -2,7 +2,9 @@
 v1.5), as Redis keeps them: a grant whose lease ran out is `expired` (its
 token and who), a renewal of a lease that holds nothing is `lease_lost`,
 stale-token writes are `refused`, folded per lock and code per second with
-their count, their path without the query; nothing with `events = no`.
+their count, their path without the query, and a write no lock could be
+found for is `refused` with no lock; nothing with
+`events = no`.
 
 The stream is read straight from Redis (XRANGE of the one stream, so one
 Redis only): these tests pin what the gateway appends, whoever reads it.
@@ -13,7 +15,9 @@ import json
 import math
 import time
 
+import s3env
 from harness import TestCase, single_redis, slack, wait_until
+from test_s3_mode import S3Base
 
 STREAM = "fg:{!ev}:s"
 
@@ -152,6 +156,36 @@ class RecordedTests(EventsCase):
         # the second: the first event is there with count 1
         self.assertEqual(details[0]["count"], 1)
 
+    def test_a_write_no_lock_could_be_found_for_is_refused_without_one(self):
+        name = self.lock_name("nolock")
+        path = "/" + name + "/a%20b"   # its lock would hold a space
+        r = self.req("PUT", path + "?X-Amz-Credential=secret", raw=b"x")
+        self.assertEqual(r.status, 400, r)
+        self.assertEqual(r.json["error"], "bad_lock_name")
+
+        def mine():
+            out = []
+            for e in self.redis.command("XRANGE", STREAM, "-", "+") or []:
+                _, f = fields_of(e)
+                if f.get("k") == "refused" and "l" not in f and \
+                        json.loads(f["d"])["path"] == path:
+                    out.append(f)
+            return out
+        self.assertTrue(wait_until(mine, slack(2.0)), "a refused event")
+        # one refusal is one event: a lost renewal after it, on the one
+        # loop, is appended after anything its turn would have appended
+        other = self.lock_name("after")
+        self.assertEqual(self.renew(other, "no-such-lease").status, 410)
+        self.wait_events(other, "lease_lost", lambda es: len(es) >= 1, 2.0,
+                         "the later lease_lost event")
+        es = mine()
+        self.assertEqual(len(es), 1, es)
+        d = json.loads(es[0]["d"])
+        self.assertEqual((d["code"], d["method"], d["count"]),
+                         ("bad_lock_name", "PUT", 1))
+        self.assertNotIn("t", es[0])
+        self.assertNotIn("secret", json.dumps(es[0]))
+
     def test_metrics_say_nothing_was_dropped(self):
         r = self.req("GET", "/_fence/v1/metrics")
         self.assertEqual(r.status, 200)
@@ -187,3 +221,54 @@ class NotRecordedTests(EventsCase):
                                    slack(5.0)), "the expiry to be counted")
         self.assertEqual(self.redis.command("EXISTS", STREAM), 0)
         self.assertNotEqual(g["token"], old["token"])
+
+
+def stream_refusals(redis, pred):
+    """The refused events of the one stream that pred(fields, detail)
+    takes."""
+    out = []
+    for e in redis.command("XRANGE", STREAM, "-", "+") or []:
+        _, f = fields_of(e)
+        if f.get("k") == "refused" and pred(f, json.loads(f["d"])):
+            out.append(f)
+    return out
+
+
+@single_redis("reads the one Redis' event stream directly")
+class S3RecordedTests(S3Base):
+    """S3 mode: a presigned URL carries its credentials, its signature and
+    its sequencer in the query; a refusal's event has none of them."""
+
+    extra_config = ("threads 1",)
+
+    def test_a_refused_presigned_write_is_recorded_without_its_query(self):
+        b = self.make_bucket()
+        lock, path = "%s/up" % b, "/%s/up" % b
+        stale, cur = self.stale_and_current(lock)
+        t = s3env.presign("PUT", path, self.host(), token=stale)
+        self.assertIn("X-Amz-Signature=", t)
+        r = s3env.send(self.gw.port, "PUT", t, {
+            "Host": self.host(), "Content-Length": "1"}, b"x")
+        self.assertStale(r, stale, cur)
+        es = wait_until(lambda: stream_refusals(
+            self.redis, lambda f, d: f.get("l") == lock), slack(2.0))
+        self.assertTrue(es, "a refused event of %s" % lock)
+        self.assertEqual(len(es), 1, es)
+        d = json.loads(es[0]["d"])
+        self.assertEqual((d["code"], d["method"], d["path"], d["count"]),
+                         ("stale_token", "PUT", path, 1))
+        self.assertEqual(es[0]["t"], stale.split(".")[3])
+        text = json.dumps(es[0])
+        for secret in ("X-Amz", "Signature", s3env.CLIENT_KEY, stale, cur):
+            self.assertNotIn(secret, text)
+
+    def test_a_bucket_write_no_route_guards_is_recorded_without_a_lock(self):
+        new = self.bucket("n")
+        r = self.s3("PUT", "/" + new, token=self.sequencer(new))
+        self.assertFenceError(r, 403, "FenceSubtreeUnguarded")
+        es = wait_until(lambda: stream_refusals(
+            self.redis, lambda f, d: d["path"] == "/" + new), slack(2.0))
+        self.assertTrue(es, "a refused event of /%s" % new)
+        self.assertEqual(len(es), 1, es)
+        self.assertNotIn("l", es[0])
+        self.assertEqual(json.loads(es[0]["d"])["code"], "subtree_unguarded")

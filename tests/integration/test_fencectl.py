@@ -37,7 +37,7 @@ EXIT_NOT_OBTAINED = 75
 EXIT_LEASE_LOST = 79
 
 SUBCOMMANDS = ("lock", "elect", "acquire", "renew", "release", "inspect",
-               "check", "break")
+               "check", "break", "events")
 
 
 def fencectl_exe():

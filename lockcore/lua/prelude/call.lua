@@ -27,8 +27,9 @@
 --                       k:<lease> given back until (ms): a call with that
 --                       lease that reaches Redis late does nothing
 --   Q  fg:{N}:q  zset   waiter id -> arrival sequence (FIFO)
---   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o,p,c,s}
---                       (c client address, s queued at, ms)
+--   W  fg:{N}:w  hash   waiter id -> json {g,m,t,ld,l,dl,v,o,p,c,s,e}
+--                       (c client address, s queued at, ms, e the
+--                       gateway id its events name: g is its loop's)
 --   F  fg:{N}:f  zset   admitted write id -> recorded until (ms)
 -- Every function takes the keys S, Q, W, F and the arguments idle-forget
 -- ms, lock name; the rest is per script. acquire, renew and release may

@@ -257,8 +257,9 @@ local function handoff()
         if held() then t = join(r.l, r.t, r.p, r.c, r.o, untl)
         else t = grant_new(r.l, r.m, r.t, r.ld, r.p, r.c, r.o, untl) end
         set_meta(r.v, r.o)
-        -- its event names the waiter's gateway, not the caller's
-        if EV then ev_granted(st.t, r.m, r.t, r.p, r.o, r.c, r.g, true) end
+        -- its event names the waiter's gateway, not the caller's (none
+        -- when it was queued by a gateway that recorded no events)
+        if EV then ev_granted(st.t, r.m, r.t, r.p, r.o, r.c, r.e or '', true) end
         -- lease and name ride along: a gateway that no longer knows
         -- the waiter gives the grant back at once
         rcall('PUBLISH', 'fg:gw:' .. r.g, head .. ' ' .. fmt(t) .. ' ' ..

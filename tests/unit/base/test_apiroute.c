@@ -218,6 +218,10 @@ static void test_the_paths_without_a_name(void **state)
 		{ "GET", "/_fence/v1/ui", FG_EP_OTHER, FG_APIOP_UI, OPEN, ANY, "", NULL },
 		{ "POST", "/_fence/v1/ui/", FG_EP_OTHER, FG_APIOP_NOT_ALLOWED, OPEN, ANY, "", "GET" },
 		{ "DELETE", "/_fence/v1/ui/ui.js", FG_EP_OTHER, FG_APIOP_NOT_ALLOWED, OPEN, ANY, "", "GET" },
+		/* the events: observe: on what the prefix names, as the listing */
+		{ "GET", "/_fence/v1/events?prefix=a/", FG_EP_OTHER, FG_APIOP_EVENTS, FG_APINEED_PREFIX, FG_RIGHT_OBSERVE, "", NULL },
+		{ "HEAD", "/_fence/v1/events", FG_EP_OTHER, FG_APIOP_EVENTS, FG_APINEED_PREFIX, FG_RIGHT_OBSERVE, "", NULL },
+		{ "POST", "/_fence/v1/events", FG_EP_OTHER, FG_APIOP_NOT_ALLOWED, WHO, ANY, "", "GET" },
 	};
 
 	(void)state;

@@ -27,10 +27,10 @@ static struct fg_evfold fold;
 
 struct emitted {
 	unsigned n;
-	struct fg_evitem last;
+	struct fg_evnote last;
 };
 
-static void on_emit(void *arg, const struct fg_evitem *e)
+static void on_emit(void *arg, const struct fg_evnote *e)
 {
 	struct emitted *em = arg;
 	em->n++;
@@ -65,7 +65,7 @@ static void assert_detail(const char *detail, const char *code,
 static void test_first_of_a_second_is_its_own_event(void **state)
 {
 	(void)state;
-	struct fg_evitem e;
+	struct fg_evnote e;
 	fg_evfold_init(&fold);
 	struct fg_evrefusal r = refusal("docs", "stale_token", "/docs/a.txt", 7);
 	assert_int_equal(fg_evfold_refused(&fold, 5000, &r, &e), FG_EVFOLD_FIRST);
@@ -89,7 +89,7 @@ static void test_first_of_a_second_is_its_own_event(void **state)
 static void test_later_ones_fold_into_one_with_their_count(void **state)
 {
 	(void)state;
-	struct fg_evitem e;
+	struct fg_evnote e;
 	fg_evfold_init(&fold);
 	struct fg_evrefusal r = refusal("docs", "stale_token", "/docs/a.txt", 7);
 	assert_int_equal(fg_evfold_refused(&fold, 5100, &r, &e), FG_EVFOLD_FIRST);
@@ -116,7 +116,7 @@ static void test_later_ones_fold_into_one_with_their_count(void **state)
 static void test_each_lock_and_code_is_its_own_fold(void **state)
 {
 	(void)state;
-	struct fg_evitem e;
+	struct fg_evnote e;
 	fg_evfold_init(&fold);
 	struct fg_evrefusal a = refusal("a", "stale_token", "/a", 1);
 	struct fg_evrefusal a2 = refusal("a", "forged_token", "/a", 1);
@@ -135,7 +135,7 @@ static void test_each_lock_and_code_is_its_own_fold(void **state)
 static void test_a_full_table_drops(void **state)
 {
 	(void)state;
-	struct fg_evitem e;
+	struct fg_evnote e;
 	char name[32];
 	fg_evfold_init(&fold);
 	for (int i = 0; i < FG_EVFOLD_MAX; i++) {
@@ -165,7 +165,7 @@ static void test_a_full_buffer_refuses(void **state)
 	assert_null(fg_evbuf_add(&b));
 	assert_int_equal(b.n, FG_EVBUF_MAX);
 	fg_evbuf_clear(&b);
-	struct fg_evitem *e = fg_evbuf_add(&b);
+	struct fg_evnote *e = fg_evbuf_add(&b);
 	assert_non_null(e);
 	assert_string_equal(e->lock, ""); /* zeroed */
 }

@@ -17,6 +17,7 @@
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
 
+#include "fencegate/topo.h"
 #include "../../../lockcore/lockcore-private.h"
 
 /* The call formatted both ways, compared byte for byte; also checks
@@ -152,12 +153,92 @@ static void test_numbers_and_empties(void **state)
 	same_as_hiredis(&c);
 }
 
+/* A call that records events: the stream after the lock's keys and the
+ * index's (the one stream on one Redis, the lock's slot's on a Cluster),
+ * "<retain> <gateway id>" after every other argument, the undo id's
+ * included; a call without them is as it was. */
+static void test_events_key_and_argument(void **state)
+{
+	(void)state;
+	struct fg_acquire q = {
+		.name = "a/b", .lease = "L", .reenter = "R",
+		.mode = FG_MODE_EXCLUSIVE, .ttl_ms = 30000, .client = "c",
+	};
+	struct fg__ev ev = { .cluster = false, .retain = 500,
+			     .gateway_id = "0123456789abcdef" };
+	struct fg__call c;
+	fg__build_acquire(&c, &q, "U", 600000, true, &ev);
+	assert_arg(&c, 2, "6");
+	assert_arg(&c, 7, "fg:{!index}:n");
+	assert_arg(&c, 8, FG__EV_ONE);
+	assert_arg(&c, 10, "a/b");
+	assert_arg(&c, c.argc - 2, "U");
+	assert_arg(&c, c.argc - 1, "500 0123456789abcdef");
+	same_as_hiredis(&c);
+
+	/* a Cluster: no index, the slot's stream, in the lock's own slot */
+	ev.cluster = true;
+	ev.retain = 0; /* none set: the contract's default */
+	ev.gateway_id = NULL;
+	fg__build_release(&c, "a/b", "L", NULL, 250, 600000, false, &ev);
+	assert_arg(&c, 2, "5");
+	char want[FG__EV_KEY_MAX];
+	size_t n = fg__ev_key("a/b", true, want, sizeof(want));
+	assert_true(n > 0);
+	assert_arg(&c, 7, want);
+	assert_int_equal(fg_keyslot(c.argv[7], c.argvlen[7]),
+			 fg_keyslot(c.argv[3], c.argvlen[3]));
+	assert_arg(&c, 9, "a/b");
+	assert_arg(&c, c.argc - 1, "100000 ");
+	same_as_hiredis(&c);
+
+	/* a give-back's reason before the events' argument; none without */
+	fg__build_giveback(&c, "a/b", "L", "", NULL, false, 60000, "timeout",
+			   0, &ev);
+	assert_arg(&c, c.argc - 2, "timeout");
+	fg__build_giveback(&c, "a/b", "L", "", NULL, false, 60000, "timeout",
+			   0, NULL);
+	assert_arg(&c, 2, "4");
+	assert_arg(&c, c.argc - 1, "60000");
+
+	/* the events' stream also for a tick, a dequeue and a break */
+	fg__build_tick(&c, "a/b", "g", 1000, 0, 0, &ev);
+	assert_arg(&c, 2, "5");
+	fg__build_dequeue(&c, "a/b", "w", "L", 0, 0, &ev);
+	assert_arg(&c, 2, "5");
+	fg__build_break(&c, "a/b", 7, 250, "root", 0, &ev);
+	assert_arg(&c, c.argc - 2, "root");
+	fg__build_break(&c, "a/b", 7, 250, "root", 0, NULL);
+	assert_arg(&c, 2, "4");
+	assert_arg(&c, c.argc - 1, "250"); /* who broke it: only for events */
+}
+
+/* The gateway's append: XADD with MAXLEN ~ and only the fields given. */
+static void test_event_append(void **state)
+{
+	(void)state;
+	struct fg__call c;
+	struct fg_event_rec e = { .kind = "expired", .lock = "a", .owner = "",
+				  .token = 5, .has_token = true };
+	assert_int_equal(fg__build_event(&c, "k", 1, 7, "gw", &e), 0);
+	const char *want[] = { "XADD", "k", "MAXLEN", "~", "7", "*", "k",
+			       "expired", "l", "a", "t", "5", "g", "gw" };
+	assert_int_equal(c.argc, (int)(sizeof(want) / sizeof(want[0])));
+	for (size_t i = 0; i < sizeof(want) / sizeof(want[0]); i++)
+		assert_arg(&c, (int)i, want[i]);
+	same_as_hiredis(&c);
+	e.kind = NULL;
+	assert_int_equal(fg__build_event(&c, "k", 1, 7, "gw", &e), FG_EINVAL);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
 		cmocka_unit_test(test_acquire_call),
 		cmocka_unit_test(test_acquire_carries_only_the_optional_arguments_given),
 		cmocka_unit_test(test_numbers_and_empties),
+		cmocka_unit_test(test_events_key_and_argument),
+		cmocka_unit_test(test_event_append),
 	};
 	return cmocka_run_group_tests(tests, NULL, NULL);
 }

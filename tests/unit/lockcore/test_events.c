@@ -33,7 +33,8 @@
 #include "../../../lockcore/lockcore-private.h"
 
 #define GW "0123456789abcdef"      /* the store's gateway id */
-#define GW_WAITER "fedcba9876543210" /* a waiter's gateway */
+#define GW2 "00000000deadbeef"  /* another gateway, the waiters' */
+#define GW_WAITER "fedcba9876543210" /* a waiter's loop (its channel) */
 #define WAIT_MS 5000                /* bound on any one answer */
 
 static pid_t redis_pid;
@@ -150,13 +151,13 @@ static void run_until(const int *flag)
 	assert_true(*flag);
 }
 
-static fg_astore *astore(bool events, unsigned retain)
+static fg_astore *astore_of(bool events, unsigned retain, const char *gw)
 {
 	struct fg_store_opts o = {
 		.topo = topo, .connect_timeout_ms = 1000,
 		.command_timeout_ms = 2000, .idle_forget_ms = 60000,
 		.write_margin_ms = 250, .gave_back = on_gave_back,
-		.events = events, .events_retain = retain, .gateway_id = GW,
+		.events = events, .events_retain = retain, .gateway_id = gw,
 	};
 	fg_astore *as = fg_astore_create(base, &o, NULL, NULL, NULL);
 	assert_non_null(as);
@@ -165,6 +166,11 @@ static fg_astore *astore(bool events, unsigned retain)
 		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(500);
 	assert_true(fg_astore_ready(as));
 	return as;
+}
+
+static fg_astore *astore(bool events, unsigned retain)
+{
+	return astore_of(events, retain, GW);
 }
 
 struct answer {
@@ -405,11 +411,14 @@ static void test_shared_join(void **state)
 }
 
 /* A waiter handed the lock at a release: released, then granted with the
- * waiter's principal, owner, client and gateway, "waited": true. */
+ * waiter's principal, owner, client and gateway (the one it was queued
+ * through, not its loop's channel nor the releasing gateway), "waited":
+ * true. */
 static void test_handoff(void **state)
 {
 	(void)state;
 	fg_astore *as = astore(true, 1000);
+	fg_astore *as2 = astore_of(true, 1000, GW2);
 	char at[64];
 	mark(at);
 	struct fg_acquire q = {
@@ -424,7 +433,7 @@ static void test_handoff(void **state)
 		.max_waiters = 10, .owner = "job-2", .owner_len = 5,
 		.client = "10.0.0.2", .principal = "dave",
 	};
-	assert_int_equal(acquire(as, &w).status, FG_QUEUED);
+	assert_int_equal(acquire(as2, &w).status, FG_QUEUED);
 	release(as, "ev/wait", L1);
 	struct entry e[8];
 	assert_int_equal(read_after(at, e, 8), 3);
@@ -436,12 +445,14 @@ static void test_handoff(void **state)
 	assert_str(e[2].p, "dave");
 	assert_str(e[2].o, "job-2");
 	assert_str(e[2].c, "10.0.0.2");
-	assert_str(e[2].g, GW_WAITER);
+	assert_str(e[1].g, GW);
+	assert_str(e[2].g, GW2);
 	assert_str(e[2].d, "{\"mode\":\"exclusive\",\"ttl_ms\":12000,"
 			   "\"waited\":true}");
 	assert_true(strtoull(e[2].t, NULL, 10) > g1.token);
 	static const char *const leases[] = { L1, L2 };
 	no_lease_after(at, leases, 2);
+	fg_astore_destroy(as2);
 	fg_astore_destroy(as);
 }
 
@@ -531,7 +542,7 @@ static void test_giveback(void **state)
 	assert_null(e[1].t);
 	assert_str(e[1].p, "erin");
 	assert_str(e[1].c, "10.0.0.3");
-	assert_str(e[1].g, GW_WAITER);
+	assert_str(e[1].g, GW);
 	assert_str(e[1].d, "{\"reason\":\"undelivered\"}");
 	assert_str(e[2].k, "given_back");
 	tok_is(e[2].t, g.token);
