@@ -19,8 +19,11 @@
  *            loop is told the ring grew, every live reader copies what it
  *            may show. No Redis call: idle readers cost Redis nothing.
  *
- * A reader starts LIVE when the ring holds everything after its `after`,
- * else in HISTORY, and goes LIVE once a history read reached the end; a
+ * A long poll starts LIVE when the ring holds everything after its
+ * `after`; a read that answers at once, a stream, and a long poll the
+ * ring does not cover start in HISTORY (so that what was recorded before
+ * the request is in its answer, whatever the follower read by then), and
+ * go LIVE once a history read reached the end; a
  * reader that lost its place in the ring (it was pushed out first) reads
  * history again from where it was. `floor` is the last entry read, shown
  * or not: it is the answer's `next`, and an entry at or before it is
@@ -609,11 +612,15 @@ static void on_poll_timer(void *arg)
 	finish_poll(arg); /* wait_ms passed: what it has */
 }
 
-/* The start: LIVE when the ring holds all after `after`, else history. */
+/* The start. A read that answers at once and a stream read Redis first:
+ * the follower may be a few milliseconds behind what was recorded, and a
+ * client that just released a lock finds its release. A long poll waits
+ * anyway: LIVE at once when the ring holds all after `after`. */
 static void start(struct fg_evreader *r)
 {
 	r->floor = r->q.after;
-	if (!r->floor.set || !go_live(r, true, 0))
+	bool ring_first = !r->sse && r->q.wait_ms > 0;
+	if (!r->floor.set || !ring_first || !go_live(r, true, 0))
 		ask_history(r);
 }
 
