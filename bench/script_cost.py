@@ -2,7 +2,7 @@
 """script_cost.py - Redis CPU per lock script call, through a real gateway.
 
     python3 bench/script_cost.py --bin build/gateway/fencegate [-n 20000] [--rounds 5]
-                                 [--clients K] [--ttl-ms MS]
+                                 [--clients K] [--ttl-ms MS] [--events yes|no]
 
 Starts a private redis-server, a stand-in upstream and one fencegate (the
 integration harness's; Redis pinned to one core, the rest to the others, so
@@ -86,7 +86,7 @@ def script_of(args):
 # What the scripts call (anything else in the log is a top-level command).
 SCRIPT_COMMANDS = {"time", "hmget", "hget", "hgetall", "hset", "hdel",
                    "hincrby", "pexpire", "zadd", "zrem", "zrange", "zscore",
-                   "zremrangebyscore", "publish"}
+                   "zremrangebyscore", "publish", "xadd"}
 
 
 class Conn:
@@ -282,9 +282,13 @@ def main():
                     help="the leases' ttl (a lease released with at most "
                     "an eighth of the gateway's idle-forget-ms left "
                     "releases with one command fewer)")
+    ap.add_argument("--events", choices=("yes", "no"), default="yes",
+                    help="the gateway's events setting (yes, the "
+                    "default: the lock scripts append to the event "
+                    "stream)")
     a = ap.parse_args()
     harness.Config.bin = os.path.abspath(a.bin)
-    env = harness.Env()
+    env = harness.Env(("--events", a.events))
     env.upstream = harness.Upstream(env.upstream.port, OneWriteUpstream)
     env.start()
     # Redis alone on the last core, the rest elsewhere: a script's duration

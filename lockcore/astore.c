@@ -135,7 +135,8 @@ int fg_alock_check(fg_astore *as, const char *name, uint64_t token,
 	if (!op)
 		return FG_ENOMEM;
 	op->ccb = cb;
-	fg__build_check(&op->call, name, token, as->idle);
+	struct fg__ev ev;
+	fg__build_check(&op->call, name, token, as->idle, fg__ev_of(as, &ev));
 	return fg__submit(as, op);
 }
 
@@ -212,8 +213,9 @@ static int admit_op(fg_astore *as, enum fg__lua lua, const char *name,
 	if (!op)
 		return FG_ENOMEM;
 	op->acb = cb;
+	struct fg__ev ev;
 	fg__build_admit(&op->call, lua, name, token, write_id, margin_ms,
-			limit_ms, as->idle);
+			limit_ms, as->idle, fg__ev_of(as, &ev));
 	return fg__submit(as, op);
 }
 

@@ -439,10 +439,11 @@ void fg__build_index_drop(struct fg__call *c, const char *name,
 }
 
 void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
-		     unsigned idle)
+		     unsigned idle, const struct fg__ev *ev)
 {
-	fg__call_init(c, FG__LUA_CHECK, name, idle);
+	call_init_ev(c, FG__LUA_CHECK, name, idle, false, ev);
 	fg__call_num(c, token);
+	ev_tail(c, ev);
 }
 
 void fg__build_tick(struct fg__call *c, const char *name,
@@ -469,13 +470,14 @@ void fg__build_dequeue(struct fg__call *c, const char *name,
 
 void fg__build_admit(struct fg__call *c, enum fg__lua lua, const char *name,
 		     uint64_t token, const char *write_id, uint32_t margin_ms,
-		     uint32_t limit_ms, unsigned idle)
+		     uint32_t limit_ms, unsigned idle, const struct fg__ev *ev)
 {
-	fg__call_init(c, lua, name, idle);
+	call_init_ev(c, lua, name, idle, false, ev);
 	fg__call_num(c, token);
 	str0(c, write_id);
 	fg__call_num(c, margin_ms);
 	fg__call_num(c, limit_ms);
+	ev_tail(c, ev);
 }
 
 void fg__build_finish(struct fg__call *c, const char *name,

@@ -129,7 +129,7 @@ void fg__build_break(struct fg__call *c, const char *name, uint64_t token,
 		     const struct fg__ev *ev);
 void fg__build_inspect(struct fg__call *c, const char *name, unsigned idle);
 void fg__build_check(struct fg__call *c, const char *name, uint64_t token,
-		     unsigned idle);
+		     unsigned idle, const struct fg__ev *ev);
 void fg__build_tick(struct fg__call *c, const char *name,
 		    const char *gateway_id, uint32_t liveness_ms, int observe,
 		    unsigned idle, const struct fg__ev *ev);
@@ -139,7 +139,7 @@ void fg__build_dequeue(struct fg__call *c, const char *name,
 
 void fg__build_admit(struct fg__call *c, enum fg__lua lua, const char *name,
 		     uint64_t token, const char *write_id, uint32_t margin_ms,
-		     uint32_t limit_ms, unsigned idle);
+		     uint32_t limit_ms, unsigned idle, const struct fg__ev *ev);
 void fg__build_finish(struct fg__call *c, const char *name,
 		      const char *write_id, unsigned idle);
 void fg__build_describe(struct fg__call *c, const char *name,

@@ -420,7 +420,12 @@ int fg_lock_check(fg_store *st, const char *name, uint64_t token,
 {
 	struct fg__call c;
 	redisReply *r;
-	fg__build_check(&c, name, token, st->idle_forget_ms);
+	struct fg__ev ev = {
+		.cluster = fg_topo_mode(st->topo) == FG_REDIS_CLUSTER,
+		.retain = st->events_retain, .gateway_id = st->gateway_id,
+	};
+	fg__build_check(&c, name, token, st->idle_forget_ms,
+			st->events ? &ev : NULL);
 	int err = run(st, &c, &r);
 	if (err)
 		return err;

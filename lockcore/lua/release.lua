@@ -43,7 +43,9 @@ if n == '1' and not qn and not ft and hv and ends > NOW then
   if ttl and (PRIN == nil or p == PRIN) then
     local reply = {'granted', tonum(t), m, 0, number(ttl)}
     -- its event first: its owner and client leave with the fields
-    if EV then ev_holder('released', t, p, rcall('HGET', S, 'a:' .. LEASE) or nil) end
+    if EV then
+      ev_holder('released', t, p, rcall('HGET', S, 'a:' .. LEASE) or nil)
+    end
     if ld or d then
       rcall('HDEL', S, HF, 'a:' .. LEASE, 'm', 'v', 'o', 'n', 'x', 'nx',
         ld and 'ld' or 'm', d and 'd' or 'm')
@@ -82,7 +84,9 @@ elseif not owns(h, PRIN) then
 else
   reply = {'granted', tonumber(st.t), st.m, h.n - 1, h.ttl}
   -- the last hold leaves: recorded before the lock moves on to a waiter
-  if EV and h.n <= 1 then ev_holder('released', st.t, h.p, hget('a:' .. LEASE)) end
+  if EV and h.n <= 1 then
+    ev_holder('released', st.t, h.p, hget('a:' .. LEASE))
+  end
   if h.n > 1 then
     put('h:' .. LEASE, hval(h.n - 1, h.ttl, h.exp, h.p))
   elseif num(st.n) <= 1 then

@@ -39,8 +39,10 @@
 -- that a lock cycle costs one small call on it per change between idle
 -- and active (renew too: it makes good a lost update); on a Cluster the
 -- gateway keeps it.
--- Events (contract v1.5): acquire, renew, release, tick, dequeue, break
--- and giveback take one more key when the gateway records events, the
+-- Events (contract v1.5): acquire, renew, release, tick, dequeue, break,
+-- giveback, admit, extend and check (every call that can hand the lock
+-- to a waiter, but the looks of inspect and describe, whose calls stay
+-- as they were) take one more key when the gateway records events, the
 -- lock's event stream (fg:{!ev}:s on one Redis, the slot's on a
 -- Cluster), after the index's when they have that one; with it comes
 -- one more argument, the last, "<retain> <gateway id>". start() takes

@@ -51,10 +51,10 @@ local function ev_granted(ts, mode, ttl, p, o, c, g, waited)
     d = '{"mode":"' .. (mode == 's' and 'shared' or 'exclusive') ..
       '","ttl_ms":' .. sformat('%d', ttl) .. ',"waited":true}'
   else
+    if NGD > 64 then GDX, GDS, NGD = {}, {}, 0 end
     local cache = mode == 's' and GDS or GDX
     d = cache[ttl]
     if not d then
-      if NGD > 64 then GDX, GDS, NGD = {}, {}, 0; cache = mode == 's' and GDS or GDX end
       d = '{"mode":"' .. (mode == 's' and 'shared' or 'exclusive') ..
         '","ttl_ms":' .. sformat('%d', ttl) .. '}'
       cache[ttl], NGD = d, NGD + 1

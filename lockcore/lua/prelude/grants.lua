@@ -259,7 +259,9 @@ local function handoff()
         set_meta(r.v, r.o)
         -- its event names the waiter's gateway, not the caller's (none
         -- when it was queued by a gateway that recorded no events)
-        if EV then ev_granted(st.t, r.m, r.t, r.p, r.o, r.c, r.e or '', true) end
+        if EV then
+          ev_granted(st.t, r.m, r.t, r.p, r.o, r.c, r.e or '', true)
+        end
         -- lease and name ride along: a gateway that no longer knows
         -- the waiter gives the grant back at once
         rcall('PUBLISH', 'fg:gw:' .. r.g, head .. ' ' .. fmt(t) .. ' ' ..

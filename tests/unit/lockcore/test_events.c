@@ -18,6 +18,7 @@
 #include <string.h>
 #include <signal.h>
 #include <time.h>
+#include <fcntl.h>
 #include <unistd.h>
 #include <arpa/inet.h>
 #include <netinet/in.h>
@@ -75,6 +76,12 @@ static int setup_redis(void **state)
 	snprintf(port, sizeof(port), "%d", redis_port);
 	redis_pid = fork();
 	if (redis_pid == 0) {
+		/* its log is not the test's output */
+		int null = open("/dev/null", O_WRONLY);
+		if (null >= 0) {
+			dup2(null, 1);
+			dup2(null, 2);
+		}
 		/* small stream nodes, so that MAXLEN ~ trims at a small bound */
 		execlp("redis-server", "redis-server", "--port", port,
 		       "--bind", "127.0.0.1", "--save", "", "--appendonly", "no",
@@ -685,6 +692,80 @@ static void test_retain(void **state)
 	fg_astore_destroy(as);
 }
 
+struct admitted {
+	int done, err;
+	struct fg_admit a;
+};
+
+static void on_admit(int err, const struct fg_admit *a, void *arg)
+{
+	struct admitted *x = arg;
+	x->err = err;
+	if (a)
+		x->a = *a;
+	x->done = 1;
+}
+
+/* A grant that expired with a waiter queued, and no tick: the next call
+ * that looks at the lock hands it on, a write's admission (of the expired
+ * grant's token, refused) or a check, and records the waiter's grant. */
+static void test_handoff_inside_admit_and_check(void **state)
+{
+	(void)state;
+	fg_astore *as = astore(true, 1000);
+	char at[64];
+	mark(at);
+	for (int round = 0; round < 2; round++) {
+		const char *name = round ? "ev/chk" : "ev/adm";
+		struct fg_acquire q = {
+			.name = name, .lease = L1, .mode = FG_MODE_EXCLUSIVE,
+			.ttl_ms = 150,
+		};
+		struct fg_grant g = acquire(as, &q);
+		struct fg_acquire w = {
+			.name = name, .lease = L2, .mode = FG_MODE_SHARED,
+			.ttl_ms = 9000, .wait_ms = 30000, .waiter_id = "wid-4",
+			.gateway_id = GW_WAITER, .liveness_ms = 30000,
+			.max_waiters = 10, .principal = "frank",
+		};
+		assert_int_equal(acquire(as, &w).status, FG_QUEUED);
+		usleep(300 * 1000); /* past the grant's ttl: it expired */
+		if (round == 0) {
+			struct admitted x = { 0 };
+			assert_int_equal(fg_alock_admit(as, name, g.token, GW "-w1",
+							250, 1000, on_admit,
+							&x), 0);
+			run_until(&x.done);
+			assert_int_equal(x.err, 0);
+			assert_int_equal(x.a.status, FG_ADMIT_STALE);
+		} else {
+			struct fg_store_opts o = {
+				.topo = topo, .events = true,
+				.events_retain = 1000, .gateway_id = GW,
+				.idle_forget_ms = 60000,
+			};
+			fg_store *st = fg_store_create(&o);
+			struct fg_check c;
+			assert_int_equal(fg_lock_check(st, name, g.token, &c), 0);
+			assert_int_equal(c.status, FG_CHECK_STALE);
+			fg_store_destroy(st);
+		}
+	}
+	struct entry e[8];
+	assert_int_equal(read_after(at, e, 8), 4);
+	for (int i = 0; i < 4; i += 2) {
+		assert_str(e[i].k, "granted");
+		assert_str(e[i + 1].k, "granted");
+		assert_str(e[i + 1].p, "frank");
+		assert_str(e[i + 1].g, GW);
+		assert_str(e[i + 1].d, "{\"mode\":\"shared\",\"ttl_ms\":9000,"
+				       "\"waited\":true}");
+	}
+	assert_str(e[1].l, "ev/adm");
+	assert_str(e[3].l, "ev/chk");
+	fg_astore_destroy(as);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -694,6 +775,7 @@ int main(void)
 		cmocka_unit_test(test_handoff),
 		cmocka_unit_test(test_break),
 		cmocka_unit_test(test_giveback),
+		cmocka_unit_test(test_handoff_inside_admit_and_check),
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_append),
 		cmocka_unit_test(test_retain),
