@@ -637,20 +637,31 @@ int fg_events_range(fg_store *st, const struct fg_ev_cursor *after,
 				*gap = true;
 	}
 
+	/* the streams with entries read and not given yet (the only ones
+	 * a merge step looks at: a few, when most slots are quiet) */
+	size_t *live = malloc(h.n * sizeof(*live));
+	if (!live) {
+		err = FG_ENOMEM;
+		goto done;
+	}
 	unsigned read = 0;
 	bool stop = false;
 	while (!stop && read < scan) {
 		err = pipeline(&h, want_read, build_read, take_read);
 		if (err)
-			goto done;
+			break;
+		size_t nl = 0;
+		for (size_t i = 0; i < h.n; i++)
+			if (h.s[i].r)
+				live[nl++] = i;
 		/* give entries in (ms, slot, seq) order while none can come
 		 * before them from a stream not read far enough yet */
 		for (;;) {
 			struct hstream *best = NULL;
 			uint64_t bms = 0, bseq = 0;
 			bool refill = false;
-			for (size_t i = 0; i < h.n; i++) {
-				struct hstream *s = &h.s[i];
+			for (size_t l = 0; l < nl; l++) {
+				struct hstream *s = &h.s[live[l]];
 				if (!s->r)
 					continue;
 				/* an entry without an id is passed over */
@@ -676,8 +687,8 @@ int fg_events_range(fg_store *st, const struct fg_ev_cursor *after,
 			}
 			/* the horizon: a stream to read again whose last entry
 			 * is before the best one may hold one before it */
-			for (size_t i = 0; i < h.n; i++) {
-				struct hstream *s = &h.s[i];
+			for (size_t l = 0; l < nl; l++) {
+				struct hstream *s = &h.s[live[l]];
 				if (s->need && (!best || key_cmp(s->last_ms, s->slot,
 					s->last_seq, bms, best->slot, bseq) < 0)) {
 					refill = true;
@@ -700,11 +711,12 @@ int fg_events_range(fg_store *st, const struct fg_ev_cursor *after,
 				break;
 		}
 		bool any = false;
-		for (size_t i = 0; i < h.n && !any; i++)
-			any = h.s[i].need;
+		for (size_t l = 0; l < nl && !any; l++)
+			any = h.s[live[l]].need;
 		if (!any)
 			break;
 	}
+	free(live);
 done:
 	history_finish(&h);
 	return err;

@@ -110,25 +110,32 @@ struct env {
 	redisContext *rc; /* the writer: XADD as the functions do */
 };
 
+static int env_down(void **state);
+
 static int env_up(void **state)
 {
 	struct env *e = calloc(1, sizeof(*e));
-	if (!e || rp_start(&e->rp, NULL))
+	if (!e)
 		return -1;
+	*state = e;
+	if (rp_start(&e->rp, NULL))
+		goto fail;
 	char url[64], err[128];
 	struct fg_redis_addr addr;
 	snprintf(url, sizeof(url), "127.0.0.1:%d", e->rp.port);
 	if (fg_redis_addr_parse(url, &addr, err, sizeof(err)))
-		return -1;
+		goto fail;
 	e->topo = fg_topo_create(&addr, 200, 2000, NULL);
 	e->opts = (struct fg_store_opts){ .topo = e->topo,
 		.connect_timeout_ms = 200, .command_timeout_ms = 2000 };
 	e->st = fg_store_create(&e->opts);
 	e->rc = rp_connect(&e->rp);
-	if (!e->topo || !e->st || !e->rc)
-		return -1;
-	*state = e;
-	return 0;
+	if (e->topo && e->st && e->rc)
+		return 0;
+fail:
+	env_down(state); /* cmocka tears down no group whose setup failed */
+	*state = NULL;
+	return -1;
 }
 
 static int env_down(void **state)
