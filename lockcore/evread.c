@@ -1260,26 +1260,17 @@ static int cluster_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 		goto out;
 	}
 	for (;;) {
-		uint64_t now = fg__mono_ms();
-		uint64_t wake = end;
-		for (size_t i = 0; i < t->nnodes && !stop; i++) {
+		/* wait for a subscriber to speak, or for a master whose
+		 * streams are marked to be due again (at once when one is) */
+		uint64_t now = fg__mono_ms(), wake = end;
+		for (size_t i = 0; i < t->nnodes; i++) {
 			struct tnode *n = &t->nodes[i];
 			if (!n->rc || !has_marked(t, i))
 				continue;
 			uint64_t due = n->last_read_ms + FOLLOW_PACE_MS;
-			if (now < due) {
-				if (due < wake)
-					wake = due;
-				continue;
-			}
-			int r = read_marked(t, i, cb, arg, &stop);
-			if (r < 0 && !down)
-				down = r;
-			else if (r > 0)
-				got += r;
+			if (due < wake)
+				wake = due;
 		}
-		if (got || stop || now >= end)
-			break;
 		size_t np = 0;
 		for (size_t i = 0; i < t->nnodes; i++)
 			if (t->nodes[i].sub) {
@@ -1289,7 +1280,8 @@ static int cluster_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 			}
 		int pr = poll(pfd, np, (int)(wake > now ? wake - now : 0));
 		if (pr < 0 && errno != EINTR) {
-			down = FG_EUNAVAIL;
+			if (!down)
+				down = FG_EUNAVAIL;
 			break;
 		}
 		for (size_t p = 0; p < np && pr > 0; p++) {
@@ -1303,6 +1295,20 @@ static int cluster_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 					down = FG_EUNAVAIL;
 			}
 		}
+		now = fg__mono_ms();
+		for (size_t i = 0; i < t->nnodes && !stop; i++) {
+			struct tnode *n = &t->nodes[i];
+			if (!n->rc || !has_marked(t, i) ||
+			    now < n->last_read_ms + FOLLOW_PACE_MS)
+				continue;
+			int r = read_marked(t, i, cb, arg, &stop);
+			if (r < 0 && !down)
+				down = r;
+			else if (r > 0)
+				got += r;
+		}
+		if (got || stop || now >= end)
+			break;
 	}
 out:
 	free(pfd);
