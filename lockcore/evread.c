@@ -131,17 +131,45 @@ size_t fg_event_id_format(const struct fg_ev_cursor *c, char *buf, size_t cap)
 	return (size_t)n;
 }
 
-/* A stream id as Redis writes it ("<ms>-<seq>"): 0, or -1 for anything
- * else (a reply that is no string, a NUL inside). */
+/* A 64-bit number in decimal at *p, overflow refused. */
+static int u64_at(const char **p, uint64_t *out)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+	if (*s < '0' || *s > '9')
+		return -1;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		uint64_t d = (uint64_t)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	*p = s;
+	*out = v;
+	return 0;
+}
+
+/* A stream id as Redis writes it ("<ms>-<seq>", each up to 2^64 - 1):
+ * 0, or -1 for anything else (a reply that is no string, a NUL inside). */
 static int redis_id(const redisReply *r, uint64_t *ms, uint64_t *seq)
 {
-	struct fg_ev_cursor c;
+	const char *p;
 	if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) ||
-	    strlen(r->str) != r->len || fg_event_id_parse(r->str, &c) || c.cluster)
+	    strlen(r->str) != r->len)
 		return -1;
-	*ms = c.ms;
-	*seq = c.seq;
+	p = r->str;
+	if (u64_at(&p, ms) || *p++ != '-' || u64_at(&p, seq) || *p)
+		return -1;
 	return 0;
+}
+
+/* Can the API name it? Redis takes any id given to XADD, and the API's
+ * ids have at most 15 and 19 digits: an entry beyond them (nothing Redis
+ * makes by itself before the year 33658) is read past, never given, so a
+ * reader can always resume from what it was given. */
+static bool api_id(uint64_t ms, uint64_t seq)
+{
+	return ms <= 999999999999999ull && seq <= SEQ_MAX;
 }
 
 /* (ms, seq) order within one stream */
@@ -165,7 +193,8 @@ static int key_cmp(uint64_t am, unsigned as, uint64_t aq, uint64_t bm,
 
 /* Where the stream of `slot` is read from (inclusive) after cursor c:
  * the resume rule of the file-top comment. One Redis (or a cursor without
- * a slot): right after (ms, seq). false when nothing can come after. */
+ * a slot): right after (ms, seq). false when nothing can come after
+ * (the largest id there is). */
 static bool resume_from(const struct fg_ev_cursor *c, bool cluster,
 			unsigned slot, uint64_t *ms, uint64_t *seq)
 {
@@ -183,9 +212,12 @@ static bool resume_from(const struct fg_ev_cursor *c, bool cluster,
 	if (c->seq < UINT64_MAX) {
 		*ms = c->ms;
 		*seq = c->seq + 1;
-	} else {
+	} else if (c->ms < UINT64_MAX) {
 		*ms = c->ms + 1;
 		*seq = 0;
+	} else {
+		*ms = *seq = UINT64_MAX;
+		return false;
 	}
 	return true;
 }
@@ -207,8 +239,10 @@ static bool token_of(const char *s, uint64_t *out)
 /*
  * One stream entry ([id, [field, value, ...]]) as an event of the stream
  * of `slot` (cluster) or the one stream. -1 when it has no stream id
- * (nothing Redis returns: passed over); any fields are read as they come,
- * unknown ones ignored, the first of a repeated one kept.
+ * (nothing Redis returns: passed over); 1 when its id is beyond the
+ * API's (api_id(): *cur is set, to read past it; not to be given); any
+ * fields are read as they come, unknown ones ignored, the first of a
+ * repeated one kept.
  */
 static int entry_event(const redisReply *e, bool cluster, unsigned slot,
 		       struct fg_event *ev, struct fg_ev_cursor *cur)
@@ -217,6 +251,11 @@ static int entry_event(const redisReply *e, bool cluster, unsigned slot,
 	if (!e || e->type != REDIS_REPLY_ARRAY || e->elements < 1 ||
 	    redis_id(e->element[0], &ms, &seq))
 		return -1;
+	if (!api_id(ms, seq)) {
+		*cur = (struct fg_ev_cursor){ .ms = ms, .seq = seq, .slot = slot,
+					      .cluster = cluster, .set = true };
+		return 1;
+	}
 	memset(ev, 0, sizeof(*ev));
 	ev->kind = ev->lock = ev->principal = ev->owner = ev->client =
 		ev->gateway = ev->detail = "";
@@ -320,7 +359,6 @@ struct hstream {
 	size_t i;              /* the next of them to give */
 	bool more;             /* the last read filled its COUNT */
 	bool need;             /* to be read in the next round */
-	bool done;             /* nothing more to read */
 	/* the last entry read, for the horizon */
 	uint64_t last_ms, last_seq;
 	/* the gap test */
@@ -453,7 +491,6 @@ static void take_read(struct history *h, struct hstream *s, redisReply *r)
 	s->more = false;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
 		freeReplyObject(r);
-		s->done = true;
 		return;
 	}
 	s->r = r;
@@ -467,12 +504,11 @@ static void take_read(struct history *h, struct hstream *s, redisReply *r)
 			s->last_ms = ms;
 			s->last_seq = seq;
 			struct fg_ev_cursor c = { .ms = ms, .seq = seq, .set = true };
-			resume_from(&c, false, 0, &s->from_ms, &s->from_seq);
+			if (!resume_from(&c, false, 0, &s->from_ms, &s->from_seq))
+				s->more = false; /* the end of all ids */
 			break;
 		}
 	}
-	if (!s->more)
-		s->done = true;
 }
 
 /* XINFO STREAM's map, as a flat array of names and values */
@@ -637,28 +673,41 @@ int fg_events_range(fg_store *st, const struct fg_ev_cursor *after,
 				*gap = true;
 	}
 
+	/* the streams with entries read and not given yet (the only ones
+	 * a merge step looks at: a few, when most slots are quiet) */
+	size_t *live = malloc(h.n * sizeof(*live));
+	if (!live) {
+		err = FG_ENOMEM;
+		goto done;
+	}
 	unsigned read = 0;
 	bool stop = false;
 	while (!stop && read < scan) {
 		err = pipeline(&h, want_read, build_read, take_read);
 		if (err)
-			goto done;
+			break;
+		size_t nl = 0;
+		for (size_t i = 0; i < h.n; i++)
+			if (h.s[i].r)
+				live[nl++] = i;
 		/* give entries in (ms, slot, seq) order while none can come
 		 * before them from a stream not read far enough yet */
 		for (;;) {
 			struct hstream *best = NULL;
 			uint64_t bms = 0, bseq = 0;
 			bool refill = false;
-			for (size_t i = 0; i < h.n; i++) {
-				struct hstream *s = &h.s[i];
+			for (size_t l = 0; l < nl; l++) {
+				struct hstream *s = &h.s[live[l]];
 				if (!s->r)
 					continue;
-				/* an entry without an id is passed over */
-				uint64_t ms, seq;
+				/* an entry without an id the API can name is
+				 * passed over */
+				uint64_t ms = 0, seq = 0;
 				while (s->i < s->r->elements &&
 				       (s->r->element[s->i]->type != REDIS_REPLY_ARRAY ||
 					s->r->element[s->i]->elements < 1 ||
-					redis_id(s->r->element[s->i]->element[0], &ms, &seq)))
+					redis_id(s->r->element[s->i]->element[0], &ms, &seq) ||
+					!api_id(ms, seq)))
 					s->i++;
 				if (s->i >= s->r->elements) {
 					freeReplyObject(s->r);
@@ -676,8 +725,8 @@ int fg_events_range(fg_store *st, const struct fg_ev_cursor *after,
 			}
 			/* the horizon: a stream to read again whose last entry
 			 * is before the best one may hold one before it */
-			for (size_t i = 0; i < h.n; i++) {
-				struct hstream *s = &h.s[i];
+			for (size_t l = 0; l < nl; l++) {
+				struct hstream *s = &h.s[live[l]];
 				if (s->need && (!best || key_cmp(s->last_ms, s->slot,
 					s->last_seq, bms, best->slot, bseq) < 0)) {
 					refill = true;
@@ -700,11 +749,12 @@ int fg_events_range(fg_store *st, const struct fg_ev_cursor *after,
 				break;
 		}
 		bool any = false;
-		for (size_t i = 0; i < h.n && !any; i++)
-			any = h.s[i].need;
+		for (size_t l = 0; l < nl && !any; l++)
+			any = h.s[live[l]].need;
 		if (!any)
 			break;
 	}
+	free(live);
 done:
 	history_finish(&h);
 	return err;
@@ -814,6 +864,8 @@ struct fg_evtail {
 	struct tnode *nodes;
 	size_t nnodes;
 	struct fg_ev_cursor pos;   /* the last entry given, or the start */
+	uint64_t rd_ms, rd_seq;    /* one Redis: the last entry read (given
+				      or read past) */
 	/* Cluster: per slot, where its stream is read from (inclusive), and
 	 * whether it was written since it was last read */
 	uint64_t *from_ms, *from_seq;
@@ -925,13 +977,18 @@ static int one_start(fg_evtail *t, struct tnode *n)
 	uint64_t ms = 0, seq = 0;
 	if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
 	    r->element[0]->type == REDIS_REPLY_ARRAY &&
-	    r->element[0]->elements >= 1)
-		redis_id(r->element[0]->element[0], &ms, &seq);
+	    r->element[0]->elements >= 1 &&
+	    redis_id(r->element[0]->element[0], &ms, &seq))
+		ms = seq = 0;
 	else if (r->type == REDIS_REPLY_ERROR && !reads_empty(r)) {
 		freeReplyObject(r);
 		return FG_EUNAVAIL;
 	}
 	freeReplyObject(r);
+	t->rd_ms = ms;
+	t->rd_seq = seq;
+	if (!api_id(ms, seq))
+		ms = seq = 0;
 	t->pos = (struct fg_ev_cursor){ .ms = ms, .seq = seq, .set = true };
 	return FG_OK;
 }
@@ -1012,7 +1069,7 @@ static int one_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 	}
 	push(&c, "STREAMS");
 	push(&c, FG__EV_ONE);
-	argf(&c, "%llu-%llu", t->pos.ms, t->pos.seq);
+	argf(&c, "%llu-%llu", t->rd_ms, t->rd_seq);
 	redisSetTimeout(n->rc, tv(block_ms + t->command_ms));
 	redisReply *r = tail_cmd(t, n, n->rc, &c);
 	if (!r)
@@ -1035,11 +1092,13 @@ static int one_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 		for (size_t i = 0; i < es->elements; i++) {
 			struct fg_event ev;
 			struct fg_ev_cursor cur;
-			if (entry_event(es->element[i], false, 0, &ev, &cur))
+			int e = entry_event(es->element[i], false, 0, &ev, &cur);
+			if (e < 0)
 				continue;
-			/* never back: a Redis that lost its data starts its
-			 * ids over */
-			if (id_cmp(cur.ms, cur.seq, t->pos.ms, t->pos.seq) <= 0)
+			/* XREAD gives only ids after rd */
+			t->rd_ms = cur.ms;
+			t->rd_seq = cur.seq;
+			if (e > 0)
 				continue;
 			t->pos = cur;
 			got++;
@@ -1186,8 +1245,10 @@ static int read_marked(fg_evtail *t, size_t ni, fg_event_cb *cb, void *arg,
 		unsigned s = es[k].slot;
 		if (id_cmp(es[k].ms, es[k].seq, t->from_ms[s], t->from_seq[s]) < 0)
 			continue; /* never back, as on one Redis */
-		entry_event(es[k].e, true, s, &ev, &cur);
+		int e = entry_event(es[k].e, true, s, &ev, &cur);
 		resume_from(&cur, false, 0, &t->from_ms[s], &t->from_seq[s]);
+		if (e)
+			continue;
 		t->pos = cur;
 		got++;
 		if (cb(arg, &ev)) {
@@ -1248,26 +1309,17 @@ static int cluster_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 		goto out;
 	}
 	for (;;) {
-		uint64_t now = fg__mono_ms();
-		uint64_t wake = end;
-		for (size_t i = 0; i < t->nnodes && !stop; i++) {
+		/* wait for a subscriber to speak, or for a master whose
+		 * streams are marked to be due again (at once when one is) */
+		uint64_t now = fg__mono_ms(), wake = end;
+		for (size_t i = 0; i < t->nnodes; i++) {
 			struct tnode *n = &t->nodes[i];
 			if (!n->rc || !has_marked(t, i))
 				continue;
 			uint64_t due = n->last_read_ms + FOLLOW_PACE_MS;
-			if (now < due) {
-				if (due < wake)
-					wake = due;
-				continue;
-			}
-			int r = read_marked(t, i, cb, arg, &stop);
-			if (r < 0 && !down)
-				down = r;
-			else if (r > 0)
-				got += r;
+			if (due < wake)
+				wake = due;
 		}
-		if (got || stop || now >= end)
-			break;
 		size_t np = 0;
 		for (size_t i = 0; i < t->nnodes; i++)
 			if (t->nodes[i].sub) {
@@ -1277,7 +1329,8 @@ static int cluster_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 			}
 		int pr = poll(pfd, np, (int)(wake > now ? wake - now : 0));
 		if (pr < 0 && errno != EINTR) {
-			down = FG_EUNAVAIL;
+			if (!down)
+				down = FG_EUNAVAIL;
 			break;
 		}
 		for (size_t p = 0; p < np && pr > 0; p++) {
@@ -1291,6 +1344,20 @@ static int cluster_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 					down = FG_EUNAVAIL;
 			}
 		}
+		now = fg__mono_ms();
+		for (size_t i = 0; i < t->nnodes && !stop; i++) {
+			struct tnode *n = &t->nodes[i];
+			if (!n->rc || !has_marked(t, i) ||
+			    now < n->last_read_ms + FOLLOW_PACE_MS)
+				continue;
+			int r = read_marked(t, i, cb, arg, &stop);
+			if (r < 0 && !down)
+				down = r;
+			else if (r > 0)
+				got += r;
+		}
+		if (got || stop || now >= end)
+			break;
 	}
 out:
 	free(pfd);

@@ -47,6 +47,28 @@ static int rp_free_port(void)
 	return ntohs(a.sin_port);
 }
 
+static int rp_bindable(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* A free port whose cluster bus port (port + 10000) is free too. */
+static inline int rp_free_cluster_port(void)
+{
+	for (int i = 0; i < 1000; i++) {
+		int p = rp_free_port();
+		if (p > 0 && p + 10000 <= 65535 && rp_bindable(p + 10000))
+			return p;
+	}
+	return -1;
+}
+
 static void rp_sleep_ms(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
