@@ -9,7 +9,9 @@ second: a held lock with its holder, a waiter in its lock's queue, a
 refused write as a refused event. Under the auth-file a principal that
 may observe only one prefix enters its key once (kept for the tab) and
 sees nothing of another prefix, neither a lock nor an event. The page
-loads with its Content-Security-Policy and the console has no errors.
+loads with its Content-Security-Policy and the console has no errors; an
+inline script or an image of another host put in the page is refused by
+the browser, and that refusal is among the errors the tests look at.
 Screenshots at 1280x800 and at a phone's 390x844 are saved beside the
 gateways' logs (their paths are printed).
 
@@ -270,6 +272,28 @@ class StatusPage(StoreTestCase):
         # bytes): no event marks its absence
         time.sleep(2.2)
         self.assert_no_console_errors()
+
+    def test_csp_blocks_inline_script_and_other_hosts_and_is_seen(self):
+        # what the page would do if a lock name ever got in as markup: the
+        # browser refuses it, and the errors the other tests hold to
+        # nothing are where such a refusal shows
+        self.open_page()
+        self.b.evaluate(
+            "const s = document.createElement('script');"
+            "s.textContent = 'window.injected = 1';"
+            "document.body.appendChild(s);"
+            "const i = document.createElement('img');"
+            "i.src = 'http://example.invalid/x.png';"
+            "document.body.appendChild(i); true")
+        found = self.wait_for(
+            lambda: len([e for e in self.b.errors
+                         if e["from"] == "security"]) >= 2,
+            slack(2.0), "two Content-Security-Policy violations reported")
+        self.assertTrue(found)
+        self.assertIsNone(self.b.evaluate("window.injected"))
+        texts = " ".join(e["text"] for e in self.b.errors)
+        self.assertIn("script-src", texts)
+        self.assertIn("img-src", texts)
 
     # -- live ---------------------------------------------------------------
 
