@@ -118,8 +118,10 @@
       render();
       return;
     }
-    state.denied = 'Your key may not see ' + what + ': ' + msg + '. ' +
-      'Enter a prefix it may observe.';
+    // the listing and the events are refused alike: the first one says it
+    if (!state.denied)
+      state.denied = 'Your key may not see ' + what + ': ' + msg + '. ' +
+        'Enter a prefix it may observe.';
     render();
   }
 
