@@ -7,7 +7,9 @@
  *   ../events?prefix=P   what happens to them, as Server-Sent Events read
  *                        with fetch() (EventSource cannot send a key);
  *                        every event asks for a new listing (at most 4 a
- *                        second), so the page follows what happens
+ *                        second), so the page follows what happens; the
+ *                        listing is asked for twice a second besides, for
+ *                        what makes no event (a waiter joining a queue)
  *   ../health            Redis and the upstream
  *   ../metrics           grants and refusals (needs the metrics right)
  * Between listings the TTL bars, lock-delays and held-for times count on
@@ -19,8 +21,9 @@
 (function () {
   const KEY_STORE = 'fencegate.key';
   const MIN_REFRESH_MS = 250;      // at most 4 listings a second
-  const POLL_LIVE_MS = 2000;       // a listing now and then, events or not
-  const POLL_BLIND_MS = 500;       // and often when there is no event stream
+  // A listing twice a second, events or not: a waiter that joins a
+  // queue makes no event, nor does a lock-delay that ends.
+  const POLL_MS = 500;
   const HEALTH_MS = 2000;
   const HISTORY_MS = 5 * 60 * 1000; // events shown from before the page opened
   const RATE_WINDOW_MS = 10000;
@@ -699,8 +702,7 @@
     }, 250);
     setInterval(refreshHealth, HEALTH_MS);
     setInterval(() => {
-      const every = state.evState === 'live' ? POLL_LIVE_MS : POLL_BLIND_MS;
-      if (Date.now() - lastRefresh >= every) wantRefresh();
+      if (Date.now() - lastRefresh >= POLL_MS) wantRefresh();
     }, 250);
     restart();
   }
