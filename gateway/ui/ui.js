@@ -29,7 +29,8 @@
   const RATE_WINDOW_MS = 10000;
   const EVENTS_KEPT = 300;
   const EVENTS_SHOWN = 100;
-  const PAGES_MAX = 10;            // listing pages of 500 locks
+  const PAGES_MAX = 2;             // listing pages of 500 locks: a longer
+                                   // list is narrowed with the prefix
 
   const state = {
     gen: 0,              // bumped when the prefix or the key changes
@@ -598,7 +599,9 @@
       ul.appendChild(li);
     }
     $('locks-empty').hidden = state.locks.length > 0 || Boolean(state.denied) || state.needKey;
-    $('locks-count').textContent = state.locks.length ? '(' + state.locks.length + ')' : '';
+    $('locks-count').textContent = state.truncated
+      ? '(the first ' + state.locks.length + '; a prefix shows the rest)'
+      : state.locks.length ? '(' + state.locks.length + ')' : '';
   }
 
   const KIND_TEXT = {
@@ -700,9 +703,18 @@
       const dt = Date.now() - state.listedAt;
       for (const t of ticking) t(dt);
     }, 250);
-    setInterval(refreshHealth, HEALTH_MS);
     setInterval(() => {
-      if (Date.now() - lastRefresh >= POLL_MS) wantRefresh();
+      if (!document.hidden) refreshHealth();
+    }, HEALTH_MS);
+    document.addEventListener('visibilitychange', () => {
+      if (!document.hidden) {
+        wantRefresh();
+        refreshHealth();
+      }
+    });
+    setInterval(() => {
+      // a tab nobody looks at costs the gateway nothing but its stream
+      if (!document.hidden && Date.now() - lastRefresh >= POLL_MS) wantRefresh();
     }, 250);
     restart();
   }
