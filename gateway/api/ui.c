@@ -1,10 +1,10 @@
 /*
  * ui.c - the status page under /_fence/v1/ui/: index.html, ui.css, ui.js
- * and its icon (which the page names, so that no browser asks the
- * upstream for /favicon.ico) as built in (base/uiassets.h). The page holds no data: every call
- * it makes goes to the lock API with the user's own key, which is where
- * what a principal may see is decided; so the files are open, as
- * openapi.json is (base/apiroute.c).
+ * and icon.svg as built in (base/uiassets.h); the page names its icon so
+ * that no browser asks the upstream for /favicon.ico. The page holds no
+ * data: every call it makes goes to the lock API with the user's own
+ * key, which is where what a principal may see is decided; so the files
+ * are open, as openapi.json is (base/apiroute.c).
  *
  * Invariant: every file goes out with the one Content-Security-Policy
  * below, which lets the page load and call nothing but this gateway and
