@@ -31,6 +31,7 @@ import json
 import os
 import re
 import secrets
+import signal
 import socket
 import tempfile
 import threading
@@ -425,6 +426,17 @@ class Serving(EventsCase):
         ids = [i for i in s.ids()]
         self.assertEqual(ids, mine)
 
+    def test_an_idle_stream_sends_a_keep_alive_every_15_s(self):
+        s = self.stream(query(prefix="nothing-here/", after=self.mark()))
+        s.read_head()
+        t0 = time.monotonic()
+        self.assertTrue(s.wait(lambda s: s.comments >= 1, 15.0 + slack(10.0)),
+                        "no keep-alive comment")
+        took = time.monotonic() - t0
+        self.assertGreater(took, 14.0)
+        self.assertEqual(s.frames, [])
+        self.assertFalse(s.ended)
+
     def test_head_answers_like_get_without_a_body(self):
         r = self.req("HEAD", query(prefix="a/", wait_ms=30000), timeout=slack(5.0))
         self.assertEqual(r.status, 200, r)
@@ -613,3 +625,35 @@ class SlowReader(EventsCase):
                         "the stream not read did not end")
         self.assertLess(len(slow.ids()), n)
         self.assertEqual(slow.ids(), ids[:len(slow.ids())])
+
+
+@harness.single_redis("appends to the one event stream of a single Redis")
+class Drain(EventsCase):
+    """A gateway that drains answers its long polls with what they have
+    and ends its streams: nothing waits for the drain's bound."""
+
+    uses_shared_env = False
+
+    def test_the_drain_answers_long_polls_and_ends_streams(self):
+        env = self.start_env(flags=["--drain-timeout-ms", "20000"])
+        self.gw, self.redis = env.gw, env.redis
+        after = self.mark()
+        s = self.stream(query(prefix="d/"), [("Last-Event-ID", after)])
+        s.read_head()
+        i = xadd(self.redis, k="granted", l="d/x", t="1")
+        self.assertTrue(s.wait(lambda s: s.ids() == [i], slack(5.0)), s.frames)
+        c = self.call("GET", query(prefix="d/", after=i, wait_ms=60000),
+                      timeout=slack(40.0))
+        self.assertTrue(wait_until(
+            lambda: metric_value(self.gw, "fencegate_event_readers") >= 2,
+            slack(5.0)))
+        t0 = time.monotonic()
+        self.gw.proc.send_signal(signal.SIGTERM)
+        r = c.result(slack(10.0))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json, {"events": [], "next": i})
+        self.assertTrue(s.wait(lambda s: s.ended, slack(10.0)),
+                        "the stream did not end")
+        self.assertTrue(wait_until(lambda: not self.gw.alive(), slack(15.0)))
+        self.assertLess(time.monotonic() - t0, slack(15.0))
+        self.assertEqual(self.gw.proc.returncode, 0)
