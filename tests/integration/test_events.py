@@ -40,6 +40,7 @@ import urllib.parse
 import hashlib
 
 import harness
+import topology
 from harness import RespClient, TestCase, metric_value, slack, wait_until
 
 EVENTS = "/_fence/v1/events"
@@ -56,6 +57,35 @@ def xadd(redis, **fields):
         args += [k, v if isinstance(v, str) else json.dumps(v)
                  if isinstance(v, dict) else str(v)]
     return redis.command(*args).decode()
+
+
+_TAGS = {}
+
+
+def stream_of(name):
+    """The stream lock `name`'s events go to, and its slot (None on one
+    Redis): on a Cluster fg:{!evT}:s, T the first number whose tag "!evT"
+    is in the lock's own slot (lockcore/evkeys.c)."""
+    if not harness.cluster_mode():
+        return STREAM, None
+    slot = topology.keyslot("fg:{%s}:s" % name)
+    if slot not in _TAGS:
+        t = 0
+        while topology.keyslot("!ev%d" % t) != slot:
+            t += 1
+        _TAGS[slot] = t
+    return "fg:{!ev%d}:s" % _TAGS[slot], slot
+
+
+def xadd_lock(redis, name, **fields):
+    """Appends one event of lock `name` where its functions would, on one
+    Redis or a Cluster; returns its id as the API gives it."""
+    key, slot = stream_of(name)
+    args = ["XADD", key, "*", "l", name]
+    for k, v in fields.items():
+        args += [k, str(v)]
+    i = redis.command(*args).decode()
+    return i if slot is None else "%s.%d" % (i, slot)
 
 
 def query(**params):
@@ -454,6 +484,52 @@ class Serving(EventsCase):
         self.assertTrue(wait_until(
             lambda: metric_value(self.gw, "fencegate_event_readers") == base,
             slack(5.0)))
+
+
+class OneLock(EventsCase):
+    """A lock's events, on one Redis or a Cluster (its own slot's stream):
+    always in its order, with the ids the topology gives."""
+
+    def read_all(self, name, want):
+        """Follows next from the oldest retained until `want` events of
+        `name` were seen (a page may hold fewer than its limit)."""
+        seen, cursor = [], None
+        for _ in range(50):
+            params = dict(prefix=name, limit=1000)
+            if cursor:
+                params["after"] = cursor
+            page = self.events_ok(**params)
+            seen += [e["id"] for e in page["events"]]
+            if len(seen) >= want:
+                return seen
+            cursor = page["next"] or cursor
+        return seen
+
+    def test_a_locks_events_in_order_then_a_long_poll_then_a_stream(self):
+        name = self.lock_name()
+        ids = [xadd_lock(self.redis, name, k="granted", t=1),
+               xadd_lock(self.redis, name, k="released", t=1),
+               xadd_lock(self.redis, name, k="granted", t=2)]
+        if harness.cluster_mode():
+            for i in ids:
+                self.assertRegex(i, r"^\d+-\d+\.\d+$")
+        self.assertEqual(self.read_all(name, 3), ids)
+        c = self.call("GET", query(prefix=name, after=ids[-1], wait_ms=30000),
+                      timeout=slack(40.0))
+        time.sleep(slack(0.3))
+        self.assertFalse(c.done)
+        ids.append(xadd_lock(self.redis, name, k="released", t=2))
+        r = c.result(slack(10.0))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([e["id"] for e in r.json["events"]], ids[3:])
+        s = self.stream(query(prefix=name), [("Last-Event-ID", ids[0])])
+        s.read_head()
+        self.assertTrue(s.wait(lambda s: len(s.ids()) >= 3, slack(5.0)),
+                        s.frames)
+        ids.append(xadd_lock(self.redis, name, k="granted", t=3))
+        self.assertTrue(s.wait(lambda s: len(s.ids()) >= 4, slack(5.0)),
+                        s.frames)
+        self.assertEqual(s.ids(), ids[1:])
 
 
 class Validation(EventsCase):
