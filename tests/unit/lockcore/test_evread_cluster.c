@@ -555,6 +555,65 @@ static void test_slot_moves(void **state)
 	assert_int_equal(fg_topo_refresh(e->topo), FG_OK);
 }
 
+/* A master goes and comes back (empty: nothing saved) under the
+ * follower: an error while it is gone, the other masters' events still
+ * given, then what its streams got since it came back, once. */
+static void test_master_restart(void **state)
+{
+	static const char *const args[] = { "--cluster-enabled", "yes",
+		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
+		"2000", NULL };
+	struct env *e = *state;
+	char id[4][48];
+	del_all(e);
+	fg_evtail *t = fg_evtail_create(&e->opts);
+	assert_non_null(t);
+	struct seen *s = calloc(1, sizeof(*s));
+
+	rp_kill(&e->rp[1]);
+	redisFree(e->rc[1]);
+	e->rc[1] = NULL;
+	/* its subscriber's end is seen: an error */
+	assert_true(fg_evtail_next(t, 100, see, s) < 0);
+	/* another master's event: given all the same */
+	xadd(e, 200, NULL, id[0], "granted", "m0");
+	int got = 0;
+	for (int i = 0; i < 50 && got == 0; i++) {
+		int r = fg_evtail_next(t, 100, see, s);
+		if (r > 0)
+			got += r;
+	}
+	assert_int_equal(got, 1);
+	assert_int_equal(s->n, 1);
+
+	/* back on its port with its node id (nodes.conf), empty */
+	assert_int_equal(rp_start(&e->rp[1], args), 0);
+	assert_non_null(e->rc[1] = rp_connect(&e->rp[1]));
+	int i;
+	for (i = 0; i < 2000 && !cluster_ok(e); i++)
+		rp_sleep_ms(10);
+	assert_true(i < 2000);
+	/* written before the follower is back on it: caught up */
+	xadd(e, 8000, NULL, id[1], "granted", "m1a");
+	xadd(e, 9000, NULL, id[2], "granted", "m1b");
+	for (i = 0; i < 100 && s->n < 3; i++)
+		fg_evtail_next(t, 100, see, s);
+	assert_int_equal(s->n, 3);
+	/* and after, as it comes */
+	xadd(e, 8000, NULL, id[3], "released", "m1a");
+	for (i = 0; i < 50 && s->n < 4; i++)
+		fg_evtail_next(t, 100, see, s);
+	assert_int_equal(s->n, 4);
+	assert_int_equal(fg_evtail_next(t, 200, see, s), 0);
+	assert_int_equal(s->n, 4);
+	assert_string_equal(s->lock[3], "m1a");
+	char full[64];
+	snprintf(full, sizeof(full), "%s.8000", id[3]);
+	assert_string_equal(s->id[3], full);
+	fg_evtail_destroy(t);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -563,6 +622,7 @@ int main(void)
 		cmocka_unit_test(test_trim),
 		cmocka_unit_test(test_tail),
 		cmocka_unit_test(test_slot_moves),
+		cmocka_unit_test(test_master_restart),
 	};
 	return cmocka_run_group_tests(tests, env_up, env_down);
 }
