@@ -73,6 +73,7 @@
 #define PIPE_MAX 1024u      /* commands per pipeline before its replies */
 #define FOLLOW_COUNT 256u   /* entries per stream per follower read */
 #define FOLLOW_PACE_MS 20u  /* a master's streams read at most this often */
+#define SUB_PING_MS 15000u  /* a silent subscriber is asked for a PONG */
 #define TRACK_PREFIX "fg:{!ev"
 #define SEQ_MAX 9999999999999999999ull /* 19 digits: the id's bound */
 
@@ -860,6 +861,8 @@ struct tnode {
 	redisContext *sub;  /* Cluster: subscribed to __redis__:invalidate */
 	uint64_t next_try_ms;
 	uint64_t last_read_ms;
+	uint64_t heard_ms;  /* Cluster: the subscriber last spoke */
+	uint64_t ping_ms;   /* Cluster: a PING unanswered since, or 0 */
 	bool all;           /* Cluster: read every slot it serves */
 };
 
@@ -1043,6 +1046,8 @@ static int tail_up(fg_evtail *t, struct tnode *n)
 		return FG_EUNAVAIL;
 	}
 	n->all = true;
+	n->heard_ms = fg__mono_ms();
+	n->ping_ms = 0;
 	if (!t->pos.set) {
 		uint64_t ms;
 		if (redis_time(n->rc, &ms)) {
@@ -1130,6 +1135,8 @@ static int take_invalidations(fg_evtail *t, struct tnode *n)
 			return -1;
 		if (!r)
 			return 0;
+		n->heard_ms = fg__mono_ms(); /* a PONG too */
+		n->ping_ms = 0;
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
 		    r->element[0]->type == REDIS_REPLY_STRING &&
 		    strcmp(r->element[0]->str, "message") == 0) {
@@ -1323,6 +1330,43 @@ static int cluster_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 			if (!n->rc || !has_marked(t, i))
 				continue;
 			uint64_t due = n->last_read_ms + FOLLOW_PACE_MS;
+			if (due < wake)
+				wake = due;
+		}
+		/* a subscriber silent for SUB_PING_MS is asked for a PONG,
+		 * and one that gives none within command_ms is gone (its
+		 * connection died without a word: tracking with it) */
+		for (size_t i = 0; i < t->nnodes; i++) {
+			struct tnode *n = &t->nodes[i];
+			if (!n->sub)
+				continue;
+			if (n->ping_ms && now >= n->ping_ms + t->command_ms) {
+				tnode_drop(n);
+				fg_topo_suspect(t->topo);
+				if (!down)
+					down = FG_EUNAVAIL;
+				continue;
+			}
+			if (!n->ping_ms && now >= n->heard_ms + SUB_PING_MS) {
+				int done = 0;
+				if (redisAppendCommand(n->sub, "PING") != REDIS_OK) {
+					tnode_drop(n);
+					continue;
+				}
+				while (!done)
+					if (redisBufferWrite(n->sub, &done) != REDIS_OK)
+						break;
+				if (!done) {
+					tnode_drop(n);
+					fg_topo_suspect(t->topo);
+					if (!down)
+						down = FG_EUNAVAIL;
+					continue;
+				}
+				n->ping_ms = now;
+			}
+			uint64_t due = n->ping_ms ? n->ping_ms + t->command_ms
+						  : n->heard_ms + SUB_PING_MS;
 			if (due < wake)
 				wake = due;
 		}

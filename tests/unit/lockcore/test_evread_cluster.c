@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
@@ -614,6 +615,50 @@ static void test_master_restart(void **state)
 	free(s);
 }
 
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A master that stops answering without closing anything (SIGSTOP): the
+ * follower's subscriber there goes silent; after 15 s it is asked for a
+ * PONG and, none within the command timeout (2 s), it counts as gone:
+ * an error; once the master runs again, its streams are read again. */
+static void test_master_silent(void **state)
+{
+	struct env *e = *state;
+	char id[48];
+	del_all(e);
+	fg_evtail *t = fg_evtail_create(&e->opts);
+	assert_non_null(t);
+	struct seen *s = calloc(1, sizeof(*s));
+	assert_int_equal(fg_evtail_next(t, 50, see, s), 0);
+
+	uint64_t t0 = now_ms();
+	kill(e->rp[2].pid, SIGSTOP);
+	int r = 0;
+	while (r >= 0 && now_ms() - t0 < 30000)
+		r = fg_evtail_next(t, 500, see, s);
+	uint64_t took = now_ms() - t0;
+	kill(e->rp[2].pid, SIGCONT);
+	assert_true(r < 0);
+	assert_true(took >= 15000 && took < 15000 + 2000 + 5000);
+
+	int i;
+	for (i = 0; i < 2000 && !cluster_ok(e); i++)
+		rp_sleep_ms(10);
+	assert_true(i < 2000);
+	xadd(e, 13000, NULL, id, "granted", "back");
+	for (i = 0; i < 50 && s->n < 1; i++)
+		fg_evtail_next(t, 100, see, s);
+	assert_int_equal(s->n, 1);
+	assert_string_equal(s->lock[0], "back");
+	fg_evtail_destroy(t);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -623,6 +668,7 @@ int main(void)
 		cmocka_unit_test(test_tail),
 		cmocka_unit_test(test_slot_moves),
 		cmocka_unit_test(test_master_restart),
+		cmocka_unit_test(test_master_silent),
 	};
 	return cmocka_run_group_tests(tests, env_up, env_down);
 }
