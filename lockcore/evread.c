@@ -399,17 +399,82 @@ static int reply_ok(const redisReply *r)
 	return FG_EUNAVAIL;
 }
 
+/* What a pipeline sends to which stream, and what it does with each
+ * reply (keeps it or frees it). */
+typedef bool want_fn(struct hstream *s);
+typedef void build_fn(const struct history *h, struct hstream *s,
+		      struct cmd *c, char *key, size_t cap);
+typedef void take_fn(struct history *h, struct hstream *s, redisReply *r);
+
+/* Errors that mean the map or the master moved: the connection goes (the
+ * store makes another one), the topology is looked at again. */
+static bool moved(const redisReply *r)
+{
+	return strncmp(r->str, "MOVED", 5) == 0 || strncmp(r->str, "ASK", 3) == 0 ||
+	       strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+	       strncmp(r->str, "READONLY", 8) == 0;
+}
+
+/* One pipeline to master `node`: the streams of h->s from *at on that it
+ * wants, PIPE_MAX at most; *at moves past them. */
+static int pipeline_batch(struct history *h, size_t node, size_t *at,
+			  size_t *batch, want_fn *want, build_fn *build,
+			  take_fn *take)
+{
+	const struct fg_redis_node *where = &h->view->nodes[node];
+	redisContext *rc = NULL;
+	size_t nb = 0;
+	int err = FG_OK;
+	bool lost = false;
+
+	for (; *at < h->n && nb < PIPE_MAX; (*at)++) {
+		struct hstream *s = &h->s[*at];
+		if (s->node != node || !want(s))
+			continue;
+		if (!rc && !(rc = fg__store_conn(h->st, where)))
+			return FG_EUNAVAIL;
+		char key[FG__EV_KEY_MAX];
+		struct cmd c;
+		build(h, s, &c, key, sizeof(key));
+		if (redisAppendCommandArgv(rc, c.argc, c.argv, c.len) != REDIS_OK) {
+			err = FG_ENOMEM;
+			lost = true; /* what was appended is read below */
+			break;
+		}
+		batch[nb++] = *at;
+	}
+	/* every reply is read, even after a bad one: the connection stays in
+	 * step, and is dropped (if at all) only once it was read */
+	for (size_t b = 0; b < nb; b++) {
+		redisReply *r = NULL;
+		if (redisGetReply(rc, (void **)&r) != REDIS_OK || !r) {
+			fg__store_lost(h->st, where, NULL);
+			return FG_EUNAVAIL;
+		}
+		int rerr = reply_ok(r);
+		if (rerr) {
+			lost = lost || moved(r);
+			if (!err)
+				err = rerr;
+			freeReplyObject(r);
+		} else if (err) {
+			freeReplyObject(r);
+		} else {
+			take(h, &h->s[batch[b]], r);
+		}
+	}
+	if (lost)
+		fg__store_lost(h->st, where, err == FG_ENOMEM ? "out of memory" :
+			       "the slot map moved");
+	return err;
+}
+
 /*
  * Sends, per master, the command build() makes for each stream that
  * want() picks, pipelined (PIPE_MAX at a time), and hands each reply to
  * take() (which keeps it or frees it). FG_OK, or FG_EUNAVAIL (a
  * connection failed: dropped; or a redirection: the map is suspect).
  */
-typedef bool want_fn(struct hstream *s);
-typedef void build_fn(const struct history *h, struct hstream *s,
-		      struct cmd *c, char *key, size_t cap);
-typedef void take_fn(struct history *h, struct hstream *s, redisReply *r);
-
 static int pipeline(struct history *h, want_fn *want, build_fn *build,
 		    take_fn *take)
 {
@@ -417,60 +482,10 @@ static int pipeline(struct history *h, want_fn *want, build_fn *build,
 	int err = FG_OK;
 	if (!batch)
 		return FG_ENOMEM;
-	for (size_t node = 0; node < h->view->nnodes && !err; node++) {
-		size_t at = 0;
-		while (at < h->n && !err) {
-			size_t nb = 0;
-			redisContext *rc = NULL;
-			for (; at < h->n && nb < PIPE_MAX; at++) {
-				struct hstream *s = &h->s[at];
-				if (s->node != node || !want(s))
-					continue;
-				if (!rc && !(rc = fg__store_conn(h->st, &h->view->nodes[node]))) {
-					err = FG_EUNAVAIL;
-					break;
-				}
-				char key[FG__EV_KEY_MAX];
-				struct cmd c;
-				build(h, s, &c, key, sizeof(key));
-				if (redisAppendCommandArgv(rc, c.argc, c.argv, c.len) != REDIS_OK) {
-					err = FG_ENOMEM;
-					break;
-				}
-				batch[nb++] = at;
-			}
-			/* every reply is read, even after a bad one: the
-			 * connection stays in step */
-			for (size_t b = 0; b < nb; b++) {
-				redisReply *r = NULL;
-				if (redisGetReply(rc, (void **)&r) != REDIS_OK || !r) {
-					fg__store_lost(h->st, &h->view->nodes[node], NULL);
-					err = FG_EUNAVAIL;
-					break;
-				}
-				int rerr = reply_ok(r);
-				if (rerr) {
-					if (strncmp(r->str, "MOVED", 5) == 0 ||
-					    strncmp(r->str, "ASK", 3) == 0 ||
-					    strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-					    strncmp(r->str, "READONLY", 8) == 0)
-						fg__store_lost(h->st, &h->view->nodes[node],
-							       r->str);
-					if (!err)
-						err = rerr;
-					freeReplyObject(r);
-					continue;
-				}
-				if (err)
-					freeReplyObject(r);
-				else
-					take(h, &h->s[batch[b]], r);
-			}
-			if (err == FG_ENOMEM && rc)
-				fg__store_lost(h->st, &h->view->nodes[node],
-					       "out of memory");
-		}
-	}
+	for (size_t node = 0; node < h->view->nnodes && !err; node++)
+		for (size_t at = 0; at < h->n && !err;)
+			err = pipeline_batch(h, node, &at, batch, want, build,
+					     take);
 	free(batch);
 	return err;
 }
