@@ -517,6 +517,17 @@ static void test_slot_moves(void **state)
 
 	uint64_t gen = fg_topo_gen(e->topo);
 	move_slot(e, 9000, owner(9000), 2);
+	/* before the map is looked at again, the history asks the old
+	 * master, which answers MOVED: not all there, the map suspect */
+	{
+		struct fg_ev_cursor next = { 0 };
+		bool gap;
+		struct seen *h = calloc(1, sizeof(*h));
+		assert_int_equal(fg_events_range(e->st, NULL, 100, 0, see, h,
+						 &next, &gap), FG_EUNAVAIL);
+		assert_true(fg_topo_suspected(e->topo));
+		free(h);
+	}
 	assert_int_equal(fg_topo_refresh(e->topo), FG_OK);
 	assert_true(fg_topo_gen(e->topo) > gen);
 
