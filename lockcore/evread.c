@@ -13,33 +13,39 @@
  *
  * The history reads every stream from the cursor and merges by (ms, slot,
  * seq). On a Cluster it pipelines one XRANGE per slot to the slot's
- * master (XREAD over many keys is refused there: CROSSSLOT), first with a
- * small COUNT (8), then again, four times as many each time up to `scan`,
- * only for the streams that filled their COUNT and whose next entry could
- * come before the next one to give (the merge's horizon): what a call holds
- * is bounded by about 8 entries per slot plus `scan`. Cost on a Cluster: a
- * history call sends 16384 XRANGEs (about 8 ms of Redis time spread over
- * the masters, on the store's connections, with no wait between them),
- * plus 16384 XINFO STREAM when `after` is given (to tell a gap), plus a
- * few rounds for the streams with many entries. One Redis: one XINFO, then
- * XRANGE COUNT 512 per 512 entries.
+ * master (XREAD over many keys is refused there: CROSSSLOT; pipelined
+ * XRANGEs are as many commands, and each one's COUNT can be its own),
+ * PIPE_MAX at a time, first with a small COUNT (8), then again, four times
+ * as many each time up to `scan`, only for the streams that filled their
+ * COUNT (the next entry to give waits for them only when one of them may
+ * hold an earlier one: the merge's horizon). What a call holds is bounded
+ * by about 8 entries per slot plus `scan`. Cost on a Cluster: a history
+ * call sends 16384 XRANGEs, plus 16384 XINFO STREAM when `after` is given
+ * (to tell a gap), plus a few rounds for the streams with many entries,
+ * one master after the other; on three masters sharing a loaded two-core
+ * machine with the reader, about 25 ms a call, 45 ms with `after`. One
+ * Redis: one XINFO when `after` is given, then one XRANGE per 512 entries.
  *
  * The follower on one Redis blocks in XREAD BLOCK on a connection of its
- * own, from the last id it gave (never "$" once it knows where it is, so
- * nothing appended between two calls is lost). On a Cluster XREAD BLOCK
- * cannot wait on streams of many slots (CROSSSLOT), so it learns which
- * streams grew from Redis itself: per master, one connection subscribed to
+ * own, from the last id it read (never "$" once it knows where it is, so
+ * nothing appended between two calls is lost; "now" is the newest id when
+ * it first connects). On a Cluster XREAD BLOCK cannot wait on streams of
+ * many slots (CROSSSLOT again), so it learns which streams grew from
+ * Redis itself: per master, one connection subscribed to
  * __redis__:invalidate with CLIENT TRACKING BCAST PREFIX fg:{!ev redirected
- * to itself (Redis 6+, no configuration needed), and one that reads the
+ * to itself (Redis 6+, nothing to configure), and one that reads the
  * streams named there with pipelined XRANGEs from each one's last id.
- * Redis sends one such message per event loop turn at most, listing every
- * stream written in it. After connecting (again), and when the slot map
- * moved, every stream of the master's slots is read once (a slot's
- * events may have been written while nobody listened). Cost on a
- * Cluster: idle, nothing (the subscribers wait); busy, at most one
- * pipeline per master per 20 ms (FOLLOW_PACE_MS), of one XRANGE per
- * stream written since; at a (re)connection or a move of the map, one
- * XRANGE per slot of the master.
+ * Redis sends such a message once per event loop turn at most, naming
+ * every stream written in it. After connecting (again), and when the slot
+ * map moved, every stream of the master's slots is read once (a slot's
+ * events may have been written while nobody listened; tracking is on
+ * before that read, so none falls between). Cost on a Cluster: idle,
+ * nothing (the subscribers wait in poll()); busy, at most one pipeline per
+ * master per 20 ms (FOLLOW_PACE_MS), of one XRANGE per stream written
+ * since; at a (re)connection or a move of the map, one XRANGE per slot of
+ * the master. A subscriber whose connection dies without a word (no FIN,
+ * no RST) is not noticed: its master's events stop until the connection
+ * errs.
  *
  * Invariants: no entry is given twice, or passed by, by one follower or
  * by a history resumed from its own `next`; whatever Redis holds under
@@ -67,6 +73,7 @@
 #define PIPE_MAX 1024u      /* commands per pipeline before its replies */
 #define FOLLOW_COUNT 256u   /* entries per stream per follower read */
 #define FOLLOW_PACE_MS 20u  /* a master's streams read at most this often */
+#define SUB_PING_MS 15000u  /* a silent subscriber is asked for a PONG */
 #define TRACK_PREFIX "fg:{!ev"
 #define SEQ_MAX 9999999999999999999ull /* 19 digits: the id's bound */
 
@@ -131,17 +138,45 @@ size_t fg_event_id_format(const struct fg_ev_cursor *c, char *buf, size_t cap)
 	return (size_t)n;
 }
 
-/* A stream id as Redis writes it ("<ms>-<seq>"): 0, or -1 for anything
- * else (a reply that is no string, a NUL inside). */
+/* A 64-bit number in decimal at *p, overflow refused. */
+static int u64_at(const char **p, uint64_t *out)
+{
+	const char *s = *p;
+	uint64_t v = 0;
+	if (*s < '0' || *s > '9')
+		return -1;
+	for (; *s >= '0' && *s <= '9'; s++) {
+		uint64_t d = (uint64_t)(*s - '0');
+		if (v > (UINT64_MAX - d) / 10)
+			return -1;
+		v = v * 10 + d;
+	}
+	*p = s;
+	*out = v;
+	return 0;
+}
+
+/* A stream id as Redis writes it ("<ms>-<seq>", each up to 2^64 - 1):
+ * 0, or -1 for anything else (a reply that is no string, a NUL inside). */
 static int redis_id(const redisReply *r, uint64_t *ms, uint64_t *seq)
 {
-	struct fg_ev_cursor c;
+	const char *p;
 	if (!r || (r->type != REDIS_REPLY_STRING && r->type != REDIS_REPLY_STATUS) ||
-	    strlen(r->str) != r->len || fg_event_id_parse(r->str, &c) || c.cluster)
+	    strlen(r->str) != r->len)
 		return -1;
-	*ms = c.ms;
-	*seq = c.seq;
+	p = r->str;
+	if (u64_at(&p, ms) || *p++ != '-' || u64_at(&p, seq) || *p)
+		return -1;
 	return 0;
+}
+
+/* Can the API name it? Redis takes any id given to XADD, and the API's
+ * ids have at most 15 and 19 digits: an entry beyond them (nothing Redis
+ * makes by itself before the year 33658) is read past, never given, so a
+ * reader can always resume from what it was given. */
+static bool api_id(uint64_t ms, uint64_t seq)
+{
+	return ms <= 999999999999999ull && seq <= SEQ_MAX;
 }
 
 /* (ms, seq) order within one stream */
@@ -165,7 +200,8 @@ static int key_cmp(uint64_t am, unsigned as, uint64_t aq, uint64_t bm,
 
 /* Where the stream of `slot` is read from (inclusive) after cursor c:
  * the resume rule of the file-top comment. One Redis (or a cursor without
- * a slot): right after (ms, seq). false when nothing can come after. */
+ * a slot): right after (ms, seq). false when nothing can come after
+ * (the largest id there is). */
 static bool resume_from(const struct fg_ev_cursor *c, bool cluster,
 			unsigned slot, uint64_t *ms, uint64_t *seq)
 {
@@ -183,9 +219,12 @@ static bool resume_from(const struct fg_ev_cursor *c, bool cluster,
 	if (c->seq < UINT64_MAX) {
 		*ms = c->ms;
 		*seq = c->seq + 1;
-	} else {
+	} else if (c->ms < UINT64_MAX) {
 		*ms = c->ms + 1;
 		*seq = 0;
+	} else {
+		*ms = *seq = UINT64_MAX;
+		return false;
 	}
 	return true;
 }
@@ -207,8 +246,10 @@ static bool token_of(const char *s, uint64_t *out)
 /*
  * One stream entry ([id, [field, value, ...]]) as an event of the stream
  * of `slot` (cluster) or the one stream. -1 when it has no stream id
- * (nothing Redis returns: passed over); any fields are read as they come,
- * unknown ones ignored, the first of a repeated one kept.
+ * (nothing Redis returns: passed over); 1 when its id is beyond the
+ * API's (api_id(): *cur is set, to read past it; not to be given); any
+ * fields are read as they come, unknown ones ignored, the first of a
+ * repeated one kept.
  */
 static int entry_event(const redisReply *e, bool cluster, unsigned slot,
 		       struct fg_event *ev, struct fg_ev_cursor *cur)
@@ -217,6 +258,11 @@ static int entry_event(const redisReply *e, bool cluster, unsigned slot,
 	if (!e || e->type != REDIS_REPLY_ARRAY || e->elements < 1 ||
 	    redis_id(e->element[0], &ms, &seq))
 		return -1;
+	if (!api_id(ms, seq)) {
+		*cur = (struct fg_ev_cursor){ .ms = ms, .seq = seq, .slot = slot,
+					      .cluster = cluster, .set = true };
+		return 1;
+	}
 	memset(ev, 0, sizeof(*ev));
 	ev->kind = ev->lock = ev->principal = ev->owner = ev->client =
 		ev->gateway = ev->detail = "";
@@ -320,7 +366,6 @@ struct hstream {
 	size_t i;              /* the next of them to give */
 	bool more;             /* the last read filled its COUNT */
 	bool need;             /* to be read in the next round */
-	bool done;             /* nothing more to read */
 	/* the last entry read, for the horizon */
 	uint64_t last_ms, last_seq;
 	/* the gap test */
@@ -354,17 +399,82 @@ static int reply_ok(const redisReply *r)
 	return FG_EUNAVAIL;
 }
 
+/* What a pipeline sends to which stream, and what it does with each
+ * reply (keeps it or frees it). */
+typedef bool want_fn(struct hstream *s);
+typedef void build_fn(const struct history *h, struct hstream *s,
+		      struct cmd *c, char *key, size_t cap);
+typedef void take_fn(struct history *h, struct hstream *s, redisReply *r);
+
+/* Errors that mean the map or the master moved: the connection goes (the
+ * store makes another one), the topology is looked at again. */
+static bool moved(const redisReply *r)
+{
+	return strncmp(r->str, "MOVED", 5) == 0 || strncmp(r->str, "ASK", 3) == 0 ||
+	       strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+	       strncmp(r->str, "READONLY", 8) == 0;
+}
+
+/* One pipeline to master `node`: the streams of h->s from *at on that it
+ * wants, PIPE_MAX at most; *at moves past them. */
+static int pipeline_batch(struct history *h, size_t node, size_t *at,
+			  size_t *batch, want_fn *want, build_fn *build,
+			  take_fn *take)
+{
+	const struct fg_redis_node *where = &h->view->nodes[node];
+	redisContext *rc = NULL;
+	size_t nb = 0;
+	int err = FG_OK;
+	bool lost = false;
+
+	for (; *at < h->n && nb < PIPE_MAX; (*at)++) {
+		struct hstream *s = &h->s[*at];
+		if (s->node != node || !want(s))
+			continue;
+		if (!rc && !(rc = fg__store_conn(h->st, where)))
+			return FG_EUNAVAIL;
+		char key[FG__EV_KEY_MAX];
+		struct cmd c;
+		build(h, s, &c, key, sizeof(key));
+		if (redisAppendCommandArgv(rc, c.argc, c.argv, c.len) != REDIS_OK) {
+			err = FG_ENOMEM;
+			lost = true; /* what was appended is read below */
+			break;
+		}
+		batch[nb++] = *at;
+	}
+	/* every reply is read, even after a bad one: the connection stays in
+	 * step, and is dropped (if at all) only once it was read */
+	for (size_t b = 0; b < nb; b++) {
+		redisReply *r = NULL;
+		if (redisGetReply(rc, (void **)&r) != REDIS_OK || !r) {
+			fg__store_lost(h->st, where, NULL);
+			return FG_EUNAVAIL;
+		}
+		int rerr = reply_ok(r);
+		if (rerr) {
+			lost = lost || moved(r);
+			if (!err)
+				err = rerr;
+			freeReplyObject(r);
+		} else if (err) {
+			freeReplyObject(r);
+		} else {
+			take(h, &h->s[batch[b]], r);
+		}
+	}
+	if (lost)
+		fg__store_lost(h->st, where, err == FG_ENOMEM ? "out of memory" :
+			       "the slot map moved");
+	return err;
+}
+
 /*
  * Sends, per master, the command build() makes for each stream that
  * want() picks, pipelined (PIPE_MAX at a time), and hands each reply to
  * take() (which keeps it or frees it). FG_OK, or FG_EUNAVAIL (a
  * connection failed: dropped; or a redirection: the map is suspect).
  */
-typedef bool want_fn(struct hstream *s);
-typedef void build_fn(const struct history *h, struct hstream *s,
-		      struct cmd *c, char *key, size_t cap);
-typedef void take_fn(struct history *h, struct hstream *s, redisReply *r);
-
 static int pipeline(struct history *h, want_fn *want, build_fn *build,
 		    take_fn *take)
 {
@@ -372,60 +482,10 @@ static int pipeline(struct history *h, want_fn *want, build_fn *build,
 	int err = FG_OK;
 	if (!batch)
 		return FG_ENOMEM;
-	for (size_t node = 0; node < h->view->nnodes && !err; node++) {
-		size_t at = 0;
-		while (at < h->n && !err) {
-			size_t nb = 0;
-			redisContext *rc = NULL;
-			for (; at < h->n && nb < PIPE_MAX; at++) {
-				struct hstream *s = &h->s[at];
-				if (s->node != node || !want(s))
-					continue;
-				if (!rc && !(rc = fg__store_conn(h->st, &h->view->nodes[node]))) {
-					err = FG_EUNAVAIL;
-					break;
-				}
-				char key[FG__EV_KEY_MAX];
-				struct cmd c;
-				build(h, s, &c, key, sizeof(key));
-				if (redisAppendCommandArgv(rc, c.argc, c.argv, c.len) != REDIS_OK) {
-					err = FG_ENOMEM;
-					break;
-				}
-				batch[nb++] = at;
-			}
-			/* every reply is read, even after a bad one: the
-			 * connection stays in step */
-			for (size_t b = 0; b < nb; b++) {
-				redisReply *r = NULL;
-				if (redisGetReply(rc, (void **)&r) != REDIS_OK || !r) {
-					fg__store_lost(h->st, &h->view->nodes[node], NULL);
-					err = FG_EUNAVAIL;
-					break;
-				}
-				int rerr = reply_ok(r);
-				if (rerr) {
-					if (strncmp(r->str, "MOVED", 5) == 0 ||
-					    strncmp(r->str, "ASK", 3) == 0 ||
-					    strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-					    strncmp(r->str, "READONLY", 8) == 0)
-						fg__store_lost(h->st, &h->view->nodes[node],
-							       r->str);
-					if (!err)
-						err = rerr;
-					freeReplyObject(r);
-					continue;
-				}
-				if (err)
-					freeReplyObject(r);
-				else
-					take(h, &h->s[batch[b]], r);
-			}
-			if (err == FG_ENOMEM && rc)
-				fg__store_lost(h->st, &h->view->nodes[node],
-					       "out of memory");
-		}
-	}
+	for (size_t node = 0; node < h->view->nnodes && !err; node++)
+		for (size_t at = 0; at < h->n && !err;)
+			err = pipeline_batch(h, node, &at, batch, want, build,
+					     take);
 	free(batch);
 	return err;
 }
@@ -453,7 +513,6 @@ static void take_read(struct history *h, struct hstream *s, redisReply *r)
 	s->more = false;
 	if (r->type != REDIS_REPLY_ARRAY || r->elements == 0) {
 		freeReplyObject(r);
-		s->done = true;
 		return;
 	}
 	s->r = r;
@@ -467,12 +526,11 @@ static void take_read(struct history *h, struct hstream *s, redisReply *r)
 			s->last_ms = ms;
 			s->last_seq = seq;
 			struct fg_ev_cursor c = { .ms = ms, .seq = seq, .set = true };
-			resume_from(&c, false, 0, &s->from_ms, &s->from_seq);
+			if (!resume_from(&c, false, 0, &s->from_ms, &s->from_seq))
+				s->more = false; /* the end of all ids */
 			break;
 		}
 	}
-	if (!s->more)
-		s->done = true;
 }
 
 /* XINFO STREAM's map, as a flat array of names and values */
@@ -637,28 +695,41 @@ int fg_events_range(fg_store *st, const struct fg_ev_cursor *after,
 				*gap = true;
 	}
 
+	/* the streams with entries read and not given yet (the only ones
+	 * a merge step looks at: a few, when most slots are quiet) */
+	size_t *live = malloc(h.n * sizeof(*live));
+	if (!live) {
+		err = FG_ENOMEM;
+		goto done;
+	}
 	unsigned read = 0;
 	bool stop = false;
 	while (!stop && read < scan) {
 		err = pipeline(&h, want_read, build_read, take_read);
 		if (err)
-			goto done;
+			break;
+		size_t nl = 0;
+		for (size_t i = 0; i < h.n; i++)
+			if (h.s[i].r)
+				live[nl++] = i;
 		/* give entries in (ms, slot, seq) order while none can come
 		 * before them from a stream not read far enough yet */
 		for (;;) {
 			struct hstream *best = NULL;
 			uint64_t bms = 0, bseq = 0;
 			bool refill = false;
-			for (size_t i = 0; i < h.n; i++) {
-				struct hstream *s = &h.s[i];
+			for (size_t l = 0; l < nl; l++) {
+				struct hstream *s = &h.s[live[l]];
 				if (!s->r)
 					continue;
-				/* an entry without an id is passed over */
-				uint64_t ms, seq;
+				/* an entry without an id the API can name is
+				 * passed over */
+				uint64_t ms = 0, seq = 0;
 				while (s->i < s->r->elements &&
 				       (s->r->element[s->i]->type != REDIS_REPLY_ARRAY ||
 					s->r->element[s->i]->elements < 1 ||
-					redis_id(s->r->element[s->i]->element[0], &ms, &seq)))
+					redis_id(s->r->element[s->i]->element[0], &ms, &seq) ||
+					!api_id(ms, seq)))
 					s->i++;
 				if (s->i >= s->r->elements) {
 					freeReplyObject(s->r);
@@ -676,8 +747,8 @@ int fg_events_range(fg_store *st, const struct fg_ev_cursor *after,
 			}
 			/* the horizon: a stream to read again whose last entry
 			 * is before the best one may hold one before it */
-			for (size_t i = 0; i < h.n; i++) {
-				struct hstream *s = &h.s[i];
+			for (size_t l = 0; l < nl; l++) {
+				struct hstream *s = &h.s[live[l]];
 				if (s->need && (!best || key_cmp(s->last_ms, s->slot,
 					s->last_seq, bms, best->slot, bseq) < 0)) {
 					refill = true;
@@ -700,11 +771,12 @@ int fg_events_range(fg_store *st, const struct fg_ev_cursor *after,
 				break;
 		}
 		bool any = false;
-		for (size_t i = 0; i < h.n && !any; i++)
-			any = h.s[i].need;
+		for (size_t l = 0; l < nl && !any; l++)
+			any = h.s[live[l]].need;
 		if (!any)
 			break;
 	}
+	free(live);
 done:
 	history_finish(&h);
 	return err;
@@ -804,6 +876,8 @@ struct tnode {
 	redisContext *sub;  /* Cluster: subscribed to __redis__:invalidate */
 	uint64_t next_try_ms;
 	uint64_t last_read_ms;
+	uint64_t heard_ms;  /* Cluster: the subscriber last spoke */
+	uint64_t ping_ms;   /* Cluster: a PING unanswered since, or 0 */
 	bool all;           /* Cluster: read every slot it serves */
 };
 
@@ -814,6 +888,8 @@ struct fg_evtail {
 	struct tnode *nodes;
 	size_t nnodes;
 	struct fg_ev_cursor pos;   /* the last entry given, or the start */
+	uint64_t rd_ms, rd_seq;    /* one Redis: the last entry read (given
+				      or read past) */
 	/* Cluster: per slot, where its stream is read from (inclusive), and
 	 * whether it was written since it was last read */
 	uint64_t *from_ms, *from_seq;
@@ -925,13 +1001,18 @@ static int one_start(fg_evtail *t, struct tnode *n)
 	uint64_t ms = 0, seq = 0;
 	if (r->type == REDIS_REPLY_ARRAY && r->elements >= 1 &&
 	    r->element[0]->type == REDIS_REPLY_ARRAY &&
-	    r->element[0]->elements >= 1)
-		redis_id(r->element[0]->element[0], &ms, &seq);
+	    r->element[0]->elements >= 1 &&
+	    redis_id(r->element[0]->element[0], &ms, &seq))
+		ms = seq = 0;
 	else if (r->type == REDIS_REPLY_ERROR && !reads_empty(r)) {
 		freeReplyObject(r);
 		return FG_EUNAVAIL;
 	}
 	freeReplyObject(r);
+	t->rd_ms = ms;
+	t->rd_seq = seq;
+	if (!api_id(ms, seq))
+		ms = seq = 0;
 	t->pos = (struct fg_ev_cursor){ .ms = ms, .seq = seq, .set = true };
 	return FG_OK;
 }
@@ -980,6 +1061,8 @@ static int tail_up(fg_evtail *t, struct tnode *n)
 		return FG_EUNAVAIL;
 	}
 	n->all = true;
+	n->heard_ms = fg__mono_ms();
+	n->ping_ms = 0;
 	if (!t->pos.set) {
 		uint64_t ms;
 		if (redis_time(n->rc, &ms)) {
@@ -1012,7 +1095,7 @@ static int one_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 	}
 	push(&c, "STREAMS");
 	push(&c, FG__EV_ONE);
-	argf(&c, "%llu-%llu", t->pos.ms, t->pos.seq);
+	argf(&c, "%llu-%llu", t->rd_ms, t->rd_seq);
 	redisSetTimeout(n->rc, tv(block_ms + t->command_ms));
 	redisReply *r = tail_cmd(t, n, n->rc, &c);
 	if (!r)
@@ -1035,11 +1118,13 @@ static int one_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 		for (size_t i = 0; i < es->elements; i++) {
 			struct fg_event ev;
 			struct fg_ev_cursor cur;
-			if (entry_event(es->element[i], false, 0, &ev, &cur))
+			int e = entry_event(es->element[i], false, 0, &ev, &cur);
+			if (e < 0)
 				continue;
-			/* never back: a Redis that lost its data starts its
-			 * ids over */
-			if (id_cmp(cur.ms, cur.seq, t->pos.ms, t->pos.seq) <= 0)
+			/* XREAD gives only ids after rd */
+			t->rd_ms = cur.ms;
+			t->rd_seq = cur.seq;
+			if (e > 0)
 				continue;
 			t->pos = cur;
 			got++;
@@ -1065,6 +1150,8 @@ static int take_invalidations(fg_evtail *t, struct tnode *n)
 			return -1;
 		if (!r)
 			return 0;
+		n->heard_ms = fg__mono_ms(); /* a PONG too */
+		n->ping_ms = 0;
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
 		    r->element[0]->type == REDIS_REPLY_STRING &&
 		    strcmp(r->element[0]->str, "message") == 0) {
@@ -1186,8 +1273,10 @@ static int read_marked(fg_evtail *t, size_t ni, fg_event_cb *cb, void *arg,
 		unsigned s = es[k].slot;
 		if (id_cmp(es[k].ms, es[k].seq, t->from_ms[s], t->from_seq[s]) < 0)
 			continue; /* never back, as on one Redis */
-		entry_event(es[k].e, true, s, &ev, &cur);
+		int e = entry_event(es[k].e, true, s, &ev, &cur);
 		resume_from(&cur, false, 0, &t->from_ms[s], &t->from_seq[s]);
+		if (e)
+			continue;
 		t->pos = cur;
 		got++;
 		if (cb(arg, &ev)) {
@@ -1248,26 +1337,54 @@ static int cluster_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 		goto out;
 	}
 	for (;;) {
-		uint64_t now = fg__mono_ms();
-		uint64_t wake = end;
-		for (size_t i = 0; i < t->nnodes && !stop; i++) {
+		/* wait for a subscriber to speak, or for a master whose
+		 * streams are marked to be due again (at once when one is) */
+		uint64_t now = fg__mono_ms(), wake = end;
+		for (size_t i = 0; i < t->nnodes; i++) {
 			struct tnode *n = &t->nodes[i];
 			if (!n->rc || !has_marked(t, i))
 				continue;
 			uint64_t due = n->last_read_ms + FOLLOW_PACE_MS;
-			if (now < due) {
-				if (due < wake)
-					wake = due;
+			if (due < wake)
+				wake = due;
+		}
+		/* a subscriber silent for SUB_PING_MS is asked for a PONG,
+		 * and one that gives none within command_ms is gone (its
+		 * connection died without a word: tracking with it) */
+		for (size_t i = 0; i < t->nnodes; i++) {
+			struct tnode *n = &t->nodes[i];
+			if (!n->sub)
+				continue;
+			if (n->ping_ms && now >= n->ping_ms + t->command_ms) {
+				tnode_drop(n);
+				fg_topo_suspect(t->topo);
+				if (!down)
+					down = FG_EUNAVAIL;
 				continue;
 			}
-			int r = read_marked(t, i, cb, arg, &stop);
-			if (r < 0 && !down)
-				down = r;
-			else if (r > 0)
-				got += r;
+			if (!n->ping_ms && now >= n->heard_ms + SUB_PING_MS) {
+				int done = 0;
+				if (redisAppendCommand(n->sub, "PING") != REDIS_OK) {
+					tnode_drop(n);
+					continue;
+				}
+				while (!done)
+					if (redisBufferWrite(n->sub, &done) != REDIS_OK)
+						break;
+				if (!done) {
+					tnode_drop(n);
+					fg_topo_suspect(t->topo);
+					if (!down)
+						down = FG_EUNAVAIL;
+					continue;
+				}
+				n->ping_ms = now;
+			}
+			uint64_t due = n->ping_ms ? n->ping_ms + t->command_ms
+						  : n->heard_ms + SUB_PING_MS;
+			if (due < wake)
+				wake = due;
 		}
-		if (got || stop || now >= end)
-			break;
 		size_t np = 0;
 		for (size_t i = 0; i < t->nnodes; i++)
 			if (t->nodes[i].sub) {
@@ -1277,7 +1394,8 @@ static int cluster_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 			}
 		int pr = poll(pfd, np, (int)(wake > now ? wake - now : 0));
 		if (pr < 0 && errno != EINTR) {
-			down = FG_EUNAVAIL;
+			if (!down)
+				down = FG_EUNAVAIL;
 			break;
 		}
 		for (size_t p = 0; p < np && pr > 0; p++) {
@@ -1291,6 +1409,20 @@ static int cluster_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 					down = FG_EUNAVAIL;
 			}
 		}
+		now = fg__mono_ms();
+		for (size_t i = 0; i < t->nnodes && !stop; i++) {
+			struct tnode *n = &t->nodes[i];
+			if (!n->rc || !has_marked(t, i) ||
+			    now < n->last_read_ms + FOLLOW_PACE_MS)
+				continue;
+			int r = read_marked(t, i, cb, arg, &stop);
+			if (r < 0 && !down)
+				down = r;
+			else if (r > 0)
+				got += r;
+		}
+		if (got || stop || now >= end)
+			break;
 	}
 out:
 	free(pfd);

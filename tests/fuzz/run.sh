@@ -35,6 +35,7 @@ harnesses=(
   "fuzz_s3_target -max_len=8192"
   "fuzz_s3_delete -max_len=65536"
   "fuzz_sigv4 -max_len=8192"
+  "fuzz_event_id -max_len=256"
 )
 
 # UBSan findings must stop the run; later flags win over the caller's.

@@ -47,6 +47,28 @@ static int rp_free_port(void)
 	return ntohs(a.sin_port);
 }
 
+static int rp_bindable(int port)
+{
+	int fd = socket(AF_INET, SOCK_STREAM, 0);
+	struct sockaddr_in a = { .sin_family = AF_INET, .sin_port = htons(port) };
+	a.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+	int ok = fd >= 0 && bind(fd, (struct sockaddr *)&a, sizeof(a)) == 0;
+	if (fd >= 0)
+		close(fd);
+	return ok;
+}
+
+/* A free port whose cluster bus port (port + 10000) is free too. */
+static inline int rp_free_cluster_port(void)
+{
+	for (int i = 0; i < 1000; i++) {
+		int p = rp_free_port();
+		if (p > 0 && p + 10000 <= 65535 && rp_bindable(p + 10000))
+			return p;
+	}
+	return -1;
+}
+
 static void rp_sleep_ms(unsigned ms)
 {
 	struct timespec ts = { ms / 1000, (long)(ms % 1000) * 1000000L };
@@ -113,6 +135,54 @@ static int rp_start(struct redisproc *p, const char *const *extra)
 			p->pid = 0;
 			return -1;
 		}
+		rp_sleep_ms(10);
+	}
+	return -1;
+}
+
+/* Starts a Sentinel (redis-server in sentinel mode, its config file in
+ * its own directory) on a free port, watching the master named `name` at
+ * 127.0.0.1:master_port, quorum 1; waits until it answers PING. */
+static inline int rp_start_sentinel(struct redisproc *p, const char *name,
+				    int master_port)
+{
+	char conf[320];
+	p->port = rp_free_port();
+	snprintf(p->dir, sizeof(p->dir), "%s/fg-evread-XXXXXX", P_tmpdir);
+	if (p->port <= 0 || !mkdtemp(p->dir))
+		return -1;
+	snprintf(conf, sizeof(conf), "%s/sentinel.conf", p->dir);
+	FILE *f = fopen(conf, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\n"
+		"sentinel monitor %s 127.0.0.1 %d 1\n", p->port, p->dir, name,
+		master_port);
+	fclose(f);
+	snprintf(p->port_s, sizeof(p->port_s), "%d", p->port);
+	p->pid = fork();
+	if (p->pid < 0)
+		return -1;
+	if (p->pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		if (null >= 0) {
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		execlp("redis-server", "redis-server", conf, "--sentinel",
+		       (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		redisContext *rc = rp_connect(p);
+		redisReply *r = rc ? redisCommand(rc, "PING") : NULL;
+		int ok = r && r->type == REDIS_REPLY_STATUS;
+		if (r)
+			freeReplyObject(r);
+		if (rc)
+			redisFree(rc);
+		if (ok)
+			return 0;
 		rp_sleep_ms(10);
 	}
 	return -1;

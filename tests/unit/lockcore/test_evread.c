@@ -110,25 +110,32 @@ struct env {
 	redisContext *rc; /* the writer: XADD as the functions do */
 };
 
+static int env_down(void **state);
+
 static int env_up(void **state)
 {
 	struct env *e = calloc(1, sizeof(*e));
-	if (!e || rp_start(&e->rp, NULL))
+	if (!e)
 		return -1;
+	*state = e;
+	if (rp_start(&e->rp, NULL))
+		goto fail;
 	char url[64], err[128];
 	struct fg_redis_addr addr;
 	snprintf(url, sizeof(url), "127.0.0.1:%d", e->rp.port);
 	if (fg_redis_addr_parse(url, &addr, err, sizeof(err)))
-		return -1;
+		goto fail;
 	e->topo = fg_topo_create(&addr, 200, 2000, NULL);
 	e->opts = (struct fg_store_opts){ .topo = e->topo,
 		.connect_timeout_ms = 200, .command_timeout_ms = 2000 };
 	e->st = fg_store_create(&e->opts);
 	e->rc = rp_connect(&e->rp);
-	if (!e->topo || !e->st || !e->rc)
-		return -1;
-	*state = e;
-	return 0;
+	if (e->topo && e->st && e->rc)
+		return 0;
+fail:
+	env_down(state); /* cmocka tears down no group whose setup failed */
+	*state = NULL;
+	return -1;
 }
 
 static int env_down(void **state)
@@ -485,6 +492,64 @@ static void test_range_not_events(void **state)
 	redis_do(e, "DEL %s", EV);
 }
 
+/* Ids the API cannot name (XADD takes any id that grows): read past,
+ * never given, and no reader goes round in circles on them. */
+static void test_hostile_ids(void **state)
+{
+	struct env *e = *state;
+	struct seen s = { 0 };
+	struct fg_ev_cursor next = { 0 };
+	bool gap;
+	redis_do(e, "DEL %s", EV);
+	fg_evtail *t = fg_evtail_create(&e->opts);
+	assert_non_null(t);
+	redis_do(e, "XADD %s 1000-0 k granted l ok1", EV);
+	for (int i = 0; i < 600; i++)
+		redis_do(e, "XADD %s 1000-%llu k granted l bad", EV,
+			 10000000000000000000ull + (unsigned long long)i);
+	char last[48];
+	xadd(e, EV, last, "k", "granted", "l", "ok2", NULL);
+	for (unsigned scan = 3; scan <= 1000; scan += 997) {
+		memset(&s, 0, sizeof(s));
+		struct fg_ev_cursor after = { 0 };
+		/* a small scan reads every entry once: in a few calls */
+		for (int i = 0; i < 10 && s.n < 2; i++) {
+			assert_int_equal(fg_events_range(e->st, &after, scan, 0, see,
+							 &s, &next, &gap), FG_OK);
+			after = next;
+		}
+		assert_int_equal(s.n, 2);
+		assert_string_equal(s.lock[0], "ok1");
+		assert_string_equal(s.lock[1], "ok2");
+		assert_string_equal(s.id[1], last);
+	}
+	/* the follower too: 601 entries to read, two to give */
+	memset(&s, 0, sizeof(s));
+	for (int i = 0; i < 4; i++)
+		assert_true(fg_evtail_next(t, 50, see, &s) >= 0);
+	assert_int_equal(s.n, 2);
+	assert_string_equal(s.id[1], last);
+	fg_evtail_destroy(t);
+
+	/* the largest id there is: nothing after it, and nobody loops */
+	redis_do(e, "DEL %s", EV);
+	t = fg_evtail_create(&e->opts);
+	assert_non_null(t);
+	redis_do(e, "XADD %s 1-0 k granted l ok", EV);
+	redis_do(e, "XADD %s 18446744073709551615-18446744073709551615 k x", EV);
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(fg_events_range(e->st, NULL, 1, 0, see, &s, &next,
+					 &gap), FG_OK);
+	assert_int_equal(fg_events_range(e->st, &next, 1, 0, see, &s, &next,
+					 &gap), FG_OK);
+	assert_int_equal(s.n, 1);
+	assert_int_equal(fg_evtail_next(t, 50, see, &s), 1);
+	assert_int_equal(fg_evtail_next(t, 50, see, &s), 0);
+	assert_int_equal(fg_evtail_next(t, 50, see, &s), 0);
+	fg_evtail_destroy(t);
+	redis_do(e, "DEL %s", EV);
+}
+
 static void test_trim(void **state)
 {
 	struct env *e = *state;
@@ -629,6 +694,89 @@ static void test_tail_restart(void **state)
 	fg_evtail_destroy(t);
 }
 
+/* ---- behind a Sentinel ------------------------------------------------ */
+
+struct senv {
+	struct redisproc rp, sentinel;
+	fg_topo *topo;
+	struct fg_store_opts opts;
+	fg_store *st;
+};
+
+static int senv_down(void **state)
+{
+	struct senv *e = *state;
+	if (!e)
+		return 0;
+	fg_store_destroy(e->st);
+	fg_topo_destroy(e->topo);
+	rp_stop(&e->sentinel);
+	rp_stop(&e->rp);
+	free(e);
+	return 0;
+}
+
+static int senv_up(void **state)
+{
+	struct senv *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -1;
+	*state = e;
+	char url[96], err[128];
+	struct fg_redis_addr addr;
+	if (rp_start(&e->rp, NULL) ||
+	    rp_start_sentinel(&e->sentinel, "evm", e->rp.port))
+		goto fail;
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d/evm",
+		 e->sentinel.port);
+	if (fg_redis_addr_parse(url, &addr, err, sizeof(err)))
+		goto fail;
+	e->topo = fg_topo_create(&addr, 200, 2000, NULL);
+	if (!e->topo || fg_topo_refresh(e->topo) != FG_OK)
+		goto fail;
+	e->opts = (struct fg_store_opts){ .topo = e->topo,
+		.connect_timeout_ms = 200, .command_timeout_ms = 2000 };
+	e->st = fg_store_create(&e->opts);
+	if (e->st)
+		return 0;
+fail:
+	senv_down(state);
+	*state = NULL;
+	return -1;
+}
+
+/* The master the Sentinel names holds the one stream: the history and
+ * the follower read it there. */
+static void test_sentinel(void **state)
+{
+	struct senv *e = *state;
+	redisContext *rc = rp_connect(&e->rp);
+	assert_non_null(rc);
+	fg_evtail *t = fg_evtail_create(&e->opts);
+	assert_non_null(t);
+	redisReply *r = redisCommand(rc, "XADD %s * k granted l s1 t 3", EV);
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	char id[48];
+	snprintf(id, sizeof(id), "%s", r->str);
+	freeReplyObject(r);
+	redisFree(rc);
+
+	struct seen s = { 0 };
+	assert_int_equal(fg_evtail_next(t, 1000, see, &s), 1);
+	assert_string_equal(s.id[0], id);
+	assert_true(s.has_token[0] && s.token[0] == 3);
+	struct fg_ev_cursor next = { 0 };
+	bool gap;
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(fg_events_range(e->st, NULL, 10, 0, see, &s, &next,
+					 &gap), FG_OK);
+	assert_int_equal(s.n, 1);
+	assert_string_equal(s.id[0], id);
+	assert_int_equal(fg_events_trim(e->st, 60000), FG_OK);
+	fg_evtail_destroy(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest ids[] = {
@@ -640,12 +788,17 @@ int main(void)
 		cmocka_unit_test(test_range_min_ms),
 		cmocka_unit_test(test_range_long),
 		cmocka_unit_test(test_range_not_events),
+		cmocka_unit_test(test_hostile_ids),
 		cmocka_unit_test(test_trim),
 		cmocka_unit_test(test_tail),
 		cmocka_unit_test(test_tail_wakes),
 		cmocka_unit_test(test_tail_restart),
 	};
+	const struct CMUnitTest sentinel[] = {
+		cmocka_unit_test(test_sentinel),
+	};
 	int failed = cmocka_run_group_tests(ids, NULL, NULL);
 	failed += cmocka_run_group_tests(redis, env_up, env_down);
+	failed += cmocka_run_group_tests(sentinel, senv_up, senv_down);
 	return failed;
 }
