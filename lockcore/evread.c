@@ -13,33 +13,39 @@
  *
  * The history reads every stream from the cursor and merges by (ms, slot,
  * seq). On a Cluster it pipelines one XRANGE per slot to the slot's
- * master (XREAD over many keys is refused there: CROSSSLOT), first with a
- * small COUNT (8), then again, four times as many each time up to `scan`,
- * only for the streams that filled their COUNT and whose next entry could
- * come before the next one to give (the merge's horizon): what a call holds
- * is bounded by about 8 entries per slot plus `scan`. Cost on a Cluster: a
- * history call sends 16384 XRANGEs (about 8 ms of Redis time spread over
- * the masters, on the store's connections, with no wait between them),
- * plus 16384 XINFO STREAM when `after` is given (to tell a gap), plus a
- * few rounds for the streams with many entries. One Redis: one XINFO, then
- * XRANGE COUNT 512 per 512 entries.
+ * master (XREAD over many keys is refused there: CROSSSLOT; pipelined
+ * XRANGEs are as many commands, and each one's COUNT can be its own),
+ * PIPE_MAX at a time, first with a small COUNT (8), then again, four times
+ * as many each time up to `scan`, only for the streams that filled their
+ * COUNT (the next entry to give waits for them only when one of them may
+ * hold an earlier one: the merge's horizon). What a call holds is bounded
+ * by about 8 entries per slot plus `scan`. Cost on a Cluster: a history
+ * call sends 16384 XRANGEs, plus 16384 XINFO STREAM when `after` is given
+ * (to tell a gap), plus a few rounds for the streams with many entries,
+ * one master after the other; on three masters sharing a loaded two-core
+ * machine with the reader, about 25 ms a call, 45 ms with `after`. One
+ * Redis: one XINFO when `after` is given, then one XRANGE per 512 entries.
  *
  * The follower on one Redis blocks in XREAD BLOCK on a connection of its
- * own, from the last id it gave (never "$" once it knows where it is, so
- * nothing appended between two calls is lost). On a Cluster XREAD BLOCK
- * cannot wait on streams of many slots (CROSSSLOT), so it learns which
- * streams grew from Redis itself: per master, one connection subscribed to
+ * own, from the last id it read (never "$" once it knows where it is, so
+ * nothing appended between two calls is lost; "now" is the newest id when
+ * it first connects). On a Cluster XREAD BLOCK cannot wait on streams of
+ * many slots (CROSSSLOT again), so it learns which streams grew from
+ * Redis itself: per master, one connection subscribed to
  * __redis__:invalidate with CLIENT TRACKING BCAST PREFIX fg:{!ev redirected
- * to itself (Redis 6+, no configuration needed), and one that reads the
+ * to itself (Redis 6+, nothing to configure), and one that reads the
  * streams named there with pipelined XRANGEs from each one's last id.
- * Redis sends one such message per event loop turn at most, listing every
- * stream written in it. After connecting (again), and when the slot map
- * moved, every stream of the master's slots is read once (a slot's
- * events may have been written while nobody listened). Cost on a
- * Cluster: idle, nothing (the subscribers wait); busy, at most one
- * pipeline per master per 20 ms (FOLLOW_PACE_MS), of one XRANGE per
- * stream written since; at a (re)connection or a move of the map, one
- * XRANGE per slot of the master.
+ * Redis sends such a message once per event loop turn at most, naming
+ * every stream written in it. After connecting (again), and when the slot
+ * map moved, every stream of the master's slots is read once (a slot's
+ * events may have been written while nobody listened; tracking is on
+ * before that read, so none falls between). Cost on a Cluster: idle,
+ * nothing (the subscribers wait in poll()); busy, at most one pipeline per
+ * master per 20 ms (FOLLOW_PACE_MS), of one XRANGE per stream written
+ * since; at a (re)connection or a move of the map, one XRANGE per slot of
+ * the master. A subscriber whose connection dies without a word (no FIN,
+ * no RST) is not noticed: its master's events stop until the connection
+ * errs.
  *
  * Invariants: no entry is given twice, or passed by, by one follower or
  * by a history resumed from its own `next`; whatever Redis holds under
@@ -67,6 +73,7 @@
 #define PIPE_MAX 1024u      /* commands per pipeline before its replies */
 #define FOLLOW_COUNT 256u   /* entries per stream per follower read */
 #define FOLLOW_PACE_MS 20u  /* a master's streams read at most this often */
+#define SUB_PING_MS 15000u  /* a silent subscriber is asked for a PONG */
 #define TRACK_PREFIX "fg:{!ev"
 #define SEQ_MAX 9999999999999999999ull /* 19 digits: the id's bound */
 
@@ -392,17 +399,82 @@ static int reply_ok(const redisReply *r)
 	return FG_EUNAVAIL;
 }
 
+/* What a pipeline sends to which stream, and what it does with each
+ * reply (keeps it or frees it). */
+typedef bool want_fn(struct hstream *s);
+typedef void build_fn(const struct history *h, struct hstream *s,
+		      struct cmd *c, char *key, size_t cap);
+typedef void take_fn(struct history *h, struct hstream *s, redisReply *r);
+
+/* Errors that mean the map or the master moved: the connection goes (the
+ * store makes another one), the topology is looked at again. */
+static bool moved(const redisReply *r)
+{
+	return strncmp(r->str, "MOVED", 5) == 0 || strncmp(r->str, "ASK", 3) == 0 ||
+	       strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
+	       strncmp(r->str, "READONLY", 8) == 0;
+}
+
+/* One pipeline to master `node`: the streams of h->s from *at on that it
+ * wants, PIPE_MAX at most; *at moves past them. */
+static int pipeline_batch(struct history *h, size_t node, size_t *at,
+			  size_t *batch, want_fn *want, build_fn *build,
+			  take_fn *take)
+{
+	const struct fg_redis_node *where = &h->view->nodes[node];
+	redisContext *rc = NULL;
+	size_t nb = 0;
+	int err = FG_OK;
+	bool lost = false;
+
+	for (; *at < h->n && nb < PIPE_MAX; (*at)++) {
+		struct hstream *s = &h->s[*at];
+		if (s->node != node || !want(s))
+			continue;
+		if (!rc && !(rc = fg__store_conn(h->st, where)))
+			return FG_EUNAVAIL;
+		char key[FG__EV_KEY_MAX];
+		struct cmd c;
+		build(h, s, &c, key, sizeof(key));
+		if (redisAppendCommandArgv(rc, c.argc, c.argv, c.len) != REDIS_OK) {
+			err = FG_ENOMEM;
+			lost = true; /* what was appended is read below */
+			break;
+		}
+		batch[nb++] = *at;
+	}
+	/* every reply is read, even after a bad one: the connection stays in
+	 * step, and is dropped (if at all) only once it was read */
+	for (size_t b = 0; b < nb; b++) {
+		redisReply *r = NULL;
+		if (redisGetReply(rc, (void **)&r) != REDIS_OK || !r) {
+			fg__store_lost(h->st, where, NULL);
+			return FG_EUNAVAIL;
+		}
+		int rerr = reply_ok(r);
+		if (rerr) {
+			lost = lost || moved(r);
+			if (!err)
+				err = rerr;
+			freeReplyObject(r);
+		} else if (err) {
+			freeReplyObject(r);
+		} else {
+			take(h, &h->s[batch[b]], r);
+		}
+	}
+	if (lost)
+		fg__store_lost(h->st, where, err == FG_ENOMEM ? "out of memory" :
+			       "the slot map moved");
+	return err;
+}
+
 /*
  * Sends, per master, the command build() makes for each stream that
  * want() picks, pipelined (PIPE_MAX at a time), and hands each reply to
  * take() (which keeps it or frees it). FG_OK, or FG_EUNAVAIL (a
  * connection failed: dropped; or a redirection: the map is suspect).
  */
-typedef bool want_fn(struct hstream *s);
-typedef void build_fn(const struct history *h, struct hstream *s,
-		      struct cmd *c, char *key, size_t cap);
-typedef void take_fn(struct history *h, struct hstream *s, redisReply *r);
-
 static int pipeline(struct history *h, want_fn *want, build_fn *build,
 		    take_fn *take)
 {
@@ -410,60 +482,10 @@ static int pipeline(struct history *h, want_fn *want, build_fn *build,
 	int err = FG_OK;
 	if (!batch)
 		return FG_ENOMEM;
-	for (size_t node = 0; node < h->view->nnodes && !err; node++) {
-		size_t at = 0;
-		while (at < h->n && !err) {
-			size_t nb = 0;
-			redisContext *rc = NULL;
-			for (; at < h->n && nb < PIPE_MAX; at++) {
-				struct hstream *s = &h->s[at];
-				if (s->node != node || !want(s))
-					continue;
-				if (!rc && !(rc = fg__store_conn(h->st, &h->view->nodes[node]))) {
-					err = FG_EUNAVAIL;
-					break;
-				}
-				char key[FG__EV_KEY_MAX];
-				struct cmd c;
-				build(h, s, &c, key, sizeof(key));
-				if (redisAppendCommandArgv(rc, c.argc, c.argv, c.len) != REDIS_OK) {
-					err = FG_ENOMEM;
-					break;
-				}
-				batch[nb++] = at;
-			}
-			/* every reply is read, even after a bad one: the
-			 * connection stays in step */
-			for (size_t b = 0; b < nb; b++) {
-				redisReply *r = NULL;
-				if (redisGetReply(rc, (void **)&r) != REDIS_OK || !r) {
-					fg__store_lost(h->st, &h->view->nodes[node], NULL);
-					err = FG_EUNAVAIL;
-					break;
-				}
-				int rerr = reply_ok(r);
-				if (rerr) {
-					if (strncmp(r->str, "MOVED", 5) == 0 ||
-					    strncmp(r->str, "ASK", 3) == 0 ||
-					    strncmp(r->str, "CLUSTERDOWN", 11) == 0 ||
-					    strncmp(r->str, "READONLY", 8) == 0)
-						fg__store_lost(h->st, &h->view->nodes[node],
-							       r->str);
-					if (!err)
-						err = rerr;
-					freeReplyObject(r);
-					continue;
-				}
-				if (err)
-					freeReplyObject(r);
-				else
-					take(h, &h->s[batch[b]], r);
-			}
-			if (err == FG_ENOMEM && rc)
-				fg__store_lost(h->st, &h->view->nodes[node],
-					       "out of memory");
-		}
-	}
+	for (size_t node = 0; node < h->view->nnodes && !err; node++)
+		for (size_t at = 0; at < h->n && !err;)
+			err = pipeline_batch(h, node, &at, batch, want, build,
+					     take);
 	free(batch);
 	return err;
 }
@@ -854,6 +876,8 @@ struct tnode {
 	redisContext *sub;  /* Cluster: subscribed to __redis__:invalidate */
 	uint64_t next_try_ms;
 	uint64_t last_read_ms;
+	uint64_t heard_ms;  /* Cluster: the subscriber last spoke */
+	uint64_t ping_ms;   /* Cluster: a PING unanswered since, or 0 */
 	bool all;           /* Cluster: read every slot it serves */
 };
 
@@ -1037,6 +1061,8 @@ static int tail_up(fg_evtail *t, struct tnode *n)
 		return FG_EUNAVAIL;
 	}
 	n->all = true;
+	n->heard_ms = fg__mono_ms();
+	n->ping_ms = 0;
 	if (!t->pos.set) {
 		uint64_t ms;
 		if (redis_time(n->rc, &ms)) {
@@ -1124,6 +1150,8 @@ static int take_invalidations(fg_evtail *t, struct tnode *n)
 			return -1;
 		if (!r)
 			return 0;
+		n->heard_ms = fg__mono_ms(); /* a PONG too */
+		n->ping_ms = 0;
 		if (r->type == REDIS_REPLY_ARRAY && r->elements == 3 &&
 		    r->element[0]->type == REDIS_REPLY_STRING &&
 		    strcmp(r->element[0]->str, "message") == 0) {
@@ -1317,6 +1345,43 @@ static int cluster_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 			if (!n->rc || !has_marked(t, i))
 				continue;
 			uint64_t due = n->last_read_ms + FOLLOW_PACE_MS;
+			if (due < wake)
+				wake = due;
+		}
+		/* a subscriber silent for SUB_PING_MS is asked for a PONG,
+		 * and one that gives none within command_ms is gone (its
+		 * connection died without a word: tracking with it) */
+		for (size_t i = 0; i < t->nnodes; i++) {
+			struct tnode *n = &t->nodes[i];
+			if (!n->sub)
+				continue;
+			if (n->ping_ms && now >= n->ping_ms + t->command_ms) {
+				tnode_drop(n);
+				fg_topo_suspect(t->topo);
+				if (!down)
+					down = FG_EUNAVAIL;
+				continue;
+			}
+			if (!n->ping_ms && now >= n->heard_ms + SUB_PING_MS) {
+				int done = 0;
+				if (redisAppendCommand(n->sub, "PING") != REDIS_OK) {
+					tnode_drop(n);
+					continue;
+				}
+				while (!done)
+					if (redisBufferWrite(n->sub, &done) != REDIS_OK)
+						break;
+				if (!done) {
+					tnode_drop(n);
+					fg_topo_suspect(t->topo);
+					if (!down)
+						down = FG_EUNAVAIL;
+					continue;
+				}
+				n->ping_ms = now;
+			}
+			uint64_t due = n->ping_ms ? n->ping_ms + t->command_ms
+						  : n->heard_ms + SUB_PING_MS;
 			if (due < wake)
 				wake = due;
 		}

@@ -31,14 +31,15 @@ import json
 import os
 import re
 import secrets
+import signal
 import socket
 import tempfile
-import threading
 import time
 import urllib.parse
 import hashlib
 
 import harness
+import topology
 from harness import RespClient, TestCase, metric_value, slack, wait_until
 
 EVENTS = "/_fence/v1/events"
@@ -55,6 +56,35 @@ def xadd(redis, **fields):
         args += [k, v if isinstance(v, str) else json.dumps(v)
                  if isinstance(v, dict) else str(v)]
     return redis.command(*args).decode()
+
+
+_TAGS = {}
+
+
+def stream_of(name):
+    """The stream lock `name`'s events go to, and its slot (None on one
+    Redis): on a Cluster fg:{!evT}:s, T the first number whose tag "!evT"
+    is in the lock's own slot (lockcore/evkeys.c)."""
+    if not harness.cluster_mode():
+        return STREAM, None
+    slot = topology.keyslot("fg:{%s}:s" % name)
+    if slot not in _TAGS:
+        t = 0
+        while topology.keyslot("!ev%d" % t) != slot:
+            t += 1
+        _TAGS[slot] = t
+    return "fg:{!ev%d}:s" % _TAGS[slot], slot
+
+
+def xadd_lock(redis, name, **fields):
+    """Appends one event of lock `name` where its functions would, on one
+    Redis or a Cluster; returns its id as the API gives it."""
+    key, slot = stream_of(name)
+    args = ["XADD", key, "*", "l", name]
+    for k, v in fields.items():
+        args += [k, str(v)]
+    i = redis.command(*args).decode()
+    return i if slot is None else "%s.%d" % (i, slot)
 
 
 def query(**params):
@@ -425,6 +455,17 @@ class Serving(EventsCase):
         ids = [i for i in s.ids()]
         self.assertEqual(ids, mine)
 
+    def test_an_idle_stream_sends_a_keep_alive_every_15_s(self):
+        s = self.stream(query(prefix="nothing-here/", after=self.mark()))
+        s.read_head()
+        t0 = time.monotonic()
+        self.assertTrue(s.wait(lambda s: s.comments >= 1, 15.0 + slack(10.0)),
+                        "no keep-alive comment")
+        took = time.monotonic() - t0
+        self.assertGreater(took, 14.0)
+        self.assertEqual(s.frames, [])
+        self.assertFalse(s.ended)
+
     def test_head_answers_like_get_without_a_body(self):
         r = self.req("HEAD", query(prefix="a/", wait_ms=30000), timeout=slack(5.0))
         self.assertEqual(r.status, 200, r)
@@ -442,6 +483,52 @@ class Serving(EventsCase):
         self.assertTrue(wait_until(
             lambda: metric_value(self.gw, "fencegate_event_readers") == base,
             slack(5.0)))
+
+
+class OneLock(EventsCase):
+    """A lock's events, on one Redis or a Cluster (its own slot's stream):
+    always in its order, with the ids the topology gives."""
+
+    def read_all(self, name, want):
+        """Follows next from the oldest retained until `want` events of
+        `name` were seen (a page may hold fewer than its limit)."""
+        seen, cursor = [], None
+        for _ in range(50):
+            params = dict(prefix=name, limit=1000)
+            if cursor:
+                params["after"] = cursor
+            page = self.events_ok(**params)
+            seen += [e["id"] for e in page["events"]]
+            if len(seen) >= want:
+                return seen
+            cursor = page["next"] or cursor
+        return seen
+
+    def test_a_locks_events_in_order_then_a_long_poll_then_a_stream(self):
+        name = self.lock_name()
+        ids = [xadd_lock(self.redis, name, k="granted", t=1),
+               xadd_lock(self.redis, name, k="released", t=1),
+               xadd_lock(self.redis, name, k="granted", t=2)]
+        if harness.cluster_mode():
+            for i in ids:
+                self.assertRegex(i, r"^\d+-\d+\.\d+$")
+        self.assertEqual(self.read_all(name, 3), ids)
+        c = self.call("GET", query(prefix=name, after=ids[-1], wait_ms=30000),
+                      timeout=slack(40.0))
+        time.sleep(slack(0.3))
+        self.assertFalse(c.done)
+        ids.append(xadd_lock(self.redis, name, k="released", t=2))
+        r = c.result(slack(10.0))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual([e["id"] for e in r.json["events"]], ids[3:])
+        s = self.stream(query(prefix=name), [("Last-Event-ID", ids[0])])
+        s.read_head()
+        self.assertTrue(s.wait(lambda s: len(s.ids()) >= 3, slack(5.0)),
+                        s.frames)
+        ids.append(xadd_lock(self.redis, name, k="granted", t=3))
+        self.assertTrue(s.wait(lambda s: len(s.ids()) >= 4, slack(5.0)),
+                        s.frames)
+        self.assertEqual(s.ids(), ids[1:])
 
 
 class Validation(EventsCase):
@@ -573,19 +660,19 @@ class SlowReader(EventsCase):
         target = query(prefix=p)
         slow = self.stream(target, [("Last-Event-ID", after)], rcvbuf=4096)
         slow.read_head()
-        fast = self.stream(target, [("Last-Event-ID", after)])
-        fast.read_head()
-        self.assertEqual((slow.status, fast.status), (200, 200))
-        got = {"n": 0}
-        stop = threading.Event()
-
-        def read_fast():
-            while not stop.is_set() and not fast.ended:
-                fast.wait(lambda s: False, 0.2)
-                got["n"] = len(fast.ids())
-        t = threading.Thread(target=read_fast, daemon=True)
-        t.start()
-        # about 8 MB of events, paced so that one turn of the follower
+        self.assertEqual(slow.status, 200)
+        # the reader that keeps up is a process of its own (curl), so that
+        # nothing of this test's own work slows its reading
+        out = os.path.join(tempfile.mkdtemp(dir=harness.tmp_root()), "fast")
+        fast = harness.spawn(["curl", "-sN", "-o", out,
+                              "-H", "Accept: text/event-stream",
+                              "-H", "Last-Event-ID: " + after,
+                              "http://127.0.0.1:%d%s" % (self.gw.port, target)])
+        self.addCleanup(harness.stop_process, fast)
+        self.assertTrue(wait_until(
+            lambda: metric_value(self.gw, "fencegate_event_readers") >= 2,
+            slack(5.0)))
+        # about 7 MB of events, paced so that one turn of the follower
         # brings far less than the bound to a reader that keeps up
         n = 2000
         pad = "x" * 3500
@@ -601,15 +688,49 @@ class SlowReader(EventsCase):
                     time.sleep(0.02)
         harness.wait_metric(self.gw, "fencegate_event_readers_cut_total", 1,
                             slack(20.0))
-        self.assertTrue(wait_until(lambda: got["n"] >= n, slack(30.0)),
-                        "the reading stream got %d of %d" % (got["n"], n))
-        stop.set()
-        t.join(5.0)
-        self.assertEqual(fast.ids(), ids)
-        self.assertFalse(fast.ended)
+
+        def fast_ids():
+            with open(out, "rb") as f:
+                return re.findall(rb"^id: (\S+)$", f.read(), re.M)
+        self.assertTrue(wait_until(lambda: len(fast_ids()) >= n, slack(30.0)),
+                        "the reading stream got %d of %d" % (len(fast_ids()), n))
+        self.assertEqual([i.decode() for i in fast_ids()], ids)
+        self.assertIsNone(fast.poll(), "the reading stream ended")
         self.assertEqual(metric_value(self.gw, "fencegate_event_readers_cut_total"), 1)
         # the one not read ended: what it was sent, then the end
         self.assertTrue(slow.wait(lambda s: s.ended, slack(20.0)),
                         "the stream not read did not end")
         self.assertLess(len(slow.ids()), n)
         self.assertEqual(slow.ids(), ids[:len(slow.ids())])
+
+
+@harness.single_redis("appends to the one event stream of a single Redis")
+class Drain(EventsCase):
+    """A gateway that drains answers its long polls with what they have
+    and ends its streams: nothing waits for the drain's bound."""
+
+    uses_shared_env = False
+
+    def test_the_drain_answers_long_polls_and_ends_streams(self):
+        env = self.start_env(flags=["--drain-timeout-ms", "20000"])
+        self.gw, self.redis = env.gw, env.redis
+        after = self.mark()
+        s = self.stream(query(prefix="d/"), [("Last-Event-ID", after)])
+        s.read_head()
+        i = xadd(self.redis, k="granted", l="d/x", t="1")
+        self.assertTrue(s.wait(lambda s: s.ids() == [i], slack(5.0)), s.frames)
+        c = self.call("GET", query(prefix="d/", after=i, wait_ms=60000),
+                      timeout=slack(40.0))
+        self.assertTrue(wait_until(
+            lambda: metric_value(self.gw, "fencegate_event_readers") >= 2,
+            slack(5.0)))
+        t0 = time.monotonic()
+        self.gw.proc.send_signal(signal.SIGTERM)
+        r = c.result(slack(10.0))
+        self.assertEqual(r.status, 200, r)
+        self.assertEqual(r.json, {"events": [], "next": i})
+        self.assertTrue(s.wait(lambda s: s.ended, slack(10.0)),
+                        "the stream did not end")
+        self.assertTrue(wait_until(lambda: not self.gw.alive(), slack(15.0)))
+        self.assertLess(time.monotonic() - t0, slack(15.0))
+        self.assertEqual(self.gw.proc.returncode, 0)

@@ -140,6 +140,54 @@ static int rp_start(struct redisproc *p, const char *const *extra)
 	return -1;
 }
 
+/* Starts a Sentinel (redis-server in sentinel mode, its config file in
+ * its own directory) on a free port, watching the master named `name` at
+ * 127.0.0.1:master_port, quorum 1; waits until it answers PING. */
+static inline int rp_start_sentinel(struct redisproc *p, const char *name,
+				    int master_port)
+{
+	char conf[320];
+	p->port = rp_free_port();
+	snprintf(p->dir, sizeof(p->dir), "%s/fg-evread-XXXXXX", P_tmpdir);
+	if (p->port <= 0 || !mkdtemp(p->dir))
+		return -1;
+	snprintf(conf, sizeof(conf), "%s/sentinel.conf", p->dir);
+	FILE *f = fopen(conf, "w");
+	if (!f)
+		return -1;
+	fprintf(f, "port %d\nbind 127.0.0.1\ndir %s\n"
+		"sentinel monitor %s 127.0.0.1 %d 1\n", p->port, p->dir, name,
+		master_port);
+	fclose(f);
+	snprintf(p->port_s, sizeof(p->port_s), "%d", p->port);
+	p->pid = fork();
+	if (p->pid < 0)
+		return -1;
+	if (p->pid == 0) {
+		int null = open("/dev/null", O_WRONLY);
+		if (null >= 0) {
+			dup2(null, 1);
+			dup2(null, 2);
+		}
+		execlp("redis-server", "redis-server", conf, "--sentinel",
+		       (char *)NULL);
+		_exit(127);
+	}
+	for (int i = 0; i < 500; i++) {
+		redisContext *rc = rp_connect(p);
+		redisReply *r = rc ? redisCommand(rc, "PING") : NULL;
+		int ok = r && r->type == REDIS_REPLY_STATUS;
+		if (r)
+			freeReplyObject(r);
+		if (rc)
+			redisFree(rc);
+		if (ok)
+			return 0;
+		rp_sleep_ms(10);
+	}
+	return -1;
+}
+
 /* SIGKILLs it and reaps it (a Redis gone at once, as a crash). */
 static void rp_kill(struct redisproc *p)
 {

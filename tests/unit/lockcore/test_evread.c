@@ -694,6 +694,89 @@ static void test_tail_restart(void **state)
 	fg_evtail_destroy(t);
 }
 
+/* ---- behind a Sentinel ------------------------------------------------ */
+
+struct senv {
+	struct redisproc rp, sentinel;
+	fg_topo *topo;
+	struct fg_store_opts opts;
+	fg_store *st;
+};
+
+static int senv_down(void **state)
+{
+	struct senv *e = *state;
+	if (!e)
+		return 0;
+	fg_store_destroy(e->st);
+	fg_topo_destroy(e->topo);
+	rp_stop(&e->sentinel);
+	rp_stop(&e->rp);
+	free(e);
+	return 0;
+}
+
+static int senv_up(void **state)
+{
+	struct senv *e = calloc(1, sizeof(*e));
+	if (!e)
+		return -1;
+	*state = e;
+	char url[96], err[128];
+	struct fg_redis_addr addr;
+	if (rp_start(&e->rp, NULL) ||
+	    rp_start_sentinel(&e->sentinel, "evm", e->rp.port))
+		goto fail;
+	snprintf(url, sizeof(url), "redis-sentinel://127.0.0.1:%d/evm",
+		 e->sentinel.port);
+	if (fg_redis_addr_parse(url, &addr, err, sizeof(err)))
+		goto fail;
+	e->topo = fg_topo_create(&addr, 200, 2000, NULL);
+	if (!e->topo || fg_topo_refresh(e->topo) != FG_OK)
+		goto fail;
+	e->opts = (struct fg_store_opts){ .topo = e->topo,
+		.connect_timeout_ms = 200, .command_timeout_ms = 2000 };
+	e->st = fg_store_create(&e->opts);
+	if (e->st)
+		return 0;
+fail:
+	senv_down(state);
+	*state = NULL;
+	return -1;
+}
+
+/* The master the Sentinel names holds the one stream: the history and
+ * the follower read it there. */
+static void test_sentinel(void **state)
+{
+	struct senv *e = *state;
+	redisContext *rc = rp_connect(&e->rp);
+	assert_non_null(rc);
+	fg_evtail *t = fg_evtail_create(&e->opts);
+	assert_non_null(t);
+	redisReply *r = redisCommand(rc, "XADD %s * k granted l s1 t 3", EV);
+	assert_non_null(r);
+	assert_int_equal(r->type, REDIS_REPLY_STRING);
+	char id[48];
+	snprintf(id, sizeof(id), "%s", r->str);
+	freeReplyObject(r);
+	redisFree(rc);
+
+	struct seen s = { 0 };
+	assert_int_equal(fg_evtail_next(t, 1000, see, &s), 1);
+	assert_string_equal(s.id[0], id);
+	assert_true(s.has_token[0] && s.token[0] == 3);
+	struct fg_ev_cursor next = { 0 };
+	bool gap;
+	memset(&s, 0, sizeof(s));
+	assert_int_equal(fg_events_range(e->st, NULL, 10, 0, see, &s, &next,
+					 &gap), FG_OK);
+	assert_int_equal(s.n, 1);
+	assert_string_equal(s.id[0], id);
+	assert_int_equal(fg_events_trim(e->st, 60000), FG_OK);
+	fg_evtail_destroy(t);
+}
+
 int main(void)
 {
 	const struct CMUnitTest ids[] = {
@@ -711,7 +794,11 @@ int main(void)
 		cmocka_unit_test(test_tail_wakes),
 		cmocka_unit_test(test_tail_restart),
 	};
+	const struct CMUnitTest sentinel[] = {
+		cmocka_unit_test(test_sentinel),
+	};
 	int failed = cmocka_run_group_tests(ids, NULL, NULL);
 	failed += cmocka_run_group_tests(redis, env_up, env_down);
+	failed += cmocka_run_group_tests(sentinel, senv_up, senv_down);
 	return failed;
 }

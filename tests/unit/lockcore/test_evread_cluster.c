@@ -14,6 +14,7 @@
 #include <stdint.h>
 #include <stdlib.h>
 #include <string.h>
+#include <time.h>
 
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
@@ -516,6 +517,17 @@ static void test_slot_moves(void **state)
 
 	uint64_t gen = fg_topo_gen(e->topo);
 	move_slot(e, 9000, owner(9000), 2);
+	/* before the map is looked at again, the history asks the old
+	 * master, which answers MOVED: not all there, the map suspect */
+	{
+		struct fg_ev_cursor next = { 0 };
+		bool gap;
+		struct seen *h = calloc(1, sizeof(*h));
+		assert_int_equal(fg_events_range(e->st, NULL, 100, 0, see, h,
+						 &next, &gap), FG_EUNAVAIL);
+		assert_true(fg_topo_suspected(e->topo));
+		free(h);
+	}
 	assert_int_equal(fg_topo_refresh(e->topo), FG_OK);
 	assert_true(fg_topo_gen(e->topo) > gen);
 
@@ -555,6 +567,109 @@ static void test_slot_moves(void **state)
 	assert_int_equal(fg_topo_refresh(e->topo), FG_OK);
 }
 
+/* A master goes and comes back (empty: nothing saved) under the
+ * follower: an error while it is gone, the other masters' events still
+ * given, then what its streams got since it came back, once. */
+static void test_master_restart(void **state)
+{
+	static const char *const args[] = { "--cluster-enabled", "yes",
+		"--cluster-config-file", "nodes.conf", "--cluster-node-timeout",
+		"2000", NULL };
+	struct env *e = *state;
+	char id[4][48];
+	del_all(e);
+	fg_evtail *t = fg_evtail_create(&e->opts);
+	assert_non_null(t);
+	struct seen *s = calloc(1, sizeof(*s));
+
+	rp_kill(&e->rp[1]);
+	redisFree(e->rc[1]);
+	e->rc[1] = NULL;
+	/* its subscriber's end is seen: an error */
+	assert_true(fg_evtail_next(t, 100, see, s) < 0);
+	/* another master's event: given all the same */
+	xadd(e, 200, NULL, id[0], "granted", "m0");
+	int got = 0;
+	for (int i = 0; i < 50 && got == 0; i++) {
+		int r = fg_evtail_next(t, 100, see, s);
+		if (r > 0)
+			got += r;
+	}
+	assert_int_equal(got, 1);
+	assert_int_equal(s->n, 1);
+
+	/* back on its port with its node id (nodes.conf), empty */
+	assert_int_equal(rp_start(&e->rp[1], args), 0);
+	assert_non_null(e->rc[1] = rp_connect(&e->rp[1]));
+	int i;
+	for (i = 0; i < 2000 && !cluster_ok(e); i++)
+		rp_sleep_ms(10);
+	assert_true(i < 2000);
+	/* written before the follower is back on it: caught up */
+	xadd(e, 8000, NULL, id[1], "granted", "m1a");
+	xadd(e, 9000, NULL, id[2], "granted", "m1b");
+	for (i = 0; i < 100 && s->n < 3; i++)
+		fg_evtail_next(t, 100, see, s);
+	assert_int_equal(s->n, 3);
+	/* and after, as it comes */
+	xadd(e, 8000, NULL, id[3], "released", "m1a");
+	for (i = 0; i < 50 && s->n < 4; i++)
+		fg_evtail_next(t, 100, see, s);
+	assert_int_equal(s->n, 4);
+	assert_int_equal(fg_evtail_next(t, 200, see, s), 0);
+	assert_int_equal(s->n, 4);
+	assert_string_equal(s->lock[3], "m1a");
+	char full[64];
+	snprintf(full, sizeof(full), "%s.8000", id[3]);
+	assert_string_equal(s->id[3], full);
+	fg_evtail_destroy(t);
+	free(s);
+}
+
+static uint64_t now_ms(void)
+{
+	struct timespec ts;
+	clock_gettime(CLOCK_MONOTONIC, &ts);
+	return (uint64_t)ts.tv_sec * 1000 + (uint64_t)ts.tv_nsec / 1000000;
+}
+
+/* A master that stops answering without closing anything (SIGSTOP): the
+ * follower's subscriber there goes silent; after 15 s it is asked for a
+ * PONG and, none within the command timeout (2 s), it counts as gone:
+ * an error; once the master runs again, its streams are read again. */
+static void test_master_silent(void **state)
+{
+	struct env *e = *state;
+	char id[48];
+	del_all(e);
+	fg_evtail *t = fg_evtail_create(&e->opts);
+	assert_non_null(t);
+	struct seen *s = calloc(1, sizeof(*s));
+	assert_int_equal(fg_evtail_next(t, 50, see, s), 0);
+
+	uint64_t t0 = now_ms();
+	kill(e->rp[2].pid, SIGSTOP);
+	int r = 0;
+	while (r >= 0 && now_ms() - t0 < 30000)
+		r = fg_evtail_next(t, 500, see, s);
+	uint64_t took = now_ms() - t0;
+	kill(e->rp[2].pid, SIGCONT);
+	assert_true(r < 0);
+	assert_true(took >= 15000 && took < 15000 + 2000 + 5000);
+
+	int i;
+	for (i = 0; i < 2000 && !cluster_ok(e); i++)
+		rp_sleep_ms(10);
+	assert_true(i < 2000);
+	xadd(e, 13000, NULL, id, "granted", "back");
+	for (i = 0; i < 50 && s->n < 1; i++)
+		fg_evtail_next(t, 100, see, s);
+	assert_int_equal(s->n, 1);
+	assert_string_equal(s->lock[0], "back");
+	fg_evtail_destroy(t);
+	free(s);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -563,6 +678,8 @@ int main(void)
 		cmocka_unit_test(test_trim),
 		cmocka_unit_test(test_tail),
 		cmocka_unit_test(test_slot_moves),
+		cmocka_unit_test(test_master_restart),
+		cmocka_unit_test(test_master_silent),
 	};
 	return cmocka_run_group_tests(tests, env_up, env_down);
 }
