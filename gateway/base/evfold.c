@@ -60,10 +60,11 @@ static size_t clean_copy(char *out, size_t cap, const char *in, char stop)
 size_t fg_evpath(const char *target, char out[FG_EVPATH_MAX + 1])
 {
 	/* the query (and a fragment, which no proxied request has) never */
-	size_t n = strcspn(target ? target : "", "?#");
+	const char *t = target ? target : "";
+	size_t n = strcspn(t, "?#");
 	char tmp[FG_EVPATH_MAX + 1];
 	size_t take = n < FG_EVPATH_MAX ? n : FG_EVPATH_MAX;
-	memcpy(tmp, target, take);
+	memcpy(tmp, t, take);
 	tmp[take] = '\0';
 	return clean_copy(out, FG_EVPATH_MAX + 1, tmp, 0);
 }

@@ -30,8 +30,10 @@ struct grant {
 					grant's own allocation */
 };
 
-/* The three strings of who, each cut to its field's size. */
-#define WHO_MAX (FG_PRINCIPAL_MAX + 1 + FG_OWNER_MAX + 1 + 48)
+/* The three strings of who, each cut to its field's size (a client's
+ * address as the request's record holds it, base/record.h). */
+#define WHO_CLIENT_MAX 47
+#define WHO_MAX (FG_PRINCIPAL_MAX + 1 + FG_OWNER_MAX + 1 + WHO_CLIENT_MAX + 1)
 
 static size_t who_len(const char *s, size_t max)
 {
@@ -88,7 +90,7 @@ void fg_held_granted(const char *name, uint64_t token, bool new_holder,
 	/* owned by the table from here; drop() and fg_held_finish() free it */
 	size_t pl = who_len(who ? who->principal : NULL, FG_PRINCIPAL_MAX),
 	       ol = who_len(who ? who->owner : NULL, FG_OWNER_MAX),
-	       cl = who_len(who ? who->client : NULL, 47);
+	       cl = who_len(who ? who->client : NULL, WHO_CLIENT_MAX);
 	if (!g && ngrants < FG_HELD_MAX &&
 	    (g = calloc(1, sizeof(*g) + pl + ol + cl + 3))) {
 		key_of(g->key, sizeof(g->key), name, token);

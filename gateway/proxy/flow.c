@@ -219,9 +219,11 @@ static json_t *token_fields(uint64_t token, bool has_current, uint64_t current)
 			 has_current ? json_integer((json_int_t)current) : json_null());
 }
 
-/* A fenced write's refusal, as an event (rt/evrec.h): the request's
- * path only (never its query), who sent it, the token refused (0: none
- * was read); lock NULL when none was found. */
+/* A fenced write's refusal, as an event of its lock (rt/evrec.h): the
+ * request's path only (never its query), who sent it, the token refused
+ * (0: none was read). A refusal no lock could be found for (the write
+ * set's or S3's own, before the fence) is no event: an event is a
+ * lock's, and shown to who may observe that lock. */
 static void record_refusal(struct fg_req *req, const char *method,
 			   const char *lock, enum fg_error e, uint64_t token)
 {
@@ -255,7 +257,8 @@ static enum MHD_Result refuse(struct fg_req *req, struct MHD_Connection *c,
 	json_t *extra = r->token ? token_fields(r->token, r->has_current, r->current)
 				 : NULL;
 	fg_rec_refused((int)e, r->lock, r->token, r->has_current, r->current);
-	record_refusal(req, method, r->lock[0] ? r->lock : NULL, e, r->token);
+	if (r->lock[0])
+		record_refusal(req, method, r->lock, e, r->token);
 	return fg_respond_error(c, e, message, extra);
 }
 
@@ -1309,20 +1312,18 @@ static bool singles_refused(struct MHD_Connection *c, const char *method,
 /* ---- S3 mode -------------------------------------------------------------- */
 
 /* An S3 request refused before any lock was checked: what it is, or
- * which locks guard it, could not be told. A write's refusal is
- * recorded, with no lock (none was found); a read's is not. */
-static enum MHD_Result s3_refuse(struct fg_req *req, struct MHD_Connection *c,
-				 const char *method, enum fg_s3_refusal r)
+ * which locks guard it, could not be told. It is no event: an event is
+ * a lock's, shown under its name (the refusals of the fence, which has
+ * the lock, are recorded by refuse()). */
+static enum MHD_Result s3_refuse(struct MHD_Connection *c, enum fg_s3_refusal r)
 {
+	if (r == FG_S3_MALFORMED_XML)
+		return fg_respond_s3(c, FG_S3N_MALFORMED_XML, NULL, false);
+	struct fg_s3_errdef d = fg_s3_refusal_answer(r);
 	enum fg_error e = r == FG_S3_BAD_LOCK_NAME ? FG_E_BAD_LOCK_NAME
 		: r == FG_S3_SUBTREE_UNGUARDED ? FG_E_SUBTREE_UNGUARDED
 		: r == FG_S3_NO_MEMORY ? FG_E_INTERNAL
 		: FG_E_BAD_REQUEST;
-	if (fg_method_is_write(req->gw->cfg, method) && r != FG_S3_NO_MEMORY)
-		record_refusal(req, method, NULL, e, 0);
-	if (r == FG_S3_MALFORMED_XML)
-		return fg_respond_s3(c, FG_S3N_MALFORMED_XML, NULL, false);
-	struct fg_s3_errdef d = fg_s3_refusal_answer(r);
 	return fg_respond_error(c, e, d.message, NULL);
 }
 
@@ -1340,7 +1341,7 @@ static enum MHD_Result s3_check(struct fg_req *req, struct MHD_Connection *c,
 	enum fg_s3_refusal r = fg_s3_locks_build(req->gw->cfg, &s3->r, s3->body,
 						 s3->body_len, &s3->locks);
 	if (r != FG_S3_OK)
-		return s3_refuse(req, c, method, r);
+		return s3_refuse(c, r);
 	enum MHD_Result ret;
 	if (!fg_access_s3_may(req, c, &s3->r, &s3->locks, &ret))
 		return ret;
@@ -1391,7 +1392,7 @@ static enum MHD_Result s3_head(struct fg_req *req, struct MHD_Connection *c,
 	};
 	enum fg_s3_refusal r = fg_s3_classify(req->gw->cfg, &h, &s3->r);
 	if (r != FG_S3_OK)
-		return s3_refuse(req, c, method, r);
+		return s3_refuse(c, r);
 	if (fg_s3part_streaming(s3)) {
 		/* its chunks are checked against this many bytes of data */
 		const char *d = MHD_lookup_connection_value(c, MHD_HEADER_KIND,
@@ -1469,9 +1470,6 @@ static enum MHD_Result head(struct fg_req *req, struct MHD_Connection *c,
 	enum MHD_Result ret;
 	if (e != FG_E_COUNT && !fg_access_proxy(req, c, method, NULL, &ret))
 		return ret;
-	/* a write no lock could be found for, as s3_refuse() records it */
-	if (e != FG_E_COUNT && fg_method_is_write(req->gw->cfg, method))
-		record_refusal(req, method, NULL, e, 0);
 	if (e != FG_E_COUNT)
 		return fg_respond_error(c, e,
 			e == FG_E_BAD_LOCK_NAME

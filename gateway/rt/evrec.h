@@ -11,7 +11,9 @@
  * second goes out at the end of its turn, the rest as one event with
  * their count when the second ends. What does not fit (the turn's
  * buffer, a second's folds) or what Redis did not take is counted in
- * fencegate_events_dropped_total, never waited for. A loop whose events
+ * fencegate_events_dropped_total, never waited for (an append Redis did
+ * not take is known from fg_aevents_failed(), looked at whenever the
+ * recorder sends). A loop whose events
  * setting is no has no recorder (NULL), and every call here takes NULL
  * and records nothing. On the loop's thread only.
  */

@@ -1,19 +1,18 @@
 """test_events_recorded.py - the events only the gateway sees (contract
-v1.5), as Redis keeps them: a grant whose lease ran out is `expired` (its
-token and who), a renewal of a lease that holds nothing is `lease_lost`,
-stale-token writes are `refused`, folded per lock and code per second with
-their count, their path without the query, and a write no lock could be
-found for is `refused` with no lock; nothing with
-`events = no`.
-
-The stream is read straight from Redis (XRANGE of the one stream, so one
-Redis only): these tests pin what the gateway appends, whoever reads it.
+v1.5), as GET /_fence/v1/events shows them: a grant whose lease ran out is
+`expired` (its token and who), a renewal of a lease that holds nothing is
+`lease_lost`, stale-token writes are `refused`, folded per lock and code
+per second with their count, their path without the query, and a write no
+lock could be found for is none (an event is a lock's); nothing with
+`events = no` (read straight from the one Redis' stream: nothing is there
+at all).
 """
 
 import http.client
 import json
 import math
 import time
+import urllib.parse
 
 import s3env
 from harness import TestCase, single_redis, slack, wait_until
@@ -30,18 +29,29 @@ def fields_of(entry):
     return eid, dict(zip(flat[0::2], flat[1::2]))
 
 
+def api_events(case, prefix):
+    """Every event under prefix the gateway shows, oldest first, page by
+    page to the end."""
+    out, after = [], None
+    while True:
+        q = "prefix=%s&limit=1000" % urllib.parse.quote(prefix, safe="")
+        if after:
+            q += "&after=" + after
+        r = case.req("GET", "/_fence/v1/events?" + q)
+        case.assertEqual(r.status, 200, r)
+        out += r.json["events"]
+        nx = r.json["next"]
+        if nx is None or nx == after:
+            return out
+        after = nx
+
+
 class EventsCase(TestCase):
 
-    def events(self, lock, kind=None, redis=None):
-        """The stream's events of `lock` (of `kind`), oldest first."""
-        entries = (redis or self.redis).command("XRANGE", STREAM, "-", "+")
-        out = []
-        for e in entries or []:
-            eid, f = fields_of(e)
-            if f.get("l") == lock and (kind is None or f.get("k") == kind):
-                f["id"] = eid
-                out.append(f)
-        return out
+    def events(self, lock, kind=None):
+        """The events of `lock` (of `kind`), oldest first."""
+        return [e for e in api_events(self, lock) if e["lock"] == lock and
+                (kind is None or e["kind"] == kind)]
 
     def wait_events(self, lock, kind, pred, timeout, what):
         got = wait_until(lambda: (lambda es: es if pred(es) else None)(
@@ -50,7 +60,6 @@ class EventsCase(TestCase):
         return got
 
 
-@single_redis("reads the one Redis' event stream directly")
 class RecordedTests(EventsCase):
 
     # one loop: a second's refusals are folded by the loop that saw them
@@ -65,14 +74,14 @@ class RecordedTests(EventsCase):
                               "an expired event")
         self.assertEqual(len(es), 1, es)
         e = es[0]
-        self.assertEqual(e["t"], str(g["token"]))
-        self.assertEqual(e["o"], "job-7")
-        self.assertEqual(e["c"], "127.0.0.1")
-        self.assertRegex(e["g"], r"^[0-9a-f]{16}$")
-        self.assertNotIn("p", e)   # open mode: no principal
-        for v in e.values():
-            self.assertNotIn(g["lease"], v)
-            self.assertNotIn(g["sequencer"], v)
+        self.assertEqual(e["token"], g["token"])
+        self.assertEqual(e["owner"], "job-7")
+        self.assertEqual(e["client"], "127.0.0.1")
+        self.assertRegex(e["gateway"], r"^[0-9a-f]{16}$")
+        self.assertIsNone(e["principal"])   # open mode: no principal
+        self.assertEqual(e["detail"], {})
+        self.assertNotIn(g["lease"], json.dumps(e))
+        self.assertNotIn(g["sequencer"], json.dumps(e))
 
     def test_a_released_lease_is_not_expired(self):
         name, later = self.lock_name("rel"), self.lock_name("later")
@@ -95,9 +104,9 @@ class RecordedTests(EventsCase):
         es = self.wait_events(name, "lease_lost", lambda es: len(es) >= 1,
                               2.0, "a lease_lost event")
         self.assertEqual(len(es), 1, es)
-        self.assertEqual(es[0]["c"], "127.0.0.1")
-        for v in es[0].values():
-            self.assertNotIn(g["lease"], v)
+        self.assertEqual(es[0]["client"], "127.0.0.1")
+        self.assertIsNone(es[0]["token"])   # Redis tells none for a lost lease
+        self.assertNotIn(g["lease"], json.dumps(es[0]))
         # a renewal that holds is no event: one lost after it, on the
         # one loop, is appended after anything it would have appended
         h = self.acquire_ok(name, ttl_ms=30000)
@@ -134,9 +143,9 @@ class RecordedTests(EventsCase):
         # the last fold is sent when its second ends
         es = self.wait_events(
             name, "refused",
-            lambda es: sum(json.loads(e["d"])["count"] for e in es) >= n,
+            lambda es: sum(e["detail"]["count"] for e in es) >= n,
             3.0, "refusals counting %d" % n)
-        details = [json.loads(e["d"]) for e in es]
+        details = [e["detail"] for e in es]
         self.assertEqual(sum(d["count"] for d in details), n, details)
         # at most two events a second: the second's first, and its fold
         seconds = math.ceil(spent) + 1
@@ -147,44 +156,29 @@ class RecordedTests(EventsCase):
             self.assertEqual(d["method"], "PUT")
             self.assertEqual(d["path"], "/" + name)
             self.assertGreaterEqual(d["count"], 1)
-            self.assertEqual(e["t"], str(old["token"]))
-            self.assertEqual(e["c"], "127.0.0.1")
-            for v in e.values():
-                self.assertNotIn("secret", v)
-                self.assertNotIn(old["sequencer"], v)
+            self.assertEqual(e["token"], old["token"])
+            self.assertEqual(e["client"], "127.0.0.1")
+            self.assertNotIn("secret", json.dumps(e))
+            self.assertNotIn(old["sequencer"], json.dumps(e))
         # a first refusal is sent at the end of its turn, not held for
         # the second: the first event is there with count 1
         self.assertEqual(details[0]["count"], 1)
 
-    def test_a_write_no_lock_could_be_found_for_is_refused_without_one(self):
+    def test_a_write_no_lock_could_be_found_for_is_no_event(self):
         name = self.lock_name("nolock")
         path = "/" + name + "/a%20b"   # its lock would hold a space
-        r = self.req("PUT", path + "?X-Amz-Credential=secret", raw=b"x")
+        r = self.req("PUT", path, raw=b"x")
         self.assertEqual(r.status, 400, r)
         self.assertEqual(r.json["error"], "bad_lock_name")
-
-        def mine():
-            out = []
-            for e in self.redis.command("XRANGE", STREAM, "-", "+") or []:
-                _, f = fields_of(e)
-                if f.get("k") == "refused" and "l" not in f and \
-                        json.loads(f["d"])["path"] == path:
-                    out.append(f)
-            return out
-        self.assertTrue(wait_until(mine, slack(2.0)), "a refused event")
-        # one refusal is one event: a lost renewal after it, on the one
-        # loop, is appended after anything its turn would have appended
+        # a lost renewal after it, on the one loop, is appended after
+        # anything the refusal's turn would have appended
         other = self.lock_name("after")
         self.assertEqual(self.renew(other, "no-such-lease").status, 410)
         self.wait_events(other, "lease_lost", lambda es: len(es) >= 1, 2.0,
                          "the later lease_lost event")
-        es = mine()
-        self.assertEqual(len(es), 1, es)
-        d = json.loads(es[0]["d"])
-        self.assertEqual((d["code"], d["method"], d["count"]),
-                         ("bad_lock_name", "PUT", 1))
-        self.assertNotIn("t", es[0])
-        self.assertNotIn("secret", json.dumps(es[0]))
+        self.assertEqual([e for e in api_events(self, "")
+                          if e["kind"] == "refused" and
+                          e["detail"].get("path") == path], [])
 
     def test_metrics_say_nothing_was_dropped(self):
         r = self.req("GET", "/_fence/v1/metrics")
@@ -223,18 +217,12 @@ class NotRecordedTests(EventsCase):
         self.assertNotEqual(g["token"], old["token"])
 
 
-def stream_refusals(redis, pred):
-    """The refused events of the one stream that pred(fields, detail)
-    takes."""
-    out = []
-    for e in redis.command("XRANGE", STREAM, "-", "+") or []:
-        _, f = fields_of(e)
-        if f.get("k") == "refused" and pred(f, json.loads(f["d"])):
-            out.append(f)
-    return out
+def refusals(case, pred):
+    """The refused events the gateway shows that pred(event) takes."""
+    return [e for e in api_events(case, "")
+            if e["kind"] == "refused" and pred(e)]
 
 
-@single_redis("reads the one Redis' event stream directly")
 class S3RecordedTests(S3Base):
     """S3 mode: a presigned URL carries its credentials, its signature and
     its sequencer in the query; a refusal's event has none of them."""
@@ -250,25 +238,28 @@ class S3RecordedTests(S3Base):
         r = s3env.send(self.gw.port, "PUT", t, {
             "Host": self.host(), "Content-Length": "1"}, b"x")
         self.assertStale(r, stale, cur)
-        es = wait_until(lambda: stream_refusals(
-            self.redis, lambda f, d: f.get("l") == lock), slack(2.0))
+        es = wait_until(lambda: refusals(self, lambda e: e["lock"] == lock),
+                        slack(2.0))
         self.assertTrue(es, "a refused event of %s" % lock)
         self.assertEqual(len(es), 1, es)
-        d = json.loads(es[0]["d"])
+        d = es[0]["detail"]
         self.assertEqual((d["code"], d["method"], d["path"], d["count"]),
                          ("stale_token", "PUT", path, 1))
-        self.assertEqual(es[0]["t"], stale.split(".")[3])
+        self.assertEqual(es[0]["token"], int(stale.split(".")[3]))
         text = json.dumps(es[0])
         for secret in ("X-Amz", "Signature", s3env.CLIENT_KEY, stale, cur):
             self.assertNotIn(secret, text)
 
-    def test_a_bucket_write_no_route_guards_is_recorded_without_a_lock(self):
+    def test_a_bucket_write_no_route_guards_is_no_event(self):
         new = self.bucket("n")
         r = self.s3("PUT", "/" + new, token=self.sequencer(new))
         self.assertFenceError(r, 403, "FenceSubtreeUnguarded")
-        es = wait_until(lambda: stream_refusals(
-            self.redis, lambda f, d: d["path"] == "/" + new), slack(2.0))
-        self.assertTrue(es, "a refused event of /%s" % new)
-        self.assertEqual(len(es), 1, es)
-        self.assertNotIn("l", es[0])
-        self.assertEqual(json.loads(es[0]["d"])["code"], "subtree_unguarded")
+        # a lost renewal after it, on the one loop, is appended after
+        # anything the refusal's turn would have appended
+        other = "%s/after" % new
+        self.assertEqual(self.renew(other, "no-such-lease").status, 410)
+        self.assertTrue(wait_until(lambda: [
+            e for e in api_events(self, other) if e["kind"] == "lease_lost"],
+            slack(2.0)), "the later lease_lost event")
+        self.assertEqual(refusals(self, lambda e: e["detail"].get("path")
+                                  == "/" + new), [])
