@@ -1,6 +1,8 @@
 /*
  * astore.c - the asynchronous front's facade: one gateway event loop's
- * store, made and freed, and its lock calls (fg_alock_*()).
+ * store, made and freed, its lock calls (fg_alock_*()), and the appends
+ * of the events the loop sees (fg_aevents_add(): never awaited, a
+ * failure only counted).
  *
  * Each call is built here (the scripts' arguments are calls.c's) and
  * handed to the pipeline (astore-call.c), with what a lost answer would

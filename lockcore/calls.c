@@ -1,5 +1,6 @@
 /*
- * calls.c - building script calls and reading their replies.
+ * calls.c - building script calls and reading their replies (and the
+ * XADD of an event the gateway appends itself).
  *
  * Invariant: this is the only place that knows the scripts' argument order
  * and reply shapes (the .lua files of lockcore/lua); both the blocking and the async

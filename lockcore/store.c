@@ -1,8 +1,9 @@
 /*
  * store.c - the blocking Redis connections of the gateway's maintenance
  * thread: probes of every master, the HMAC key's agreement, the check of
- * leases due and the sweep of the listing's index. (The lock calls of the
- * request path are the asynchronous front's, astore.c and its parts.)
+ * leases due, the sweep of the listing's index and the events it appends
+ * (fg_events_add()). (The lock calls of the request path are the
+ * asynchronous front's, astore.c and its parts.)
  *
  * Invariant: every call is bounded by connect_timeout_ms + 2 round trips of
  * command_timeout_ms; a connection that failed or timed out is dropped at

@@ -116,7 +116,8 @@ if WID ~= '' and redis.call('ZREM', Q, WID) == 1 then
     local raw = redis.call('HGET', W, WID)
     local ok, r = pcall(cjson.decode, raw or '')
     if ok and type(r) == 'table' then
-      event('given_back', nil, r.p, r.o, r.c, r.e or '', gb_detail(WHY))
+      -- (the gateway that gives a waiter back is the one that queued it)
+      event('given_back', nil, r.p, r.o, r.c, nil, gb_detail(WHY))
     end
   end
   redis.call('HDEL', W, WID)

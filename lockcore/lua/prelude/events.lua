@@ -63,9 +63,15 @@ local function ev_granted(ts, mode, ttl, p, o, c, g, waited)
   event('granted', ts, p, o, c, g, d)
 end
 
--- The owner and client of a holder's a: json (RAW, nil: none).
+-- The owner and client of a holder's a: json (RAW, nil: none). Without
+-- an escape in it, read by pattern (about_of() writes the strings as
+-- "o":"..." and "c":"..."; cjson.encode of undo records too): a table
+-- decoded costs a release more than its XADD.
 local function about_oc(raw)
   if not raw then return nil, nil end
+  if not string.find(raw, '\\', 1, true) then
+    return smatch(raw, '"o":"([^"]*)"'), smatch(raw, '"c":"([^"]*)"')
+  end
   local ok, a = pcall(cjson.decode, raw)
   if not ok or type(a) ~= 'table' then return nil, nil end
   local o, c = a.o, a.c

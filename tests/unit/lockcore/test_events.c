@@ -766,6 +766,51 @@ static void test_handoff_inside_admit_and_check(void **state)
 	fg_astore_destroy(as);
 }
 
+/* A re-entry undone (its answer lost) after its lease's other hold was
+ * released: the undo ends the lease, given_back; an undo that leaves a
+ * hold records nothing, as the re-entry itself did not. */
+static void test_undo_of_a_reentry(void **state)
+{
+	(void)state;
+	fg_astore *as = astore(true, 1000);
+	char at[64];
+	mark(at);
+	struct fg_acquire q = {
+		.name = "ev/undo", .lease = L1, .mode = FG_MODE_EXCLUSIVE,
+		.ttl_ms = 20000, .principal = "gina",
+	};
+	struct fg_grant g = acquire(as, &q);
+	struct fg_acquire re = q;
+	re.reenter = L1;
+	re.lease = L2;
+	struct fg_grant r1 = acquire(as, &re);
+	struct fg_grant r2 = acquire(as, &re);
+	assert_int_equal(r2.holds, 3);
+	assert_true(r1.undo_id[0] && r2.undo_id[0]);
+	unsigned before = gave_back_n;
+	assert_int_equal(fg_alock_undo(as, "ev/undo", L1, r2.undo_id,
+				       FG_GIVEBACK_UNDELIVERED), 0);
+	uint64_t until = now_ms() + WAIT_MS;
+	while (gave_back_n == before && now_ms() < until)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(500);
+	assert_int_equal(gave_back_n, before + 1);
+	struct entry e[4];
+	assert_int_equal(read_after(at, e, 4), 1); /* holds 2 left */
+	assert_int_equal(release(as, "ev/undo", L1).holds, 1);
+	assert_int_equal(fg_alock_undo(as, "ev/undo", L1, r1.undo_id,
+				       FG_GIVEBACK_TIMEOUT), 0);
+	until = now_ms() + WAIT_MS;
+	while (gave_back_n == before + 1 && now_ms() < until)
+		event_base_loop(base, EVLOOP_ONCE | EVLOOP_NONBLOCK), usleep(500);
+	assert_int_equal(gave_back_n, before + 2);
+	assert_int_equal(read_after(at, e, 4), 2);
+	assert_str(e[1].k, "given_back");
+	tok_is(e[1].t, g.token);
+	assert_str(e[1].p, "gina");
+	assert_str(e[1].d, "{\"reason\":\"timeout\"}");
+	fg_astore_destroy(as);
+}
+
 int main(void)
 {
 	const struct CMUnitTest tests[] = {
@@ -775,6 +820,7 @@ int main(void)
 		cmocka_unit_test(test_handoff),
 		cmocka_unit_test(test_break),
 		cmocka_unit_test(test_giveback),
+		cmocka_unit_test(test_undo_of_a_reentry),
 		cmocka_unit_test(test_handoff_inside_admit_and_check),
 		cmocka_unit_test(test_off),
 		cmocka_unit_test(test_append),
