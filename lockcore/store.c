@@ -473,6 +473,11 @@ int fg_lock_index_sweep(fg_store *st, char after[FG_NAME_MAX + 1],
 
 /* ---- what the event readers share (store-private.h) ------------------ */
 
+fg_topo *fg__store_topo(const fg_store *st)
+{
+	return st->topo;
+}
+
 const struct fg_topo_view *fg__store_view(fg_store *st)
 {
 	struct fg_redis_node node;
