@@ -56,6 +56,7 @@
  */
 #include <errno.h>
 #include <poll.h>
+#include <stdarg.h>
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
@@ -67,6 +68,7 @@
 #include "fencegate/topo.h"
 #include "lockcore-private.h"
 #include "store-private.h"
+#include "topo-private.h"
 
 #define ONE_COUNT 512u      /* entries per XRANGE/XREAD of one stream */
 #define FIRST_COUNT 8u      /* a Cluster history's first COUNT per slot */
@@ -454,6 +456,7 @@ static int pipeline_batch(struct history *h, size_t node, size_t *at,
 		int rerr = reply_ok(r);
 		if (rerr) {
 			lost = lost || moved(r);
+			fg__login_refused(fg__store_topo(h->st), where, r->str);
 			if (!err)
 				err = rerr;
 			freeReplyObject(r);
@@ -1017,6 +1020,27 @@ static int one_start(fg_evtail *t, struct tnode *n)
 	return FG_OK;
 }
 
+/* One command of a subscriber's setup: true when answered with a reply
+ * of type `want` (an integer's value into *out). A right refused
+ * (NOPERM: the user lacks CLIENT or the channel) is told to the
+ * topology's hook, as every refusal is. */
+static bool setup_cmd(fg_evtail *t, struct tnode *n, int want, long long *out,
+		      const char *fmt, ...)
+{
+	va_list ap;
+	va_start(ap, fmt);
+	redisReply *r = redisvCommand(n->sub, fmt, ap);
+	va_end(ap);
+	bool ok = r && r->type == want;
+	if (ok && out)
+		*out = r->integer;
+	if (r && r->type == REDIS_REPLY_ERROR)
+		fg__login_refused(t->topo, &n->node, r->str);
+	if (r)
+		freeReplyObject(r);
+	return ok;
+}
+
 static int tail_up(fg_evtail *t, struct tnode *n)
 {
 	if (n->rc)
@@ -1040,21 +1064,15 @@ static int tail_up(fg_evtail *t, struct tnode *n)
 		tnode_drop(n);
 		return FG_EUNAVAIL;
 	}
-	redisReply *r = redisCommand(n->sub, "CLIENT ID");
-	long long id = r && r->type == REDIS_REPLY_INTEGER ? r->integer : -1;
-	if (r)
-		freeReplyObject(r);
+	long long id = -1;
 	char ids[24];
+	bool ok = setup_cmd(t, n, REDIS_REPLY_INTEGER, &id, "CLIENT ID");
 	snprintf(ids, sizeof(ids), "%lld", id);
-	r = id < 0 ? NULL : redisCommand(n->sub, "CLIENT TRACKING on REDIRECT %s BCAST PREFIX %s",
-					 ids, TRACK_PREFIX);
-	bool ok = r && r->type == REDIS_REPLY_STATUS;
-	if (r)
-		freeReplyObject(r);
-	r = ok ? redisCommand(n->sub, "SUBSCRIBE __redis__:invalidate") : NULL;
-	ok = r && r->type == REDIS_REPLY_ARRAY;
-	if (r)
-		freeReplyObject(r);
+	ok = ok && setup_cmd(t, n, REDIS_REPLY_STATUS, NULL,
+			     "CLIENT TRACKING on REDIRECT %s BCAST PREFIX %s",
+			     ids, TRACK_PREFIX);
+	ok = ok && setup_cmd(t, n, REDIS_REPLY_ARRAY, NULL,
+			     "SUBSCRIBE __redis__:invalidate");
 	if (!ok) {
 		tnode_drop(n);
 		fg_topo_suspect(t->topo);
@@ -1105,8 +1123,10 @@ static int one_next(fg_evtail *t, unsigned block_ms, fg_event_cb *cb,
 	int got = 0;
 	if (r->type == REDIS_REPLY_ERROR) {
 		got = reads_empty(r) ? 0 : FG_EUNAVAIL;
-		if (got)
+		if (got) {
+			fg__login_refused(t->topo, &n->node, r->str);
 			tnode_drop(n);
+		}
 		else if (block_ms)
 			poll(NULL, 0, (int)block_ms); /* no stream to wait on:
 							 wait as asked */
@@ -1234,6 +1254,7 @@ static int read_marked(fg_evtail *t, size_t ni, fg_event_cb *cb, void *arg,
 	size_t total = 0;
 	for (size_t i = 0; i < ns; i++) {
 		if (rs[i]->type == REDIS_REPLY_ERROR && !reads_empty(rs[i])) {
+			fg__login_refused(t->topo, &n->node, rs[i]->str);
 			/* a slot that moved, a Redis that cannot answer: read
 			 * them again once the map was looked at */
 			for (size_t j = 0; j < ns; j++)

@@ -29,6 +29,9 @@ struct redisContext *fg__store_connect(fg_topo *topo,
 				       unsigned connect_ms, unsigned command_ms,
 				       char *why, size_t whylen);
 
+/** The topology the store follows (fg_store_opts.topo). */
+fg_topo *fg__store_topo(const fg_store *st);
+
 /** The store's view of the masters, brought up to the topology's
  *  generation; NULL on allocation failure. Valid until the store's next
  *  call. */

@@ -525,6 +525,11 @@ int fg_events_add(fg_store *st, const struct fg_event_rec *e)
 
 /* ---- what the event readers share (store-private.h) ------------------ */
 
+fg_topo *fg__store_topo(const fg_store *st)
+{
+	return st->topo;
+}
+
 const struct fg_topo_view *fg__store_view(fg_store *st)
 {
 	struct fg_redis_node node;

@@ -694,6 +694,57 @@ static void test_tail_restart(void **state)
 	fg_evtail_destroy(t);
 }
 
+static int refusals;
+static char refused_why[128];
+
+static void on_refused(void *arg, const char *user,
+		       const struct fg_redis_node *node, const char *why)
+{
+	(void)arg;
+	(void)user;
+	(void)node;
+	refusals++;
+	snprintf(refused_why, sizeof(refused_why), "%s", why);
+}
+
+/* A Redis user without the rights the readers need: an error, and the
+ * refusal told to the topology's hook (the gateway logs it), never a
+ * silent nothing. */
+static void test_refused(void **state)
+{
+	struct env *e = *state;
+	redis_do(e, "ACL SETUSER evr on >pw ~fg:* +xrevrange +ping");
+	struct fg_redis_auth auth = { .user = "evr", .password = "pw",
+				      .refused = on_refused };
+	char url[64], err[128];
+	struct fg_redis_addr addr;
+	snprintf(url, sizeof(url), "127.0.0.1:%d", e->rp.port);
+	assert_int_equal(fg_redis_addr_parse(url, &addr, err, sizeof(err)), 0);
+	fg_topo *topo = fg_topo_create(&addr, 200, 2000, &auth);
+	assert_non_null(topo);
+	struct fg_store_opts o = { .topo = topo, .connect_timeout_ms = 200,
+				   .command_timeout_ms = 2000 };
+	fg_evtail *t = fg_evtail_create(&o);
+	fg_store *st = fg_store_create(&o);
+	assert_non_null(t);
+	assert_non_null(st);
+	struct seen s = { 0 };
+	refusals = 0;
+	assert_true(fg_evtail_next(t, 50, see, &s) < 0);
+	assert_int_equal(refusals, 1);
+	assert_true(strncmp(refused_why, "NOPERM", 6) == 0);
+	struct fg_ev_cursor next = { 0 }, after = { .ms = 1, .set = true };
+	bool gap;
+	assert_int_equal(fg_events_range(st, &after, 10, 0, see, &s, &next,
+					 &gap), FG_EUNAVAIL);
+	assert_int_equal(refusals, 2);
+	assert_int_equal(s.n, 0);
+	fg_store_destroy(st);
+	fg_evtail_destroy(t);
+	fg_topo_destroy(topo);
+	redis_do(e, "ACL DELUSER evr");
+}
+
 /* ---- behind a Sentinel ------------------------------------------------ */
 
 struct senv {
@@ -793,6 +844,7 @@ int main(void)
 		cmocka_unit_test(test_tail),
 		cmocka_unit_test(test_tail_wakes),
 		cmocka_unit_test(test_tail_restart),
+		cmocka_unit_test(test_refused),
 	};
 	const struct CMUnitTest sentinel[] = {
 		cmocka_unit_test(test_sentinel),
