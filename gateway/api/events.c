@@ -153,6 +153,7 @@ static void unlist(struct fg_evreader *r)
 	r->prev = r->next = NULL;
 	r->rs = NULL;
 	fg_metrics_gauge_add(FG_GAUGE_EVENT_READERS, -1);
+	fg_evfeed_reader(rs->feed, false);
 }
 
 /* A job in flight is the feed's until it hands it back: only let go. */
@@ -671,6 +672,7 @@ static enum MHD_Result begin(struct fg_req *req, struct MHD_Connection *c)
 		rs->all->prev = r;
 	rs->all = r;
 	fg_metrics_gauge_add(FG_GAUGE_EVENT_READERS, 1);
+	fg_evfeed_reader(rs->feed, true);
 	req->events = r;
 
 	if (sse) {

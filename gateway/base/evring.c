@@ -24,8 +24,18 @@ void fg_evring_finish(struct fg_evring *r)
 
 void fg_evring_start(struct fg_evring *r, const struct fg_ev_cursor *from)
 {
-	if (r->next == 1 && !r->base.set && from->set)
+	if (r->first == r->next && !r->base.set && from->set)
 		r->base = *from;
+}
+
+void fg_evring_reset(struct fg_evring *r)
+{
+	for (uint64_t n = r->first; n < r->next; n++) {
+		free(r->slot[n % r->cap]);
+		r->slot[n % r->cap] = NULL;
+	}
+	r->first = r->next;
+	r->base = (struct fg_ev_cursor){ 0 };
 }
 
 void fg_evring_push(struct fg_evring *r, struct fg_evitem *it)

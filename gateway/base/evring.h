@@ -34,8 +34,13 @@ void fg_evring_finish(struct fg_evring *r);
 
 /** The follower starts reading after `from` (its position when it first
  *  reached Redis): every event after it will be held. Only while none
- *  came yet; a cursor not set says nothing. */
+ *  came since the ring was made or reset; a cursor not set says nothing. */
 void fg_evring_start(struct fg_evring *r, const struct fg_ev_cursor *from);
+
+/** Forgets every item and where the follower was (it stopped reading):
+ *  nothing is covered until it starts again. Numbers go on growing, so a
+ *  number a reader or a job kept is never taken for a later item. */
+void fg_evring_reset(struct fg_evring *r);
 
 /** Adds `it` (taken), pushing the oldest out (freed) when full. */
 void fg_evring_push(struct fg_evring *r, struct fg_evitem *it);

@@ -17,6 +17,16 @@
  * so a job's time and memory are bounded, and a reader that wants more
  * asks again.
  *
+ * Nobody reading, nobody read: the follower reads only while some reader
+ * is listed (fg_evfeed_reader()) or one left less than LINGER_MS ago.
+ * Then it lets its connection go and the ring is emptied; the first
+ * reader to come wakes it, and it starts again from the stream's end. A
+ * gateway nobody watches thus spends neither its own CPU nor Redis' on
+ * every event of every lock. A history read waits (WAIT_LIVE_MS at most,
+ * a Redis that does not answer) until the follower has its place, so
+ * that what a reader reads from Redis meets what the ring holds: nothing
+ * falls between the end of its history and the ring's start.
+ *
  * Invariants: the ring, the queue and the done lists are touched only
  * under `mu`; an item in the ring is read only under it (readers copy
  * out); a job is the history thread's from its submit to its place on a
@@ -29,11 +39,14 @@
 #include <string.h>
 #include <time.h>
 
+#include "base/clock.h"
 #include "base/evring.h"
 #include "base/log.h"
 #include "proc/evfeed.h"
 
 #define BLOCK_MS 1000
+#define LINGER_MS 10000   /* the follower reads on after the last reader */
+#define WAIT_LIVE_MS 2000 /* a history read waits for the follower */
 #define RETRY_MIN_MS 100
 #define RETRY_MAX_MS 2000
 /* Items one call of the follower made before they go into the ring: a
@@ -57,6 +70,10 @@ struct fg_evfeed {
 
 	pthread_t follower, history;
 	bool follower_on, history_on;
+
+	unsigned readers;               /* listed now (fg_evfeed_reader()) */
+	uint64_t want_until;            /* fg_clock_ms(): the last one left */
+	bool live;                      /* the follower has its place */
 };
 
 void fg_evjob_free(struct fg_evjob *j)
@@ -110,6 +127,49 @@ static bool stopping(struct fg_evfeed *f)
 	return s;
 }
 
+/* Is anyone reading, or did one leave a moment ago? Under mu. */
+static bool wanted(const struct fg_evfeed *f)
+{
+	return f->readers > 0 || fg_clock_ms() < f->want_until;
+}
+
+/* Nobody wants the events: the follower lets Redis go, the ring is
+ * emptied, and it sleeps until a reader comes. False once stopping. */
+static bool rest(struct fg_evfeed *f, fg_evtail **t)
+{
+	pthread_mutex_lock(&f->mu);
+	bool idle = !f->stopping && !wanted(f);
+	if (idle) {
+		f->live = false;
+		fg_evring_reset(&f->ring);
+	}
+	pthread_mutex_unlock(&f->mu);
+	if (!idle)
+		return !stopping(f);
+	fg_evtail_destroy(*t);
+	*t = NULL;
+	pthread_mutex_lock(&f->mu);
+	while (!f->stopping && !wanted(f))
+		pthread_cond_wait(&f->cond, &f->mu);
+	bool go_on = !f->stopping;
+	pthread_mutex_unlock(&f->mu);
+	return go_on;
+}
+
+void fg_evfeed_reader(struct fg_evfeed *f, bool comes)
+{
+	if (!f)
+		return;
+	pthread_mutex_lock(&f->mu);
+	if (comes) {
+		f->readers++;
+		pthread_cond_broadcast(&f->cond);
+	} else if (f->readers > 0 && --f->readers == 0) {
+		f->want_until = fg_clock_ms() + LINGER_MS;
+	}
+	pthread_mutex_unlock(&f->mu);
+}
+
 /* ---- the follower ------------------------------------------------------ */
 
 struct batch {
@@ -148,13 +208,18 @@ static int on_tail(void *arg, const struct fg_event *e)
 }
 
 /* Where the follower started, once it reached Redis: a reader after it
- * finds all it needs in the ring. */
+ * finds all it needs in the ring (the first event read says so too, if
+ * it came first); from then on the follower has its place. */
 static void start_at(struct fg_evfeed *f, const fg_evtail *t)
 {
 	struct fg_ev_cursor from;
 	fg_evtail_position(t, &from);
 	pthread_mutex_lock(&f->mu);
 	fg_evring_start(&f->ring, &from);
+	if (f->ring.base.set && !f->live) {
+		f->live = true;
+		pthread_cond_broadcast(&f->cond);
+	}
 	pthread_mutex_unlock(&f->mu);
 }
 
@@ -165,7 +230,7 @@ static void *follower_main(void *arg)
 	unsigned retry = RETRY_MIN_MS;
 	bool said = false;
 
-	while (!stopping(f)) {
+	while (rest(f, &t)) {
 		if (!t && !(t = fg_evtail_create(f->opts))) {
 			if (!nap(f, retry))
 				break;
@@ -174,7 +239,7 @@ static void *follower_main(void *arg)
 		struct batch b = { .f = f };
 		int n = fg_evtail_next(t, BLOCK_MS, on_tail, &b);
 		push_batch(&b);
-		if (n >= 0 && !b.pushed)
+		if (n >= 0)
 			start_at(f, t);
 		if (b.pushed)
 			f->tell(f->arg, -1);
@@ -280,6 +345,14 @@ static void *history_main(void *arg)
 		if (!f->queue)
 			f->queue_tail = &f->queue;
 		f->queued--;
+		/* the follower first has its place (bounded: a Redis that
+		 * does not answer leaves it without one) */
+		struct timespec until;
+		clock_gettime(CLOCK_REALTIME, &until);
+		until.tv_sec += WAIT_LIVE_MS / 1000;
+		while (!f->stopping && !f->live &&
+		       pthread_cond_timedwait(&f->cond, &f->mu, &until) != ETIMEDOUT)
+			;
 		pthread_mutex_unlock(&f->mu);
 
 		run_job(f, st, j);

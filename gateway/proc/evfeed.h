@@ -94,6 +94,10 @@ void fg_evfeed_destroy(struct fg_evfeed *f);
  *  and this host's are taken to agree within the retention). */
 uint64_t fg_evfeed_min_ms(const struct fg_evfeed *f);
 
+/** A reader is listed (comes) or leaves, on any loop: the follower
+ *  reads while one is, and LINGER_MS after the last left. Accepts NULL. */
+void fg_evfeed_reader(struct fg_evfeed *f, bool comes);
+
 /** Hands a job to the history thread. 0, or -1 when FG_EVFEED_JOBS_MAX
  *  wait already or the feed stops (the caller keeps the job). Any loop. */
 int fg_evfeed_submit(struct fg_evfeed *f, struct fg_evjob *j);
