@@ -10,8 +10,11 @@
  *            start. A blocking XRANGE, so never on the loop: the read is
  *            a job for the feed's history thread (a queue of
  *            FG_EVFEED_JOBS_MAX jobs for the process, FG_EVFEED_SCAN
- *            entries a job; a full queue is answered 503), and the loop
- *            is told when it is done. A stream reads its history a page
+ *            entries a job; a full queue is answered 503 to a read, and
+ *            a stream asks again later, RETRY_MIN_MS doubling to
+ *            RETRY_MAX_MS, so that a crowd reconnecting at once is let
+ *            in as the queue drains), and the loop is told when it is
+ *            done. A stream reads its history a page
  *            at a time, the next one only once what it has to send fell
  *            below LOW_WATER, so a client that reads slowly slows its
  *            own replay and nothing else.
@@ -76,6 +79,8 @@
 #define SSE_PAGE 256
 /* A stream reads its next page of history once less than this waits. */
 #define LOW_WATER (64 * 1024)
+#define RETRY_MIN_MS 50    /* a stream the history queue had no room for */
+#define RETRY_MAX_MS 1000
 /* The block libmicrohttpd hands the content callback: small, as it is
  * allocated with every stream's response whether or not it sends. */
 #define SSE_BLOCK 1024
@@ -122,6 +127,8 @@ struct fg_evreader {
 	bool answered;               /* long poll: its answer was queued */
 	uint64_t deadline_ms;        /* long poll: fg_clock_ms() */
 	bool more;                   /* stream: history is not read up */
+	unsigned retry_ms;           /* stream: the queue was full; asks
+					again this long after (0: it was not) */
 	bool ended;                  /* stream: end it when buf is sent */
 	uint64_t sent_ms;            /* stream: bytes last handed over */
 	/* what one read shows (collect()) */
@@ -363,7 +370,9 @@ static void on_keepalive(void *arg)
 {
 	struct fg_evreader *r = arg;
 	size_t n = sizeof(FG_SSE_KEEPALIVE) - 1;
-	if (!r->ended && room(r, n)) {
+	/* (the timer may be a retry's: a comment only when it is due) */
+	if (!r->ended && fg_clock_ms() - r->sent_ms >= FG_SSE_KEEPALIVE_MS &&
+	    room(r, n)) {
 		memcpy(r->buf + r->len, FG_SSE_KEEPALIVE, n);
 		r->len += n;
 	}
@@ -382,8 +391,12 @@ static ssize_t on_sse_park(void *cls, uint64_t pos, char *out, size_t max)
 			    on_keepalive, r) != 0)
 		return MHD_CONTENT_READER_END_WITH_ERROR;
 	uint64_t idle = fg_clock_ms() - r->sent_ms;
-	fg_park_arm(&r->park, idle >= FG_SSE_KEEPALIVE_MS ? 0
-			      : (int64_t)(FG_SSE_KEEPALIVE_MS - idle));
+	int64_t ms = idle >= FG_SSE_KEEPALIVE_MS ? 0
+		     : (int64_t)(FG_SSE_KEEPALIVE_MS - idle);
+	if (r->retry_ms && r->phase == PH_HISTORY && !r->job &&
+	    (int64_t)r->retry_ms < ms)
+		ms = (int64_t)r->retry_ms;
+	fg_park_arm(&r->park, ms);
 	return 0;
 }
 
@@ -435,6 +448,17 @@ static bool go_live(struct fg_evreader *r, bool must_cover, uint64_t first)
 	return true;
 }
 
+/* A stream found the history queue full: it asks again once its timer
+ * runs (on_sse_park() arms it, on_keepalive() resumes it). */
+static void wait_queue(struct fg_evreader *r)
+{
+	r->more = true;
+	r->retry_ms = !r->retry_ms ? RETRY_MIN_MS
+		: r->retry_ms * 2 > RETRY_MAX_MS ? RETRY_MAX_MS : r->retry_ms * 2;
+	if (r->park.parked)
+		fg_park_arm(&r->park, (int64_t)r->retry_ms);
+}
+
 static void ask_history(struct fg_evreader *r)
 {
 	r->phase = PH_HISTORY;
@@ -452,9 +476,14 @@ static void ask_history(struct fg_evreader *r)
 	j->owner = r;
 	if (fg_evfeed_submit(r->rs->feed, j) != 0) {
 		free(j);
+		if (r->sse && !r->rs->stopping) {
+			wait_queue(r);
+			return;
+		}
 		goto unavailable;
 	}
 	r->job = j;
+	r->retry_ms = 0;
 	return;
 unavailable:
 	if (r->sse)
