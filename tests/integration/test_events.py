@@ -444,6 +444,32 @@ class Serving(EventsCase):
         # nothing more: no event came twice
         self.assertFalse(s2.wait(lambda s: len(s.ids()) > 4, slack(0.5)))
 
+    def test_streams_opened_at_once_all_get_in_and_each_gets_the_next_event(self):
+        # More streams at once than the history reads that may wait (64 for
+        # the gateway): each one's first read is a history read, so some
+        # find the queue full; they wait their turn, none is ended.
+        p = self.prefix()
+        start = xadd(self.redis, k="granted", l=p + "a", t="1")
+        n = 300
+        streams = [Stream(self.gw.port, query(prefix=p),
+                          [("Last-Event-ID", start)]) for _ in range(n)]
+        for st in streams:
+            self.addCleanup(st.close)
+        for st in streams:
+            st.read_head(timeout=slack(10.0))
+            self.assertEqual(st.status, 200)
+        # every stream is listed (none was ended for want of room)
+        harness.wait_until(lambda: harness.metric_value(
+            self.gw, "fencegate_event_readers") >= n, slack(10.0))
+        self.assertGreaterEqual(
+            harness.metric_value(self.gw, "fencegate_event_readers"), n)
+        live = xadd(self.redis, k="released", l=p + "a", t="1")
+        for st in streams:
+            self.assertTrue(st.wait(lambda s: live in s.ids(), slack(10.0)),
+                            (st.frames, st.ended))
+            self.assertFalse(st.ended)
+            self.assertEqual(st.ids(), [live])
+
     def test_a_stream_from_an_old_id_reads_history_then_live(self):
         p = self.prefix()
         mine = [xadd(self.redis, k="granted", l=p + "a", t="1")]
