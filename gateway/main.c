@@ -612,6 +612,7 @@ int main(int argc, char **argv)
 		 * that takes up to redis-timeout-ms (a Redis that does not
 		 * answer), and is not waited for. */
 		fg_maint_let_go(&gw);
+		fg_evfeed_let_go(gw.evfeed);
 		fg_accesslog_close();
 		_exit(0);
 	}

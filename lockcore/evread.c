@@ -253,6 +253,19 @@ static bool token_of(const char *s, uint64_t *out)
  * fields are read as they come, unknown ones ignored, the first of a
  * repeated one kept.
  */
+#define EV_FIELD_MAX 1024  /* a lock name, principal, owner, client, id */
+#define EV_DETAIL_MAX 4096 /* a refusal's path (256 bytes) and its code, escaped */
+
+static bool known_kind(const char *k)
+{
+	static const char *const kinds[] = { "granted", "released", "expired",
+		"broken", "given_back", "lease_lost", "refused" };
+	for (size_t i = 0; i < sizeof(kinds) / sizeof(kinds[0]); i++)
+		if (strcmp(k, kinds[i]) == 0)
+			return true;
+	return false;
+}
+
 static int entry_event(const redisReply *e, bool cluster, unsigned slot,
 		       struct fg_event *ev, struct fg_ev_cursor *cur)
 {
@@ -268,6 +281,7 @@ static int entry_event(const redisReply *e, bool cluster, unsigned slot,
 	memset(ev, 0, sizeof(*ev));
 	ev->kind = ev->lock = ev->principal = ev->owner = ev->client =
 		ev->gateway = ev->detail = "";
+	bool bad = false;
 	const char *token = NULL;
 	const redisReply *f = e->elements >= 2 ? e->element[1] : NULL;
 	if (f && f->type == REDIS_REPLY_ARRAY) {
@@ -288,14 +302,26 @@ static int entry_event(const redisReply *e, bool cluster, unsigned slot,
 			case 'd': to = &ev->detail; break;
 			default: break;
 			}
-			if (to && (!*to || !**to))
+			if (to && (!*to || !**to)) {
+				/* longer than any the gateway writes: not one of
+				 * its events (anyone who may XADD wrote it) */
+				if (v->len > (k->str[0] == 'd' ? EV_DETAIL_MAX
+							       : EV_FIELD_MAX))
+					bad = true;
 				*to = v->str; /* hiredis ends every string with NUL */
+			}
 		}
 	}
 	if (token && token_of(token, &ev->token))
 		ev->has_token = true;
 	*cur = (struct fg_ev_cursor){ .ms = ms, .seq = seq, .slot = slot,
 				      .cluster = cluster, .set = true };
+	/* an entry of a kind the contract does not know, or too big, is
+	 * passed over (its id is read past): what a reader is shown is only
+	 * what the gateway could have written, so no field can break the
+	 * framing of a stream or outgrow a reader's buffer */
+	if (bad || !known_kind(ev->kind))
+		return 1;
 	ev->at_ms = ms;
 	fg_event_id_format(cur, ev->id, sizeof(ev->id));
 	return 0;

@@ -227,17 +227,24 @@ static void *follower_main(void *arg)
 {
 	struct fg_evfeed *f = arg;
 	fg_evtail *t = NULL;
+	bool fresh = true;
 	unsigned retry = RETRY_MIN_MS;
 	bool said = false;
 
 	while (rest(f, &t)) {
+		if (!t)
+			fresh = true;
 		if (!t && !(t = fg_evtail_create(f->opts))) {
 			if (!nap(f, retry))
 				break;
 			continue;
 		}
 		struct batch b = { .f = f };
-		int n = fg_evtail_next(t, BLOCK_MS, on_tail, &b);
+		/* a new tail's first read does not block: it takes its place
+		 * at once, and the history reads waiting for it go on */
+		int n = fg_evtail_next(t, fresh ? 0 : BLOCK_MS, on_tail, &b);
+		if (n >= 0)
+			fresh = false;
 		push_batch(&b);
 		if (n >= 0)
 			start_at(f, t);
@@ -423,6 +430,18 @@ void fg_evfeed_ask_stop(struct fg_evfeed *f)
 	f->stopping = true;
 	pthread_cond_broadcast(&f->cond);
 	pthread_mutex_unlock(&f->mu);
+}
+
+void fg_evfeed_let_go(struct fg_evfeed *f)
+{
+	if (!f)
+		return;
+	fg_evfeed_ask_stop(f);
+	if (f->follower_on)
+		pthread_detach(f->follower);
+	if (f->history_on)
+		pthread_detach(f->history);
+	f->follower_on = f->history_on = false;
 }
 
 void fg_evfeed_stop(struct fg_evfeed *f)

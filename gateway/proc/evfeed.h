@@ -82,6 +82,10 @@ int fg_evfeed_start(struct fg_evfeed *f);
  *  block, about a second); returns at once. */
 void fg_evfeed_ask_stop(struct fg_evfeed *f);
 
+/** At an exit that does not wait (a second stop signal): the threads
+ *  are asked to end and are not waited for. Accepts NULL. */
+void fg_evfeed_let_go(struct fg_evfeed *f);
+
 /** Stops the threads and joins them. After every loop stopped, before
  *  any is freed (the threads tell the loops). Accepts NULL. */
 void fg_evfeed_stop(struct fg_evfeed *f);

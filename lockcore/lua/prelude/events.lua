@@ -31,7 +31,11 @@ local function event(kind, ts, p, o, c, g, d)
   g = g or EV_G
   if g and g ~= '' then a[n + 1], a[n + 2], n = 'g', g, n + 2 end
   if d then a[n + 1], a[n + 2], n = 'd', d, n + 2 end
-  rcall(unpack(a, 1, n))
+  -- An event is a record of the change, never a part of it: a stream
+  -- Redis cannot append to (a key of another type, its ids used up, a user
+  -- without +xadd) loses the event and not the call, which has written
+  -- part of its change already (a function's writes stay when it fails).
+  redis.pcall(unpack(a, 1, n))
 end
 
 -- A JSON string's text (the detail is put together by hand; only a
