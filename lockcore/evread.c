@@ -239,7 +239,8 @@ static bool token_of(const char *s, uint64_t *out)
 {
 	const char *p = s;
 	uint64_t v;
-	if (digits(&p, 19, &v) || *p)
+	/* (a token is a JSON integer: none above 2^63 - 1 is one of ours) */
+	if (digits(&p, 19, &v) || *p || v > INT64_MAX)
 		return false;
 	*out = v;
 	return true;

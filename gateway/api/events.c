@@ -726,7 +726,9 @@ static enum MHD_Result begin(struct fg_req *req, struct MHD_Connection *c)
 		unref(r);
 		return fg_respond_error(c, FG_E_INTERNAL, "out of memory", NULL);
 	}
-	if (r->phase == PH_LIVE)
+	/* (a poll still reading history waits no longer than wait_ms
+	 * either: a history read may wait behind others) */
+	if (r->phase == PH_LIVE || q.wait_ms > 0)
 		fg_park_arm(&r->park, (int64_t)q.wait_ms);
 	return MHD_YES;
 }
