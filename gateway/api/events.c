@@ -75,8 +75,11 @@
 #include "rt/park.h"
 #include "rt/rt.h"
 
-/* A stream's history page: events kept per read. */
-#define SSE_PAGE 256
+/* A stream's history page: events kept per read. LOW_WATER plus a page
+ * of the largest events the gateway writes (about 1.5 KiB a frame) stays
+ * below FG_SSE_BUFFER_MAX, so a reader that reads is never cut off by its
+ * own replay. */
+#define SSE_PAGE 64
 /* A stream reads its next page of history once less than this waits. */
 #define LOW_WATER (64 * 1024)
 #define RETRY_MIN_MS 50    /* a stream the history queue had no room for */

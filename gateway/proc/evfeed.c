@@ -360,9 +360,17 @@ static void *history_main(void *arg)
 		while (!f->stopping && !f->live &&
 		       pthread_cond_timedwait(&f->cond, &f->mu, &until) != ETIMEDOUT)
 			;
+		bool live = f->live;
 		pthread_mutex_unlock(&f->mu);
 
-		run_job(f, st, j);
+		/* without the follower's place, what the reader reads could
+		 * not be joined to what it reads next: it asks again */
+		if (live) {
+			run_job(f, st, j);
+		} else {
+			j->next = j->after;
+			j->err = FG_EUNAVAIL;
+		}
 
 		pthread_mutex_lock(&f->mu);
 		j->link = f->done[j->loop];
