@@ -450,6 +450,7 @@ class Serving(EventsCase):
         # find the queue full; they wait their turn, none is ended.
         p = self.prefix()
         start = xadd(self.redis, k="granted", l=p + "a", t="1")
+        base = metric_value(self.gw, "fencegate_event_readers")
         n = 300
         streams = [Stream(self.gw.port, query(prefix=p),
                           [("Last-Event-ID", start)]) for _ in range(n)]
@@ -469,6 +470,12 @@ class Serving(EventsCase):
                             (st.frames, st.ended))
             self.assertFalse(st.ended)
             self.assertEqual(st.ids(), [live])
+        # the gateway has let them all go before the next test counts its
+        # own readers
+        for st in streams:
+            st.close()
+        self.assertTrue(wait_until(lambda: metric_value(
+            self.gw, "fencegate_event_readers") == base, slack(10.0)))
 
     def test_a_stream_from_an_old_id_reads_history_then_live(self):
         p = self.prefix()
