@@ -15,6 +15,7 @@
 #include <stdlib.h>
 #include <string.h>
 #include <time.h>
+#include <unistd.h>
 
 #include <cmocka.h>
 #include <hiredis/hiredis.h>
@@ -148,6 +149,30 @@ static void xadd(struct env *e, unsigned slot, const char *id, char out[48],
 	if (out)
 		snprintf(out, 48, "%s", r->str);
 	freeReplyObject(r);
+}
+
+/* Returns once every master's clock is past the millisecond of entry id
+ * `id`: a follower starting then counts the entry as before it. (Within
+ * the one millisecond of its start, the order of (ms, slot, seq) decides,
+ * as for every cursor.) A clock tick: bounded by a second. */
+static void clock_past(struct env *e, const char *id)
+{
+	unsigned long long ms = strtoull(id, NULL, 10);
+	for (int i = 0; i < MASTERS; i++) {
+		for (int k = 0;; k++) {
+			redisReply *r = redisCommand(e->rc[i], "TIME");
+			assert_non_null(r);
+			assert_int_equal(r->type, REDIS_REPLY_ARRAY);
+			unsigned long long now =
+				strtoull(r->element[0]->str, NULL, 10) * 1000 +
+				strtoull(r->element[1]->str, NULL, 10) / 1000;
+			freeReplyObject(r);
+			if (now > ms)
+				break;
+			assert_true(k < 1000);
+			usleep(1000);
+		}
+	}
 }
 
 static void del_all(struct env *e)
@@ -355,6 +380,7 @@ static void test_tail(void **state)
 	char id[6][48];
 	del_all(e);
 	xadd(e, 5, NULL, id[0], "granted", "before");
+	clock_past(e, id[0]);
 
 	fg_evtail *t = fg_evtail_create(&e->opts);
 	assert_non_null(t);
