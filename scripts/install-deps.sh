@@ -38,8 +38,9 @@ pkgs=(
   # the integration suite holds every lock API answer to docs/openapi.json
   python3-jsonschema
   # the status page is tested in a real headless Chromium, driven over its
-  # DevTools websocket (tests/integration/browser.py)
-  chromium python3-websocket
+  # DevTools websocket (tests/integration/browser.py), and in Firefox,
+  # over WebDriver BiDi (tests/integration/firefox.py)
+  chromium firefox-esr python3-websocket
   # fuzz harnesses (libFuzzer's runtime lives in libclang-rt-14-dev)
   clang libclang-rt-14-dev
 )

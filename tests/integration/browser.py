@@ -280,3 +280,13 @@ class Browser:
         with open(path, "wb") as f:
             f.write(base64.b64decode(r["data"]))
         return path
+
+    def add_init_script(self, source):
+        """Runs source before every page's own script from now on; the
+        handle is for remove_init_script."""
+        return self.send("Page.addScriptToEvaluateOnNewDocument",
+                         {"source": source})["identifier"]
+
+    def remove_init_script(self, handle):
+        self.send("Page.removeScriptToEvaluateOnNewDocument",
+                  {"identifier": handle})
