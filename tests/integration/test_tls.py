@@ -836,8 +836,13 @@ class UpstreamTest(TlsTestCase):
     def start_behind(self, store, flags=(), ca=True):
         """A plain-HTTP gateway in front of the https store."""
         redis = self.start_redis()
+        # a handshake is the connect's (libcurl): on a loaded machine, and
+        # under ThreadSanitizer, it can take longer than the default 2 s,
+        # and these tests are about how it ends, not how soon
         f = ["--upstream", "https://127.0.0.1:%d" % store.port,
-             "--threads", "1", "--key-file", self.key_file()] + list(flags)
+             "--threads", "1", "--key-file", self.key_file(),
+             "--upstream-connect-timeout-ms", str(int(slack(10000)))] + \
+            list(flags)
         if ca:
             f += ["--upstream-ca", pki().path("ca")]
         g = harness.Gateway(redis.port, store.port, f)
