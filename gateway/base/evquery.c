@@ -66,11 +66,15 @@ int fg_evq_parse(const struct fg_evq_arg *args, size_t n,
 	memcpy(q->prefix, prefix, plen + 1);
 	q->prefix_len = plen;
 
-	const char *after = last_event_id ? last_event_id : seen[1];
-	if ((given[1] || last_event_id) &&
-	    (!after || fg_event_id_parse(after, &q->after) != 0)) {
-		snprintf(why, sizeof(why), "%s must be %s",
-			 last_event_id ? "Last-Event-ID" : "after", AFTER_SHAPE);
+	/* after is checked even when Last-Event-ID stands for it: a bad
+	 * parameter is 400 whatever else the request carries */
+	if (given[1] && (!seen[1] || fg_event_id_parse(seen[1], &q->after))) {
+		snprintf(why, sizeof(why), "after must be %s", AFTER_SHAPE);
+		return refuse(msg, cap, why);
+	}
+	if (last_event_id && fg_event_id_parse(last_event_id, &q->after)) {
+		snprintf(why, sizeof(why), "Last-Event-ID must be %s",
+			 AFTER_SHAPE);
 		return refuse(msg, cap, why);
 	}
 	if (given[1] || last_event_id)

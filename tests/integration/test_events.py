@@ -608,6 +608,20 @@ class Validation(EventsCase):
         s.read_head()
         self.assertEqual(s.status, 400)
 
+    def test_a_stream_with_a_bad_after_is_400_whatever_its_last_event_id(self):
+        # Last-Event-ID stands for after, but does not excuse a bad one
+        for q in ("after=abc", "after=", "after=1-1.16384"):
+            r = self.req("GET", EVENTS + "?" + q,
+                         headers={"Accept": "text/event-stream",
+                                  "Last-Event-ID": "1-1"})
+            self.assert_bad_request(r, q)
+            self.assertIn("after", r.json["message"], q)
+        r = self.req("GET", EVENTS + "?after=1-1",
+                     headers={"Accept": "text/event-stream",
+                              "Last-Event-ID": "garbage"})
+        self.assert_bad_request(r)
+        self.assertIn("Last-Event-ID", r.json["message"])
+
     def test_other_methods_are_405(self):
         for m in ("POST", "DELETE", "PUT"):
             r = self.req(m, EVENTS)

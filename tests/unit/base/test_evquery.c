@@ -135,6 +135,13 @@ static void test_last_event_id_stands_for_after(void **state)
 	assert_true(q.after.set);
 	assert_int_equal(q.after.slot, 7);
 	refused(NULL, 0, "garbage", "Last-Event-ID");
+	/* a bad after is refused even when Last-Event-ID stands for it */
+	struct fg_evq_arg bad[] = { { "after", "garbage" } };
+	refused(bad, 1, "9-2", "after must be");
+	struct fg_evq_arg empty[] = { { "after", NULL } };
+	refused(empty, 1, "9-2", "after must be");
+	/* and a good after does not cover a bad Last-Event-ID */
+	refused(a, 1, "garbage", "Last-Event-ID");
 }
 
 int main(void)
