@@ -79,7 +79,7 @@ def main():
         deadline = time.monotonic() + 60.0
         while len(got) < a.n and time.monotonic() < deadline:
             for fd, _ in poll.poll(1000):
-                if b"event: granted" in by_fd[fd].recv(65536):
+                if b'"kind":"granted"' in by_fd[fd].recv(65536):
                     got.add(fd)
                     poll.unregister(fd)
         time.sleep(1.0)

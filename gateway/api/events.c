@@ -708,6 +708,13 @@ static enum MHD_Result begin(struct fg_req *req, struct MHD_Connection *c)
 	req->events = r;
 
 	if (sse) {
+		/* the opening comment: the client has bytes of the stream
+		 * at once, not only after its first event or keep-alive */
+		size_t n = sizeof(FG_SSE_OPENING) - 1;
+		if (room(r, n)) {
+			memcpy(r->buf, FG_SSE_OPENING, n);
+			r->len = n;
+		}
 		r->refs++; /* the response's, let go in on_sse_free() */
 		enum MHD_Result ret = fg_respond_stream(c, MHD_HTTP_OK,
 			"text/event-stream", SSE_BLOCK, on_sse_park, r, on_sse_free);

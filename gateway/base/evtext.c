@@ -118,15 +118,14 @@ done:
 }
 
 #define SSE_ID "id: "
-#define SSE_EVENT "\nevent: "
 #define SSE_DATA "\ndata: "
 #define SSE_END "\n\n"
 #define LIT(s) (sizeof(s) - 1)
 
 size_t fg_sse_frame_len(const struct fg_evitem *it)
 {
-	return LIT(SSE_ID) + strlen(it->id) + LIT(SSE_EVENT) + strlen(it->kind) +
-	       LIT(SSE_DATA) + it->json_len + LIT(SSE_END);
+	return LIT(SSE_ID) + strlen(it->id) + LIT(SSE_DATA) + it->json_len +
+	       LIT(SSE_END);
 }
 
 static char *put(char *out, const char *s, size_t n)
@@ -137,12 +136,12 @@ static char *put(char *out, const char *s, size_t n)
 
 size_t fg_sse_frame(const struct fg_evitem *it, char *out)
 {
-	/* the JSON is compact: no line break in it ends the data line */
+	/* the JSON is compact: no line break in it ends the data line. No
+	 * event: line: an event is a plain message (an EventSource's
+	 * onmessage gets every one), its kind in the JSON */
 	char *p = out;
 	p = put(p, SSE_ID, LIT(SSE_ID));
 	p = put(p, it->id, strlen(it->id));
-	p = put(p, SSE_EVENT, LIT(SSE_EVENT));
-	p = put(p, it->kind, strlen(it->kind));
 	p = put(p, SSE_DATA, LIT(SSE_DATA));
 	p = put(p, it->json, it->json_len);
 	p = put(p, SSE_END, LIT(SSE_END));

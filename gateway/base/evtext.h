@@ -22,6 +22,11 @@
  * it is alive (ev-spec: every 15 s). */
 #define FG_SSE_KEEPALIVE ": keep-alive\n\n"
 
+/* The comment a stream opens with, so that a client holds the stream's
+ * first bytes at once, before any event (an EventSource that waits for
+ * them to say it is open, a reader that tells a live stream by them). */
+#define FG_SSE_OPENING ": events\n\n"
+
 /* One event as the gateway keeps it: what a reader filters on (the lock,
  * the time), its id as a cursor and as text, and its JSON. */
 struct fg_evitem {
@@ -55,8 +60,9 @@ size_t fg_ev_time(uint64_t ms, char *out, size_t cap);
  */
 int fg_ev_cursor_cmp(const struct fg_ev_cursor *a, const struct fg_ev_cursor *b);
 
-/** The bytes of item `it`'s Server-Sent Events frame, "id: ID\nevent:
- *  KIND\ndata: JSON\n\n". */
+/** The bytes of item `it`'s Server-Sent Events frame, "id: ID\ndata:
+ *  JSON\n\n": a plain message, whose type an EventSource names
+ *  "message"; the kind is the JSON's. */
 size_t fg_sse_frame_len(const struct fg_evitem *it);
 
 /** Writes that frame at out (fg_sse_frame_len() bytes, no NUL); returns

@@ -410,6 +410,17 @@ class Serving(EventsCase):
         self.assertEqual([e["id"] for e in r.json["events"]], [i])
         self.assertNotIn("gap", r.json)
 
+    def test_a_stream_with_nothing_to_send_opens_with_a_comment_at_once(self):
+        # the client holds bytes of the stream before any event, long
+        # before the first keep-alive (15 s)
+        s = self.stream(query(prefix=self.prefix()))
+        s.read_head()
+        self.assertEqual(s.status, 200)
+        self.assertTrue(s.wait(lambda s: s.comments >= 1, slack(2.0)),
+                        "no opening comment: %r" % s.body[:200])
+        self.assertEqual(s.frames, [])
+        s.close()
+
     def test_a_stream_resumes_with_last_event_id_without_loss_or_repeat(self):
         p = self.prefix()
         first = [xadd(self.redis, k="granted", l=p + "a", t=str(i + 1))
@@ -426,7 +437,10 @@ class Serving(EventsCase):
                         s.frames)
         self.assertEqual(s.ids(), first[1:] + [live])
         f = s.frames[-1]
-        self.assertEqual(f["event"], "released")
+        # a plain message (an EventSource's onmessage gets it): its kind
+        # is the JSON's, and no event: line names another type
+        self.assertNotIn("event", f)
+        self.assertEqual(f["json"]["kind"], "released")
         self.assertEqual(f["json"]["id"], live)
         self.assertEqual(list(f["json"]), FIELDS)
         s.close()
@@ -491,8 +505,11 @@ class Serving(EventsCase):
     def test_an_idle_stream_sends_a_keep_alive_every_15_s(self):
         s = self.stream(query(prefix="nothing-here/", after=self.mark()))
         s.read_head()
+        # (the first comment is the stream's opening, sent at once)
+        self.assertTrue(s.wait(lambda s: s.comments >= 1, slack(2.0)),
+                        "no opening comment")
         t0 = time.monotonic()
-        self.assertTrue(s.wait(lambda s: s.comments >= 1, 15.0 + slack(10.0)),
+        self.assertTrue(s.wait(lambda s: s.comments >= 2, 15.0 + slack(10.0)),
                         "no keep-alive comment")
         took = time.monotonic() - t0
         self.assertGreater(took, 14.0)

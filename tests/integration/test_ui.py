@@ -320,6 +320,38 @@ class StatusPage(StoreTestCase):
         self.assertIn("exclusive", text)
         self.assertIn("TTL", text)
 
+    def test_the_browsers_own_event_source_gets_every_event_as_a_message(self):
+        # the stream as any EventSource reads it, on the page's origin:
+        # open at once, each event an onmessage with its id as the
+        # lastEventId, its kind in the JSON
+        self.open_page()
+        lock = self.names(A, "es")
+        prefix = lock.rsplit("/", 1)[0] + "/"
+        self.b.evaluate(
+            "(() => { window.esGot = []; window.esOpen = false;"
+            " const es = new EventSource('/_fence/v1/events?prefix=' +"
+            " encodeURIComponent(%s));"
+            " es.onopen = () => { window.esOpen = true; };"
+            " es.onmessage = (m) => { const e = JSON.parse(m.data);"
+            " window.esGot.push([e.kind, e.lock, e.id, m.lastEventId]); };"
+            " window.es = es; return true; })()" % js(prefix))
+        self.addCleanup(self.b.evaluate,
+                        "window.es && window.es.close(), true")
+        v, _ = self.b.wait_for("window.esOpen", slack(2.0))
+        self.assertTrue(v, "the EventSource did not open")
+        g = self.acquire_ok(lock, gw=self.open_gw, ttl_ms=30000)
+        self.release_ok(lock, g["lease"], self.open_gw)
+        v, _ = self.b.wait_for("window.esGot.length >= 2 && window.esGot",
+                               slack(2.0))
+        self.assertTrue(v, "the EventSource's onmessage got %r"
+                        % self.b.evaluate("window.esGot"))
+        self.assertEqual([(k, l) for k, l, _, _ in v],
+                         [("granted", lock), ("released", lock)])
+        for _, _, eid, last in v:
+            self.assertTrue(eid)
+            self.assertEqual(last, eid)
+        self.assert_no_console_errors()
+
     def test_waiter_shows_in_its_locks_queue_within_a_second(self):
         self.open_page()
         lock = self.names(A, "queue")

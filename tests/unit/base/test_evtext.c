@@ -126,7 +126,7 @@ static void test_the_sse_frame(void **state)
 	assert_int_equal(fg_sse_frame(it, out), n);
 	out[n] = '\0';
 	char want[1024];
-	snprintf(want, sizeof(want), "id: 12-3\nevent: broken\ndata: %s\n\n", it->json);
+	snprintf(want, sizeof(want), "id: 12-3\ndata: %s\n\n", it->json);
 	assert_string_equal(out, want);
 	free(out);
 	free(it);
