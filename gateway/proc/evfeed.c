@@ -13,9 +13,10 @@
  * XRANGE (fg_events_range()), so it never runs on a loop: the loops hand
  * jobs to one history thread with its own store connection, through a
  * queue of at most FG_EVFEED_JOBS_MAX jobs; a job done goes on its loop's
- * list and the loop is told. One read is FG_EVFEED_SCAN entries at most,
- * so a job's time and memory are bounded, and a reader that wants more
- * asks again.
+ * list and the loop is told. One read is FG_EVFEED_SCAN entries at most;
+ * a job that found nothing under its prefix reads on, page after page,
+ * up to FG_EVFEED_SCAN_MAX entries or FG_EVFEED_SCAN_MS, so a job's time
+ * and memory are bounded, and a reader that wants more asks again.
  *
  * Nobody reading, nobody read: the follower reads only while some reader
  * is listed (fg_evfeed_reader()) or one left less than LINGER_MS ago.
@@ -323,17 +324,31 @@ static void run_job(struct fg_evfeed *f, fg_store *st, struct fg_evjob *j)
 		return;
 	}
 	struct range r = { .j = j };
-	struct fg_ev_cursor next = j->after;
-	bool gap = false;
-	int err = fg_events_range(st, j->after.set ? &j->after : NULL, j->scan,
-				  fg_evfeed_min_ms(f), on_range, &r, &next, &gap);
-	j->err = err ? err : r.err;
-	j->gap = gap;
-	/* nothing looked at: where the store says it is (entries too old
-	 * to show were passed) */
-	if (j->seen == 0 && next.set)
-		j->next = next;
-	j->caught_up = !r.stopped && j->seen < j->scan;
+	uint64_t t0 = fg_clock_ms();
+	/* Page after page until something under the prefix is found, the
+	 * stream's end, or the budget: a prefix whose events come after a
+	 * long run of other locks' is answered with them, not with an empty
+	 * page and a `next` to follow. */
+	for (;;) {
+		struct fg_ev_cursor from = j->next, next = j->next;
+		unsigned seen = j->seen;
+		bool gap = false;
+		int err = fg_events_range(st, from.set ? &from : NULL, j->scan,
+					  fg_evfeed_min_ms(f), on_range, &r,
+					  &next, &gap);
+		j->err = err ? err : r.err;
+		j->gap |= gap;
+		/* nothing looked at: where the store says it is (entries too
+		 * old to show were passed) */
+		if (j->seen == seen && next.set)
+			j->next = next;
+		j->caught_up = !r.stopped && j->seen - seen < j->scan;
+		if (j->err || j->caught_up || r.stopped || j->n > 0 ||
+		    j->seen >= FG_EVFEED_SCAN_MAX ||
+		    fg_clock_ms() - t0 >= FG_EVFEED_SCAN_MS ||
+		    atomic_load(&j->cancelled))
+			break;
+	}
 }
 
 static void *history_main(void *arg)

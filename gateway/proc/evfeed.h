@@ -27,8 +27,13 @@
 /* History reads waiting for the history thread, all loops together; one
  * more is refused (503) rather than queued. */
 #define FG_EVFEED_JOBS_MAX 64
-/* Entries one history read looks at, at most. */
+/* Entries one page of a history read looks at, at most. */
 #define FG_EVFEED_SCAN 1000
+/* One history read goes on page after page while it has found nothing
+ * under its prefix: at most this many entries, and this long (the
+ * history thread serves every reader in turn). */
+#define FG_EVFEED_SCAN_MAX 100000
+#define FG_EVFEED_SCAN_MS 500
 
 struct fg_evfeed;
 
@@ -45,7 +50,7 @@ struct fg_evjob {
 	struct fg_ev_cursor after;   /* not set: from the oldest retained */
 	char prefix[FG_NAME_MAX + 1];
 	size_t prefix_len;
-	unsigned scan;               /* entries to look at, at most */
+	unsigned scan;               /* entries a page looks at, at most */
 	unsigned limit;              /* events under prefix to keep, at most */
 	unsigned loop;               /* whose it is */
 	void *owner;                 /* the loop's; never read by the feed */

@@ -332,6 +332,26 @@ class Serving(EventsCase):
             again = self.events_ok(prefix=p, after=last)
             self.assertEqual(again, {"events": [], "next": last})
 
+    def test_a_prefix_behind_pages_of_other_locks_events_is_answered_with_its_own(self):
+        # 2500 entries of other locks (two and a half pages of a history
+        # read) come before the prefix's one: the answer holds it, not an
+        # empty page with a next to follow
+        p = self.prefix()
+        after = self.mark()
+        self.redis.command(
+            "EVAL", "for i = 1, tonumber(ARGV[1]) do redis.call('XADD', "
+            "KEYS[1], '*', 'k', 'granted', 'l', ARGV[2] .. i) end return 1",
+            "1", STREAM, "2500", "elsewhere/" + p)
+        mine = xadd(self.redis, k="granted", l=p + "a", t="1")
+        for params in ({"after": after}, {"after": after, "wait_ms": 5000},
+                       {}):
+            t0 = time.monotonic()
+            page = self.events_ok(prefix=p, **params)
+            self.assertEqual([e["id"] for e in page["events"]], [mine],
+                             params)
+            self.assertEqual(page["next"], mine, params)
+            self.assertLess(time.monotonic() - t0, slack(3.0), params)
+
     def test_from_the_oldest_retained_without_after(self):
         p = self.prefix()
         mine = [xadd(self.redis, k="granted", l=p + "a", t="1"),
